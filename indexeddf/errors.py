@@ -1,0 +1,101 @@
+"""Typed errors of indexeddf.
+
+Every error a user can cause derives from :class:`IndexedDFError`. Each message says
+what happened and what to do about it; nothing already committed is lost when one of
+these is raised.
+"""
+
+from __future__ import annotations
+
+
+class IndexedDFError(Exception):
+    """Base class of every error raised by indexeddf."""
+
+
+class TableNotFoundError(IndexedDFError):
+    """The path holds no indexeddf table (no ``_indexeddf_log`` with a version 0)."""
+
+
+class TableExistsError(IndexedDFError):
+    """``create`` was asked for a path that already holds a table."""
+
+
+class SchemaMismatchError(IndexedDFError):
+    """Written data does not match the table schema; ``columns`` names the differences."""
+
+    def __init__(self, message: str, columns: list[str] | None = None):
+        super().__init__(message)
+        self.columns = list(columns or [])
+
+
+class UnsupportedTypeError(SchemaMismatchError):
+    """A column has a type the format cannot store or bucket by."""
+
+
+class InvalidOptionError(IndexedDFError, ValueError):
+    """An option or argument has an unknown name or a value out of range."""
+
+
+class VersionNotFoundError(IndexedDFError):
+    """Time travel asked for a version or timestamp the log does not hold."""
+
+
+class ConcurrentModificationError(IndexedDFError):
+    """A commit lost a race against another writer and could not be rebased.
+
+    The subclass says which kind of conflict it was. The losing transaction's files
+    have been deleted; re-read the table and retry the operation.
+    """
+
+
+class ConcurrentAppendError(ConcurrentModificationError):
+    """Another writer added files to data this transaction read (overwrite/delete)."""
+
+
+class ConcurrentDeleteReadError(ConcurrentModificationError):
+    """Another writer removed files this transaction read."""
+
+
+class ConcurrentDeleteDeleteError(ConcurrentModificationError):
+    """Another writer removed files this transaction also removes."""
+
+
+class MetadataChangedError(ConcurrentModificationError):
+    """Another writer changed the table metadata since this transaction read it."""
+
+
+class ProtocolChangedError(ConcurrentModificationError):
+    """Another writer changed the protocol version since this transaction read it."""
+
+
+class ConcurrentTransactionError(ConcurrentModificationError):
+    """Another writer committed the same idempotent ``txn`` application id."""
+
+
+class ConcurrentIndexError(ConcurrentModificationError):
+    """Another writer changed an index that this transaction also changes."""
+
+
+class CommitRetriesExceededError(ConcurrentModificationError):
+    """The commit kept losing races until the retry budget ran out."""
+
+
+class CorruptLogError(IndexedDFError):
+    """A log or checkpoint file cannot be parsed; the message names the file and line."""
+
+    def __init__(self, message: str, path: str | None = None, line: int | None = None):
+        super().__init__(message)
+        self.path = path
+        self.line = line
+
+
+class UnsupportedProtocolError(IndexedDFError):
+    """The table needs a newer reader or writer than this version of indexeddf."""
+
+
+class UnsafePathError(CorruptLogError):
+    """A log action names a path outside the table root (absolute, or with ``..``)."""
+
+
+class UnsupportedStorageError(IndexedDFError):
+    """The filesystem cannot provide the atomic put-if-absent that commits need."""

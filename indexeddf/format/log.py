@@ -1,0 +1,113 @@
+"""The operation log's files: naming, listing and parsing commits into actions."""
+
+from __future__ import annotations
+
+import posixpath
+import re
+
+from ..errors import CorruptLogError, UnsafePathError
+from ..spec.actions import Action, ActionParseError, AddFile, CommitInfo, IndexEntry, RemoveFile, parse_line
+from .storage import TableStorage
+
+LOG_DIR = "_indexeddf_log"
+LAST_CHECKPOINT = f"{LOG_DIR}/_last_checkpoint"
+_COMMIT_NAME = re.compile(r"^(\d{20})\.json$")
+_CHECKPOINT_NAME = re.compile(r"^(\d{20})\.checkpoint\.parquet$")
+_SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:")
+
+
+def commit_path(version: int) -> str:
+    """Relative path of the commit file of ``version`` (20 zero-padded digits)."""
+    return f"{LOG_DIR}/{version:020d}.json"
+
+
+def checkpoint_path(version: int) -> str:
+    """Relative path of the checkpoint written at ``version``."""
+    return f"{LOG_DIR}/{version:020d}.checkpoint.parquet"
+
+
+def list_log(storage: TableStorage) -> tuple[list[int], list[int]]:
+    """Sorted commit versions and checkpoint versions present in the log folder."""
+    commits, checkpoints = [], []
+    for name in storage.list_names(LOG_DIR):
+        m = _COMMIT_NAME.match(name)
+        if m:
+            commits.append(int(m.group(1)))
+            continue
+        m = _CHECKPOINT_NAME.match(name)
+        if m:
+            checkpoints.append(int(m.group(1)))
+    return sorted(commits), sorted(checkpoints)
+
+
+def check_relative_path(path: str, where: str) -> None:
+    """Refuse a path that is absolute, has a URL scheme, or climbs out with ``..``."""
+    if (
+        not path
+        or path.startswith("/")
+        or path.startswith("\\")
+        or _SCHEME.match(path)
+        or ".." in posixpath.normpath(path).split("/")
+        or ".." in path.replace("\\", "/").split("/")
+    ):
+        raise UnsafePathError(
+            f"{where}: path {path!r} is not inside the table root (absolute paths, URLs and "
+            "'..' are refused). The log was not written by indexeddf or was tampered with; "
+            "restore the file from a backup or remove the offending commit.",
+        )
+
+
+def check_action_paths(action: Action, where: str) -> None:
+    """Apply :func:`check_relative_path` to every path an action names."""
+    if isinstance(action, (AddFile, RemoveFile)):
+        check_relative_path(action.path, where)
+    elif isinstance(action, IndexEntry):
+        for f in action.files:
+            check_relative_path(f.path, where)
+
+
+def parse_commit(text: str, source: str) -> list[Action]:
+    """Parse a commit file's text; every error names the file and line."""
+    if text and not text.endswith("\n"):
+        # Writers always end the last line; a missing newline means a truncated file.
+        last = text.count("\n") + 1
+        raise CorruptLogError(
+            f"{source} line {last}: truncated (no final newline). The commit was cut short; "
+            "restore it from a backup.",
+            source,
+            last,
+        )
+    actions: list[Action] = []
+    for number, line in enumerate(text.split("\n")[:-1], start=1):
+        if not line.strip():
+            continue
+        try:
+            action = parse_line(line)
+        except ActionParseError as e:
+            raise CorruptLogError(
+                f"{source} line {number}: {e}. The log file is damaged; restore it from a backup.",
+                source,
+                number,
+            ) from None
+        check_action_paths(action, f"{source} line {number}")
+        actions.append(action)
+    return actions
+
+
+def read_commit(storage: TableStorage, version: int) -> list[Action]:
+    """The actions of one commit; ``FileNotFoundError`` when the version is absent."""
+    rel = commit_path(version)
+    raw = storage.read_bytes(rel)
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise CorruptLogError(f"{storage.full(rel)}: not UTF-8 ({e})", storage.full(rel)) from None
+    return parse_commit(text, storage.full(rel))
+
+
+def read_commit_info(storage: TableStorage, version: int) -> CommitInfo | None:
+    """The ``commitInfo`` of a version (writers put it on the first line)."""
+    for action in read_commit(storage, version):
+        if isinstance(action, CommitInfo):
+            return action
+    return None

@@ -1,0 +1,171 @@
+"""Replay of the log into snapshots: the state of a table at one version.
+
+Replay rules (PROTOCOL.md, "Replay"): the latest ``protocol`` and ``metaData`` win;
+``add`` and ``remove`` are reconciled by path (the later action wins); the latest
+``txn`` per ``appId`` and the latest ``index`` per name win; ``commitInfo`` is
+provenance only.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..errors import CorruptLogError, TableNotFoundError, UnsupportedProtocolError, VersionNotFoundError
+from ..spec.actions import (
+    READER_VERSION,
+    Action,
+    AddFile,
+    CommitInfo,
+    IndexEntry,
+    Metadata,
+    Protocol,
+    RemoveFile,
+    Txn,
+)
+from . import checkpoint as ckpt
+from .log import list_log, read_commit
+from .storage import TableStorage
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """The table as of ``version``. Immutable: applying commits returns a new snapshot."""
+
+    storage: TableStorage
+    version: int
+    protocol: Protocol
+    metadata: Metadata
+    files: dict[str, AddFile]
+    tombstones: dict[str, RemoveFile] = field(default_factory=dict)
+    txns: dict[str, Txn] = field(default_factory=dict)
+    indexes: dict[str, IndexEntry] = field(default_factory=dict)
+    timestamp: int = 0
+    """Commit timestamp of ``version``, ms since the epoch (UTC)."""
+
+    # -- derived views -----------------------------------------------------------
+    def live_files(self) -> list[AddFile]:
+        """Live row-batch files, ordered by file id (the order rows are read in)."""
+        return sorted(self.files.values(), key=lambda a: a.fileId)
+
+    def num_records(self) -> int:
+        """Rows in the snapshot, from file statistics."""
+        return sum(a.stats.numRecords for a in self.files.values())
+
+    def size_bytes(self) -> int:
+        """Bytes of the live row-batch files."""
+        return sum(a.size for a in self.files.values())
+
+    def txn_version(self, app_id: str) -> int | None:
+        """The last committed version of an idempotent writer, or None."""
+        t = self.txns.get(app_id)
+        return None if t is None else t.version
+
+    def apply(self, version: int, actions: list[Action]) -> "Snapshot":
+        """The snapshot after one more commit."""
+        state = _ReplayState.from_snapshot(self)
+        state.apply(actions)
+        return state.freeze(self.storage, version)
+
+
+@dataclass
+class _ReplayState:
+    protocol: Protocol | None = None
+    metadata: Metadata | None = None
+    files: dict[str, AddFile] = field(default_factory=dict)
+    tombstones: dict[str, RemoveFile] = field(default_factory=dict)
+    txns: dict[str, Txn] = field(default_factory=dict)
+    indexes: dict[str, IndexEntry] = field(default_factory=dict)
+    timestamp: int = 0
+
+    @classmethod
+    def from_snapshot(cls, s: Snapshot) -> "_ReplayState":
+        return cls(s.protocol, s.metadata, dict(s.files), dict(s.tombstones), dict(s.txns), dict(s.indexes), s.timestamp)
+
+    def apply(self, actions: list[Action]) -> None:
+        for a in actions:
+            if isinstance(a, AddFile):
+                self.files[a.path] = a
+                self.tombstones.pop(a.path, None)
+            elif isinstance(a, RemoveFile):
+                self.files.pop(a.path, None)
+                self.tombstones[a.path] = a
+            elif isinstance(a, Txn):
+                self.txns[a.appId] = a
+            elif isinstance(a, IndexEntry):
+                self.indexes[a.name] = a
+            elif isinstance(a, Metadata):
+                self.metadata = a
+            elif isinstance(a, Protocol):
+                self.protocol = a
+            elif isinstance(a, CommitInfo):
+                self.timestamp = a.timestamp
+
+    def freeze(self, storage: TableStorage, version: int) -> Snapshot:
+        if self.protocol is None or self.metadata is None:
+            raise CorruptLogError(
+                f"{storage.url}: version {version} has no protocol or metaData action; the "
+                "log is damaged or was not written by indexeddf",
+                storage.url,
+            )
+        if self.protocol.minReaderVersion > READER_VERSION:
+            raise UnsupportedProtocolError(
+                f"{storage.url} needs reader version {self.protocol.minReaderVersion}; this "
+                f"indexeddf reads up to {READER_VERSION}. Upgrade indexeddf to read it."
+            )
+        return Snapshot(
+            storage, version, self.protocol, self.metadata, self.files,
+            self.tombstones, self.txns, self.indexes, self.timestamp,
+        )
+
+
+def initial_snapshot(storage: TableStorage, actions: list[Action]) -> Snapshot:
+    """The snapshot of version 0 from its actions (used when a table is created)."""
+    state = _ReplayState()
+    state.apply(actions)
+    return state.freeze(storage, 0)
+
+
+def load_snapshot(storage: TableStorage, version: int | None = None) -> Snapshot:
+    """Replay the newest checkpoint at or before the target, then the commits after it."""
+    commits, checkpoints = list_log(storage)
+    if not commits and not checkpoints:
+        raise TableNotFoundError(
+            f"no indexeddf table at {storage.url} (no {storage.full('_indexeddf_log')}); "
+            "create one with IndexedTable.create(path, data, index_columns=[...])"
+        )
+    latest = max(commits[-1] if commits else -1, checkpoints[-1] if checkpoints else -1)
+    target = latest if version is None else version
+    if target < 0 or target > latest:
+        raise VersionNotFoundError(
+            f"{storage.url} has versions up to {latest}; version {target} does not exist"
+        )
+    usable = [c for c in checkpoints if c <= target]
+    state = _ReplayState()
+    start = 0
+    if usable:
+        state.apply(ckpt.read_checkpoint(storage, usable[-1]))
+        start = usable[-1] + 1
+    present = set(commits)
+    for v in range(start, target + 1):
+        if v not in present:
+            raise VersionNotFoundError(
+                f"{storage.url}: commit {v} is missing from the log, so version {target} "
+                "cannot be reconstructed; pick a version at or after the oldest checkpoint"
+            )
+        state.apply(read_commit(storage, v))
+    return state.freeze(storage, target)
+
+
+def update_snapshot(snapshot: Snapshot) -> Snapshot:
+    """The latest snapshot, replaying only the commits after ``snapshot`` when possible."""
+    commits, _ = list_log(snapshot.storage)
+    newer = [v for v in commits if v > snapshot.version]
+    if not newer:
+        return snapshot
+    if newer != list(range(snapshot.version + 1, newer[-1] + 1)):
+        return load_snapshot(snapshot.storage)
+    state = _ReplayState.from_snapshot(snapshot)
+    for v in newer:
+        state.apply(read_commit(snapshot.storage, v))
+    return state.freeze(snapshot.storage, newer[-1])
+

@@ -1,0 +1,157 @@
+"""Table storage on fsspec, with the one primitive commits need: put-if-absent.
+
+Contract of :meth:`TableStorage.put_if_absent` (the only mutual exclusion of the
+format): the file appears whole or not at all, and of two writers of the same path
+exactly one succeeds.
+
+- Local disks: the bytes go to a temporary file in the same folder, are flushed to
+  disk, then hard-linked to the final name. ``link`` fails when the name exists, and
+  a reader never sees a half-written file (the temporary name is not a log name).
+- ``memory://`` (tests): a process-wide lock around exists-then-write.
+- Other fsspec filesystems: an exclusive-create open (``mode="xb"``), which object
+  stores implement with a conditional put (S3 ``If-None-Match: *``, GCS
+  ``ifGenerationMatch=0``, Azure ``If-None-Match``). A filesystem without it raises
+  :class:`UnsupportedStorageError` rather than risk two writers winning one version.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import uuid
+from typing import Any
+
+import fsspec
+import pyarrow.fs as pafs
+from fsspec.implementations.local import LocalFileSystem
+from fsspec.implementations.memory import MemoryFileSystem
+
+from ..errors import UnsupportedStorageError
+
+_MEMORY_LOCK = threading.Lock()
+
+
+class TableStorage:
+    """A table root on some fsspec filesystem; paths below are relative to the root."""
+
+    def __init__(self, url: str, storage_options: dict[str, Any] | None = None):
+        self.url = str(url)
+        self.storage_options = dict(storage_options or {})
+        fs, root = fsspec.core.url_to_fs(self.url, **self.storage_options)
+        self.fs: fsspec.AbstractFileSystem = fs
+        self.root: str = root.rstrip("/") if root != "/" else root
+        self.is_local = isinstance(fs, LocalFileSystem)
+
+    # -- paths -------------------------------------------------------------------
+    def full(self, rel: str) -> str:
+        """The filesystem path of a path relative to the table root."""
+        return f"{self.root}/{rel}" if rel else self.root
+
+    def arrow_filesystem(self) -> pafs.FileSystem:
+        """A pyarrow filesystem for the same storage (native for local disks)."""
+        if self.is_local:
+            return pafs.LocalFileSystem()
+        return pafs.PyFileSystem(pafs.FSSpecHandler(self.fs))
+
+    # -- reads -------------------------------------------------------------------
+    def read_bytes(self, rel: str) -> bytes:
+        """The whole content of a file; ``FileNotFoundError`` when absent."""
+        if self.is_local:
+            with open(self.full(rel), "rb") as f:
+                return f.read()
+        return self.fs.cat_file(self.full(rel))
+
+    def exists(self, rel: str) -> bool:
+        """Whether the file or folder exists."""
+        return self.fs.exists(self.full(rel))
+
+    def list_names(self, rel_dir: str) -> list[str]:
+        """The names (not paths) of the entries of a folder; empty when it is missing."""
+        if self.is_local:
+            try:
+                return os.listdir(self.full(rel_dir))
+            except FileNotFoundError:
+                return []
+        try:
+            entries = self.fs.ls(self.full(rel_dir), detail=False)
+        except FileNotFoundError:
+            return []
+        return [e.rstrip("/").rsplit("/", 1)[-1] for e in entries]
+
+    # -- writes ------------------------------------------------------------------
+    def write_bytes(self, rel: str, data: bytes) -> None:
+        """Create or replace a file (data files, whose names are unique, and hints)."""
+        path = self.full(rel)
+        if self.is_local:
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            with open(path, "wb") as f:
+                f.write(data)
+            return
+        parent = path.rsplit("/", 1)[0]
+        self.fs.makedirs(parent, exist_ok=True)
+        self.fs.pipe_file(path, data)
+
+    def replace_atomically(self, rel: str, data: bytes) -> None:
+        """Replace a small file so readers see the old or the new content, never a mix."""
+        if not self.is_local:
+            self.write_bytes(rel, data)  # object-store puts are atomic per object
+            return
+        path = self.full(rel)
+        tmp = f"{path}.{uuid.uuid4().hex}.tmp"
+        with open(tmp, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)
+
+    def put_if_absent(self, rel: str, data: bytes) -> bool:
+        """Create the file with ``data`` unless it exists; True when this call created it."""
+        path = self.full(rel)
+        if self.is_local:
+            return _local_put_if_absent(path, data)
+        if isinstance(self.fs, MemoryFileSystem):
+            with _MEMORY_LOCK:
+                if self.fs.exists(path):
+                    return False
+                self.write_bytes(rel, data)
+                return True
+        try:
+            with self.fs.open(path, "xb") as f:
+                f.write(data)
+            return True
+        except FileExistsError:
+            return False
+        except (NotImplementedError, ValueError, TypeError) as e:
+            raise UnsupportedStorageError(
+                f"{type(self.fs).__name__} cannot create {path} exclusively ({e}); commits "
+                "need an atomic put-if-absent. Use a local path or an object store whose "
+                "fsspec driver supports mode='xb' (conditional put)."
+            ) from e
+
+    def delete(self, rel: str) -> None:
+        """Delete a file; a missing file is not an error."""
+        try:
+            if self.is_local:
+                os.remove(self.full(rel))
+            else:
+                self.fs.rm_file(self.full(rel))
+        except FileNotFoundError:
+            pass
+
+
+def _local_put_if_absent(path: str, data: bytes) -> bool:
+    folder = os.path.dirname(path)
+    os.makedirs(folder, exist_ok=True)
+    # A dot-name is never a log name, so readers ignore a temporary file left by a crash.
+    tmp = os.path.join(folder, f".{os.path.basename(path)}.{uuid.uuid4().hex}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        try:
+            os.link(tmp, path)
+            return True
+        except FileExistsError:
+            return False
+    finally:
+        os.remove(tmp)

@@ -1,0 +1,33 @@
+"""Spark-free reads of a snapshot's row batches into Arrow."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import pyarrow as pa
+import pyarrow.dataset as ds
+
+from ..errors import SchemaMismatchError
+from ..format.snapshot import Snapshot
+from ..spec.schema import arrow_schema
+
+
+def read_snapshot(snapshot: Snapshot, columns: Sequence[str] | None = None, filter: ds.Expression | None = None) -> pa.Table:
+    """The rows of ``snapshot`` (files in file-id order), optionally projected and filtered."""
+    schema = arrow_schema(snapshot.metadata.schema_)
+    if columns is not None:
+        unknown = [c for c in columns if c not in schema.names]
+        if unknown:
+            raise SchemaMismatchError(f"unknown columns {unknown}; the table has {schema.names}", unknown)
+    files = snapshot.live_files()
+    if not files:
+        empty = schema.empty_table()
+        return empty.select(list(columns)) if columns is not None else empty
+    storage = snapshot.storage
+    dataset = ds.dataset(
+        [storage.full(a.path) for a in files],
+        schema=schema,
+        format="parquet",
+        filesystem=storage.arrow_filesystem(),
+    )
+    return dataset.to_table(columns=list(columns) if columns is not None else None, filter=filter)

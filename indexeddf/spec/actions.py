@@ -1,0 +1,169 @@
+"""Log actions: one JSON object per line of a commit file, ``{"<kind>": {...}}``.
+
+The models are immutable and serialize canonically (every field, in declaration order,
+compact separators), so ``parse_line(to_line(a)) == a`` and ``to_line(parse_line(s)) == s``
+for every line indexeddf writes. ``docs/PROTOCOL.md`` is the normative description.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Literal, Union
+
+from pydantic import BaseModel, ConfigDict, Field as PField, ValidationError
+
+from .schema import Field
+
+READER_VERSION = 1
+"""The newest ``minReaderVersion`` this library can read."""
+WRITER_VERSION = 1
+"""The newest ``minWriterVersion`` this library can write."""
+
+
+class _Action(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
+
+
+class Protocol(_Action):
+    """The reader and writer versions a client needs to read or write this table."""
+
+    minReaderVersion: int = READER_VERSION
+    minWriterVersion: int = WRITER_VERSION
+
+
+class Metadata(_Action):
+    """Table identity, schema, bucketing and configuration. The latest one wins on replay."""
+
+    id: str
+    name: str | None = None
+    description: str | None = None
+    schema_: tuple[Field, ...] = PField(alias="schema")
+    indexColumns: tuple[str, ...]
+    numBuckets: int
+    configuration: dict[str, str] = {}
+    createdTime: int
+
+
+class FileStats(_Action):
+    """Per-file statistics. Values are JSON renderings (see PROTOCOL.md, "Statistics")."""
+
+    numRecords: int
+    minValues: dict[str, Any] = {}
+    maxValues: dict[str, Any] = {}
+    nullCount: dict[str, int] = {}
+
+
+class AddFile(_Action):
+    """A row-batch file that becomes part of the table."""
+
+    path: str
+    size: int
+    modificationTime: int
+    dataChange: bool = True
+    bucket: int
+    fileId: int
+    stats: FileStats
+
+
+class RemoveFile(_Action):
+    """A row-batch file that leaves the table (kept on disk until vacuum)."""
+
+    path: str
+    deletionTimestamp: int
+    dataChange: bool = True
+    bucket: int
+    fileId: int
+    size: int
+
+
+class IndexFile(_Action):
+    """One file of an index snapshot."""
+
+    path: str
+    size: int
+    bucket: int
+    numEntries: int
+
+
+class IndexEntry(_Action):
+    """The state of one index: the latest ``index`` action per name wins on replay."""
+
+    name: str
+    columns: tuple[str, ...]
+    kind: Literal["primary", "secondary"]
+    state: str
+    numBuckets: int
+    coveredVersion: int
+    files: tuple[IndexFile, ...] = ()
+    properties: dict[str, str] = {}
+
+
+class Txn(_Action):
+    """The last committed version of an idempotent writer (``appId``)."""
+
+    appId: str
+    version: int
+    lastUpdated: int
+
+
+class CommitInfo(_Action):
+    """Provenance of a commit: what ran, on which version, when (ms since the epoch, UTC)."""
+
+    timestamp: int
+    operation: str
+    operationParameters: dict[str, Any] = {}
+    readVersion: int | None = None
+    isolationLevel: str = "Serializable"
+    isBlindAppend: bool = False
+    engineInfo: str = ""
+    operationMetrics: dict[str, Any] = {}
+
+
+Action = Union[Protocol, Metadata, AddFile, RemoveFile, IndexEntry, Txn, CommitInfo]
+
+KEYS: dict[type, str] = {
+    Protocol: "protocol",
+    Metadata: "metaData",
+    AddFile: "add",
+    RemoveFile: "remove",
+    IndexEntry: "index",
+    Txn: "txn",
+    CommitInfo: "commitInfo",
+}
+"""The JSON key of each action class."""
+CLASSES: dict[str, type] = {v: k for k, v in KEYS.items()}
+
+
+class ActionParseError(ValueError):
+    """A line is not a valid action; callers turn it into ``CorruptLogError``."""
+
+
+def to_line(action: Action) -> str:
+    """The canonical one-line JSON form of an action (no trailing newline)."""
+    body = action.model_dump_json(by_alias=True)
+    return '{"' + KEYS[type(action)] + '":' + body + "}"
+
+
+def parse_line(line: str) -> Action:
+    """Parse one log line into its action; raises ``ActionParseError`` with the reason."""
+    try:
+        obj = json.loads(line)
+    except json.JSONDecodeError as e:
+        raise ActionParseError(f"not valid JSON ({e.msg} at column {e.colno})") from None
+    if not isinstance(obj, dict) or len(obj) != 1:
+        raise ActionParseError("a line must be a JSON object with exactly one action key")
+    (key, body), = obj.items()
+    cls = CLASSES.get(key)
+    if cls is None:
+        raise ActionParseError(f"unknown action {key!r}")
+    try:
+        return cls.model_validate(body)
+    except ValidationError as e:
+        first = e.errors()[0]
+        where = ".".join(str(p) for p in first["loc"])
+        raise ActionParseError(f"invalid {key!r} action: {where}: {first['msg']}") from None
+
+
+def to_lines(actions: list[Action]) -> str:
+    """A commit file's text: one action per line, newline-terminated."""
+    return "".join(to_line(a) + "\n" for a in actions)

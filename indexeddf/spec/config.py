@@ -1,0 +1,83 @@
+"""Table properties (``metaData.configuration``): names, defaults and validation.
+
+Every property a table understands is listed here with its default and meaning; an
+unknown ``indexeddf.*`` name is refused, so a typo never passes silently.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+from ..errors import InvalidOptionError
+
+
+@dataclass(frozen=True)
+class Property:
+    """One table property: its default (as stored, a string), parser and description."""
+
+    name: str
+    default: str
+    parse: Callable[[str], object]
+    doc: str
+
+
+def _positive_int(s: str) -> int:
+    v = int(s)
+    if v <= 0:
+        raise ValueError("must be a positive integer")
+    return v
+
+
+def _bool(s: str) -> bool:
+    if s.lower() not in ("true", "false"):
+        raise ValueError("must be 'true' or 'false'")
+    return s.lower() == "true"
+
+
+PROPERTIES: dict[str, Property] = {
+    p.name: p
+    for p in [
+        Property(
+            "indexeddf.checkpointInterval", "10", _positive_int,
+            "Write a Parquet checkpoint of the log every N commits.",
+        ),
+        Property(
+            "indexeddf.targetRowGroupBytes", str(4 * 1024 * 1024), _positive_int,
+            "Target size in bytes of one Parquet row group of a row-batch file (about 4 MB).",
+        ),
+        Property(
+            "indexeddf.commit.maxRetries", "100", _positive_int,
+            "How many times a commit that lost a race is rebased and retried before it fails.",
+        ),
+        Property(
+            "indexeddf.index.autoRefresh", "true", _bool,
+            "Whether appends maintain the table's indexes in the same commit.",
+        ),
+    ]
+}
+
+
+def validate(configuration: dict[str, str]) -> dict[str, str]:
+    """Check names and values; returns the configuration with values as strings."""
+    out = {}
+    for key, value in configuration.items():
+        value = str(value).lower() if isinstance(value, bool) else str(value)
+        prop = PROPERTIES.get(key)
+        if prop is None:
+            if key.startswith("indexeddf."):
+                known = ", ".join(sorted(PROPERTIES))
+                raise InvalidOptionError(f"unknown table property {key!r}; known: {known}")
+        else:
+            try:
+                prop.parse(value)
+            except ValueError as e:
+                raise InvalidOptionError(f"table property {key}={value!r}: {e}") from None
+        out[key] = value
+    return out
+
+
+def get(configuration: dict[str, str], name: str):
+    """The parsed value of a property, falling back to its default."""
+    prop = PROPERTIES[name]
+    return prop.parse(configuration.get(name, prop.default))

@@ -1,0 +1,93 @@
+"""Incoming data: conversion to Arrow and enforcement of the table schema."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from ..errors import InvalidOptionError, SchemaMismatchError
+from ..spec.schema import Field, arrow_schema, fields_from_arrow, type_name
+
+
+def to_arrow_table(data: Any) -> pa.Table:
+    """A ``pyarrow.Table`` from a Table, RecordBatch, RecordBatchReader or pandas DataFrame."""
+    if isinstance(data, pa.Table):
+        return data
+    if isinstance(data, pa.RecordBatch):
+        return pa.Table.from_batches([data])
+    if isinstance(data, pa.RecordBatchReader):
+        return data.read_all()
+    if type(data).__module__.startswith("pandas") and hasattr(data, "columns"):
+        return pa.Table.from_pandas(data, preserve_index=False)
+    raise InvalidOptionError(
+        f"cannot write data of type {type(data).__name__}; pass a pyarrow.Table, "
+        "pyarrow.RecordBatchReader or pandas.DataFrame"
+    )
+
+
+def table_fields(data: pa.Table, index_columns: list[str]) -> tuple[Field, ...]:
+    """The log schema of a new table from its first data (validates the index columns)."""
+    fields = fields_from_arrow(data.schema)
+    missing = [c for c in index_columns if c not in data.schema.names]
+    if missing:
+        raise SchemaMismatchError(
+            f"index columns {missing} are not in the data (columns: {data.schema.names})", missing
+        )
+    if not index_columns:
+        raise InvalidOptionError("index_columns must name at least one column to bucket by")
+    return fields
+
+
+def conform(data: pa.Table, fields: tuple[Field, ...]) -> pa.Table:
+    """``data`` with the table's column order and exact Arrow types.
+
+    Columns are matched by name. Representations of the same logical type are
+    accepted and converted (large strings, other timestamp units or zones, dictionary
+    encoding); anything else raises ``SchemaMismatchError`` naming every column that
+    differs, before a single file is written.
+    """
+    expected = {f.name: f for f in fields}
+    given = {name: data.schema.field(name) for name in data.schema.names}
+    problems: list[str] = []
+    details: list[str] = []
+    for name in given:
+        if name not in expected:
+            problems.append(name)
+            details.append(f"{name!r} is not in the table")
+    for name, f in expected.items():
+        if name not in given:
+            problems.append(name)
+            details.append(f"{name!r} is missing")
+            continue
+        got = _type_name_or_none(given[name].type)
+        if got != f.type:
+            problems.append(name)
+            details.append(f"{name!r} is {got or given[name].type}, the table has {f.type}")
+    if problems:
+        raise SchemaMismatchError(
+            "data does not match the table schema: " + "; ".join(details)
+            + ". Cast or rename the columns to match, or use overwrite(..., overwrite_schema=True).",
+            problems,
+        )
+    target = arrow_schema(fields)
+    columns = []
+    for target_field in target:
+        col = data.column(target_field.name)
+        if pa.types.is_dictionary(col.type):
+            col = col.cast(col.type.value_type)
+        if col.type != target_field.type:
+            # Timestamp units: Spark keeps microseconds; finer units are truncated as Spark does.
+            col = pc.cast(col, target_field.type, safe=not pa.types.is_timestamp(col.type))
+        if not target_field.nullable and col.null_count:
+            raise SchemaMismatchError(f"column {target_field.name!r} is not nullable but has nulls", [target_field.name])
+        columns.append(col)
+    return pa.Table.from_arrays(columns, schema=target)
+
+
+def _type_name_or_none(t: pa.DataType) -> str | None:
+    try:
+        return type_name(t)
+    except SchemaMismatchError:
+        return None

@@ -1,0 +1,129 @@
+"""Row batches: bucket rows by the index columns and write one Parquet file per bucket."""
+
+from __future__ import annotations
+
+import base64
+import datetime as dt
+import decimal
+import io
+import math
+import time
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from ..format.storage import TableStorage
+from ..spec.actions import AddFile, FileStats
+from ..spec.bucketing import bucket_ids
+
+MAX_STRING_STAT = 64
+"""String min/max longer than this are left out of the statistics (a cut max is wrong)."""
+_WRITE_THREADS = 4
+
+
+def data_file_path(bucket: int) -> str:
+    """A new, unique relative path for a row-batch file of ``bucket``."""
+    return f"data/bucket={bucket:05d}/part-{uuid.uuid4().hex}.parquet"
+
+
+def split_by_bucket(table: pa.Table, index_columns: list[str], num_buckets: int) -> list[tuple[int, pa.Table]]:
+    """The rows of each non-empty bucket, in input order within a bucket."""
+    if table.num_rows == 0:
+        return []
+    buckets = bucket_ids([table.column(c) for c in index_columns], num_buckets)
+    order = np.argsort(buckets, kind="stable")
+    counts = np.bincount(buckets, minlength=num_buckets)
+    ordered = table.take(pa.array(order))
+    out, start = [], 0
+    for b in np.flatnonzero(counts):
+        n = int(counts[b])
+        out.append((int(b), ordered.slice(start, n)))
+        start += n
+    return out
+
+
+def write_bucketed(
+    storage: TableStorage,
+    table: pa.Table,
+    index_columns: list[str],
+    num_buckets: int,
+    row_group_bytes: int,
+    written: list[str],
+) -> list[AddFile]:
+    """Write ``table`` as one Parquet file per touched bucket.
+
+    Each path is appended to ``written`` before its file is created, so the caller can
+    delete every file of a failed write. File ids are placeholders (-1) that the
+    transaction numbers at commit.
+    """
+    parts = split_by_bucket(table, index_columns, num_buckets)
+    if not parts:
+        return []
+    rows_per_group = _rows_per_group(table, row_group_bytes)
+    paths = [data_file_path(b) for b, _ in parts]
+    written.extend(paths)
+
+    def write_one(i: int) -> AddFile:
+        bucket, rows = parts[i]
+        return write_file(storage, paths[i], bucket, rows, rows_per_group)
+
+    if len(parts) == 1:
+        return [write_one(0)]
+    with ThreadPoolExecutor(min(_WRITE_THREADS, len(parts))) as pool:
+        return list(pool.map(write_one, range(len(parts))))
+
+
+def write_file(storage: TableStorage, rel: str, bucket: int, rows: pa.Table, rows_per_group: int) -> AddFile:
+    """Write one row-batch file and describe it as an ``add`` action."""
+    buf = io.BytesIO()
+    pq.write_table(rows, buf, row_group_size=rows_per_group, compression="zstd")
+    data = buf.getvalue()
+    storage.write_bytes(rel, data)
+    return AddFile(
+        path=rel,
+        size=len(data),
+        modificationTime=int(time.time() * 1000),
+        bucket=bucket,
+        fileId=-1,
+        stats=file_stats(rows),
+    )
+
+
+def _rows_per_group(table: pa.Table, row_group_bytes: int) -> int:
+    bytes_per_row = max(1, table.nbytes // max(1, table.num_rows))
+    return max(1, row_group_bytes // bytes_per_row)
+
+
+def file_stats(rows: pa.Table) -> FileStats:
+    """numRecords and, per column, min, max and null count (PROTOCOL.md, "Statistics")."""
+    mins, maxs, nulls = {}, {}, {}
+    for name, col in zip(rows.column_names, rows.columns):
+        nulls[name] = col.null_count
+        if col.null_count == len(col) or pa.types.is_binary(col.type):
+            continue
+        mm = pc.min_max(col)
+        lo, hi = stat_value(mm["min"].as_py()), stat_value(mm["max"].as_py())
+        if lo is not None and hi is not None:
+            mins[name], maxs[name] = lo, hi
+    return FileStats(numRecords=rows.num_rows, minValues=mins, maxValues=maxs, nullCount=nulls)
+
+
+def stat_value(v):
+    """The JSON rendering of a statistic, or None when it has none."""
+    if isinstance(v, float):
+        return v if math.isfinite(v) else None
+    if isinstance(v, decimal.Decimal):
+        return str(v)
+    if isinstance(v, dt.datetime):
+        return v.isoformat()
+    if isinstance(v, dt.date):
+        return v.isoformat()
+    if isinstance(v, str):
+        return v if len(v) <= MAX_STRING_STAT else None
+    if isinstance(v, bytes):
+        return base64.b64encode(v).decode() if len(v) <= MAX_STRING_STAT else None
+    return v

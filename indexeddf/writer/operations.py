@@ -1,0 +1,144 @@
+"""Write operations: create, append and overwrite, each one optimistic commit."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from typing import Any
+
+import pyarrow as pa
+
+from ..errors import InvalidOptionError, TableExistsError
+from ..format.log import list_log
+from ..format.snapshot import Snapshot
+from ..format.storage import TableStorage
+from ..format.transaction import ALL_BUCKETS, CommitResult, Transaction, commit_create
+from ..spec import config
+from ..spec.actions import Action, Metadata, Protocol, RemoveFile, Txn
+from .data import conform, table_fields, to_arrow_table
+from .files import write_bucketed
+
+MAX_BUCKETS = 1 << 16
+
+
+def create_table(
+    storage: TableStorage,
+    data: Any,
+    index_columns: list[str],
+    num_buckets: int,
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    properties: dict[str, str] | None = None,
+) -> CommitResult:
+    """Write version 0: protocol, metadata and the first rows."""
+    if not isinstance(num_buckets, int) or not 1 <= num_buckets <= MAX_BUCKETS:
+        raise InvalidOptionError(f"num_buckets must be an integer in 1..{MAX_BUCKETS}, got {num_buckets!r}")
+    if list_log(storage)[0]:
+        raise TableExistsError(
+            f"a table already exists at {storage.url}; open it with IndexedTable.for_path, "
+            "or use overwrite() to replace its content"
+        )
+    table = to_arrow_table(data)
+    index_columns = list(index_columns)
+    fields = table_fields(table, index_columns)
+    table = conform(table, fields)
+    metadata = Metadata(
+        id=str(uuid.uuid4()),
+        name=name,
+        description=description,
+        schema=fields,
+        indexColumns=tuple(index_columns),
+        numBuckets=num_buckets,
+        configuration=config.validate(properties or {}),
+        createdTime=int(time.time() * 1000),
+    )
+    written: list[str] = []
+    try:
+        adds = _write(storage, metadata, table, written)
+    except BaseException:
+        _cleanup(storage, written)
+        raise
+    params = {"indexColumns": index_columns, "numBuckets": num_buckets}
+    return commit_create(storage, [Protocol(), metadata, *adds], params, written, _metrics(adds))
+
+
+def append(snapshot: Snapshot, data: Any, txn: tuple[str, int] | None = None) -> CommitResult:
+    """Add rows as new files in one blind-append commit (rebases over other appends)."""
+    return _write_commit(snapshot, data, "WRITE", {"mode": "Append"}, (), txn, remove_all=False)
+
+
+def overwrite(snapshot: Snapshot, data: Any, txn: tuple[str, int] | None = None, overwrite_schema: bool = False) -> CommitResult:
+    """Replace every row of the table in one commit.
+
+    It reads the whole table, so a concurrent append or delete makes it fail with a
+    conflict error rather than silently keep or drop the other writer's rows.
+    """
+    new_fields = None
+    if overwrite_schema:
+        table = to_arrow_table(data)
+        new_fields = table_fields(table, list(snapshot.metadata.indexColumns))
+        data = table
+    return _write_commit(snapshot, data, "WRITE", {"mode": "Overwrite"}, ALL_BUCKETS, txn, remove_all=True, new_fields=new_fields)
+
+
+def _write_commit(snapshot, data, operation, params, read_buckets, txn, *, remove_all, new_fields=None) -> CommitResult:
+    if txn is not None:
+        app_id, txn_version = _check_txn(txn)
+        done = snapshot.txn_version(app_id)
+        if done is not None and done >= txn_version:
+            return CommitResult(snapshot.version, snapshot, duplicate=True)
+        params = {**params, "txnAppId": app_id, "txnVersion": txn_version}
+    metadata = snapshot.metadata
+    actions: list[Action] = []
+    if new_fields is not None and new_fields != metadata.schema_:
+        metadata = metadata.model_copy(update={"schema_": new_fields})
+        actions.append(metadata)
+    table = conform(to_arrow_table(data), metadata.schema_)
+    transaction = Transaction(snapshot, operation, params, read_buckets=read_buckets)
+    try:
+        adds = _write(snapshot.storage, metadata, table, transaction.written_paths)
+    except BaseException:
+        transaction.abort()
+        raise
+    if remove_all:
+        now = int(time.time() * 1000)
+        actions += [
+            RemoveFile(path=a.path, deletionTimestamp=now, bucket=a.bucket, fileId=a.fileId, size=a.size)
+            for a in snapshot.live_files()
+        ]
+    actions += adds
+    if txn is not None:
+        actions.append(Txn(appId=app_id, version=txn_version, lastUpdated=int(time.time() * 1000)))
+    metrics = _metrics(adds)
+    if remove_all:
+        metrics["numRemovedFiles"] = len(snapshot.files)
+    return transaction.commit(actions, metrics)
+
+
+def _write(storage: TableStorage, metadata: Metadata, table: pa.Table, written: list[str]):
+    row_group_bytes = config.get(metadata.configuration, "indexeddf.targetRowGroupBytes")
+    return write_bucketed(storage, table, list(metadata.indexColumns), metadata.numBuckets, row_group_bytes, written)
+
+
+def _check_txn(txn) -> tuple[str, int]:
+    try:
+        app_id, version = txn
+    except (TypeError, ValueError):
+        raise InvalidOptionError(f"txn must be an (app id, version) pair, got {txn!r}") from None
+    if not isinstance(app_id, str) or not app_id or not isinstance(version, int) or version < 0:
+        raise InvalidOptionError(f"txn must be (non-empty str, int >= 0), got {txn!r}")
+    return app_id, version
+
+
+def _metrics(adds) -> dict[str, int]:
+    return {
+        "numFiles": len(adds),
+        "numOutputRows": sum(a.stats.numRecords for a in adds),
+        "numOutputBytes": sum(a.size for a in adds),
+    }
+
+
+def _cleanup(storage: TableStorage, written: list[str]) -> None:
+    for rel in written:
+        storage.delete(rel)

@@ -1,0 +1,40 @@
+"""Shared fixtures: one local Spark session per test run."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import pytest
+
+# Spark's Python workers must run this interpreter (the virtual environment's), or
+# they will not find the package.
+os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+
+
+@pytest.fixture(scope="session")
+def spark():
+    """A real local Spark session, started once for the whole run."""
+    from pyspark.sql import SparkSession
+
+    session = (
+        SparkSession.builder.master("local[2]")
+        .appName("indexeddf-tests")
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.shuffle.partitions", "4")
+        .config("spark.default.parallelism", "2")
+        .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.driver.memory", "2g")
+        .config("spark.sql.execution.arrow.pyspark.enabled", "true")
+        .getOrCreate()
+    )
+    session.sparkContext.setLogLevel("ERROR")
+    yield session
+    session.stop()
+
+
+@pytest.fixture
+def table_path(tmp_path):
+    """A fresh local folder path for a table."""
+    return str(tmp_path / "table")
