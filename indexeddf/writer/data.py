@@ -62,6 +62,8 @@ def conform(data: pa.Table, fields: tuple[Field, ...]) -> pa.Table:
             details.append(f"{name!r} is missing")
             continue
         got = _type_name_or_none(given[name].type)
+        if pa.types.is_null(given[name].type) and f.nullable:
+            continue  # an all-null column of unknown type fits any nullable column
         if got != f.type:
             problems.append(name)
             details.append(f"{name!r} is {got or given[name].type}, the table has {f.type}")
