@@ -1,0 +1,60 @@
+"""Run the benchmarks: ``python benchmarks/run.py [--only NAME,...] [--rounds N]``.
+
+Generates its own data, runs the named scenarios, prints one table per scenario
+(medians, spreads, ratios to the baseline measured in the same run) and writes every
+figure to a JSON file (``--out``, default benchmarks/results/latest.json).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+from harness import as_json, format_table, run_scenario  # noqa: E402
+import scenarios_format  # noqa: E402
+
+GROUPS = {**scenarios_format.SCENARIOS}
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--only", default="", help=f"comma-separated scenario names (default all): {', '.join(GROUPS)}")
+    p.add_argument("--rounds", type=int, default=10, help="counted rounds per scenario (default 10)")
+    p.add_argument("--warmup", type=int, default=2, help="uncounted rounds first (default 2)")
+    p.add_argument("--out", default=str(Path(__file__).parent / "results" / "latest.json"), help="JSON output path")
+    args = p.parse_args(argv)
+    names = [n for n in args.only.split(",") if n] or list(GROUPS)
+    unknown = [n for n in names if n not in GROUPS]
+    if unknown:
+        p.error(f"unknown scenarios {unknown}; known: {list(GROUPS)}")
+
+    machine = f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}"
+    print(f"# indexeddf benchmarks ({time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; {machine})\n")
+    print(f"Command: python benchmarks/run.py {' '.join(argv if argv is not None else sys.argv[1:])}".rstrip() + "\n")
+    results = []
+    work = scenarios_format.workdir()
+    try:
+        for name in names:
+            print(f"... {name}", file=sys.stderr, flush=True)
+            scenario = GROUPS[name](work, args)
+            ms = run_scenario(scenario, args.rounds, args.warmup)
+            print(format_table(scenario, ms), flush=True)
+            results.append(as_json(scenario, ms))
+    finally:
+        scenarios_format.cleanup(work)
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps({"machine": machine, "results": results}, indent=2))
+    print(f"Results written to {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

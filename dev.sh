@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# The two commands of the README:
+#   ./dev.sh demo [FOLDER]   set up .venv if needed, then run the demo (default folder ./demo-lake)
+#   ./dev.sh test [ARGS...]  set up .venv if needed, then run the whole test suite (pytest ARGS)
+# Set-up creates a virtual environment in .venv and installs the package with its test
+# dependencies into it; it is redone whenever pyproject.toml changes.
+set -euo pipefail
+cd "$(dirname "$0")"
+
+VENV="${INDEXEDDF_VENV:-.venv}"
+PY="$VENV/bin/python"
+
+setup() {
+    command -v java >/dev/null 2>&1 || {
+        echo "error: Java (17 or newer) is needed by Spark and is not on PATH; install a JDK first" >&2
+        exit 1
+    }
+    if [ ! -x "$PY" ]; then
+        echo "==> creating the virtual environment in $VENV"
+        python3 -m venv "$VENV"
+    fi
+    local stamp="$VENV/.indexeddf-installed"
+    if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
+        echo "==> installing indexeddf and its dependencies into $VENV"
+        local log="$VENV/install.log"
+        if ! { "$PY" -m pip install --upgrade pip && "$PY" -m pip install -e '.[test]'; } >"$log" 2>&1; then
+            cat "$log" >&2
+            echo "error: installation failed (log above, also in $log)" >&2
+            exit 1
+        fi
+        touch "$stamp"
+    fi
+    # Spark starts its Python workers with this interpreter, so they see the package.
+    export PYSPARK_PYTHON="$PWD/$PY"
+    export PYSPARK_DRIVER_PYTHON="$PWD/$PY"
+}
+
+case "${1:-}" in
+    demo)
+        setup
+        exec "$PY" -m indexeddf.demo "${2:-./demo-lake}"
+        ;;
+    test)
+        setup
+        shift
+        exec "$PY" -m pytest "$@"
+        ;;
+    *)
+        echo "usage: ./dev.sh demo [FOLDER] | ./dev.sh test [PYTEST ARGS...]" >&2
+        exit 2
+        ;;
+esac
