@@ -1,0 +1,95 @@
+"""The conflict checker: which lost races rebase and which fail, with which error.
+
+Each test starts two writers from the same read snapshot (exactly what two processes
+racing see) and commits them one after the other.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pyarrow as pa
+import pytest
+
+from indexeddf import IndexedTable
+from indexeddf.errors import (
+    ConcurrentAppendError,
+    ConcurrentDeleteDeleteError,
+    ConcurrentModificationError,
+    MetadataChangedError,
+)
+from indexeddf.writer import operations
+
+
+def rows(start: int, n: int) -> pa.Table:
+    return pa.table({"k": pa.array(range(start, start + n), pa.int64()), "v": pa.array(["x"] * n)})
+
+
+def data_files(path: str) -> set[str]:
+    out = set()
+    for folder, _, names in os.walk(os.path.join(path, "data")):
+        out |= {os.path.relpath(os.path.join(folder, n), path) for n in names}
+    return out
+
+
+@pytest.fixture
+def table(table_path) -> IndexedTable:
+    return IndexedTable.create(table_path, rows(0, 40), index_columns=["k"], num_buckets=4)
+
+
+def keys(t: IndexedTable) -> list[int]:
+    return sorted(t.update().to_arrow().column("k").to_pylist())
+
+
+def test_appends_rebase_over_appends(table):
+    read = table.snapshot
+    first = operations.append(read, rows(100, 5))
+    second = operations.append(read, rows(200, 5))
+    assert (first.version, second.version) == (1, 2)
+    assert second.snapshot.version == 2 and second.snapshot.num_records() == 50
+    assert keys(table) == list(range(40)) + list(range(100, 105)) + list(range(200, 205))
+
+
+def test_append_rebases_over_an_overwrite(table):
+    read = table.snapshot
+    operations.overwrite(read, rows(500, 3))
+    operations.append(read, rows(200, 2))
+    assert keys(table) == [200, 201, 500, 501, 502]
+
+
+def test_overwrite_fails_after_a_concurrent_append_and_cleans_up(table, table_path):
+    read = table.snapshot
+    operations.append(read, rows(100, 5))
+    before = data_files(table_path)
+    with pytest.raises(ConcurrentAppendError) as e:
+        operations.overwrite(read, rows(900, 5))
+    assert "retry" in str(e.value)
+    assert data_files(table_path) == before  # the loser's files are gone
+    assert table.update().version == 1
+
+
+def test_two_overwrites_conflict(table, table_path):
+    read = table.snapshot
+    operations.overwrite(read, rows(500, 3))
+    with pytest.raises(ConcurrentDeleteDeleteError):
+        operations.overwrite(read, rows(600, 3))
+    assert keys(table) == [500, 501, 502]
+
+
+def test_metadata_change_fails_concurrent_writers(table):
+    read = table.snapshot
+    wider = rows(0, 3).append_column("extra", pa.array([1, 2, 3], pa.int32()))
+    operations.overwrite(read, wider, overwrite_schema=True)
+    with pytest.raises(MetadataChangedError):
+        operations.append(read, rows(100, 1))
+    assert issubclass(MetadataChangedError, ConcurrentModificationError)
+
+
+def test_racing_idempotent_appends_commit_once(table, table_path):
+    read = table.snapshot
+    first = operations.append(read, rows(100, 5), txn=("app", 7))
+    second = operations.append(read, rows(100, 5), txn=("app", 7))
+    assert not first.duplicate and second.duplicate
+    assert second.version == first.version == 1
+    assert keys(table) == list(range(40)) + list(range(100, 105))
+    assert data_files(table_path) == {a.path for a in table.snapshot.files.values()}
