@@ -93,3 +93,16 @@ def test_racing_idempotent_appends_commit_once(table, table_path):
     assert second.version == first.version == 1
     assert keys(table) == list(range(40)) + list(range(100, 105))
     assert data_files(table_path) == {a.path for a in table.snapshot.files.values()}
+
+
+def test_file_ids_are_unique_and_reuse_is_refused(table, table_path):
+    from indexeddf.format.transaction import Transaction
+
+    table.append(rows(100, 50))
+    ids = [a.fileId for a in table.snapshot.files.values()]
+    assert len(ids) == len(set(ids)) and min(ids) >= 0
+    existing = next(iter(table.snapshot.files.values()))
+    clash = existing.model_copy(update={"path": "data/bucket=00000/part-clash.parquet"})
+    with pytest.raises(ConcurrentModificationError, match="already in use"):
+        Transaction(table.snapshot, "WRITE").commit([clash])
+    assert table.update().version == 1

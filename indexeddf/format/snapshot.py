@@ -9,6 +9,7 @@ provenance only.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 
 from ..errors import CorruptLogError, TableNotFoundError, UnsupportedProtocolError, VersionNotFoundError
 from ..spec.actions import (
@@ -44,8 +45,13 @@ class Snapshot:
 
     # -- derived views -----------------------------------------------------------
     def live_files(self) -> list[AddFile]:
-        """Live row-batch files, ordered by file id (the order rows are read in)."""
-        return sorted(self.files.values(), key=lambda a: a.fileId)
+        """Live row-batch files in the order they were written (the order rows are read in)."""
+        return sorted(self.files.values(), key=lambda a: (a.modificationTime, a.path))
+
+    @cached_property
+    def file_ids(self) -> frozenset[int]:
+        """File ids of the live files."""
+        return frozenset(a.fileId for a in self.files.values())
 
     def num_records(self) -> int:
         """Rows in the snapshot, from file statistics."""

@@ -13,8 +13,9 @@ On a lost race the transaction reads the winning commits and either rebases onto
 - a winner that changed an index this commit also changes: ``ConcurrentIndexError``;
 - anything else (blind appends, changes with ``dataChange=false``) rebases.
 
-File ids are assigned at each attempt as ``(version << 20) | ordinal``, so they are
-unique in the table without any shared counter.
+File ids are random 63-bit integers drawn by the writer of each file (so index files
+written before the commit can already name them); a commit whose file id is already
+in use fails instead of committing a duplicate.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from typing import Any, Iterable
 from .. import __version__
 from ..errors import (
     CommitRetriesExceededError,
+    ConcurrentModificationError,
     ConcurrentAppendError,
     ConcurrentDeleteDeleteError,
     ConcurrentDeleteReadError,
@@ -43,8 +45,6 @@ from .log import commit_path, list_log, read_commit
 from .snapshot import Snapshot, initial_snapshot, update_snapshot
 from .storage import TableStorage
 
-FILE_ID_BITS = 20
-"""Low bits of a file id that number the files of one commit (up to about 1M)."""
 ALL_BUCKETS = None
 """``read_buckets`` value for a transaction that read the whole table."""
 
@@ -97,6 +97,7 @@ class Transaction:
     # -- internals ---------------------------------------------------------------
     def _commit(self, actions: list[Action], metrics: dict[str, Any]) -> CommitResult:
         self._check_writable(self.snapshot)
+        _check_new_file_ids(actions, self.snapshot.file_ids)
         max_retries = config.get(self.snapshot.metadata.configuration, "indexeddf.commit.maxRetries")
         base = self.snapshot
         winners: list[tuple[int, list[Action]]] = []
@@ -104,7 +105,7 @@ class Transaction:
             version = base.version + 1 + len(winners)
             last_ts = self._last_timestamp(base, winners)
             commit_info = self._commit_info(base.version, last_ts, actions, metrics)
-            body = [commit_info] + self._numbered(actions, version)
+            body = [commit_info] + actions
             if self.storage.put_if_absent(commit_path(version), to_lines(body).encode("utf-8")):
                 return self._finish(base, winners, version, body)
             # Lost the race: read every winner up to the newest and check each.
@@ -162,15 +163,6 @@ class Transaction:
     def _reads_data(self) -> bool:
         return self.read_buckets is None or bool(list(self.read_buckets))
 
-    @staticmethod
-    def _numbered(actions: list[Action], version: int) -> list[Action]:
-        out, ordinal = [], 0
-        for a in actions:
-            if isinstance(a, AddFile) and a.fileId < 0:
-                a = a.model_copy(update={"fileId": (version << FILE_ID_BITS) | ordinal})
-                ordinal += 1
-            out.append(a)
-        return out
 
     def _check_writable(self, snap: Snapshot) -> None:
         if snap.protocol.minWriterVersion > WRITER_VERSION:
@@ -185,6 +177,7 @@ class Transaction:
         our_txns = {a.appId: a.version for a in ours if isinstance(a, Txn)}
         our_removes = {a.path for a in ours if isinstance(a, RemoveFile)}
         our_indexes = {a.name for a in ours if isinstance(a, IndexEntry)}
+        our_ids = {a.fileId for a in ours if isinstance(a, AddFile)}
         buckets = None if self.read_buckets is None else set(self.read_buckets)
         for a in winning:
             if isinstance(a, Protocol):
@@ -198,6 +191,8 @@ class Transaction:
                     raise ConcurrentDeleteDeleteError(f"{what}, which removed {a.path} that this commit removes too; retry")
                 if a.dataChange and (buckets is None or a.bucket in buckets):
                     raise ConcurrentDeleteReadError(f"{what}, which removed {a.path} that this commit read; retry")
+            if isinstance(a, AddFile) and a.fileId in our_ids:
+                raise ConcurrentModificationError(f"{what}, which added file id {a.fileId} too; retry")
             if isinstance(a, AddFile) and a.dataChange and (buckets is None or a.bucket in buckets):
                 raise ConcurrentAppendError(
                     f"{what}, which added {a.path} to bucket {a.bucket} that this commit read; retry"
@@ -214,7 +209,8 @@ def commit_create(storage: TableStorage, actions: list[Action], parameters: dict
         timestamp=int(time.time() * 1000), operation="CREATE TABLE", operationParameters=parameters,
         isBlindAppend=True, engineInfo=f"indexeddf/{__version__}", operationMetrics=metrics or {},
     )
-    body = [info] + Transaction._numbered(actions, 0)
+    _check_new_file_ids(actions, set())
+    body = [info] + actions
     try:
         created = storage.put_if_absent(commit_path(0), to_lines(body).encode("utf-8"))
     except BaseException:
@@ -227,6 +223,16 @@ def commit_create(storage: TableStorage, actions: list[Action], parameters: dict
             "or use overwrite() to replace its content"
         )
     return CommitResult(0, initial_snapshot(storage, body))
+
+
+def _check_new_file_ids(actions: list[Action], in_use) -> None:
+    """File ids of new files must be non-negative, distinct, and unused in the table."""
+    ids = [a.fileId for a in actions if isinstance(a, AddFile)]
+    bad = [i for i in ids if i < 0 or i in in_use]
+    if bad or len(set(ids)) != len(ids):
+        raise ConcurrentModificationError(
+            f"file ids {bad or ids} are invalid or already in use (a random-id collision); retry the write"
+        )
 
 
 def _delete_all(storage: TableStorage, paths: list[str]) -> None:

@@ -25,9 +25,15 @@ MAX_STRING_STAT = 64
 _WRITE_THREADS = 4
 
 
-def data_file_path(bucket: int) -> str:
-    """A new, unique relative path for a row-batch file of ``bucket``."""
-    return f"data/bucket={bucket:05d}/part-{uuid.uuid4().hex}.parquet"
+def new_data_file(bucket: int) -> tuple[str, int]:
+    """A new row-batch file of ``bucket``: its unique relative path and its file id.
+
+    The file id is the top 63 bits of the random UUID in the name, so it is known
+    before the commit (index files can refer to it) and unique with overwhelming
+    probability; the transaction refuses a commit whose id is already in use.
+    """
+    u = uuid.uuid4()
+    return f"data/bucket={bucket:05d}/part-{u.hex}.parquet", u.int >> 65
 
 
 def split_by_bucket(table: pa.Table, index_columns: list[str], num_buckets: int) -> list[tuple[int, pa.Table]]:
@@ -57,19 +63,18 @@ def write_bucketed(
     """Write ``table`` as one Parquet file per touched bucket.
 
     Each path is appended to ``written`` before its file is created, so the caller can
-    delete every file of a failed write. File ids are placeholders (-1) that the
-    transaction numbers at commit.
+    delete every file of a failed write.
     """
     parts = split_by_bucket(table, index_columns, num_buckets)
     if not parts:
         return []
     rows_per_group = _rows_per_group(table, row_group_bytes)
-    paths = [data_file_path(b) for b, _ in parts]
-    written.extend(paths)
+    files = [new_data_file(b) for b, _ in parts]
+    written.extend(path for path, _ in files)
 
     def write_one(i: int) -> AddFile:
         bucket, rows = parts[i]
-        return write_file(storage, paths[i], bucket, rows, rows_per_group)
+        return write_file(storage, files[i], bucket, rows, rows_per_group)
 
     if len(parts) == 1:
         return [write_one(0)]
@@ -77,8 +82,9 @@ def write_bucketed(
         return list(pool.map(write_one, range(len(parts))))
 
 
-def write_file(storage: TableStorage, rel: str, bucket: int, rows: pa.Table, rows_per_group: int) -> AddFile:
-    """Write one row-batch file and describe it as an ``add`` action."""
+def write_file(storage: TableStorage, file: tuple[str, int], bucket: int, rows: pa.Table, rows_per_group: int) -> AddFile:
+    """Write one row-batch file (``file``: path and id) and describe it as an ``add`` action."""
+    rel, file_id = file
     buf = io.BytesIO()
     pq.write_table(rows, buf, row_group_size=rows_per_group, compression="zstd")
     data = buf.getvalue()
@@ -88,7 +94,7 @@ def write_file(storage: TableStorage, rel: str, bucket: int, rows: pa.Table, row
         size=len(data),
         modificationTime=int(time.time() * 1000),
         bucket=bucket,
-        fileId=-1,
+        fileId=file_id,
         stats=file_stats(rows),
     )
 
