@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 from indexeddf.errors import CorruptLogError, UnsafePathError
 from indexeddf.format.log import parse_commit
 from indexeddf.spec.actions import (
+    INDEX_STATES,
     AddFile,
     CommitInfo,
     FileStats,
@@ -57,10 +58,11 @@ actions = st.one_of(
         name=names,
         columns=st.lists(names, min_size=1, max_size=2).map(tuple),
         kind=st.sampled_from(["primary", "secondary"]),
-        state=st.sampled_from(["ACTIVE", "CREATING"]),
+        state=st.sampled_from(INDEX_STATES),
         numBuckets=st.integers(1, 64),
         coveredVersion=ints,
-        files=st.lists(st.builds(IndexFile, path=rel_paths, size=ints, bucket=st.integers(0, 63), numEntries=ints), max_size=2).map(tuple),
+        files=st.lists(st.builds(IndexFile, path=rel_paths, size=ints, bucket=st.integers(0, 63), numEntries=ints, fileIds=st.lists(ints, max_size=3).map(tuple)), max_size=2).map(tuple),
+        removedFiles=st.lists(rel_paths, max_size=2).map(tuple),
     ),
     st.builds(
         CommitInfo,

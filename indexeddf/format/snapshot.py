@@ -98,7 +98,7 @@ class _ReplayState:
             elif isinstance(a, Txn):
                 self.txns[a.appId] = a
             elif isinstance(a, IndexEntry):
-                self.indexes[a.name] = a
+                self.indexes[a.name] = merge_index(self.indexes.get(a.name), a)
             elif isinstance(a, Metadata):
                 self.metadata = a
             elif isinstance(a, Protocol):
@@ -122,6 +122,17 @@ class _ReplayState:
             storage, version, self.protocol, self.metadata, self.files,
             self.tombstones, self.txns, self.indexes, self.timestamp,
         )
+
+
+def merge_index(before: IndexEntry | None, change: IndexEntry) -> IndexEntry:
+    """The index after ``change``: its fields, and the reconciled file set."""
+    if before is None and not change.removedFiles:
+        return change
+    removed = set(change.removedFiles)
+    kept = [f for f in (before.files if before else ()) if f.path not in removed]
+    added = {f.path for f in change.files}
+    files = tuple(f for f in kept if f.path not in added) + change.files
+    return change.model_copy(update={"files": files, "removedFiles": ()})
 
 
 def initial_snapshot(storage: TableStorage, actions: list[Action]) -> Snapshot:

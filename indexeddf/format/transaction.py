@@ -10,8 +10,12 @@ On a lost race the transaction reads the winning commits and either rebases onto
 - a winner that removed a file we remove: ``ConcurrentDeleteDeleteError``;
 - a winner that removed a file in data we read: ``ConcurrentDeleteReadError``;
 - a winner that added data to the buckets we read: ``ConcurrentAppendError``;
-- a winner that changed an index this commit also changes: ``ConcurrentIndexError``;
+- a winner that changed an index this commit also changes (other than by only adding
+  files to it while it stays ACTIVE, as appends do): ``ConcurrentIndexError``;
 - anything else (blind appends, changes with ``dataChange=false``) rebases.
+
+Appends maintain indexes through ``index_appends``: the ``index`` action is rebuilt at
+every attempt from the newest state of the index, so it never undoes a winner's change.
 
 File ids are random 63-bit integers drawn by the writer of each file (so index files
 written before the commit can already name them); a commit whose file id is already
@@ -39,7 +43,7 @@ from ..errors import (
     UnsupportedProtocolError,
 )
 from ..spec import config
-from ..spec.actions import WRITER_VERSION, Action, AddFile, CommitInfo, IndexEntry, Metadata, Protocol, RemoveFile, Txn, to_lines
+from ..spec.actions import WRITER_VERSION, Action, AddFile, CommitInfo, IndexEntry, IndexFile, Metadata, Protocol, RemoveFile, Txn, to_lines
 from .checkpoint import write_checkpoint
 from .log import commit_path, list_log, read_commit
 from .snapshot import Snapshot, initial_snapshot, update_snapshot
@@ -77,14 +81,25 @@ class Transaction:
     def storage(self):
         return self.snapshot.storage
 
-    def commit(self, actions: list[Action], metrics: dict[str, Any] | None = None) -> CommitResult:
+    def commit(
+        self,
+        actions: list[Action],
+        metrics: dict[str, Any] | None = None,
+        index_appends: dict[str, list[IndexFile]] | None = None,
+    ) -> CommitResult:
         """Commit ``actions`` at the next free version, rebasing over winners when allowed.
+
+        ``index_appends``: new index files per index name, for the rows this commit
+        adds. They become an ``index`` action built at each attempt from the newest
+        state of that index, so concurrent appends that both maintain an index rebase
+        cleanly; an index that is no longer ACTIVE gets no files (its queries scan
+        the files it does not cover).
 
         On any failure the files in ``written_paths`` are deleted, so nothing a failed
         transaction wrote stays behind.
         """
         try:
-            return self._commit(actions, metrics or {})
+            return self._commit(actions, metrics or {}, index_appends or {})
         except BaseException:
             self.abort()
             raise
@@ -95,66 +110,51 @@ class Transaction:
         self.written_paths = []
 
     # -- internals ---------------------------------------------------------------
-    def _commit(self, actions: list[Action], metrics: dict[str, Any]) -> CommitResult:
+    def _commit(self, actions: list[Action], metrics: dict[str, Any], index_appends) -> CommitResult:
         self._check_writable(self.snapshot)
         _check_new_file_ids(actions, self.snapshot.file_ids)
         max_retries = config.get(self.snapshot.metadata.configuration, "indexeddf.commit.maxRetries")
-        base = self.snapshot
-        winners: list[tuple[int, list[Action]]] = []
+        current = self.snapshot  # the read snapshot with every winner applied
         for attempt in range(max_retries + 1):
-            version = base.version + 1 + len(winners)
-            last_ts = self._last_timestamp(base, winners)
-            commit_info = self._commit_info(base.version, last_ts, actions, metrics)
-            body = [commit_info] + actions
+            version = current.version + 1
+            body = [self._commit_info(current, actions, metrics)] + [_covering(a, version) for a in actions]
+            body += _index_actions(current, index_appends, version)
             if self.storage.put_if_absent(commit_path(version), to_lines(body).encode("utf-8")):
-                return self._finish(base, winners, version, body)
+                return self._finish(current.apply(version, body))
             # Lost the race: read every winner up to the newest and check each.
             time.sleep(random.uniform(0, min(0.2, 0.002 * 2**attempt)))
             for v in range(version, _latest_version(self.storage, version) + 1):
                 winning = read_commit(self.storage, v)
-                winners.append((v, winning))
-                duplicate = self._check_conflicts(v, winning, actions)
+                duplicate = self._check_conflicts(v, winning, actions, current)
+                current = current.apply(v, winning)
                 if duplicate:
                     self.abort()
-                    snap = update_snapshot(base)
-                    return CommitResult(snap.version, snap, duplicate=True)
+                    latest = update_snapshot(current)
+                    return CommitResult(latest.version, latest, duplicate=True)
         raise CommitRetriesExceededError(
             f"{self.operation} on {self.storage.url} lost {max_retries + 1} races in a row; "
             "too many concurrent writers. Retry later or raise indexeddf.commit.maxRetries."
         )
 
-    def _finish(self, base: Snapshot, winners, version: int, body: list[Action]) -> CommitResult:
-        snap = base
-        for v, winning in winners:
-            snap = snap.apply(v, winning)
-        snap = snap.apply(version, body)
+    def _finish(self, snap: Snapshot) -> CommitResult:
         self.written_paths = []  # committed: no longer ours to clean up
         interval = config.get(snap.metadata.configuration, "indexeddf.checkpointInterval")
-        if version % interval == 0:
+        if snap.version % interval == 0:
             try:
                 write_checkpoint(self.storage, snap)
             except OSError:
                 pass  # a checkpoint is an optimisation; replay from JSON still works
-        return CommitResult(version, snap)
+        return CommitResult(snap.version, snap)
 
-    @staticmethod
-    def _last_timestamp(base: Snapshot, winners) -> int:
-        ts = base.timestamp
-        for _, winning in winners:
-            for a in winning:
-                if isinstance(a, CommitInfo):
-                    ts = max(ts, a.timestamp)
-        return ts
-
-    def _commit_info(self, read_version: int, last_ts: int, actions: list[Action], metrics) -> CommitInfo:
+    def _commit_info(self, current: Snapshot, actions: list[Action], metrics) -> CommitInfo:
         blind = not any(isinstance(a, RemoveFile) for a in actions) and not self._reads_data()
         # Timestamps increase strictly with versions, so time travel can bisect them.
-        now = max(int(time.time() * 1000), last_ts + 1)
+        now = max(int(time.time() * 1000), current.timestamp + 1)
         return CommitInfo(
             timestamp=now,
             operation=self.operation,
             operationParameters=self.parameters,
-            readVersion=read_version if read_version >= 0 else None,
+            readVersion=self.snapshot.version,
             isBlindAppend=blind,
             engineInfo=f"indexeddf/{__version__}",
             operationMetrics=metrics,
@@ -171,8 +171,9 @@ class Transaction:
                 f"indexeddf writes up to {WRITER_VERSION}. Upgrade indexeddf to write to it."
             )
 
-    def _check_conflicts(self, version: int, winning: list[Action], ours: list[Action]) -> bool:
-        """Raise on a conflict with the commit at ``version``; True when ours is a duplicate."""
+    def _check_conflicts(self, version: int, winning: list[Action], ours: list[Action], before: Snapshot) -> bool:
+        """Raise on a conflict with the commit at ``version`` (``before``: the state it
+        was committed on); True when ours is a duplicate."""
         what = f"{self.operation} (read version {self.snapshot.version}) lost to version {version}"
         our_txns = {a.appId: a.version for a in ours if isinstance(a, Txn)}
         our_removes = {a.path for a in ours if isinstance(a, RemoveFile)}
@@ -197,7 +198,7 @@ class Transaction:
                 raise ConcurrentAppendError(
                     f"{what}, which added {a.path} to bucket {a.bucket} that this commit read; retry"
                 )
-            if isinstance(a, IndexEntry) and a.name in our_indexes:
+            if isinstance(a, IndexEntry) and a.name in our_indexes and not _is_index_append(before, a):
                 raise ConcurrentIndexError(f"{what}, which changed index {a.name!r} too; retry")
         return False
 
@@ -223,6 +224,35 @@ def commit_create(storage: TableStorage, actions: list[Action], parameters: dict
             "or use overwrite() to replace its content"
         )
     return CommitResult(0, initial_snapshot(storage, body))
+
+
+def _covering(action: Action, version: int) -> Action:
+    """An ``index`` action with ``coveredVersion`` -1 covers the version it commits as."""
+    if isinstance(action, IndexEntry) and action.coveredVersion < 0:
+        return action.model_copy(update={"coveredVersion": version})
+    return action
+
+
+def _is_index_append(before: Snapshot, change: IndexEntry) -> bool:
+    """Whether ``change`` only added files to an ACTIVE index (what appends do)."""
+    prev = before.indexes.get(change.name)
+    return (
+        prev is not None
+        and prev.state == change.state == "ACTIVE"
+        and (prev.columns, prev.kind, prev.numBuckets) == (change.columns, change.kind, change.numBuckets)
+        and not change.removedFiles
+    )
+
+
+def _index_actions(current: Snapshot, index_appends: dict[str, list[IndexFile]], version: int) -> list[IndexEntry]:
+    """``index`` actions adding ``index_appends`` to the ACTIVE indexes of ``current``."""
+    out = []
+    for name, files in index_appends.items():
+        entry = current.indexes.get(name)
+        if entry is None or entry.state != "ACTIVE" or not files:
+            continue
+        out.append(entry.model_copy(update={"files": tuple(files), "removedFiles": (), "coveredVersion": version}))
+    return out
 
 
 def _check_new_file_ids(actions: list[Action], in_use) -> None:

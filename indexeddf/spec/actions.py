@@ -77,24 +77,35 @@ class RemoveFile(_Action):
 
 
 class IndexFile(_Action):
-    """One file of an index snapshot."""
+    """One file of an index: the entries of one index bucket for some data files."""
 
     path: str
     size: int
     bucket: int
     numEntries: int
+    fileIds: tuple[int, ...] = ()
+    """The data files (by file id) whose rows this index file holds entries for."""
+
+
+INDEX_STATES = ("CREATING", "ACTIVE", "REFRESHING", "OPTIMIZING", "DELETING", "DELETED", "RESTORING", "VACUUMING")
+"""Index lifecycle states (after Hyperspace); ACTIVE and DELETED are the stable ones."""
 
 
 class IndexEntry(_Action):
-    """The state of one index: the latest ``index`` action per name wins on replay."""
+    """A change to one index. Replay keeps the latest fields per ``name`` and reconciles
+    the index's file set: ``(files before - removedFiles) + files``."""
 
     name: str
     columns: tuple[str, ...]
     kind: Literal["primary", "secondary"]
-    state: str
+    state: Literal[INDEX_STATES]  # type: ignore[valid-type]
     numBuckets: int
     coveredVersion: int
+    """The table version whose live files this index covers (after this commit)."""
     files: tuple[IndexFile, ...] = ()
+    """Index files added by this action."""
+    removedFiles: tuple[str, ...] = ()
+    """Paths of index files this action removes from the index."""
     properties: dict[str, str] = {}
 
 

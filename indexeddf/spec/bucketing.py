@@ -34,7 +34,7 @@ import pyarrow.types as pat
 
 from ..errors import InvalidOptionError, UnsupportedTypeError
 
-__all__ = ["SEED", "spark_hash", "bucket_ids", "hash_python_values", "is_hashable_type"]
+__all__ = ["SEED", "spark_hash", "bucket_ids", "hash_python_values", "is_hashable_type", "key_hash64"]
 
 SEED = 42
 """Seed of Spark's ``hash()`` (``Murmur3Hash``); also the seed of its bucketing."""
@@ -405,3 +405,19 @@ def hash_python_values(
     if num_buckets is None:
         return spark_hash(columns)
     return bucket_ids(columns, num_buckets)
+
+
+KEY_HASH_SEED = 0x2545F491
+"""Seed of the second 32 bits of an index key hash (the first 32 are Spark's hash)."""
+
+
+def key_hash64(columns: Sequence[pa.Array | pa.ChunkedArray]) -> np.ndarray:
+    """The 64-bit key hash that index files and tries are sorted and probed by.
+
+    High 32 bits: Spark's ``hash(cols)`` (seed 42); low 32 bits: the same function with
+    another seed. Within one bucket the high bits agree modulo the bucket count, so the
+    low bits keep keys apart; equal hashes are still verified against the key values.
+    """
+    high = spark_hash(columns).astype(np.uint32).astype(np.uint64)
+    low = spark_hash(columns, seed=KEY_HASH_SEED).astype(np.uint32).astype(np.uint64)
+    return (high << np.uint64(32)) | low

@@ -65,6 +65,18 @@ def write_bucketed(
     Each path is appended to ``written`` before its file is created, so the caller can
     delete every file of a failed write.
     """
+    return [add for add, _ in write_bucketed_pieces(storage, table, index_columns, num_buckets, row_group_bytes, written)]
+
+
+def write_bucketed_pieces(
+    storage: TableStorage,
+    table: pa.Table,
+    index_columns: list[str],
+    num_buckets: int,
+    row_group_bytes: int,
+    written: list[str],
+) -> list[tuple[AddFile, pa.Table]]:
+    """Like :func:`write_bucketed`, and also each file's rows in file order (for indexing)."""
     parts = split_by_bucket(table, index_columns, num_buckets)
     if not parts:
         return []
@@ -72,9 +84,9 @@ def write_bucketed(
     files = [new_data_file(b) for b, _ in parts]
     written.extend(path for path, _ in files)
 
-    def write_one(i: int) -> AddFile:
+    def write_one(i: int) -> tuple[AddFile, pa.Table]:
         bucket, rows = parts[i]
-        return write_file(storage, files[i], bucket, rows, rows_per_group)
+        return write_file(storage, files[i], bucket, rows, rows_per_group), rows
 
     if len(parts) == 1:
         return [write_one(0)]

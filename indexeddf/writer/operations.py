@@ -14,9 +14,10 @@ from ..format.snapshot import Snapshot
 from ..format.storage import TableStorage
 from ..format.transaction import ALL_BUCKETS, CommitResult, Transaction, commit_create
 from ..spec import config
-from ..spec.actions import Action, Metadata, Protocol, RemoveFile, Txn
+from ..spec.actions import Action, AddFile, IndexEntry, IndexFile, Metadata, Protocol, RemoveFile, Txn
 from .data import conform, table_fields, to_arrow_table
-from .files import write_bucketed
+from .files import write_bucketed_pieces
+from .index_files import PRIMARY, DataPiece, build_index_files
 
 MAX_BUCKETS = 1 << 16
 
@@ -53,14 +54,19 @@ def create_table(
         configuration=config.validate(properties or {}),
         createdTime=int(time.time() * 1000),
     )
+    primary = IndexEntry(
+        name=PRIMARY, columns=tuple(index_columns), kind="primary", state="ACTIVE",
+        numBuckets=num_buckets, coveredVersion=0,
+    )
     written: list[str] = []
     try:
-        adds = _write(storage, metadata, table, written)
+        adds, index_files = write_rows(storage, metadata, [primary], table, written)
     except BaseException:
         _cleanup(storage, written)
         raise
+    primary = primary.model_copy(update={"files": tuple(index_files[PRIMARY])})
     params = {"indexColumns": index_columns, "numBuckets": num_buckets}
-    return commit_create(storage, [Protocol(), metadata, *adds], params, written, _metrics(adds))
+    return commit_create(storage, [Protocol(), metadata, *adds, primary], params, written, _metrics(adds))
 
 
 def append(snapshot: Snapshot, data: Any, txn: tuple[str, int] | None = None) -> CommitResult:
@@ -96,29 +102,56 @@ def _write_commit(snapshot, data, operation, params, read_buckets, txn, *, remov
         actions.append(metadata)
     table = conform(to_arrow_table(data), metadata.schema_)
     transaction = Transaction(snapshot, operation, params, read_buckets=read_buckets)
+    indexes = maintained_indexes(snapshot, rebuild=remove_all)
     try:
-        adds = _write(snapshot.storage, metadata, table, transaction.written_paths)
+        adds, index_files = write_rows(snapshot.storage, metadata, indexes, table, transaction.written_paths)
     except BaseException:
         transaction.abort()
         raise
+    index_appends = index_files
     if remove_all:
         now = int(time.time() * 1000)
         actions += [
             RemoveFile(path=a.path, deletionTimestamp=now, bucket=a.bucket, fileId=a.fileId, size=a.size)
             for a in snapshot.live_files()
         ]
+        # The old index entries point only at removed files: start every index afresh.
+        actions += [
+            i.model_copy(update={"files": tuple(index_files[i.name]), "removedFiles": tuple(f.path for f in i.files), "coveredVersion": -1})
+            for i in indexes
+        ]
+        index_appends = {}
     actions += adds
     if txn is not None:
         actions.append(Txn(appId=app_id, version=txn_version, lastUpdated=int(time.time() * 1000)))
     metrics = _metrics(adds)
     if remove_all:
         metrics["numRemovedFiles"] = len(snapshot.files)
-    return transaction.commit(actions, metrics)
+    return transaction.commit(actions, metrics, index_appends)
 
 
-def _write(storage: TableStorage, metadata: Metadata, table: pa.Table, written: list[str]):
+def maintained_indexes(snapshot: Snapshot, rebuild: bool = False) -> list[IndexEntry]:
+    """The indexes a write of new rows must add entries to.
+
+    ACTIVE indexes, when the table's ``indexeddf.index.autoRefresh`` is on (or always
+    when ``rebuild``: an overwrite starts every ACTIVE index afresh).
+    """
+    if not rebuild and not config.get(snapshot.metadata.configuration, "indexeddf.index.autoRefresh"):
+        return []
+    return [i for i in snapshot.indexes.values() if i.state == "ACTIVE"]
+
+
+def write_rows(
+    storage: TableStorage, metadata: Metadata, indexes: list[IndexEntry], table: pa.Table, written: list[str]
+) -> tuple[list[AddFile], dict[str, list[IndexFile]]]:
+    """Write rows as bucketed data files plus their entries in each of ``indexes``."""
     row_group_bytes = config.get(metadata.configuration, "indexeddf.targetRowGroupBytes")
-    return write_bucketed(storage, table, list(metadata.indexColumns), metadata.numBuckets, row_group_bytes, written)
+    pieces = write_bucketed_pieces(storage, table, list(metadata.indexColumns), metadata.numBuckets, row_group_bytes, written)
+    data = [DataPiece(add.fileId, rows) for add, rows in pieces]
+    index_files = {
+        i.name: build_index_files(storage, i.name, list(i.columns), i.numBuckets, data, written) for i in indexes
+    }
+    return [add for add, _ in pieces], index_files
 
 
 def _check_txn(txn) -> tuple[str, int]:

@@ -1,0 +1,98 @@
+"""The per-process cache of index segments and decoded row groups.
+
+Index and data files are immutable (every write makes new files with new names), so
+entries are keyed by table id and file path (plus row group and columns for data)
+and never go stale. The cache is bounded in bytes (``indexeddf.cache.maxBytes``,
+default 1 GiB, or the ``INDEXEDDF_CACHE_MAX_BYTES`` environment variable) and evicts
+the least recently used entry first. Spark's Python workers are reused between tasks
+(``spark.python.worker.reuse``, on by default), so tries stay warm across queries.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import Any, Callable, Hashable
+
+DEFAULT_MAX_BYTES = 1 << 30
+
+
+@dataclass
+class CacheStats:
+    """Counters a test or benchmark can read (and reset)."""
+
+    hits: int = 0
+    misses: int = 0
+    evictions: int = 0
+    bytes: int = 0
+    entries: int = 0
+
+
+class LRUCache:
+    """A thread-safe least-recently-used cache bounded by the bytes of its values."""
+
+    def __init__(self, max_bytes: int):
+        self.max_bytes = max_bytes
+        self._items: OrderedDict[Hashable, tuple[Any, int]] = OrderedDict()
+        self._lock = threading.Lock()
+        self.stats = CacheStats()
+
+    def get_or_load(self, key: Hashable, load: Callable[[], Any], size: Callable[[Any], int]) -> Any:
+        """The cached value of ``key``, loading (and caching) it on a miss."""
+        with self._lock:
+            hit = self._items.get(key)
+            if hit is not None:
+                self._items.move_to_end(key)
+                self.stats.hits += 1
+                return hit[0]
+            self.stats.misses += 1
+        value = load()  # outside the lock: loads do I/O
+        nbytes = size(value)
+        with self._lock:
+            if key not in self._items and nbytes <= self.max_bytes:
+                self._items[key] = (value, nbytes)
+                self.stats.bytes += nbytes
+                self._evict()
+            self.stats.entries = len(self._items)
+        return value
+
+    def _evict(self) -> None:
+        while self.stats.bytes > self.max_bytes and self._items:
+            _, (_, nbytes) = self._items.popitem(last=False)
+            self.stats.bytes -= nbytes
+            self.stats.evictions += 1
+
+    def resize(self, max_bytes: int) -> None:
+        """Change the bound (evicting as needed)."""
+        with self._lock:
+            self.max_bytes = max_bytes
+            self._evict()
+            self.stats.entries = len(self._items)
+
+    def clear(self) -> None:
+        """Drop every entry and reset the counters."""
+        with self._lock:
+            self._items.clear()
+            self.stats = CacheStats()
+
+
+_CACHE = LRUCache(int(os.environ.get("INDEXEDDF_CACHE_MAX_BYTES", DEFAULT_MAX_BYTES)))
+
+
+def cache() -> LRUCache:
+    """This process's cache."""
+    return _CACHE
+
+
+def configure(max_bytes: int | None = None) -> None:
+    """Set this process's cache bound (``indexeddf.cache.maxBytes``)."""
+    if max_bytes is not None:
+        _CACHE.resize(int(max_bytes))
+
+
+def cache_stats() -> CacheStats:
+    """A copy of this process's cache counters."""
+    s = _CACHE.stats
+    return CacheStats(s.hits, s.misses, s.evictions, s.bytes, s.entries)

@@ -1,0 +1,259 @@
+"""Index lookups: keys -> touched buckets -> trie probes -> rows, verified.
+
+A lookup at one snapshot reads two kinds of files:
+
+- data files the index covers (their file id is in one of the index's files): found
+  through the tries of the touched index buckets only;
+- live data files the index does not cover (appended while ``autoRefresh`` was off,
+  or while the index was being built): scanned, but for the primary index only in
+  the touched data buckets.
+
+Every candidate row's key is compared with the probed key, so a hash collision never
+returns a wrong row, and entries of files that are not live are dropped by file id.
+"""
+
+from __future__ import annotations
+
+import io
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from ..errors import InvalidOptionError, SchemaMismatchError
+from ..format.snapshot import Snapshot
+from ..spec.actions import AddFile, IndexEntry, IndexFile
+from ..spec.bucketing import bucket_ids, key_hash64
+from ..spec.schema import arrow_schema
+from .cache import cache
+from .trie import BucketTrie, Segment
+
+MAX_LOOKUP_KEYS = 1_000_000
+
+
+@dataclass(frozen=True)
+class LookupTask:
+    """One unit of work: probe one index bucket for ``keys``, or scan ``scan_files``."""
+
+    bucket: int | None
+    keys: pa.Table
+    index_files: tuple[IndexFile, ...] = ()
+    scan_files: tuple[AddFile, ...] = ()
+
+
+@dataclass
+class LookupPlan:
+    """What a lookup reads: the index used, and its tasks."""
+
+    index: IndexEntry
+    keys: pa.Table
+    tasks: list[LookupTask] = field(default_factory=list)
+    live_covered_ids: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))
+
+    @property
+    def buckets(self) -> list[int]:
+        """Index buckets probed."""
+        return sorted(t.bucket for t in self.tasks if t.bucket is not None)
+
+    @property
+    def scanned_files(self) -> list[AddFile]:
+        """Live data files the index does not cover, which the lookup scans."""
+        return [f for t in self.tasks for f in t.scan_files]
+
+
+# -- choosing an index -----------------------------------------------------------------
+def usable_indexes(snapshot: Snapshot) -> list[IndexEntry]:
+    """ACTIVE indexes, the primary one first."""
+    active = [i for i in snapshot.indexes.values() if i.state == "ACTIVE"]
+    return sorted(active, key=lambda i: (i.kind != "primary", i.name))
+
+
+def find_index(snapshot: Snapshot, name: str | None, columns: set[str] | None = None) -> IndexEntry | None:
+    """The index named ``name``, or the first usable one whose columns are all in ``columns``."""
+    if name is not None:
+        entry = snapshot.indexes.get(name)
+        if entry is None:
+            known = sorted(snapshot.indexes)
+            raise InvalidOptionError(f"no index {name!r} on {snapshot.storage.url}; indexes: {known}")
+        return entry if entry.state == "ACTIVE" else None
+    for entry in usable_indexes(snapshot):
+        if columns is None or set(entry.columns) <= columns:
+            return entry
+    return None
+
+
+# -- keys ------------------------------------------------------------------------------
+def keys_table(keys, columns: tuple[str, ...], schema: pa.Schema) -> pa.Table:
+    """Distinct lookup keys as a table of the index columns, typed as the table's.
+
+    ``keys``: a list of scalars (one-column index) or tuples, or a table/dict of columns.
+    """
+    types = [schema.field(c).type for c in columns]
+    if isinstance(keys, pa.Table):
+        table = keys.select(list(columns))
+    elif isinstance(keys, dict):
+        table = pa.table({c: keys[c] for c in columns})
+    else:
+        rows = [k if isinstance(k, (tuple, list)) else (k,) for k in keys]
+        for r in rows:
+            if len(r) != len(columns):
+                raise InvalidOptionError(f"key {r!r} has {len(r)} values; the index is on {list(columns)}")
+        table = pa.table({c: [r[i] for r in rows] for i, c in enumerate(columns)})
+    try:
+        table = pa.table([table.column(c).cast(t) for c, t in zip(columns, types)], names=list(columns))
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as e:
+        raise SchemaMismatchError(f"lookup keys do not fit the index columns {list(columns)}: {e}", list(columns)) from None
+    if table.num_rows > MAX_LOOKUP_KEYS:
+        raise InvalidOptionError(f"{table.num_rows} lookup keys; at most {MAX_LOOKUP_KEYS} per lookup")
+    if table.num_rows > 1:
+        table = table.group_by(list(columns), use_threads=False).aggregate([])
+    return table
+
+
+# -- planning --------------------------------------------------------------------------
+def plan_lookup(snapshot: Snapshot, index: IndexEntry, keys: pa.Table) -> LookupPlan:
+    """Tasks of a lookup of ``keys`` (already distinct and typed) through ``index``."""
+    live = snapshot.files
+    covered = {fid for f in index.files for fid in f.fileIds}
+    live_ids = np.array(sorted(a.fileId for a in live.values()), dtype=np.int64)
+    live_covered = live_ids[np.isin(live_ids, np.fromiter(covered, np.int64, len(covered)))]
+    uncovered = [a for a in live.values() if a.fileId not in covered]
+    plan = LookupPlan(index, keys, live_covered_ids=live_covered)
+    if keys.num_rows == 0:
+        return plan
+    key_cols = [keys.column(c) for c in index.columns]
+    buckets = bucket_ids(key_cols, index.numBuckets)
+    files_by_bucket: dict[int, list[IndexFile]] = defaultdict(list)
+    for f in index.files:
+        files_by_bucket[f.bucket].append(f)
+    touched = np.unique(buckets)
+    for b in touched:
+        mask = pa.array(buckets == b)
+        plan.tasks.append(LookupTask(int(b), keys.filter(mask), tuple(files_by_bucket.get(int(b), ()))))
+    if uncovered:
+        if index.kind == "primary":
+            # Data files are bucketed like the primary index: only touched buckets can match.
+            wanted = set(int(b) for b in touched)
+            uncovered = [a for a in uncovered if a.bucket in wanted]
+        if uncovered:
+            plan.tasks.append(LookupTask(None, keys, scan_files=tuple(sorted(uncovered, key=lambda a: a.path))))
+    return plan
+
+
+# -- execution -------------------------------------------------------------------------
+def run_task(snapshot: Snapshot, plan: LookupPlan, task: LookupTask, columns: list[str] | None) -> pa.Table:
+    """The verified rows of one task, with ``columns`` (all when None)."""
+    schema = arrow_schema(snapshot.metadata.schema_)
+    out_cols = list(columns) if columns is not None else schema.names
+    read_cols = out_cols + [c for c in plan.index.columns if c not in out_cols]
+    if task.bucket is not None:
+        rows = _probe_bucket(snapshot, plan, task, read_cols)
+    else:
+        rows = _scan_files(snapshot, task.scan_files, read_cols)
+    return _verified(rows, task.keys, plan.index.columns).select(out_cols)
+
+
+def run_plan(snapshot: Snapshot, plan: LookupPlan, columns: list[str] | None) -> pa.Table:
+    """Every task of ``plan``, concatenated."""
+    schema = arrow_schema(snapshot.metadata.schema_)
+    parts = [run_task(snapshot, plan, t, columns) for t in plan.tasks]
+    if not parts:
+        return schema.empty_table().select(list(columns) if columns is not None else schema.names)
+    return pa.concat_tables(parts)
+
+
+def bucket_trie(snapshot: Snapshot, index_files: tuple[IndexFile, ...]) -> BucketTrie:
+    """The trie of one index bucket, its segments taken from the cache where present."""
+    storage, table_id = snapshot.storage, snapshot.metadata.id
+
+    def load(f: IndexFile):
+        return lambda: Segment.from_entries(f.path, pq.read_table(io.BytesIO(storage.read_bytes(f.path))))
+
+    segments = tuple(
+        cache().get_or_load(("segment", table_id, f.path), load(f), lambda s: s.nbytes) for f in index_files
+    )
+    return BucketTrie(segments)
+
+
+def _probe_bucket(snapshot: Snapshot, plan: LookupPlan, task: LookupTask, read_cols: list[str]) -> pa.Table:
+    trie = bucket_trie(snapshot, task.index_files)
+    probes = key_hash64([task.keys.column(c) for c in plan.index.columns])
+    _, file_ids, rows = trie.probe(probes, plan.live_covered_ids)
+    by_path = {a.fileId: a for a in snapshot.files.values()}
+    parts = []
+    for fid in np.unique(file_ids):
+        parts.append(fetch_rows(snapshot, by_path[int(fid)], np.unique(rows[file_ids == fid]), read_cols))
+    schema = arrow_schema(snapshot.metadata.schema_)
+    return pa.concat_tables(parts) if parts else schema.empty_table().select(read_cols)
+
+
+def fetch_rows(snapshot: Snapshot, add: AddFile, rows: np.ndarray, columns: list[str]) -> pa.Table:
+    """Rows (sorted ordinals) of one data file, reading only the row groups that hold them."""
+    storage, table_id = snapshot.storage, snapshot.metadata.id
+    meta = cache().get_or_load(
+        ("footer", table_id, add.path),
+        lambda: pq.ParquetFile(storage.full(add.path), filesystem=storage.arrow_filesystem()).metadata,
+        lambda m: m.serialized_size,
+    )
+    bounds = np.cumsum([0] + [meta.row_group(i).num_rows for i in range(meta.num_row_groups)])
+    groups = np.searchsorted(bounds, rows, side="right") - 1
+    parts = []
+    for g in np.unique(groups):
+        group = _row_group(snapshot, add, int(g), columns)
+        parts.append(group.take(pa.array(rows[groups == g] - bounds[g])))
+    return pa.concat_tables(parts)
+
+
+def _row_group(snapshot: Snapshot, add: AddFile, group: int, columns: list[str]) -> pa.Table:
+    storage = snapshot.storage
+
+    def load():
+        pf = pq.ParquetFile(storage.full(add.path), filesystem=storage.arrow_filesystem())
+        return pf.read_row_group(group, columns=columns)
+
+    key = ("rowgroup", snapshot.metadata.id, add.path, group, tuple(columns))
+    return cache().get_or_load(key, load, lambda t: t.nbytes)
+
+
+def _scan_files(snapshot: Snapshot, files: tuple[AddFile, ...], read_cols: list[str]) -> pa.Table:
+    storage = snapshot.storage
+    schema = arrow_schema(snapshot.metadata.schema_)
+    parts = [
+        pq.read_table(storage.full(a.path), columns=read_cols, filesystem=storage.arrow_filesystem(), schema=schema)
+        for a in files
+    ]
+    return pa.concat_tables(parts) if parts else schema.empty_table().select(read_cols)
+
+
+def _verified(rows: pa.Table, keys: pa.Table, columns: tuple[str, ...]) -> pa.Table:
+    """The rows whose key equals one of ``keys`` (null-safe; NaN equals NaN, as in Spark)."""
+    if rows.num_rows == 0 or keys.num_rows == 0:
+        return rows.slice(0, 0)
+    key_hashes = key_hash64([keys.column(c) for c in columns])
+    order = np.argsort(key_hashes, kind="stable")
+    sorted_hashes = key_hashes[order]
+    row_hashes = key_hash64([rows.column(c) for c in columns])
+    lo = np.searchsorted(sorted_hashes, row_hashes, side="left")
+    hi = np.searchsorted(sorted_hashes, row_hashes, side="right")
+    counts = hi - lo
+    # Pair every row with every key of equal hash, then compare the values.
+    row_of = np.repeat(np.arange(rows.num_rows), counts)
+    at = np.repeat(lo, counts) + (np.arange(int(counts.sum())) - np.repeat(np.cumsum(counts) - counts, counts))
+    key_of = order[at]
+    match = np.ones(len(row_of), dtype=bool)
+    for c in columns:
+        match &= _equal_null_safe(rows.column(c).take(pa.array(row_of)), keys.column(c).take(pa.array(key_of)))
+    return rows.take(pa.array(np.unique(row_of[match])))
+
+
+def _equal_null_safe(a: pa.ChunkedArray, b: pa.ChunkedArray) -> np.ndarray:
+    if len(a) == 0:
+        return np.zeros(0, dtype=bool)
+    eq = pc.fill_null(pc.equal(a, b), False)
+    out = pc.or_(eq, pc.and_(pc.is_null(a), pc.is_null(b)))
+    if pa.types.is_floating(a.type):
+        out = pc.or_kleene(out, pc.and_kleene(pc.is_nan(a), pc.is_nan(b)))
+    return np.asarray(pc.fill_null(out, False).to_numpy(zero_copy_only=False), dtype=bool)

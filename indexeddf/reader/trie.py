@@ -1,0 +1,104 @@
+"""In-memory index of one bucket, rebuilt from its index files and probed in batches.
+
+A :class:`Segment` holds one index file's entries as sorted numpy arrays: the 64-bit
+key hashes, and per entry a position into the segment's small table of file ids plus
+the row ordinal (16 bytes an entry). A :class:`BucketTrie` is an immutable tuple of
+segments: the version after an append is the previous trie plus the new file's
+segment, sharing every older segment (nothing is copied), which is how many versions
+of one bucket fit in memory at once.
+
+Probing is vectorised: ``searchsorted`` finds each probe hash's range in every
+segment at once, and the ranges are expanded without a Python loop over keys. Hash
+matches are candidates only; callers verify the keys on the rows they read.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+
+
+@dataclass(frozen=True)
+class Segment:
+    """The entries of one index file, sorted by hash."""
+
+    path: str
+    hashes: np.ndarray  # uint64, sorted
+    file_pos: np.ndarray  # uint32, index into file_ids
+    rows: np.ndarray  # uint32, row ordinal in the data file
+    file_ids: np.ndarray  # int64, the data files this segment points into
+
+    @classmethod
+    def from_entries(cls, path: str, entries: pa.Table) -> "Segment":
+        """Build from an index file's table (columns hash, file_id, row; sorted by hash)."""
+        hashes = entries.column("hash").to_numpy()
+        ids = entries.column("file_id").to_numpy()
+        file_ids, file_pos = np.unique(ids, return_inverse=True)
+        rows = entries.column("row").to_numpy().astype(np.uint32)
+        if len(hashes) > 1 and not np.all(hashes[1:] >= hashes[:-1]):
+            order = np.argsort(hashes, kind="stable")  # tolerate unsorted files
+            hashes, file_pos, rows = hashes[order], file_pos[order], rows[order]
+        return cls(path, hashes, file_pos.astype(np.uint32), rows, file_ids.astype(np.int64))
+
+    @property
+    def nbytes(self) -> int:
+        """Memory held by the arrays."""
+        return self.hashes.nbytes + self.file_pos.nbytes + self.rows.nbytes + self.file_ids.nbytes
+
+    def probe(self, probes: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Entries whose hash equals a probe: (probe ordinal, file id, row) arrays."""
+        lo = np.searchsorted(self.hashes, probes, side="left")
+        hi = np.searchsorted(self.hashes, probes, side="right")
+        counts = hi - lo
+        total = int(counts.sum())
+        if total == 0:
+            empty = np.empty(0, np.int64)
+            return empty, empty, empty
+        probe_of = np.repeat(np.arange(len(probes)), counts)
+        # Position of each match: its range start plus its offset inside the range.
+        starts = np.repeat(lo, counts)
+        offsets = np.arange(total) - np.repeat(np.cumsum(counts) - counts, counts)
+        at = starts + offsets
+        return probe_of, self.file_ids[self.file_pos[at]], self.rows[at].astype(np.int64)
+
+
+@dataclass(frozen=True)
+class BucketTrie:
+    """All segments of one index bucket at one index snapshot (immutable)."""
+
+    segments: tuple[Segment, ...] = ()
+
+    def with_segments(self, more: tuple[Segment, ...]) -> "BucketTrie":
+        """A newer trie: this one plus ``more`` (shares every existing segment)."""
+        return BucketTrie(self.segments + tuple(more))
+
+    @property
+    def nbytes(self) -> int:
+        """Memory held by the segments' arrays."""
+        return sum(s.nbytes for s in self.segments)
+
+    @property
+    def num_entries(self) -> int:
+        """Entries across all segments."""
+        return sum(len(s.hashes) for s in self.segments)
+
+    def probe(self, probes: np.ndarray, live_file_ids: np.ndarray | None = None):
+        """Candidate rows for the probe hashes: (probe ordinal, file id, row) arrays.
+
+        ``live_file_ids`` (sorted int64) keeps only entries of those data files, which
+        is how entries of removed files, or of files not live at the version read, are
+        excluded without rebuilding anything.
+        """
+        parts = [s.probe(probes) for s in self.segments]
+        if not parts:
+            empty = np.empty(0, np.int64)
+            return empty, empty, empty
+        probe_of = np.concatenate([p[0] for p in parts])
+        file_ids = np.concatenate([p[1] for p in parts])
+        rows = np.concatenate([p[2] for p in parts])
+        if live_file_ids is not None and len(file_ids):
+            keep = np.isin(file_ids, live_file_ids)
+            probe_of, file_ids, rows = probe_of[keep], file_ids[keep], rows[keep]
+        return probe_of, file_ids, rows

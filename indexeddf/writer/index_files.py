@@ -1,0 +1,93 @@
+"""Index files: per index bucket, the key hash and row pointer of every indexed row.
+
+An index file is Parquet with columns ``hash`` (uint64, :func:`key_hash64` of the
+index columns), ``file_id`` (int64, the data file) and ``row`` (int32, the row's
+ordinal in that file), sorted by ``hash``. Key values are not repeated: a lookup
+reads the pointed-to rows anyway and verifies their keys there.
+"""
+
+from __future__ import annotations
+
+import io
+import uuid
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from ..format.storage import TableStorage
+from ..spec.actions import IndexFile
+from ..spec.bucketing import bucket_ids, key_hash64
+
+INDEX_DIR = "_indexes"
+PRIMARY = "primary"
+"""Name of the index on the table's own index columns, built with the data."""
+ENTRY_SCHEMA = pa.schema([("hash", pa.uint64()), ("file_id", pa.int64()), ("row", pa.int32())])
+
+
+@dataclass(frozen=True)
+class DataPiece:
+    """The rows of one data file, in file order, as just written or read back."""
+
+    file_id: int
+    rows: pa.Table
+
+
+def index_file_path(name: str, bucket: int) -> str:
+    """A new, unique relative path for an index file of ``name``'s ``bucket``."""
+    return f"{INDEX_DIR}/{name}/bucket={bucket:05d}/part-{uuid.uuid4().hex}.parquet"
+
+
+def build_index_files(
+    storage: TableStorage,
+    name: str,
+    columns: list[str],
+    num_buckets: int,
+    pieces: list[DataPiece],
+    written: list[str],
+) -> list[IndexFile]:
+    """Write the index entries of ``pieces``: one file per touched index bucket.
+
+    Paths go into ``written`` before the files are created, so a failed operation can
+    delete them.
+    """
+    entries = _entries(columns, num_buckets, pieces)
+    if entries is None:
+        return []
+    hashes, file_ids, rows, buckets = entries
+    order = np.lexsort((rows, file_ids, hashes, buckets))  # by bucket, then hash
+    hashes, file_ids, rows, buckets = hashes[order], file_ids[order], rows[order], buckets[order]
+    starts = np.flatnonzero(np.r_[True, buckets[1:] != buckets[:-1]])
+    ends = np.r_[starts[1:], len(buckets)]
+    out = []
+    for s, e in zip(starts, ends):
+        bucket = int(buckets[s])
+        rel = index_file_path(name, bucket)
+        written.append(rel)
+        table = pa.table([pa.array(hashes[s:e]), pa.array(file_ids[s:e]), pa.array(rows[s:e])], schema=ENTRY_SCHEMA)
+        buf = io.BytesIO()
+        # Small pages keep the file compact; the hash column is random, the others compress.
+        pq.write_table(table, buf, compression="zstd", row_group_size=1 << 20)
+        data = buf.getvalue()
+        storage.write_bytes(rel, data)
+        ids = tuple(sorted(int(i) for i in np.unique(file_ids[s:e])))
+        out.append(IndexFile(path=rel, size=len(data), bucket=bucket, numEntries=int(e - s), fileIds=ids))
+    return out
+
+
+def _entries(columns: list[str], num_buckets: int, pieces: list[DataPiece]):
+    parts = [p for p in pieces if p.rows.num_rows]
+    if not parts:
+        return None
+    keys = [pa.chunked_array([c for p in parts for c in p.rows.column(col).chunks], type=parts[0].rows.schema.field(col).type) for col in columns]
+    hashes = key_hash64(keys)
+    buckets = bucket_ids(keys, num_buckets)
+    file_ids = np.concatenate([np.full(p.rows.num_rows, p.file_id, dtype=np.int64) for p in parts])
+    rows = np.concatenate([np.arange(p.rows.num_rows, dtype=np.int32) for p in parts])
+    return hashes, file_ids, rows, buckets
+
+
+def read_index_file(storage: TableStorage, rel: str) -> pa.Table:
+    """The entries of one index file."""
+    return pq.read_table(io.BytesIO(storage.read_bytes(rel)))
