@@ -36,6 +36,14 @@ class InvalidOptionError(IndexedDFError, ValueError):
     """An option or argument has an unknown name or a value out of range."""
 
 
+class IndexNotFoundError(IndexedDFError):
+    """No index of that name exists on the table."""
+
+
+class IndexExistsError(IndexedDFError):
+    """An index of that name already exists (and is not DELETED)."""
+
+
 class VersionNotFoundError(IndexedDFError):
     """Time travel asked for a version or timestamp the log does not hold."""
 

@@ -3,20 +3,23 @@
 from __future__ import annotations
 
 import datetime as dt
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import pyarrow as pa
 
-from .errors import InvalidOptionError
+from .errors import InvalidOptionError, TableExistsError
 from .format.log import list_log, read_commit_info
 from .format.snapshot import Snapshot, load_snapshot, update_snapshot
 from .format.storage import TableStorage
 from .format.timetravel import version_at
 from .reader.direct import read_snapshot
 from .spec.schema import arrow_schema
-from .writer import operations
+from .reader import lookup as lookup_mod
+from .spec.actions import IndexEntry
+from .writer import index_ops, operations
 
 
 @dataclass(frozen=True)
@@ -31,6 +34,28 @@ class HistoryEntry:
     read_version: int | None = None
     is_blind_append: bool = False
     engine_info: str = ""
+
+
+@dataclass(frozen=True)
+class IndexInfo:
+    """One index as ``indexes()`` lists it."""
+
+    name: str
+    columns: list[str]
+    kind: str
+    state: str
+    num_buckets: int
+    covered_version: int
+    num_files: int
+    size_bytes: int
+    num_entries: int
+
+    @classmethod
+    def of(cls, e: IndexEntry) -> "IndexInfo":
+        return cls(
+            e.name, list(e.columns), e.kind, e.state, e.numBuckets, e.coveredVersion,
+            len(e.files), sum(f.size for f in e.files), sum(f.numEntries for f in e.files),
+        )
 
 
 class IndexedTable:
@@ -60,12 +85,30 @@ class IndexedTable:
     ) -> "IndexedTable":
         """Create a table at ``path`` from its first rows (version 0).
 
-        ``data``: a ``pyarrow.Table``, ``pyarrow.RecordBatchReader`` or pandas DataFrame
-        (may have no rows; its schema becomes the table's). ``index_columns``: the
+        ``data``: a ``pyarrow.Table``, ``pyarrow.RecordBatchReader``, pandas DataFrame or
+        Spark DataFrame (may have no rows; its schema becomes the table's; from Spark every
+        column is nullable). A Spark DataFrame is written by its executors (see
+        ``docs/spark.md``). ``index_columns``: the
         columns rows are bucketed by; ``num_buckets``: how many buckets (1..65536).
         ``properties``: table properties (see ``docs/options.md``). Raises
         ``TableExistsError`` when a table is already there.
         """
+        if _is_spark(data):
+            from .spark import write_dataframe
+
+            if list_log(TableStorage(path, storage_options))[0]:
+                raise TableExistsError(
+                    f"a table already exists at {path}; open it with IndexedTable.for_path, "
+                    "or use overwrite() to replace its content"
+                )
+            version = write_dataframe(
+                data, path, "append", index_columns=list(index_columns), num_buckets=num_buckets,
+                storage_options=storage_options,
+                options={"indexColumns": json.dumps(list(index_columns)), "numBuckets": str(num_buckets),
+                         "saveMode": "errorifexists", "name": name, "description": description,
+                         "tableProperties": json.dumps(properties) if properties else None},
+            )
+            return cls.for_path(path, version=version, storage_options=storage_options)
         storage = TableStorage(path, storage_options)
         result = operations.create_table(
             storage, data, list(index_columns), num_buckets,
@@ -156,6 +199,18 @@ class IndexedTable:
         """
         return read_snapshot(self.snapshot_at(version, timestamp), columns, filter)
 
+    def to_df(self, spark, version: int | None = None, timestamp: Any = None, columns: Sequence[str] | None = None):
+        """The rows of a version as a Spark DataFrame, read by Spark's native Parquet scan.
+
+        Spark gets exactly the snapshot's live files, so it prunes columns and pushes
+        predicates into Parquet itself (several times faster than a Python data source
+        scan). The table must be where Spark's Hadoop filesystems can read it (a local
+        disk, HDFS, S3, GCS, Azure); ``InvalidOptionError`` otherwise (e.g. memory://).
+        """
+        from .reader.spark_source import native_scan
+
+        return native_scan(spark, self.snapshot_at(version, timestamp), columns)
+
     def history(self, limit: int | None = None) -> list[HistoryEntry]:
         """Commits, newest first (at most ``limit``): version, timestamp, operation,
         parameters, metrics."""
@@ -183,6 +238,50 @@ class IndexedTable:
             )
         return out
 
+    # -- indexes -------------------------------------------------------------------
+    def indexes(self) -> list[IndexInfo]:
+        """Every index of this version: name, columns, kind, state, covered version,
+        file count and bytes."""
+        return [IndexInfo.of(e) for e in sorted(self._snapshot.indexes.values(), key=lambda e: e.name)]
+
+    def create_index(self, name: str, columns: Sequence[str], num_buckets: int | None = None) -> int:
+        """Build a secondary index on ``columns`` over the newest version; returns the
+        version that commits it. ``num_buckets`` defaults to the table's bucket count.
+        Appends then maintain it (``indexeddf.index.autoRefresh``)."""
+        result = index_ops.create_index(update_snapshot(self._snapshot), name, list(columns), num_buckets)
+        self._snapshot = result.snapshot
+        return result.version
+
+    def lookup(
+        self,
+        keys: Any,
+        columns: Sequence[str] | None = None,
+        version: int | None = None,
+        index: str | None = None,
+    ) -> pa.Table:
+        """Rows whose index key equals one of ``keys``, without Spark.
+
+        ``keys``: scalars for a one-column index, tuples for a composite one (or a
+        table/dict of key columns); ``None`` finds NULL keys. ``index``: the index name
+        (default: the primary index, on the table's index columns). Reads only the
+        touched buckets' index and row groups, plus data files the index does not
+        cover yet; answers equal a filter over ``to_arrow`` of the same version.
+        """
+        snap = self.snapshot_at(version)
+        entry = lookup_mod.index_for_lookup(snap, index)
+        plan = lookup_mod.plan_lookup(snap, entry, lookup_mod.keys_table(keys, entry.columns, self._schema_of(snap)))
+        return lookup_mod.run_plan(snap, plan, list(columns) if columns is not None else None)
+
+    def explain(self, predicate: str, version: int | None = None) -> str:
+        """What a query with this SQL predicate reads, and why (or why no index helps)."""
+        from .optimizer.explain import explain_predicate
+
+        return explain_predicate(self.snapshot_at(version), predicate)
+
+    @staticmethod
+    def _schema_of(snap: Snapshot) -> pa.Schema:
+        return arrow_schema(snap.metadata.schema_)
+
     # -- writing -------------------------------------------------------------------
     def append(self, data: Any, txn: tuple[str, int] | None = None) -> int:
         """Append rows; returns the new version.
@@ -191,6 +290,8 @@ class IndexedTable:
         already committed this version (or a later one) nothing is written and the
         current version is returned. Concurrent appends rebase on each other.
         """
+        if _is_spark(data):
+            return self._write_spark(data, "append", txn)
         result = operations.append(update_snapshot(self._snapshot), data, txn)
         self._snapshot = result.snapshot
         return result.version
@@ -201,12 +302,37 @@ class IndexedTable:
         With ``overwrite_schema=True`` the data's schema replaces the table's (the
         index columns must still be present).
         """
+        if _is_spark(data):
+            return self._write_spark(data, "overwrite", txn, overwrite_schema)
         result = operations.overwrite(update_snapshot(self._snapshot), data, txn, overwrite_schema)
         self._snapshot = result.snapshot
         return result.version
 
+    def _write_spark(self, df, mode: str, txn, overwrite_schema: bool = False) -> int:
+        """Append or overwrite from a Spark DataFrame: written by Spark's tasks, one commit."""
+        from .spark import write_dataframe
+
+        options = {}
+        if txn is not None:
+            app_id, txn_version = operations._check_txn(txn)
+            options.update(txnAppId=app_id, txnVersion=str(txn_version))
+        if overwrite_schema:
+            options["overwriteSchema"] = "true"
+        storage = self._snapshot.storage
+        version = write_dataframe(
+            df, storage.url, mode, index_columns=self.index_columns, num_buckets=self.num_buckets,
+            storage_options=storage.storage_options, options=options,
+        )
+        self._snapshot = update_snapshot(self._snapshot) if version is None else _load(storage, version, None)
+        return self._snapshot.version
+
     def __repr__(self) -> str:
         return f"IndexedTable({self.path!r}, version={self.version})"
+
+
+def _is_spark(data: Any) -> bool:
+    module = type(data).__module__ or ""
+    return module.startswith("pyspark.sql") and type(data).__name__ == "DataFrame"
 
 
 def _load(storage: TableStorage, version: int | None, timestamp: Any) -> Snapshot:

@@ -23,9 +23,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from ..errors import InvalidOptionError, SchemaMismatchError
+from ..errors import IndexNotFoundError, InvalidOptionError, SchemaMismatchError
 from ..format.snapshot import Snapshot
-from ..spec.actions import AddFile, IndexEntry, IndexFile
+from ..spec.actions import PRIMARY_INDEX, AddFile, IndexEntry, IndexFile
 from ..spec.bucketing import bucket_ids, key_hash64
 from ..spec.schema import arrow_schema
 from .cache import cache
@@ -71,18 +71,25 @@ def usable_indexes(snapshot: Snapshot) -> list[IndexEntry]:
     return sorted(active, key=lambda i: (i.kind != "primary", i.name))
 
 
-def find_index(snapshot: Snapshot, name: str | None, columns: set[str] | None = None) -> IndexEntry | None:
-    """The index named ``name``, or the first usable one whose columns are all in ``columns``."""
-    if name is not None:
-        entry = snapshot.indexes.get(name)
-        if entry is None:
-            known = sorted(snapshot.indexes)
-            raise InvalidOptionError(f"no index {name!r} on {snapshot.storage.url}; indexes: {known}")
-        return entry if entry.state == "ACTIVE" else None
+def find_index(snapshot: Snapshot, columns: set[str]) -> IndexEntry | None:
+    """The first usable index whose columns all have key constraints (primary first)."""
     for entry in usable_indexes(snapshot):
-        if columns is None or set(entry.columns) <= columns:
+        if set(entry.columns) <= columns:
             return entry
     return None
+
+
+def index_for_lookup(snapshot: Snapshot, name: str | None) -> IndexEntry:
+    """The index a ``lookup`` names (default: the primary one), in any state.
+
+    A lookup through an index that is not ACTIVE still answers, by scanning.
+    """
+    name = PRIMARY_INDEX if name is None else name
+    entry = snapshot.indexes.get(name)
+    if entry is None:
+        known = sorted(snapshot.indexes)
+        raise IndexNotFoundError(f"no index {name!r} on {snapshot.storage.url}; indexes: {known}")
+    return entry
 
 
 # -- keys ------------------------------------------------------------------------------
@@ -115,9 +122,13 @@ def keys_table(keys, columns: tuple[str, ...], schema: pa.Schema) -> pa.Table:
 
 # -- planning --------------------------------------------------------------------------
 def plan_lookup(snapshot: Snapshot, index: IndexEntry, keys: pa.Table) -> LookupPlan:
-    """Tasks of a lookup of ``keys`` (already distinct and typed) through ``index``."""
+    """Tasks of a lookup of ``keys`` (already distinct and typed) through ``index``.
+
+    An index that is not ACTIVE covers nothing: the plan scans every live file.
+    """
     live = snapshot.files
-    covered = {fid for f in index.files for fid in f.fileIds}
+    active = index.state == "ACTIVE"
+    covered = {fid for f in index.files for fid in f.fileIds} if active else set()
     live_ids = np.array(sorted(a.fileId for a in live.values()), dtype=np.int64)
     live_covered = live_ids[np.isin(live_ids, np.fromiter(covered, np.int64, len(covered)))]
     uncovered = [a for a in live.values() if a.fileId not in covered]
@@ -129,12 +140,12 @@ def plan_lookup(snapshot: Snapshot, index: IndexEntry, keys: pa.Table) -> Lookup
     files_by_bucket: dict[int, list[IndexFile]] = defaultdict(list)
     for f in index.files:
         files_by_bucket[f.bucket].append(f)
-    touched = np.unique(buckets)
+    touched = np.unique(buckets) if active else np.empty(0, np.int32)
     for b in touched:
         mask = pa.array(buckets == b)
         plan.tasks.append(LookupTask(int(b), keys.filter(mask), tuple(files_by_bucket.get(int(b), ()))))
     if uncovered:
-        if index.kind == "primary":
+        if index.kind == "primary" and active:
             # Data files are bucketed like the primary index: only touched buckets can match.
             wanted = set(int(b) for b in touched)
             uncovered = [a for a in uncovered if a.bucket in wanted]

@@ -87,6 +87,9 @@ class IndexFile(_Action):
     """The data files (by file id) whose rows this index file holds entries for."""
 
 
+PRIMARY_INDEX = "primary"
+"""Name of the index on the table's own index columns, built with the data."""
+
 INDEX_STATES = ("CREATING", "ACTIVE", "REFRESHING", "OPTIMIZING", "DELETING", "DELETED", "RESTORING", "VACUUMING")
 """Index lifecycle states (after Hyperspace); ACTIVE and DELETED are the stable ones."""
 

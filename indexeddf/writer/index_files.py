@@ -17,12 +17,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ..format.storage import TableStorage
-from ..spec.actions import IndexFile
+from ..spec.actions import PRIMARY_INDEX, IndexFile
 from ..spec.bucketing import bucket_ids, key_hash64
 
 INDEX_DIR = "_indexes"
-PRIMARY = "primary"
-"""Name of the index on the table's own index columns, built with the data."""
+PRIMARY = PRIMARY_INDEX
 ENTRY_SCHEMA = pa.schema([("hash", pa.uint64()), ("file_id", pa.int64()), ("row", pa.int32())])
 
 

@@ -1,0 +1,208 @@
+"""SQL predicate strings (Spark syntax): key constraints for index planning, and an
+equivalent ``pyarrow.dataset`` expression for scans.
+
+Parsing is sqlglot's (Spark dialect); this module only maps the parsed tree. A
+predicate is split into top-level AND conjuncts; ``col = lit``, ``col <=> lit``,
+``col IN (lits)`` and ``col IS NULL`` become key constraints, everything else is kept
+as residual text that a scan evaluates.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import decimal
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.dataset as ds
+import sqlglot
+from sqlglot import exp
+
+from ..errors import InvalidOptionError, SchemaMismatchError
+
+
+@dataclass(frozen=True)
+class KeyConstraint:
+    """``column`` equals one of ``values`` (``None`` in values: the key is NULL)."""
+
+    column: str
+    values: tuple
+    text: str
+
+
+@dataclass
+class Predicate:
+    """A parsed predicate: its key constraints, the other conjuncts, and the whole
+    predicate as an Arrow expression."""
+
+    text: str
+    keys: dict[str, KeyConstraint] = field(default_factory=dict)
+    residual: list[str] = field(default_factory=list)
+    expression: ds.Expression | None = None
+
+
+def parse_predicate(text: str, schema: pa.Schema) -> Predicate:
+    """Parse ``text`` against ``schema``; typed errors name what is wrong."""
+    try:
+        tree = sqlglot.parse_one(text, read="spark")
+    except sqlglot.errors.ParseError as e:
+        raise InvalidOptionError(f"cannot parse predicate {text!r}: {e}") from None
+    pred = Predicate(text, expression=_to_arrow(tree, schema))
+    for conjunct in _conjuncts(tree):
+        constraint = _key_constraint(conjunct, schema)
+        if constraint is None or constraint.column in pred.keys:
+            pred.residual.append(conjunct.sql(dialect="spark"))
+        else:
+            pred.keys[constraint.column] = constraint
+    return pred
+
+
+def _conjuncts(tree: exp.Expression) -> list[exp.Expression]:
+    tree = tree.unnest()
+    if isinstance(tree, exp.And):
+        return _conjuncts(tree.this) + _conjuncts(tree.expression)
+    return [tree]
+
+
+def _column(node: exp.Expression, schema: pa.Schema) -> str | None:
+    node = node.unnest()
+    if isinstance(node, exp.Column):
+        name = node.name
+        if name not in schema.names:
+            raise SchemaMismatchError(f"predicate names column {name!r}, which the table lacks ({schema.names})", [name])
+        return name
+    return None
+
+
+def _key_constraint(node: exp.Expression, schema: pa.Schema) -> KeyConstraint | None:
+    text = node.sql(dialect="spark")
+    if isinstance(node, (exp.EQ, exp.NullSafeEQ)):
+        for col_side, lit_side in ((node.this, node.expression), (node.expression, node.this)):
+            col = _column(col_side, schema)
+            if col is not None and _is_literal(lit_side):
+                value = _literal(lit_side)
+                if value is None and isinstance(node, exp.EQ):
+                    return None  # col = NULL is never true; leave it to the scan
+                return KeyConstraint(col, (value,), text)
+        return None
+    if isinstance(node, exp.In) and not node.args.get("query"):
+        col = _column(node.this, schema)
+        if col is not None and all(_is_literal(e) for e in node.expressions):
+            # NULL in an IN list never matches.
+            values = tuple(v for v in (_literal(e) for e in node.expressions) if v is not None)
+            return KeyConstraint(col, values, text)
+        return None
+    if isinstance(node, exp.Is) and isinstance(node.expression, exp.Null):
+        col = _column(node.this, schema)
+        return KeyConstraint(col, (None,), text) if col is not None else None
+    return None
+
+
+def _is_literal(node: exp.Expression) -> bool:
+    node = node.unnest()
+    if isinstance(node, (exp.Literal, exp.Null, exp.Boolean)):
+        return True
+    if isinstance(node, exp.Neg):
+        return _is_literal(node.this)
+    if isinstance(node, exp.Cast):
+        return isinstance(node.this, exp.Literal)
+    return False
+
+
+def _literal(node: exp.Expression) -> Any:
+    node = node.unnest()
+    if isinstance(node, exp.Null):
+        return None
+    if isinstance(node, exp.Boolean):
+        return node.this
+    if isinstance(node, exp.Neg):
+        return -_literal(node.this)
+    if isinstance(node, exp.Cast):
+        raw = node.this.this
+        kind = node.to.this
+        if kind == exp.DataType.Type.DATE:
+            return dt.date.fromisoformat(raw)
+        if kind in (exp.DataType.Type.TIMESTAMP, exp.DataType.Type.TIMESTAMPTZ, exp.DataType.Type.TIMESTAMPNTZ):
+            value = dt.datetime.fromisoformat(raw.replace("Z", "+00:00"))
+            if kind != exp.DataType.Type.TIMESTAMPNTZ and value.tzinfo is None:
+                value = value.replace(tzinfo=dt.timezone.utc)  # the session time zone is UTC
+            return value
+        raise InvalidOptionError(f"unsupported typed literal {node.sql(dialect='spark')}")
+    if node.is_string:
+        return node.this
+    raw = node.this
+    if "." in raw or "e" in raw.lower():
+        try:
+            return decimal.Decimal(raw) if "e" not in raw.lower() else float(raw)
+        except decimal.InvalidOperation:
+            return float(raw)
+    return int(raw)
+
+
+def literal_for(value: Any, t: pa.DataType) -> pa.Scalar:
+    """``value`` as a scalar of the column type ``t`` (as Spark would coerce it)."""
+    if isinstance(value, decimal.Decimal) and pa.types.is_floating(t):
+        value = float(value)
+    try:
+        return pa.scalar(value).cast(t) if not isinstance(value, str) or pa.types.is_string(t) else pa.scalar(value, pa.string()).cast(t)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as e:
+        raise SchemaMismatchError(f"literal {value!r} does not fit a column of type {t}: {e}", []) from None
+
+
+_COMPARE = {exp.EQ: "equal", exp.NEQ: "not_equal", exp.GT: "greater", exp.GTE: "greater_equal", exp.LT: "less", exp.LTE: "less_equal"}
+
+
+def _to_arrow(node: exp.Expression, schema: pa.Schema) -> ds.Expression:
+    node = node.unnest()
+    if isinstance(node, exp.And):
+        return _to_arrow(node.this, schema) & _to_arrow(node.expression, schema)
+    if isinstance(node, exp.Or):
+        return _to_arrow(node.this, schema) | _to_arrow(node.expression, schema)
+    if isinstance(node, exp.Not):
+        return ~_to_arrow(node.this, schema)
+    if isinstance(node, exp.Is) and isinstance(node.expression, exp.Null):
+        return pc.field(_require_column(node.this, schema)).is_null()
+    if isinstance(node, exp.In) and not node.args.get("query"):
+        col = _require_column(node.this, schema)
+        t = schema.field(col).type
+        values = [_literal(e) for e in node.expressions]
+        return pc.field(col).isin(pa.array([literal_for(v, t).as_py() for v in values if v is not None], type=t))
+    if isinstance(node, exp.Between):
+        col = _require_column(node.this, schema)
+        t = schema.field(col).type
+        lo, hi = literal_for(_literal(node.args["low"]), t), literal_for(_literal(node.args["high"]), t)
+        return (pc.field(col) >= lo) & (pc.field(col) <= hi)
+    if isinstance(node, exp.NullSafeEQ):
+        col, value = _column_and_literal(node, schema)
+        if value is None:
+            return pc.field(col).is_null()
+        return pc.field(col).is_valid() & (pc.field(col) == literal_for(value, schema.field(col).type))
+    if type(node) in _COMPARE:
+        col, value = _column_and_literal(node, schema)
+        if value is None:
+            return pc.scalar(False)
+        op = _COMPARE[type(node)]
+        if col != _column(node.this, schema):  # literal on the left: flip the comparison
+            op = {"greater": "less", "less": "greater", "greater_equal": "less_equal", "less_equal": "greater_equal"}.get(op, op)
+        return getattr(pc, op)(pc.field(col), literal_for(value, schema.field(col).type))
+    raise InvalidOptionError(
+        f"unsupported predicate {node.sql(dialect='spark')!r}: use comparisons of a column with a literal "
+        "(=, <=>, <>, <, <=, >, >=, IN, BETWEEN, IS NULL) joined by AND, OR, NOT"
+    )
+
+
+def _require_column(node: exp.Expression, schema: pa.Schema) -> str:
+    col = _column(node, schema)
+    if col is None:
+        raise InvalidOptionError(f"expected a column name, got {node.sql(dialect='spark')!r}")
+    return col
+
+
+def _column_and_literal(node: exp.Expression, schema: pa.Schema) -> tuple[str, Any]:
+    for col_side, lit_side in ((node.this, node.expression), (node.expression, node.this)):
+        col = _column(col_side, schema)
+        if col is not None and _is_literal(lit_side):
+            return col, _literal(lit_side)
+    raise InvalidOptionError(f"unsupported comparison {node.sql(dialect='spark')!r}: compare a column with a literal")

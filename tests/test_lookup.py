@@ -1,0 +1,142 @@
+"""Index lookups without Spark: the same rows as a filter over a full read, every version."""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+
+import pyarrow as pa
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import indexeddf.reader.lookup as lookup_module
+import indexeddf.writer.index_files as index_files_module
+from indexeddf import IndexedTable
+from indexeddf.errors import IndexExistsError, IndexNotFoundError, SchemaMismatchError
+from indexeddf.reader.cache import cache, cache_stats
+from indexeddf.spec.bucketing import key_hash64
+
+ids = st.one_of(st.none(), st.integers(-50, 50))
+names = st.one_of(st.none(), st.sampled_from(["", "a", "b", "é", "long-" * 10, "z"]))
+
+
+def batch(rows: list[tuple]) -> pa.Table:
+    return pa.table(
+        {
+            "id": pa.array([r[0] for r in rows], pa.int64()),
+            "name": pa.array([r[1] for r in rows], pa.string()),
+            "seq": pa.array([r[2] for r in rows], pa.int32()),
+        }
+    )
+
+
+def expected(t: IndexedTable, version: int, cols: list[str], keys: list[tuple]) -> Counter:
+    wanted = set(keys)
+    rows = t.to_arrow(version=version).to_pylist()
+    return Counter(tuple(r.values()) for r in rows if tuple(r[c] for c in cols) in wanted)
+
+
+def got(table: pa.Table) -> Counter:
+    return Counter(tuple(r.values()) for r in table.to_pylist())
+
+
+row_lists = st.lists(st.tuples(ids, names), min_size=0, max_size=30)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(
+    batches=st.lists(row_lists, min_size=1, max_size=5),
+    auto_refresh=st.booleans(),
+    buckets=st.integers(1, 6),
+    probe_ids=st.lists(ids, max_size=8),
+    probe_names=st.lists(st.tuples(ids, names), max_size=6),
+    collide=st.booleans(),
+)
+def test_lookup_equals_filter_for_every_version(monkeypatch, batches, auto_refresh, buckets, probe_ids, probe_names, collide):
+    if collide:
+        # Force hash collisions: only four distinct key hashes exist.
+        weak = lambda cols: key_hash64(cols) & 0x3  # noqa: E731
+        monkeypatch.setattr(index_files_module, "key_hash64", weak)
+        monkeypatch.setattr(lookup_module, "key_hash64", weak)
+    cache().clear()
+    path = f"memory://lookup/{time.time_ns()}"
+    seq = iter(range(10_000))
+    numbered = [[(i, n, next(seq)) for i, n in rows] for rows in batches]
+    t = IndexedTable.create(
+        path, batch(numbered[0]), index_columns=["id"], num_buckets=buckets,
+        properties={"indexeddf.index.autoRefresh": str(auto_refresh).lower()},
+    )
+    t.create_index("by_id_name", ["id", "name"], num_buckets=max(1, buckets - 1))
+    for rows in numbered[1:]:
+        t.append(batch(rows))
+    present = [r[0] for rows in numbered for r in rows][:3]
+    id_keys = probe_ids + present + present[:1]  # absent, present and duplicated keys
+    for v in range(t.version + 1):
+        assert got(t.lookup(id_keys, version=v)) == expected(t, v, ["id"], [(k,) for k in id_keys])
+        if v >= 1:  # the secondary index exists from version 1 on
+            assert got(t.lookup(probe_names, version=v, index="by_id_name")) == expected(t, v, ["id", "name"], probe_names)
+
+
+def test_lookup_projects_columns_and_uses_the_cache(table_path):
+    t = IndexedTable.create(table_path, batch([(i, f"n{i}", i) for i in range(2000)]), index_columns=["id"], num_buckets=8)
+    cache().clear()
+    first = t.lookup([5, 6], columns=["seq"])
+    assert first.column_names == ["seq"] and sorted(first.column("seq").to_pylist()) == [5, 6]
+    misses = cache_stats().misses
+    again = t.lookup([5, 6], columns=["seq"])
+    assert again.equals(first)
+    assert cache_stats().misses == misses and cache_stats().hits > 0
+
+
+def test_only_touched_buckets_are_read(table_path, monkeypatch):
+    t = IndexedTable.create(table_path, batch([(i, "x", i) for i in range(5000)]), index_columns=["id"], num_buckets=16)
+    cache().clear()
+    reads = []
+    original = t.snapshot.storage.__class__.read_bytes
+
+    def counting(self, rel):
+        reads.append(rel)
+        return original(self, rel)
+
+    monkeypatch.setattr(t.snapshot.storage.__class__, "read_bytes", counting)
+    t.lookup([42])
+    index_reads = [r for r in reads if r.startswith("_indexes/")]
+    assert len({r.split("/")[2] for r in index_reads}) == 1  # one bucket's index files
+
+
+def test_cache_is_bounded_and_evicts_least_recently_used(table_path):
+    t = IndexedTable.create(table_path, batch([(i, "x", i) for i in range(5000)]), index_columns=["id"], num_buckets=16)
+    cache().clear()
+    cache().resize(20_000)
+    try:
+        for k in range(200):
+            t.lookup([k])
+        stats = cache_stats()
+        assert stats.bytes <= 20_000 and stats.evictions > 0
+    finally:
+        cache().resize(1 << 30)
+
+
+def test_index_errors(table_path):
+    t = IndexedTable.create(table_path, batch([(1, "a", 1)]), index_columns=["id"], num_buckets=2)
+    with pytest.raises(IndexNotFoundError):
+        t.lookup([1], index="nope")
+    t.create_index("by_name", ["name"])
+    with pytest.raises(IndexExistsError):
+        t.create_index("by_name", ["name"])
+    with pytest.raises(SchemaMismatchError):
+        t.create_index("bad", ["missing"])
+    with pytest.raises(SchemaMismatchError):
+        t.lookup(["not a number"])
+    assert [i.name for i in t.indexes()] == ["by_name", "primary"]
+    info = {i.name: i for i in t.indexes()}["by_name"]
+    assert info.kind == "secondary" and info.state == "ACTIVE" and info.num_entries == 1
+
+
+def test_explain_says_what_and_why_not(table_path):
+    t = IndexedTable.create(table_path, batch([(i, "x", i) for i in range(100)]), index_columns=["id"], num_buckets=8)
+    text = t.explain("id = 42 AND seq > 3")
+    assert "index: 'primary'" in text and "buckets probed: [" in text and "then filtered by: seq > 3" in text
+    no = t.explain("name = 'x'")
+    assert "index: none" in no and "no equality, <=> or IN filter on ['id']" in no
