@@ -106,3 +106,11 @@ def test_file_ids_are_unique_and_reuse_is_refused(table, table_path):
     with pytest.raises(ConcurrentModificationError, match="already in use"):
         Transaction(table.snapshot, "WRITE").commit([clash])
     assert table.update().version == 1
+
+
+def test_racing_idempotent_overwrites_commit_once(table):
+    read = table.snapshot
+    first = operations.overwrite(read, rows(500, 3), txn=("job", 1))
+    second = operations.overwrite(read, rows(500, 3), txn=("job", 1))
+    assert second.duplicate and second.version == first.version
+    assert keys(table) == [500, 501, 502]

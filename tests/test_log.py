@@ -150,3 +150,19 @@ def test_put_if_absent_has_exactly_one_winner_across_processes(tmp_path):
         content = (tmp_path / f"f{i}").read_text()
         assert len(set(content.splitlines())) == 1 and len(content.splitlines()) == 1000
     assert not [p for p in os.listdir(tmp_path) if p.endswith(".tmp")]
+
+
+def test_empty_commit_is_corrupt(table_path):
+    IndexedTable.create(table_path, rows(0, 3), index_columns=["k"])
+    _write_raw(table_path, 1, "")
+    with pytest.raises(CorruptLogError, match="empty commit"):
+        IndexedTable.for_path(table_path)
+
+
+def test_newer_protocol_with_unknown_actions_says_upgrade(table_path):
+    IndexedTable.create(table_path, rows(0, 3), index_columns=["k"])
+    info = CommitInfo(timestamp=int(time.time() * 1000) + 10, operation="UPGRADE")
+    text = to_lines([info, Protocol(minReaderVersion=7, minWriterVersion=7)]) + '{"deletionVector":{"x":1}}\n'
+    _write_raw(table_path, 1, text)
+    with pytest.raises(UnsupportedProtocolError, match="reader version 7"):
+        IndexedTable.for_path(table_path)

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import json
 import posixpath
 import re
 
-from ..errors import CorruptLogError, UnsafePathError
-from ..spec.actions import Action, ActionParseError, AddFile, CommitInfo, IndexEntry, RemoveFile, parse_line
+from ..errors import CorruptLogError, UnsafePathError, UnsupportedProtocolError
+from ..spec.actions import READER_VERSION, Action, ActionParseError, AddFile, CommitInfo, IndexEntry, RemoveFile, parse_line
 from .storage import TableStorage
 
 LOG_DIR = "_indexeddf_log"
@@ -54,6 +55,7 @@ def check_relative_path(path: str, where: str) -> None:
             f"{where}: path {path!r} is not inside the table root (absolute paths, URLs and "
             "'..' are refused). The log was not written by indexeddf or was tampered with; "
             "restore the file from a backup or remove the offending commit.",
+            where,
         )
 
 
@@ -77,8 +79,10 @@ def parse_commit(text: str, source: str) -> list[Action]:
             source,
             last,
         )
+    lines = text.split("\n")[:-1]
+    _refuse_newer_protocol(lines, source)
     actions: list[Action] = []
-    for number, line in enumerate(text.split("\n")[:-1], start=1):
+    for number, line in enumerate(lines, start=1):
         if not line.strip():
             continue
         try:
@@ -91,7 +95,25 @@ def parse_commit(text: str, source: str) -> list[Action]:
             ) from None
         check_action_paths(action, f"{source} line {number}")
         actions.append(action)
+    if not actions:
+        raise CorruptLogError(f"{source}: empty commit (every commit holds at least its commitInfo)", source, 1)
     return actions
+
+
+def _refuse_newer_protocol(lines: list[str], source: str) -> None:
+    """A commit that upgrades the protocol past what we read may hold actions or fields
+    we do not know: say so before trying to parse them."""
+    for line in lines:
+        if line.startswith('{"protocol":'):
+            try:
+                version = json.loads(line)["protocol"].get("minReaderVersion", 0)
+            except (ValueError, AttributeError, TypeError):
+                continue
+            if isinstance(version, int) and version > READER_VERSION:
+                raise UnsupportedProtocolError(
+                    f"{source} upgrades the table to reader version {version}; this indexeddf reads "
+                    f"up to {READER_VERSION}. Upgrade indexeddf to read versions from here on."
+                )
 
 
 def read_commit(storage: TableStorage, version: int) -> list[Action]:

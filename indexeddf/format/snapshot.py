@@ -102,6 +102,11 @@ class _ReplayState:
             elif isinstance(a, Metadata):
                 self.metadata = a
             elif isinstance(a, Protocol):
+                if a.minReaderVersion > READER_VERSION:
+                    raise UnsupportedProtocolError(
+                        f"the table needs reader version {a.minReaderVersion}; this indexeddf reads "
+                        f"up to {READER_VERSION}. Upgrade indexeddf to read it."
+                    )
                 self.protocol = a
             elif isinstance(a, CommitInfo):
                 self.timestamp = a.timestamp

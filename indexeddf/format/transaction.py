@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import random
 import time
+import warnings
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
@@ -112,7 +113,7 @@ class Transaction:
     # -- internals ---------------------------------------------------------------
     def _commit(self, actions: list[Action], metrics: dict[str, Any], index_appends) -> CommitResult:
         self._check_writable(self.snapshot)
-        _check_new_file_ids(actions, self.snapshot.file_ids)
+        _check_new_file_ids(actions, self.snapshot.file_ids | {t.fileId for t in self.snapshot.tombstones.values()})
         max_retries = config.get(self.snapshot.metadata.configuration, "indexeddf.commit.maxRetries")
         current = self.snapshot  # the read snapshot with every winner applied
         for attempt in range(max_retries + 1):
@@ -120,6 +121,7 @@ class Transaction:
             body = [self._commit_info(current, actions, metrics)] + [_covering(a, version) for a in actions]
             body += _index_actions(current, index_appends, version)
             if self.storage.put_if_absent(commit_path(version), to_lines(body).encode("utf-8")):
+                self.written_paths = []  # committed: the files belong to the table now
                 return self._finish(current.apply(version, body))
             # Lost the race: read every winner up to the newest and check each.
             time.sleep(random.uniform(0, min(0.2, 0.002 * 2**attempt)))
@@ -137,13 +139,12 @@ class Transaction:
         )
 
     def _finish(self, snap: Snapshot) -> CommitResult:
-        self.written_paths = []  # committed: no longer ours to clean up
         interval = config.get(snap.metadata.configuration, "indexeddf.checkpointInterval")
         if snap.version % interval == 0:
             try:
                 write_checkpoint(self.storage, snap)
-            except OSError:
-                pass  # a checkpoint is an optimisation; replay from JSON still works
+            except Exception as e:  # a checkpoint is an optimisation; replay from JSON still works
+                warnings.warn(f"checkpoint of version {snap.version} not written: {e}", stacklevel=3)
         return CommitResult(snap.version, snap)
 
     def _commit_info(self, current: Snapshot, actions: list[Action], metrics) -> CommitInfo:
@@ -180,13 +181,15 @@ class Transaction:
         our_indexes = {a.name for a in ours if isinstance(a, IndexEntry)}
         our_ids = {a.fileId for a in ours if isinstance(a, AddFile)}
         buckets = None if self.read_buckets is None else set(self.read_buckets)
+        # An idempotent commit that the winner already made is a duplicate, whatever else
+        # the two commits would conflict on.
+        if any(isinstance(a, Txn) and a.appId in our_txns and a.version >= our_txns[a.appId] for a in winning):
+            return True
         for a in winning:
             if isinstance(a, Protocol):
                 raise ProtocolChangedError(f"{what}, which changed the protocol; re-read the table and retry")
             if isinstance(a, Metadata):
                 raise MetadataChangedError(f"{what}, which changed the table metadata; re-read the table and retry")
-            if isinstance(a, Txn) and a.appId in our_txns and a.version >= our_txns[a.appId]:
-                return True
             if isinstance(a, RemoveFile):
                 if a.path in our_removes:
                     raise ConcurrentDeleteDeleteError(f"{what}, which removed {a.path} that this commit removes too; retry")

@@ -80,4 +80,8 @@ def validate(configuration: dict[str, str]) -> dict[str, str]:
 def get(configuration: dict[str, str], name: str):
     """The parsed value of a property, falling back to its default."""
     prop = PROPERTIES[name]
-    return prop.parse(configuration.get(name, prop.default))
+    value = configuration.get(name, prop.default)
+    try:
+        return prop.parse(value)
+    except ValueError as e:
+        raise InvalidOptionError(f"table property {name}={value!r} is invalid ({e}); fix it with set_properties") from None

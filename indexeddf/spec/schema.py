@@ -61,11 +61,12 @@ def type_name(arrow_type: pa.DataType, column: str = "?") -> str:
         return "date"
     if pa.types.is_timestamp(t):
         return "timestamp" if t.tz is not None else "timestamp_ntz"
-    if pa.types.is_decimal(t) and t.precision <= 38:
+    if pa.types.is_decimal128(t) and 0 <= t.scale <= t.precision <= 38:
         return f"decimal({t.precision},{t.scale})"
     raise UnsupportedTypeError(
         f"column {column!r} has type {arrow_type}, which indexeddf cannot store; supported: "
-        "boolean, int8/16/32/64, float32/64, decimal up to precision 38, string, binary, "
+        "boolean, int8/16/32/64, float32/64, decimal up to precision 38 with 0 <= scale <= precision, "
+        "string, binary, "
         "date, timestamp. Cast the column first.",
         [column],
     )
@@ -76,7 +77,7 @@ def arrow_type(name: str) -> pa.DataType:
     if name in _NAMED_TYPES:
         return _NAMED_TYPES[name]
     m = _DECIMAL.match(name)
-    if m:
+    if m and 0 <= int(m.group(2)) <= int(m.group(1)) <= 38 and int(m.group(1)) >= 1:
         return pa.decimal128(int(m.group(1)), int(m.group(2)))
     raise UnsupportedTypeError(f"unknown type name {name!r} in the table schema", [])
 

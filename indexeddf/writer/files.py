@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import base64
 import datetime as dt
 import decimal
 import io
 import math
+import secrets
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
@@ -28,12 +28,12 @@ _WRITE_THREADS = 4
 def new_data_file(bucket: int) -> tuple[str, int]:
     """A new row-batch file of ``bucket``: its unique relative path and its file id.
 
-    The file id is the top 63 bits of the random UUID in the name, so it is known
-    before the commit (index files can refer to it) and unique with overwhelming
-    probability; the transaction refuses a commit whose id is already in use.
+    The file id is 63 random bits, known before the commit (index files can refer to
+    it) and unique with overwhelming probability; the transaction refuses a commit
+    whose id is already in use.
     """
     u = uuid.uuid4()
-    return f"data/bucket={bucket:05d}/part-{u.hex}.parquet", u.int >> 65
+    return f"data/bucket={bucket:05d}/part-{u.hex}.parquet", secrets.randbits(63)
 
 
 def split_by_bucket(table: pa.Table, index_columns: list[str], num_buckets: int) -> list[tuple[int, pa.Table]]:
@@ -132,16 +132,21 @@ def file_stats(rows: pa.Table) -> FileStats:
 
 def stat_value(v):
     """The JSON rendering of a statistic, or None when it has none."""
+    try:
+        return _stat_value(v)
+    except (OverflowError, ValueError):
+        return None  # e.g. a date beyond what Python renders: no statistic rather than no write
+
+
+def _stat_value(v):
     if isinstance(v, float):
         return v if math.isfinite(v) else None
     if isinstance(v, decimal.Decimal):
-        return str(v)
+        return format(v, "f")  # plain notation, never exponent form
     if isinstance(v, dt.datetime):
         return v.isoformat()
     if isinstance(v, dt.date):
         return v.isoformat()
     if isinstance(v, str):
         return v if len(v) <= MAX_STRING_STAT else None
-    if isinstance(v, bytes):
-        return base64.b64encode(v).decode() if len(v) <= MAX_STRING_STAT else None
     return v
