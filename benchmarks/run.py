@@ -19,8 +19,9 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 from harness import as_json, format_table, run_scenario  # noqa: E402
 import scenarios_format  # noqa: E402
+import scenarios_index  # noqa: E402
 
-GROUPS = {**scenarios_format.SCENARIOS}
+GROUPS = {**scenarios_format.SCENARIOS, **scenarios_index.SCENARIOS}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -28,6 +29,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--only", default="", help=f"comma-separated scenario names (default all): {', '.join(GROUPS)}")
     p.add_argument("--rounds", type=int, default=10, help="counted rounds per scenario (default 10)")
     p.add_argument("--warmup", type=int, default=2, help="uncounted rounds first (default 2)")
+    p.add_argument("--rows", type=int, default=20_000_000, help="rows of the generated events table (default 20M)")
     p.add_argument("--out", default=str(Path(__file__).parent / "results" / "latest.json"), help="JSON output path")
     args = p.parse_args(argv)
     names = [n for n in args.only.split(",") if n] or list(GROUPS)

@@ -5,15 +5,17 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import pyarrow as pa
-import pyarrow.dataset as ds
+import pyarrow.compute as pc
 
 from ..errors import SchemaMismatchError
 from ..format.snapshot import Snapshot
 from ..spec.schema import arrow_schema
 
 
-def read_snapshot(snapshot: Snapshot, columns: Sequence[str] | None = None, filter: ds.Expression | None = None) -> pa.Table:
-    """The rows of ``snapshot`` (files in file-id order), optionally projected and filtered."""
+def read_snapshot(snapshot: Snapshot, columns: Sequence[str] | None = None, filter: pc.Expression | None = None) -> pa.Table:
+    """The rows of ``snapshot`` (files in write order), optionally projected and filtered."""
+    import pyarrow.dataset as ds  # imported on use: it pulls in pandas, slow to import
+
     schema = arrow_schema(snapshot.metadata.schema_)
     if columns is not None:
         unknown = [c for c in columns if c not in schema.names]

@@ -16,7 +16,6 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.dataset as ds
 import sqlglot
 from sqlglot import exp
 
@@ -40,7 +39,7 @@ class Predicate:
     text: str
     keys: dict[str, KeyConstraint] = field(default_factory=dict)
     residual: list[str] = field(default_factory=list)
-    expression: ds.Expression | None = None
+    expression: pc.Expression | None = None
 
 
 def parse_predicate(text: str, schema: pa.Schema) -> Predicate:
@@ -154,7 +153,7 @@ def literal_for(value: Any, t: pa.DataType) -> pa.Scalar:
 _COMPARE = {exp.EQ: "equal", exp.NEQ: "not_equal", exp.GT: "greater", exp.GTE: "greater_equal", exp.LT: "less", exp.LTE: "less_equal"}
 
 
-def _to_arrow(node: exp.Expression, schema: pa.Schema) -> ds.Expression:
+def _to_arrow(node: exp.Expression, schema: pa.Schema) -> pc.Expression:
     node = node.unnest()
     if isinstance(node, exp.And):
         return _to_arrow(node.this, schema) & _to_arrow(node.expression, schema)
