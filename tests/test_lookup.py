@@ -15,7 +15,7 @@ import indexeddf.writer.index_files as index_files_module
 from indexeddf import IndexedTable
 from indexeddf.errors import IndexExistsError, IndexNotFoundError, SchemaMismatchError
 from indexeddf.reader.cache import cache, cache_stats
-from indexeddf.spec.bucketing import key_hash64
+from indexeddf.spec.bucketing import key_hash
 
 ids = st.one_of(st.none(), st.integers(-50, 50))
 names = st.one_of(st.none(), st.sampled_from(["", "a", "b", "é", "long-" * 10, "z"]))
@@ -56,9 +56,9 @@ row_lists = st.lists(st.tuples(ids, names), min_size=0, max_size=30)
 def test_lookup_equals_filter_for_every_version(monkeypatch, batches, auto_refresh, buckets, probe_ids, probe_names, collide):
     if collide:
         # Force hash collisions: only four distinct key hashes exist.
-        weak = lambda cols: key_hash64(cols) & 0x3  # noqa: E731
-        monkeypatch.setattr(index_files_module, "key_hash64", weak)
-        monkeypatch.setattr(lookup_module, "key_hash64", weak)
+        weak = lambda cols: key_hash(cols) & 0x3  # noqa: E731
+        monkeypatch.setattr(index_files_module, "key_hash", weak)
+        monkeypatch.setattr(lookup_module, "key_hash", weak)
     cache().clear()
     path = f"memory://lookup/{time.time_ns()}"
     seq = iter(range(10_000))

@@ -26,7 +26,7 @@ import pyarrow.parquet as pq
 from ..errors import IndexNotFoundError, InvalidOptionError, SchemaMismatchError
 from ..format.snapshot import Snapshot
 from ..spec.actions import PRIMARY_INDEX, AddFile, IndexEntry, IndexFile
-from ..spec.bucketing import bucket_ids, key_hash64
+from ..spec.bucketing import bucket_ids, key_hash
 from ..spec.schema import arrow_schema
 from .cache import cache
 from .trie import BucketTrie, Segment
@@ -191,7 +191,7 @@ def bucket_trie(snapshot: Snapshot, index_files: tuple[IndexFile, ...]) -> Bucke
 
 def _probe_bucket(snapshot: Snapshot, plan: LookupPlan, task: LookupTask, read_cols: list[str]) -> pa.Table:
     trie = bucket_trie(snapshot, task.index_files)
-    probes = key_hash64([task.keys.column(c) for c in plan.index.columns])
+    probes = key_hash([task.keys.column(c) for c in plan.index.columns])
     _, file_ids, rows = trie.probe(probes, plan.live_covered_ids)
     by_path = {a.fileId: a for a in snapshot.files.values()}
     parts = []
@@ -243,10 +243,10 @@ def _verified(rows: pa.Table, keys: pa.Table, columns: tuple[str, ...]) -> pa.Ta
     """The rows whose key equals one of ``keys`` (null-safe; NaN equals NaN, as in Spark)."""
     if rows.num_rows == 0 or keys.num_rows == 0:
         return rows.slice(0, 0)
-    key_hashes = key_hash64([keys.column(c) for c in columns])
+    key_hashes = key_hash([keys.column(c) for c in columns])
     order = np.argsort(key_hashes, kind="stable")
     sorted_hashes = key_hashes[order]
-    row_hashes = key_hash64([rows.column(c) for c in columns])
+    row_hashes = key_hash([rows.column(c) for c in columns])
     lo = np.searchsorted(sorted_hashes, row_hashes, side="left")
     hi = np.searchsorted(sorted_hashes, row_hashes, side="right")
     counts = hi - lo

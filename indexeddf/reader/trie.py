@@ -2,7 +2,7 @@
 
 A :class:`Segment` holds one index file's entries as sorted numpy arrays: the 64-bit
 key hashes, and per entry a position into the segment's small table of file ids plus
-the row ordinal (16 bytes an entry). A :class:`BucketTrie` is an immutable tuple of
+the row ordinal (10 to 12 bytes an entry). A :class:`BucketTrie` is an immutable tuple of
 segments: the version after an append is the previous trie plus the new file's
 segment, sharing every older segment (nothing is copied), which is how many versions
 of one bucket fit in memory at once.
@@ -25,8 +25,8 @@ class Segment:
     """The entries of one index file, sorted by hash."""
 
     path: str
-    hashes: np.ndarray  # uint64, sorted
-    file_pos: np.ndarray  # uint32, index into file_ids
+    hashes: np.ndarray  # uint32, sorted
+    file_pos: np.ndarray  # uint16 (or uint32 past 65,535 files), index into file_ids
     rows: np.ndarray  # uint32, row ordinal in the data file
     file_ids: np.ndarray  # int64, the data files this segment points into
 
@@ -40,7 +40,8 @@ class Segment:
         if len(hashes) > 1 and not np.all(hashes[1:] >= hashes[:-1]):
             order = np.argsort(hashes, kind="stable")  # tolerate unsorted files
             hashes, file_pos, rows = hashes[order], file_pos[order], rows[order]
-        return cls(path, hashes, file_pos.astype(np.uint32), rows, file_ids.astype(np.int64))
+        pos_type = np.uint16 if len(file_ids) <= 0xFFFF else np.uint32
+        return cls(path, hashes, file_pos.astype(pos_type), rows, file_ids.astype(np.int64))
 
     @property
     def nbytes(self) -> int:

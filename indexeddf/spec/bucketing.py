@@ -34,7 +34,7 @@ import pyarrow.types as pat
 
 from ..errors import InvalidOptionError, UnsupportedTypeError
 
-__all__ = ["SEED", "spark_hash", "bucket_ids", "hash_python_values", "is_hashable_type", "key_hash64"]
+__all__ = ["SEED", "spark_hash", "bucket_ids", "hash_python_values", "is_hashable_type", "key_hash"]
 
 SEED = 42
 """Seed of Spark's ``hash()`` (``Murmur3Hash``); also the seed of its bucketing."""
@@ -408,16 +408,14 @@ def hash_python_values(
 
 
 KEY_HASH_SEED = 0x2545F491
-"""Seed of the second 32 bits of an index key hash (the first 32 are Spark's hash)."""
+"""Seed of the key hash that index files and tries are sorted and probed by."""
 
 
-def key_hash64(columns: Sequence[pa.Array | pa.ChunkedArray]) -> np.ndarray:
-    """The 64-bit key hash that index files and tries are sorted and probed by.
+def key_hash(columns: Sequence[pa.Array | pa.ChunkedArray]) -> np.ndarray:
+    """The 32-bit key hash of index entries (uint32): Spark's hash with another seed.
 
-    High 32 bits: Spark's ``hash(cols)`` (seed 42); low 32 bits: the same function with
-    another seed. Within one bucket the high bits agree modulo the bucket count, so the
-    low bits keep keys apart; equal hashes are still verified against the key values.
+    Within one bucket Spark's own hash (seed 42) agrees modulo the bucket count, so a
+    differently seeded hash keeps keys apart there. It is a filter, not an identity:
+    equal hashes are always verified against the key values.
     """
-    high = spark_hash(columns).astype(np.uint32).astype(np.uint64)
-    low = spark_hash(columns, seed=KEY_HASH_SEED).astype(np.uint32).astype(np.uint64)
-    return (high << np.uint64(32)) | low
+    return spark_hash(columns, seed=KEY_HASH_SEED).view(np.uint32)
