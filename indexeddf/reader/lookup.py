@@ -102,22 +102,34 @@ def keys_table(keys, columns: tuple[str, ...], schema: pa.Schema) -> pa.Table:
     if isinstance(keys, pa.Table):
         table = keys.select(list(columns))
     elif isinstance(keys, dict):
-        table = pa.table({c: keys[c] for c in columns})
+        table = pa.Table.from_arrays([pa.array(keys[c]) for c in columns], names=list(columns))
     else:
         rows = [k if isinstance(k, (tuple, list)) else (k,) for k in keys]
         for r in rows:
             if len(r) != len(columns):
                 raise InvalidOptionError(f"key {r!r} has {len(r)} values; the index is on {list(columns)}")
-        table = pa.table({c: [r[i] for r in rows] for i, c in enumerate(columns)})
+        table = pa.Table.from_arrays([pa.array([r[i] for r in rows]) for i in range(len(columns))], names=list(columns))
+    # (pa.table() would import pandas to check its argument: ~300 ms in a fresh process.)
     try:
-        table = pa.table([table.column(c).cast(t) for c, t in zip(columns, types)], names=list(columns))
+        table = pa.Table.from_arrays([table.column(c).cast(t) for c, t in zip(columns, types)], names=list(columns))
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as e:
         raise SchemaMismatchError(f"lookup keys do not fit the index columns {list(columns)}: {e}", list(columns)) from None
     if table.num_rows > MAX_LOOKUP_KEYS:
         raise InvalidOptionError(f"{table.num_rows} lookup keys; at most {MAX_LOOKUP_KEYS} per lookup")
     if table.num_rows > 1:
-        table = table.group_by(list(columns), use_threads=False).aggregate([])
+        table = _distinct(table)
     return table
+
+
+def _distinct(table: pa.Table) -> pa.Table:
+    # Not Table.group_by: it imports pandas, which costs a fresh process ~300 ms.
+    if table.num_columns == 1:
+        return pa.Table.from_arrays([pc.unique(table.column(0))], names=table.column_names)
+    rows = list(dict.fromkeys(zip(*(table.column(c).to_pylist() for c in table.column_names))))
+    return pa.Table.from_arrays(
+        [pa.array([r[i] for r in rows], type=table.schema.field(i).type) for i in range(table.num_columns)],
+        names=table.column_names,
+    )
 
 
 # -- planning --------------------------------------------------------------------------
@@ -181,7 +193,9 @@ def bucket_trie(snapshot: Snapshot, index_files: tuple[IndexFile, ...]) -> Bucke
     storage, table_id = snapshot.storage, snapshot.metadata.id
 
     def load(f: IndexFile):
-        return lambda: Segment.from_entries(f.path, pq.read_table(io.BytesIO(storage.read_bytes(f.path))))
+        # ParquetFile, not read_table: read_table goes through pyarrow.dataset, whose
+        # import (pandas included) would cost a fresh process ~300 ms.
+        return lambda: Segment.from_entries(f.path, pq.ParquetFile(io.BytesIO(storage.read_bytes(f.path))).read())
 
     segments = tuple(
         cache().get_or_load(("segment", table_id, f.path), load(f), lambda s: s.nbytes) for f in index_files
@@ -232,10 +246,11 @@ def _row_group(snapshot: Snapshot, add: AddFile, group: int, columns: list[str])
 def _scan_files(snapshot: Snapshot, files: tuple[AddFile, ...], read_cols: list[str]) -> pa.Table:
     storage = snapshot.storage
     schema = arrow_schema(snapshot.metadata.schema_)
-    parts = [
-        pq.read_table(storage.full(a.path), columns=read_cols, filesystem=storage.arrow_filesystem(), schema=schema)
-        for a in files
-    ]
+    fs = storage.arrow_filesystem()
+    parts = []
+    for a in files:
+        with fs.open_input_file(storage.full(a.path)) as f:
+            parts.append(pq.ParquetFile(f).read(columns=read_cols).cast(pa.schema([schema.field(c) for c in read_cols])))
     return pa.concat_tables(parts) if parts else schema.empty_table().select(read_cols)
 
 
