@@ -269,3 +269,22 @@ def test_pandas_frame_with_index_and_nulls(table_path):
     t = IndexedTable.create(table_path, df, index_columns=["user_id"], num_buckets=2)
     assert t.schema.names == ["user_id", "amount", "name"]
     assert sorted(t.to_arrow().column("user_id").to_pylist()) == [1, 2, 3]
+
+
+def test_set_and_unset_properties(table_path):
+    t = IndexedTable.create(table_path, rows(0, 10), index_columns=["user_id"], num_buckets=4)
+    v = t.set_properties({"indexeddf.index.autoRefresh": "false", "owner": "team-a"})
+    assert v == 1 and t.properties == {"indexeddf.index.autoRefresh": "false", "owner": "team-a"}
+    assert t.history(limit=1)[0].operation == "SET TBLPROPERTIES"
+    before = set(t.snapshot.files)
+    t.append(rows(10, 5))  # autoRefresh off: the index gets no entries for the new files
+    primary = t.snapshot.indexes["primary"]
+    covered = {i for f in primary.files for i in f.fileIds}
+    new_ids = {a.fileId for p, a in t.snapshot.files.items() if p not in before}
+    assert new_ids and not (new_ids & covered) and primary.coveredVersion == 0
+    t.unset_properties(["owner"])
+    assert IndexedTable.for_path(table_path).properties == {"indexeddf.index.autoRefresh": "false"}
+    with pytest.raises(InvalidOptionError):
+        t.set_properties({"indexeddf.index.autoRefrsh": "false"})
+    with pytest.raises(InvalidOptionError):
+        t.unset_properties(["never-set"])

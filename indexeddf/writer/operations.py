@@ -175,3 +175,22 @@ def _metrics(adds) -> dict[str, int]:
 def _cleanup(storage: TableStorage, written: list[str]) -> None:
     for rel in written:
         storage.delete(rel)
+
+
+def set_properties(snapshot: Snapshot, updates: dict[str, str] | None = None, removals: list[str] | None = None) -> CommitResult:
+    """Change table properties in one metadata commit (``SET TBLPROPERTIES``).
+
+    Like every metadata change it fails concurrent writers that read the old metadata
+    (``MetadataChangedError``), and fails itself when it loses to one.
+    """
+    conf = dict(snapshot.metadata.configuration)
+    conf.update(config.validate(updates or {}))
+    unknown = [k for k in (removals or []) if k not in conf]
+    if unknown:
+        raise InvalidOptionError(f"cannot unset {unknown}: not set on this table (set: {sorted(conf)})")
+    for k in removals or []:
+        del conf[k]
+    metadata = snapshot.metadata.model_copy(update={"configuration": conf})
+    params = {"properties": dict(updates or {})} if updates else {"removed": list(removals or [])}
+    op = "SET TBLPROPERTIES" if updates else "UNSET TBLPROPERTIES"
+    return Transaction(snapshot, op, params, read_buckets=()).commit([metadata])
