@@ -326,6 +326,18 @@ class IndexedTable:
         self._snapshot = update_snapshot(self._snapshot) if version is None else _load(storage, version, None)
         return self._snapshot.version
 
+    def set_properties(self, properties: dict[str, str]) -> int:
+        """Set table properties (see ``docs/options.md``); returns the new version."""
+        result = operations.set_properties(update_snapshot(self._snapshot), updates=properties)
+        self._snapshot = result.snapshot
+        return result.version
+
+    def unset_properties(self, names: Sequence[str]) -> int:
+        """Remove table properties (they fall back to their defaults); returns the new version."""
+        result = operations.set_properties(update_snapshot(self._snapshot), removals=list(names))
+        self._snapshot = result.snapshot
+        return result.version
+
     def __repr__(self) -> str:
         return f"IndexedTable({self.path!r}, version={self.version})"
 
