@@ -44,6 +44,10 @@ class IndexExistsError(IndexedDFError):
     """An index of that name already exists (and is not DELETED)."""
 
 
+class InvalidIndexStateError(IndexedDFError):
+    """The index is in a state that does not allow the operation (e.g. refresh a DELETED index)."""
+
+
 class VersionNotFoundError(IndexedDFError):
     """Time travel asked for a version or timestamp the log does not hold."""
 

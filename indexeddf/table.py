@@ -252,6 +252,23 @@ class IndexedTable:
         self._snapshot = result.snapshot
         return result.version
 
+    def refresh(self, index: str | None = None, mode: str = "incremental") -> list[int]:
+        """Refresh ``index`` (default: every ACTIVE index) up to the newest version.
+
+        ``mode``: ``"incremental"`` (index the files appended since, drop entries of
+        removed files), ``"full"`` (rebuild) or ``"quick"`` (record the version only;
+        queries keep scanning unindexed files). Returns the versions committed.
+        """
+        snap = update_snapshot(self._snapshot)
+        names = [index] if index is not None else sorted(n for n, e in snap.indexes.items() if e.state == "ACTIVE")
+        versions = []
+        for name in names:
+            result = index_ops.refresh_index(snap, name, mode)
+            snap = result.snapshot
+            versions.append(result.version)
+        self._snapshot = snap
+        return versions
+
     def lookup(
         self,
         keys: Any,

@@ -140,3 +140,25 @@ def test_explain_says_what_and_why_not(table_path):
     assert "index: 'primary'" in text and "buckets probed: [" in text and "then filtered by: seq > 3" in text
     no = t.explain("name = 'x'")
     assert "index: none" in no and "no equality, <=> or IN filter on ['id']" in no
+
+
+@pytest.mark.parametrize("mode", ["incremental", "full", "quick"])
+def test_refresh_modes_cover_appended_files_and_answers_stay_equal(table_path, mode):
+    t = IndexedTable.create(table_path, batch([(i % 7, "a", i) for i in range(50)]), index_columns=["id"], num_buckets=4,
+                            properties={"indexeddf.index.autoRefresh": "false"})
+    t.create_index("by_name", ["name"], num_buckets=3)
+    t.append(batch([(i % 7, "b", 100 + i) for i in range(30)]))
+    t.overwrite(batch([(i % 5, "c", 200 + i) for i in range(20)]))
+    t.append(batch([(i % 9, "d", 300 + i) for i in range(30)]))
+    versions = t.refresh(mode=mode)
+    assert len(versions) == 2 and t.history(limit=1)[0].operation == "REFRESH INDEX"
+    covered = {i for f in t.snapshot.indexes["primary"].files for i in f.fileIds}
+    live = t.snapshot.file_ids
+    assert (live <= covered) == (mode != "quick")
+    for v in range(t.version + 1):
+        assert got(t.lookup(list(range(10)), version=v)) == expected(t, v, ["id"], [(k,) for k in range(10)])
+        if v >= 1:
+            names = [("a",), ("b",), ("c",), ("d",), (None,)]
+            assert got(t.lookup(names, version=v, index="by_name")) == expected(t, v, ["name"], names)
+    if mode == "incremental":  # index files of the overwritten data are gone from the index
+        assert all(live & set(f.fileIds) for f in t.snapshot.indexes["primary"].files)

@@ -6,7 +6,7 @@ import re
 
 import pyarrow.parquet as pq
 
-from ..errors import IndexExistsError, InvalidOptionError, SchemaMismatchError
+from ..errors import IndexExistsError, IndexNotFoundError, InvalidIndexStateError, InvalidOptionError, SchemaMismatchError
 from ..format.snapshot import Snapshot
 from ..format.transaction import CommitResult, Transaction
 from ..spec.actions import IndexEntry
@@ -28,22 +28,16 @@ def create_index(snapshot: Snapshot, name: str, columns: list[str], num_buckets:
     """
     num_buckets = snapshot.metadata.numBuckets if num_buckets is None else num_buckets
     _validate(snapshot, name, columns, num_buckets)
-    storage = snapshot.storage
-    schema = arrow_schema(snapshot.metadata.schema_)
     transaction = Transaction(snapshot, "CREATE INDEX", {"name": name, "columns": columns, "numBuckets": num_buckets})
-    pieces = [
-        DataPiece(a.fileId, pq.read_table(storage.full(a.path), columns=columns, schema=schema, filesystem=storage.arrow_filesystem()))
-        for a in snapshot.live_files()
-    ]
+    entry = IndexEntry(
+        name=name, columns=tuple(columns), kind="secondary", state="ACTIVE", numBuckets=num_buckets, coveredVersion=-1,
+    )
     try:
-        files = build_index_files(storage, name, columns, num_buckets, pieces, transaction.written_paths)
+        files = _index_files_of(snapshot, entry, snapshot.live_files(), transaction.written_paths)
     except BaseException:
         transaction.abort()
         raise
-    entry = IndexEntry(
-        name=name, columns=tuple(columns), kind="secondary", state="ACTIVE",
-        numBuckets=num_buckets, coveredVersion=-1, files=tuple(files),
-    )
+    entry = entry.model_copy(update={"files": tuple(files)})
     metrics = {"numIndexFiles": len(files), "numIndexedRows": sum(f.numEntries for f in files)}
     return transaction.commit([entry], metrics)
 
@@ -65,3 +59,55 @@ def _validate(snapshot: Snapshot, name: str, columns: list[str], num_buckets: in
         raise SchemaMismatchError(f"columns {unhashable} cannot be indexed (type not hashable)", unhashable)
     if not isinstance(num_buckets, int) or not 1 <= num_buckets <= MAX_BUCKETS:
         raise InvalidOptionError(f"num_buckets must be an integer in 1..{MAX_BUCKETS}, got {num_buckets!r}")
+
+
+REFRESH_MODES = ("incremental", "full", "quick")
+
+
+def refresh_index(snapshot: Snapshot, name: str, mode: str = "incremental") -> CommitResult:
+    """Bring index ``name`` up to the version read, in one commit.
+
+    - ``incremental``: index only the live files the index does not cover, and drop
+      index files all of whose data files are gone;
+    - ``full``: rebuild the index from every live file;
+    - ``quick``: record the version only (no files); queries keep scanning the files
+      the index does not cover.
+
+    It rebases over concurrent appends (their files stay uncovered, or are covered by
+    their own index maintenance) and fails with ``ConcurrentIndexError`` only when
+    another writer changed the same index otherwise.
+    """
+    if mode not in REFRESH_MODES:
+        raise InvalidOptionError(f"refresh mode {mode!r}: use one of {list(REFRESH_MODES)}")
+    entry = snapshot.indexes.get(name)
+    if entry is None:
+        raise IndexNotFoundError(f"no index {name!r} on {snapshot.storage.url}; indexes: {sorted(snapshot.indexes)}")
+    if entry.state != "ACTIVE":
+        raise InvalidIndexStateError(f"index {name!r} is {entry.state}; only an ACTIVE index can be refreshed")
+    live_ids = snapshot.file_ids
+    if mode == "full":
+        to_index, removed = snapshot.live_files(), tuple(f.path for f in entry.files)
+    else:
+        covered = {i for f in entry.files for i in f.fileIds}
+        to_index = [a for a in snapshot.live_files() if a.fileId not in covered] if mode == "incremental" else []
+        removed = tuple(f.path for f in entry.files if mode == "incremental" and not live_ids.intersection(f.fileIds))
+    transaction = Transaction(snapshot, "REFRESH INDEX", {"name": name, "mode": mode})
+    try:
+        files = _index_files_of(snapshot, entry, to_index, transaction.written_paths)
+    except BaseException:
+        transaction.abort()
+        raise
+    change = entry.model_copy(update={"files": tuple(files), "removedFiles": removed, "coveredVersion": -1})
+    metrics = {"numIndexedFiles": len(to_index), "numIndexFilesAdded": len(files), "numIndexFilesRemoved": len(removed)}
+    return transaction.commit([change], metrics)
+
+
+def _index_files_of(snapshot: Snapshot, entry: IndexEntry, data_files, written: list[str]):
+    storage = snapshot.storage
+    schema = arrow_schema(snapshot.metadata.schema_)
+    columns = list(entry.columns)
+    pieces = [
+        DataPiece(a.fileId, pq.read_table(storage.full(a.path), columns=columns, schema=schema, filesystem=storage.arrow_filesystem()))
+        for a in data_files
+    ]
+    return build_index_files(storage, entry.name, columns, entry.numBuckets, pieces, written)
