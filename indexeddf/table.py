@@ -343,6 +343,19 @@ class IndexedTable:
         self._snapshot = update_snapshot(self._snapshot) if version is None else _load(storage, version, None)
         return self._snapshot.version
 
+    def delete(self, predicate) -> int:
+        """Delete the rows matching ``predicate``: a SQL string in Spark syntax
+        (``"user_id = 42"``, ``"ts < TIMESTAMP '2026-01-01 00:00:00'"``) or a pyarrow
+        expression. Copy on write, one commit; earlier versions keep the rows.
+        Returns the new version, or the current one when nothing matched.
+        """
+        result = operations.delete_rows(update_snapshot(self._snapshot), predicate)
+        if result is None:
+            self._snapshot = update_snapshot(self._snapshot)
+            return self._snapshot.version
+        self._snapshot = result.snapshot
+        return result.version
+
     def set_properties(self, properties: dict[str, str]) -> int:
         """Set table properties (see ``docs/options.md``); returns the new version."""
         result = operations.set_properties(update_snapshot(self._snapshot), updates=properties)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 from collections import Counter
 
+import duckdb
 import pyarrow as pa
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -162,3 +163,54 @@ def test_refresh_modes_cover_appended_files_and_answers_stay_equal(table_path, m
             assert got(t.lookup(names, version=v, index="by_name")) == expected(t, v, ["name"], names)
     if mode == "incremental":  # index files of the overwritten data are gone from the index
         assert all(live & set(f.fileIds) for f in t.snapshot.indexes["primary"].files)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    ops=st.lists(
+        st.one_of(
+            st.tuples(st.just("append"), row_lists),
+            st.tuples(st.just("delete"), st.one_of(
+                st.integers(-5, 5).map(lambda k: f"id = {k}"),
+                st.integers(-5, 5).map(lambda k: f"id IN ({k}, {k + 1}) AND seq > 10"),
+                st.sampled_from(["name = 'a'", "name IS NULL", "seq < 20", "id <=> NULL"]),
+            )),
+            st.tuples(st.just("refresh"), st.sampled_from(["incremental", "full", "quick"])),
+        ),
+        min_size=1, max_size=8,
+    ),
+    auto_refresh=st.booleans(),
+)
+def test_appends_deletes_refreshes_keep_every_version_right(ops, auto_refresh):
+    path = f"memory://ops/{time.time_ns()}"
+    seq = iter(range(100_000))
+    t = IndexedTable.create(path, batch([(i % 6, "a", next(seq)) for i in range(12)]), index_columns=["id"], num_buckets=3,
+                            properties={"indexeddf.index.autoRefresh": str(auto_refresh).lower()})
+    t.create_index("by_name", ["name"], num_buckets=2)
+    for kind, arg in ops:
+        if kind == "append":
+            t.append(batch([(i, n, next(seq)) for i, n in arg]))
+        elif kind == "delete":
+            before = t.to_arrow()
+            t.delete(arg)
+            # The reference answer comes from DuckDB, an independent SQL engine.
+            sql = arg.replace("<=>", "IS NOT DISTINCT FROM")
+            with duckdb.connect() as con:
+                con.register("before", before)
+                want = con.sql(f"SELECT * FROM before WHERE NOT coalesce({sql}, false)").to_arrow_table()
+            assert got(t.to_arrow()) == got(want)
+        else:
+            t.refresh(mode=arg)
+    probe = [(k,) for k in range(-2, 8)] + [(None,)]
+    for v in range(t.version + 1):
+        assert got(t.lookup([k for (k,) in probe], version=v)) == expected(t, v, ["id"], probe)
+        if v >= 1:
+            names = [("a",), ("b",), ("é",), (None,)]
+            assert got(t.lookup(names, version=v, index="by_name")) == expected(t, v, ["name"], names)
+
+
+def test_delete_that_matches_nothing_commits_nothing(table_path):
+    t = IndexedTable.create(table_path, batch([(1, "a", 1)]), index_columns=["id"], num_buckets=2)
+    assert t.delete("id = 99") == 0 and t.version == 0
+    assert t.delete("id = 1") == 1 and t.to_arrow().num_rows == 0
+    assert t.history(limit=1)[0].metrics["numDeletedRows"] == 1

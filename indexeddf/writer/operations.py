@@ -7,6 +7,7 @@ import uuid
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 
 from ..errors import InvalidOptionError, TableExistsError
 from ..format.log import list_log
@@ -194,3 +195,68 @@ def set_properties(snapshot: Snapshot, updates: dict[str, str] | None = None, re
     params = {"properties": dict(updates or {})} if updates else {"removed": list(removals or [])}
     op = "SET TBLPROPERTIES" if updates else "UNSET TBLPROPERTIES"
     return Transaction(snapshot, op, params, read_buckets=()).commit([metadata])
+
+
+def delete_rows(snapshot: Snapshot, predicate) -> CommitResult | None:
+    """Delete the rows matching ``predicate`` (SQL string or pyarrow expression), copy on write.
+
+    Files that hold a matching row are rewritten without it (removes and adds in one
+    commit); files whose every row matches are only removed. When the predicate fixes
+    every index column, only the buckets of those keys are read. Returns None (and
+    commits nothing) when no row matches. It reads the buckets it rewrites, so an
+    append to one of them meanwhile fails it with ``ConcurrentAppendError``.
+    """
+    import pyarrow.compute as pc
+
+    from ..spec.predicate import parse_predicate
+    from ..spec.bucketing import bucket_ids
+    from ..spec.schema import arrow_schema
+
+    schema = arrow_schema(snapshot.metadata.schema_)
+    keys = None
+    if isinstance(predicate, str):
+        parsed = parse_predicate(predicate, schema)
+        expression, text = parsed.expression, predicate
+        index_columns = list(snapshot.metadata.indexColumns)
+        if all(c in parsed.keys for c in index_columns):
+            import itertools
+
+            combos = list(itertools.product(*(parsed.keys[c].values for c in index_columns)))
+            cols = [pa.array([c[i] for c in combos], type=schema.field(n).type) for i, n in enumerate(index_columns)]
+            keys = set(bucket_ids(cols, snapshot.metadata.numBuckets).tolist()) if combos else set()
+    else:
+        expression, text = predicate, str(predicate)
+    candidates = [a for a in snapshot.live_files() if keys is None or a.bucket in keys]
+    storage = snapshot.storage
+    transaction = Transaction(snapshot, "DELETE", {"predicate": text}, read_buckets={a.bucket for a in candidates})
+    removes, kept_tables, deleted_rows = [], [], 0
+    now = int(time.time() * 1000)
+    for add in candidates:
+        rows = pq.read_table(storage.full(add.path), schema=schema, filesystem=storage.arrow_filesystem())
+        hit = pc.fill_null(_evaluate(rows, expression), False)
+        n = pc.sum(hit).as_py() or 0
+        if n == 0:
+            continue
+        deleted_rows += n
+        removes.append(RemoveFile(path=add.path, deletionTimestamp=now, bucket=add.bucket, fileId=add.fileId, size=add.size))
+        kept = rows.filter(pc.invert(hit))
+        if kept.num_rows:
+            kept_tables.append(kept)
+    if not removes:
+        return None
+    indexes = maintained_indexes(snapshot)
+    try:
+        table = pa.concat_tables(kept_tables) if kept_tables else schema.empty_table()
+        adds, index_files = write_rows(storage, snapshot.metadata, indexes, table, transaction.written_paths)
+    except BaseException:
+        transaction.abort()
+        raise
+    metrics = _metrics(adds) | {"numRemovedFiles": len(removes), "numDeletedRows": deleted_rows}
+    return transaction.commit([*removes, *adds], metrics, index_files)
+
+
+def _evaluate(rows: pa.Table, expression):
+    """The boolean column of ``expression`` over ``rows`` (null where SQL gives null)."""
+    import pyarrow.dataset as ds
+
+    return ds.dataset(rows).to_table(columns={"m": expression}).column("m")
