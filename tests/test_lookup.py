@@ -214,3 +214,21 @@ def test_delete_that_matches_nothing_commits_nothing(table_path):
     assert t.delete("id = 99") == 0 and t.version == 0
     assert t.delete("id = 1") == 1 and t.to_arrow().num_rows == 0
     assert t.history(limit=1)[0].metrics["numDeletedRows"] == 1
+
+
+def test_stale_index_is_not_used_past_the_limits_and_answers_stay_right(table_path):
+    t = IndexedTable.create(table_path, batch([(i % 9, "a", i) for i in range(20_000)]), index_columns=["id"], num_buckets=4,
+                            properties={"indexeddf.index.autoRefresh": "false"})
+    t.append(batch([(i % 9, "b", 100_000 + i) for i in range(10)]))  # small: hybrid scan
+    text = t.explain("id = 3")
+    assert "index: 'primary'" in text and "unindexed files scanned: 1" in text
+    for _ in range(3):
+        t.append(batch([(i % 9, "c", 200_000 + i) for i in range(20_000)]))
+    text = t.explain("id = 3")
+    assert "index: none" in text and "maxAppendedRatio" in text
+    assert got(t.lookup([3])) == expected(t, t.version, ["id"], [(3,)])
+    t.refresh()
+    assert "index: 'primary'" in t.explain("id = 3")
+    t.delete("seq < 15000")
+    assert "maxDeletedRatio" in t.explain("id = 3")
+    assert got(t.lookup([3])) == expected(t, t.version, ["id"], [(3,)])

@@ -72,6 +72,10 @@ def explain_predicate(snapshot: Snapshot, text: str) -> str:
         lines.append(f"index: none; full scan (the literals do not fit the index columns: {e})")
         return "\n".join(lines)
     plan = lookup.plan_lookup(snapshot, entry, keys)
+    if plan.why_not is not None:
+        lines.append(f"index: none; scan of {len(plan.scanned_files)} live files (of {len(snapshot.files)})")
+        lines.append(f"  why not: {plan.why_not}")
+        return "\n".join(lines)
     covered = len(plan.live_covered_ids)
     probed = set(plan.buckets)
     index_files = [f for f in entry.files if f.bucket in probed]

@@ -26,6 +26,7 @@ import pyarrow.parquet as pq
 from ..errors import IndexNotFoundError, InvalidOptionError, SchemaMismatchError
 from ..format.snapshot import Snapshot
 from ..spec.actions import PRIMARY_INDEX, AddFile, IndexEntry, IndexFile
+from ..spec import config
 from ..spec.bucketing import bucket_ids, key_hash
 from ..spec.schema import arrow_schema
 from .cache import cache
@@ -52,6 +53,8 @@ class LookupPlan:
     keys: pa.Table
     tasks: list[LookupTask] = field(default_factory=list)
     live_covered_ids: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))
+    why_not: str | None = None
+    """Why the index is not used (the plan only scans), or None when it is."""
 
     @property
     def buckets(self) -> list[int]:
@@ -136,34 +139,65 @@ def _distinct(table: pa.Table) -> pa.Table:
 def plan_lookup(snapshot: Snapshot, index: IndexEntry, keys: pa.Table) -> LookupPlan:
     """Tasks of a lookup of ``keys`` (already distinct and typed) through ``index``.
 
-    An index that is not ACTIVE covers nothing: the plan scans every live file.
+    Hybrid scan: the index answers for the live files it covers, and the live files
+    it does not cover are scanned. An index that is not ACTIVE, or staler than the
+    table's ``indexeddf.hybridScan.*`` limits, is not used: the plan scans instead
+    (``plan.why_not`` says why). Lookups on the table's index columns read only the
+    data buckets of the keys either way, since data files are bucketed by them.
     """
     live = snapshot.files
-    active = index.state == "ACTIVE"
-    covered = {fid for f in index.files for fid in f.fileIds} if active else set()
+    covered = {fid for f in index.files for fid in f.fileIds} if index.state == "ACTIVE" else set()
+    plan = LookupPlan(index, keys)
+    plan.why_not = unusable_reason(snapshot, index, covered)
+    if plan.why_not is not None:
+        covered = set()
     live_ids = np.array(sorted(a.fileId for a in live.values()), dtype=np.int64)
-    live_covered = live_ids[np.isin(live_ids, np.fromiter(covered, np.int64, len(covered)))]
-    uncovered = [a for a in live.values() if a.fileId not in covered]
-    plan = LookupPlan(index, keys, live_covered_ids=live_covered)
+    plan.live_covered_ids = live_ids[np.isin(live_ids, np.fromiter(covered, np.int64, len(covered)))]
     if keys.num_rows == 0:
         return plan
-    key_cols = [keys.column(c) for c in index.columns]
-    buckets = bucket_ids(key_cols, index.numBuckets)
-    files_by_bucket: dict[int, list[IndexFile]] = defaultdict(list)
-    for f in index.files:
-        files_by_bucket[f.bucket].append(f)
-    touched = np.unique(buckets) if active else np.empty(0, np.int32)
-    for b in touched:
-        mask = pa.array(buckets == b)
-        plan.tasks.append(LookupTask(int(b), keys.filter(mask), tuple(files_by_bucket.get(int(b), ()))))
-    if uncovered:
-        if index.kind == "primary" and active:
-            # Data files are bucketed like the primary index: only touched buckets can match.
-            wanted = set(int(b) for b in touched)
-            uncovered = [a for a in uncovered if a.bucket in wanted]
-        if uncovered:
-            plan.tasks.append(LookupTask(None, keys, scan_files=tuple(sorted(uncovered, key=lambda a: a.path))))
+    to_scan = [a for a in live.values() if a.fileId not in covered]
+    meta = snapshot.metadata
+    if tuple(index.columns) == tuple(meta.indexColumns):
+        # Data files are bucketed by these columns: only the keys' buckets can match.
+        wanted = set(bucket_ids([keys.column(c) for c in index.columns], meta.numBuckets).tolist())
+        to_scan = [a for a in to_scan if a.bucket in wanted]
+    if covered:
+        buckets = bucket_ids([keys.column(c) for c in index.columns], index.numBuckets)
+        files_by_bucket: dict[int, list[IndexFile]] = defaultdict(list)
+        for f in index.files:
+            files_by_bucket[f.bucket].append(f)
+        for b in np.unique(buckets):
+            plan.tasks.append(LookupTask(int(b), keys.filter(pa.array(buckets == b)), tuple(files_by_bucket.get(int(b), ()))))
+    if to_scan:
+        plan.tasks.append(LookupTask(None, keys, scan_files=tuple(sorted(to_scan, key=lambda a: a.path))))
     return plan
+
+
+def staleness(snapshot: Snapshot, covered: set[int]) -> tuple[float, float]:
+    """(appended, deleted) ratios by bytes: live bytes the index does not cover over all
+    live bytes, and bytes of covered files no longer live over all covered bytes."""
+    live_bytes = sum(a.size for a in snapshot.files.values())
+    appended = sum(a.size for a in snapshot.files.values() if a.fileId not in covered)
+    covered_live = live_bytes - appended
+    gone = sum(r.size for r in snapshot.tombstones.values() if r.fileId in covered)
+    return appended / max(1, live_bytes), gone / max(1, covered_live + gone)
+
+
+def unusable_reason(snapshot: Snapshot, index: IndexEntry, covered: set[int]) -> str | None:
+    """Why ``index`` should not answer at ``snapshot`` (None when it should)."""
+    if index.state != "ACTIVE":
+        return f"index {index.name!r} is {index.state}, not ACTIVE"
+    conf = snapshot.metadata.configuration
+    appended, deleted = staleness(snapshot, covered)
+    max_appended = config.get(conf, "indexeddf.hybridScan.maxAppendedRatio")
+    max_deleted = config.get(conf, "indexeddf.hybridScan.maxDeletedRatio")
+    if appended > max_appended:
+        return (f"index {index.name!r} does not cover {appended:.0%} of the live bytes (limit "
+                f"indexeddf.hybridScan.maxAppendedRatio={max_appended}); refresh it")
+    if deleted > max_deleted:
+        return (f"{deleted:.0%} of the bytes index {index.name!r} covers were removed (limit "
+                f"indexeddf.hybridScan.maxDeletedRatio={max_deleted}); refresh it")
+    return None
 
 
 # -- execution -------------------------------------------------------------------------

@@ -29,6 +29,13 @@ def _positive_int(s: str) -> int:
     return v
 
 
+def _ratio(s: str) -> float:
+    v = float(s)
+    if not 0 <= v <= 1:
+        raise ValueError("must be a number between 0 and 1")
+    return v
+
+
 def _bool(s: str) -> bool:
     if s.lower() not in ("true", "false"):
         raise ValueError("must be 'true' or 'false'")
@@ -53,6 +60,14 @@ PROPERTIES: dict[str, Property] = {
         Property(
             "indexeddf.index.autoRefresh", "true", _bool,
             "Whether appends maintain the table's indexes in the same commit.",
+        ),
+        Property(
+            "indexeddf.hybridScan.maxAppendedRatio", "0.3", _ratio,
+            "An index whose uncovered live bytes exceed this share of all live bytes is not used.",
+        ),
+        Property(
+            "indexeddf.hybridScan.maxDeletedRatio", "0.2", _ratio,
+            "An index whose covered bytes were removed beyond this share is not used.",
         ),
     ]
 }
