@@ -232,3 +232,6 @@ def test_stale_index_is_not_used_past_the_limits_and_answers_stay_right(table_pa
     t.delete("seq < 15000")
     assert "maxDeletedRatio" in t.explain("id = 3")
     assert got(t.lookup([3])) == expected(t, t.version, ["id"], [(3,)])
+    t.refresh()  # incremental: re-indexes the files whose index files named removed data
+    assert "index: 'primary'" in t.explain("id = 3")
+    assert got(t.lookup([3])) == expected(t, t.version, ["id"], [(3,)])

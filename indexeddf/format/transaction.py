@@ -114,13 +114,20 @@ class Transaction:
     def _commit(self, actions: list[Action], metrics: dict[str, Any], index_appends) -> CommitResult:
         self._check_writable(self.snapshot)
         _check_new_file_ids(actions, self.snapshot.file_ids | {t.fileId for t in self.snapshot.tombstones.values()})
-        max_retries = config.get(self.snapshot.metadata.configuration, "indexeddf.commit.maxRetries")
+        max_retries = config.get(self.snapshot.metadata.configuration, "indexeddf.commit.maxRetries", lenient=True)
         current = self.snapshot  # the read snapshot with every winner applied
         for attempt in range(max_retries + 1):
             version = current.version + 1
             body = [self._commit_info(current, actions, metrics)] + [_covering(a, version) for a in actions]
             body += _index_actions(current, index_appends, version)
-            if self.storage.put_if_absent(commit_path(version), to_lines(body).encode("utf-8")):
+            try:
+                won = self.storage.put_if_absent(commit_path(version), to_lines(body).encode("utf-8"))
+            except BaseException:
+                # The put may have landed (an object store can time out after a write):
+                # keep the files; a vacuum removes them if no version names them.
+                self.written_paths = []
+                raise
+            if won:
                 self.written_paths = []  # committed: the files belong to the table now
                 return self._finish(current.apply(version, body))
             # Lost the race: read every winner up to the newest and check each.
@@ -139,7 +146,7 @@ class Transaction:
         )
 
     def _finish(self, snap: Snapshot) -> CommitResult:
-        interval = config.get(snap.metadata.configuration, "indexeddf.checkpointInterval")
+        interval = config.get(snap.metadata.configuration, "indexeddf.checkpointInterval", lenient=True)
         if snap.version % interval == 0:
             try:
                 write_checkpoint(self.storage, snap)
@@ -180,6 +187,7 @@ class Transaction:
         our_removes = {a.path for a in ours if isinstance(a, RemoveFile)}
         our_indexes = {a.name for a in ours if isinstance(a, IndexEntry)}
         our_ids = {a.fileId for a in ours if isinstance(a, AddFile)}
+        winner_op = next((a.operation for a in winning if isinstance(a, CommitInfo)), "")
         buckets = None if self.read_buckets is None else set(self.read_buckets)
         # An idempotent commit that the winner already made is a duplicate, whatever else
         # the two commits would conflict on.
@@ -201,7 +209,7 @@ class Transaction:
                 raise ConcurrentAppendError(
                     f"{what}, which added {a.path} to bucket {a.bucket} that this commit read; retry"
                 )
-            if isinstance(a, IndexEntry) and a.name in our_indexes and not _is_index_append(before, a):
+            if isinstance(a, IndexEntry) and a.name in our_indexes and not _is_index_append(before, a, winner_op):
                 raise ConcurrentIndexError(f"{what}, which changed index {a.name!r} too; retry")
         return False
 
@@ -236,11 +244,17 @@ def _covering(action: Action, version: int) -> Action:
     return action
 
 
-def _is_index_append(before: Snapshot, change: IndexEntry) -> bool:
-    """Whether ``change`` only added files to an ACTIVE index (what appends do)."""
+INDEX_OPERATIONS = ("CREATE INDEX", "REFRESH INDEX")
+"""Operations whose ``index`` actions are index changes in their own right, never
+mere maintenance appends (two refreshes of one index must not both commit)."""
+
+
+def _is_index_append(before: Snapshot, change: IndexEntry, operation: str) -> bool:
+    """Whether ``change`` only added files to an ACTIVE index (what data writes do)."""
     prev = before.indexes.get(change.name)
     return (
-        prev is not None
+        operation not in INDEX_OPERATIONS
+        and prev is not None
         and prev.state == change.state == "ACTIVE"
         and (prev.columns, prev.kind, prev.numBuckets) == (change.columns, change.kind, change.numBuckets)
         and not change.removedFiles

@@ -31,11 +31,17 @@ def choose(snapshot: Snapshot, pred: Predicate) -> tuple[IndexEntry | None, list
             )
         elif _combinations(pred, entry) > MAX_KEY_COMBINATIONS:
             why_not.append(f"index {entry.name!r}: more than {MAX_KEY_COMBINATIONS} key combinations")
+        elif (reason := lookup.unusable_reason(snapshot, entry, _covered(entry))) is not None:
+            why_not.append(reason)
         else:
             return entry, why_not
     if not snapshot.indexes:
         why_not.append("the table has no index")
     return None, why_not
+
+
+def _covered(entry: IndexEntry) -> set[int]:
+    return {i for f in entry.files for i in f.fileIds}
 
 
 def _combinations(pred: Predicate, entry: IndexEntry) -> int:
@@ -63,7 +69,8 @@ def explain_predicate(snapshot: Snapshot, text: str) -> str:
     ]
     entry, why_not = choose(snapshot, pred)
     if entry is None:
-        lines.append("index: none; full scan of every live file")
+        fixed = all(c in pred.keys for c in snapshot.metadata.indexColumns)
+        lines.append("index: none; scan of the keys' data buckets" if fixed else "index: none; full scan of every live file")
         lines += [f"  why not: {r}" for r in why_not]
         return "\n".join(lines)
     try:
@@ -72,10 +79,6 @@ def explain_predicate(snapshot: Snapshot, text: str) -> str:
         lines.append(f"index: none; full scan (the literals do not fit the index columns: {e})")
         return "\n".join(lines)
     plan = lookup.plan_lookup(snapshot, entry, keys)
-    if plan.why_not is not None:
-        lines.append(f"index: none; scan of {len(plan.scanned_files)} live files (of {len(snapshot.files)})")
-        lines.append(f"  why not: {plan.why_not}")
-        return "\n".join(lines)
     covered = len(plan.live_covered_ids)
     probed = set(plan.buckets)
     index_files = [f for f in entry.files if f.bucket in probed]
@@ -89,7 +92,8 @@ def explain_predicate(snapshot: Snapshot, text: str) -> str:
         f"  unindexed files scanned: {len(plan.scanned_files)}"
         + (f" ({', '.join(f.path for f in plan.scanned_files[:5])}{', ...' if len(plan.scanned_files) > 5 else ''})" if plan.scanned_files else ""),
     ]
-    if pred.residual:
-        lines.append(f"  then filtered by: {' AND '.join(pred.residual)}")
+    residual = [k.text for c, k in pred.keys.items() if c not in entry.columns] + pred.residual
+    if residual:
+        lines.append(f"  then filtered by: {' AND '.join(residual)}")
     lines += [f"  not used: {r}" for r in why_not]
     return "\n".join(lines)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import threading
+import warnings
 from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any, Callable, Hashable
@@ -78,7 +79,16 @@ class LRUCache:
             self.stats = CacheStats()
 
 
-_CACHE = LRUCache(int(os.environ.get("INDEXEDDF_CACHE_MAX_BYTES", DEFAULT_MAX_BYTES)))
+def _env_max_bytes() -> int:
+    raw = os.environ.get("INDEXEDDF_CACHE_MAX_BYTES", "")
+    try:
+        return int(raw) if raw else DEFAULT_MAX_BYTES
+    except ValueError:
+        warnings.warn(f"INDEXEDDF_CACHE_MAX_BYTES={raw!r} is not an integer; using {DEFAULT_MAX_BYTES}")
+        return DEFAULT_MAX_BYTES
+
+
+_CACHE = LRUCache(_env_max_bytes())
 
 
 def cache() -> LRUCache:

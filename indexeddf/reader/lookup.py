@@ -102,6 +102,8 @@ def keys_table(keys, columns: tuple[str, ...], schema: pa.Schema) -> pa.Table:
     ``keys``: a list of scalars (one-column index) or tuples, or a table/dict of columns.
     """
     types = [schema.field(c).type for c in columns]
+    if isinstance(keys, (str, bytes)) or not hasattr(keys, "__iter__"):
+        keys = [keys]  # one key, not an iterable of characters
     if isinstance(keys, pa.Table):
         table = keys.select(list(columns))
     elif isinstance(keys, dict):
@@ -205,6 +207,9 @@ def run_task(snapshot: Snapshot, plan: LookupPlan, task: LookupTask, columns: li
     """The verified rows of one task, with ``columns`` (all when None)."""
     schema = arrow_schema(snapshot.metadata.schema_)
     out_cols = list(columns) if columns is not None else schema.names
+    unknown = [c for c in out_cols if c not in schema.names]
+    if unknown:
+        raise SchemaMismatchError(f"unknown columns {unknown}; the table has {schema.names}", unknown)
     read_cols = out_cols + [c for c in plan.index.columns if c not in out_cols]
     if task.bucket is not None:
         rows = _probe_bucket(snapshot, plan, task, read_cols)

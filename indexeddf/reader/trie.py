@@ -19,6 +19,8 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 
+from ..errors import CorruptLogError
+
 
 @dataclass(frozen=True)
 class Segment:
@@ -33,6 +35,8 @@ class Segment:
     @classmethod
     def from_entries(cls, path: str, entries: pa.Table) -> "Segment":
         """Build from an index file's table (columns hash, file_id, row; sorted by hash)."""
+        if entries.schema.field("hash").type != pa.uint32():
+            raise CorruptLogError(f"index file {path}: column 'hash' is {entries.schema.field('hash').type}, expected uint32; run refresh(mode='full')", path)
         hashes = entries.column("hash").to_numpy()
         ids = entries.column("file_id").to_numpy()
         file_ids, file_pos = np.unique(ids, return_inverse=True)

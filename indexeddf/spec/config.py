@@ -92,11 +92,17 @@ def validate(configuration: dict[str, str]) -> dict[str, str]:
     return out
 
 
-def get(configuration: dict[str, str], name: str):
-    """The parsed value of a property, falling back to its default."""
+def get(configuration: dict[str, str], name: str, lenient: bool = False):
+    """The parsed value of a property, falling back to its default.
+
+    An invalid stored value raises ``InvalidOptionError``, or with ``lenient`` (the
+    commit path, so that ``set_properties`` can still repair it) gives the default.
+    """
     prop = PROPERTIES[name]
     value = configuration.get(name, prop.default)
     try:
         return prop.parse(value)
     except ValueError as e:
+        if lenient:
+            return prop.parse(prop.default)
         raise InvalidOptionError(f"table property {name}={value!r} is invalid ({e}); fix it with set_properties") from None

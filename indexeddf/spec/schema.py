@@ -61,7 +61,7 @@ def type_name(arrow_type: pa.DataType, column: str = "?") -> str:
         return "date"
     if pa.types.is_timestamp(t):
         return "timestamp" if t.tz is not None else "timestamp_ntz"
-    if pa.types.is_decimal128(t) and 0 <= t.scale <= t.precision <= 38:
+    if pa.types.is_decimal(t) and 0 <= t.scale <= t.precision <= 38:  # decimal256 too: stored as 128
         return f"decimal({t.precision},{t.scale})"
     raise UnsupportedTypeError(
         f"column {column!r} has type {arrow_type}, which indexeddf cannot store; supported: "

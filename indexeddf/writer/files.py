@@ -124,7 +124,10 @@ def file_stats(rows: pa.Table) -> FileStats:
         if col.null_count == len(col) or pa.types.is_binary(col.type):
             continue
         mm = pc.min_max(col)
-        lo, hi = stat_value(mm["min"].as_py()), stat_value(mm["max"].as_py())
+        try:
+            lo, hi = stat_value(mm["min"].as_py()), stat_value(mm["max"].as_py())
+        except (OverflowError, ValueError):
+            continue  # e.g. a date past year 9999: no statistic for this column
         if lo is not None and hi is not None:
             mins[name], maxs[name] = lo, hi
     return FileStats(numRecords=rows.num_rows, minValues=mins, maxValues=maxs, nullCount=nulls)

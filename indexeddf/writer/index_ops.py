@@ -87,10 +87,15 @@ def refresh_index(snapshot: Snapshot, name: str, mode: str = "incremental") -> C
     live_ids = snapshot.file_ids
     if mode == "full":
         to_index, removed = snapshot.live_files(), tuple(f.path for f in entry.files)
+    elif mode == "quick":
+        to_index, removed = [], ()
     else:
-        covered = {i for f in entry.files for i in f.fileIds}
-        to_index = [a for a in snapshot.live_files() if a.fileId not in covered] if mode == "incremental" else []
-        removed = tuple(f.path for f in entry.files if mode == "incremental" and not live_ids.intersection(f.fileIds))
+        # Index files that name a removed data file are replaced: their live files are
+        # indexed again, so no entry of a removed file stays behind.
+        stale = [f for f in entry.files if not live_ids.issuperset(f.fileIds)]
+        removed = tuple(f.path for f in stale)
+        kept = {i for f in entry.files if f.path not in set(removed) for i in f.fileIds}
+        to_index = [a for a in snapshot.live_files() if a.fileId not in kept]
     transaction = Transaction(snapshot, "REFRESH INDEX", {"name": name, "mode": mode})
     try:
         files = _index_files_of(snapshot, entry, to_index, transaction.written_paths)

@@ -184,6 +184,8 @@ def set_properties(snapshot: Snapshot, updates: dict[str, str] | None = None, re
     Like every metadata change it fails concurrent writers that read the old metadata
     (``MetadataChangedError``), and fails itself when it loses to one.
     """
+    if not updates and not removals:
+        raise InvalidOptionError("set_properties needs at least one property (unset_properties at least one name)")
     conf = dict(snapshot.metadata.configuration)
     conf.update(config.validate(updates or {}))
     unknown = [k for k in (removals or []) if k not in conf]
@@ -259,4 +261,7 @@ def _evaluate(rows: pa.Table, expression):
     """The boolean column of ``expression`` over ``rows`` (null where SQL gives null)."""
     import pyarrow.dataset as ds
 
-    return ds.dataset(rows).to_table(columns={"m": expression}).column("m")
+    try:
+        return ds.dataset(rows).to_table(columns={"m": expression}).column("m")
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as e:
+        raise InvalidOptionError(f"cannot evaluate the predicate on the table's columns: {e}") from None
