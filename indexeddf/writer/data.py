@@ -12,7 +12,9 @@ from ..spec.schema import Field, arrow_schema, fields_from_arrow, type_name
 
 
 def to_arrow_table(data: Any) -> pa.Table:
-    """A ``pyarrow.Table`` from a Table, RecordBatch, RecordBatchReader or pandas DataFrame."""
+    """A ``pyarrow.Table`` from a Table, RecordBatch, RecordBatchReader, pandas DataFrame
+    or Spark DataFrame (collected to this process; ``IndexedTable`` writes Spark
+    DataFrames from Spark's tasks instead, see ``docs/spark.md``)."""
     if isinstance(data, pa.Table):
         return data
     if isinstance(data, pa.RecordBatch):
@@ -21,9 +23,11 @@ def to_arrow_table(data: Any) -> pa.Table:
         return data.read_all()
     if type(data).__module__.startswith("pandas") and hasattr(data, "columns"):
         return pa.Table.from_pandas(data, preserve_index=False)
+    if type(data).__module__.startswith("pyspark.sql") and hasattr(data, "toArrow"):
+        return data.toArrow()
     raise InvalidOptionError(
         f"cannot write data of type {type(data).__name__}; pass a pyarrow.Table, "
-        "pyarrow.RecordBatchReader or pandas.DataFrame"
+        "pyarrow.RecordBatchReader, pandas.DataFrame or Spark DataFrame"
     )
 
 

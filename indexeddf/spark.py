@@ -1,0 +1,120 @@
+"""Spark entry points: ``register(spark)`` and the helpers ``IndexedTable`` uses for Spark data.
+
+    import indexeddf
+    indexeddf.register(spark)
+    df = spark.read.format("indexeddf").load("/lake/events")
+
+See ``docs/spark.md`` for the options of the ``indexeddf`` format.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import tempfile
+from collections.abc import Sequence
+from typing import Any
+
+from . import errors
+from .errors import IndexedDFError
+
+__all__ = ["register", "is_spark_dataframe", "write_dataframe", "typed_error"]
+
+
+def register(spark) -> None:
+    """Register the data source ``indexeddf`` with a Spark session.
+
+    Also turns on ``spark.sql.python.filterPushdown.enabled`` (the source prunes buckets
+    from pushed filters; Spark refuses a source that takes filters when it is off).
+    """
+    from .reader.spark_source import IndexedDataSource
+
+    spark.dataSource.register(IndexedDataSource)
+    spark.conf.set("spark.sql.python.filterPushdown.enabled", "true")
+
+
+def is_spark_dataframe(data: Any) -> bool:
+    """Whether ``data`` is a PySpark DataFrame (classic or Connect), without importing pyspark."""
+    module = type(data).__module__ or ""
+    return module.startswith("pyspark.sql") and type(data).__name__ == "DataFrame"
+
+
+_TYPED = re.compile(r"indexeddf\.errors\.(\w+): (.*?)(?:\n|$)", re.S)
+
+
+def typed_error(exc: BaseException) -> IndexedDFError | None:
+    """The indexeddf error a Spark exception carries (Python worker traceback), if any.
+
+    The last one named is the one raised (earlier ones are its context).
+    """
+    found = _TYPED.findall(str(exc))
+    for name, message in reversed(found):
+        cls = getattr(errors, name, None)
+        if isinstance(cls, type) and issubclass(cls, IndexedDFError):
+            try:
+                return cls(message.strip())
+            except TypeError:
+                return IndexedDFError(f"{name}: {message.strip()}")
+    return None
+
+
+def write_dataframe(
+    df,
+    path: str,
+    mode: str,
+    *,
+    index_columns: Sequence[str],
+    num_buckets: int,
+    storage_options: dict[str, Any] | None = None,
+    options: dict[str, str] | None = None,
+) -> int | None:
+    """Write a Spark DataFrame through the ``indexeddf`` source; returns the version made.
+
+    The frame is first hash-partitioned on the index columns into ``num_buckets``
+    partitions: Spark's hash partitioning is the table's bucketing, so task i holds
+    exactly bucket i and each task writes one file (instead of up to one per bucket).
+    Returns None when nothing was committed (``ignore`` of an existing table), and the
+    table's version when an idempotent ``txn`` had already been committed. A typed
+    error raised inside Spark is raised again as itself (the Spark one is its cause).
+    """
+    from pyspark.sql import functions as F
+
+    from .writer.operations import MAX_BUCKETS
+
+    if isinstance(num_buckets, bool) or not isinstance(num_buckets, int) or not 1 <= num_buckets <= MAX_BUCKETS:
+        raise errors.InvalidOptionError(f"num_buckets must be an integer in 1..{MAX_BUCKETS}, got {num_buckets!r}")
+    spark = df.sparkSession
+    register(spark)
+    fd, result_file = tempfile.mkstemp(prefix="indexeddf-commit-", suffix=".json")
+    os.close(fd)
+    try:
+        writer = (
+            df.repartition(num_buckets, *[F.col(f"`{c}`") for c in index_columns])
+            .write.format("indexeddf")
+            .mode("overwrite" if mode == "overwrite" else "append")
+            .option("_commitResultFile", result_file)
+        )
+        if storage_options:
+            writer = writer.option("storageOptions", json.dumps(storage_options))
+        for key, value in (options or {}).items():
+            if value is not None:
+                writer = writer.option(key, value)
+        try:
+            writer.save(path)
+        except Exception as e:  # noqa: BLE001 - re-raised typed when possible
+            typed = typed_error(e)
+            if typed is not None:
+                raise typed from e
+            raise
+        try:
+            with open(result_file) as f:
+                text = f.read()
+        except OSError:
+            return None
+        return json.loads(text).get("version") if text.strip() else None
+    finally:
+        try:
+            os.remove(result_file)
+        except OSError:
+            pass

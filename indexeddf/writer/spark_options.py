@@ -1,0 +1,169 @@
+"""Options of the Spark data source ``indexeddf``: names, parsing and validation.
+
+Spark hands a Python data source its options in a case-insensitive dict with lower-cased
+keys, plus some of its own (``path``; ``checkpointLocation`` for streams). Every
+option is checked here: an unknown name raises ``InvalidOptionError`` listing the known
+ones, so a typo never passes silently. ``docs/spark.md`` documents each option.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pyarrow as pa
+
+from ..errors import InvalidOptionError, SchemaMismatchError
+from ..spec import config
+from ..spec.schema import Field, fields_from_arrow
+
+from .operations import MAX_BUCKETS
+
+DEFAULT_NUM_BUCKETS = 16
+
+# -- options ------------------------------------------------------------------------
+# Spark lower-cases option names; these map them back to the names users write.
+_COMMON = ["path", "storageOptions"]
+READ_OPTIONS = _COMMON + ["versionAsOf", "timestampAsOf", "maxPartitionBytes"]
+_CREATE = ["indexColumns", "numBuckets", "name", "description", "tableProperties"]
+WRITE_OPTIONS = _COMMON + _CREATE + ["saveMode", "overwriteSchema", "txnAppId", "txnVersion", "_commitResultFile"]
+STREAM_OPTIONS = _COMMON + _CREATE + ["txnAppId", "checkpointLocation"]
+_PROPERTY_NAMES = {name.lower(): name for name in config.PROPERTIES}
+SAVE_MODES = ("append", "overwrite", "errorifexists", "error", "ignore")
+
+
+def parse_options(options: Any, known: list[str], what: str) -> dict[str, str]:
+    """Options keyed by their canonical names; refuses unknown names.
+
+    ``indexeddf.*`` names are table properties (validated by :mod:`indexeddf.spec.config`)
+    and allowed only where a table can be created.
+    """
+    canon = {k.lower(): k for k in known}
+    out: dict[str, str] = {}
+    for key, value in dict(options or {}).items():
+        low = key.lower()
+        if low in canon:
+            out[canon[low]] = value
+        elif low.startswith("indexeddf.") and "indexColumns" in known:
+            out[_PROPERTY_NAMES.get(low, key)] = value
+        elif low == "paths":
+            raise InvalidOptionError(f"{what} takes one table location, got several: {value}")
+        else:
+            shown = ", ".join(k for k in known if not k.startswith("_"))
+            extra = ", indexeddf.<table property>" if "indexColumns" in known else ""
+            raise InvalidOptionError(f"unknown option {key!r} for {what}; known options: {shown}{extra}")
+    return out
+
+
+def option_path(opts: dict[str, str]) -> str:
+    """The table location (``.load(path)`` / ``.save(path)`` / ``.start(path)``)."""
+    path = opts.get("path")
+    if not path:
+        raise InvalidOptionError("indexeddf needs the table location: .load(path), .save(path) or .start(path)")
+    return path
+
+
+def shared_storage(url: str, options: dict[str, Any]):
+    """The table's storage, refused when Spark's worker processes cannot see it."""
+    from ..format.storage import TableStorage
+
+    storage = TableStorage(url, options)
+    protocol = storage.fs.protocol
+    protocols = set(protocol) if isinstance(protocol, (tuple, list)) else {protocol}
+    if protocols & {"memory", "memfs"}:
+        raise InvalidOptionError(
+            f"{url} is in fsspec's in-memory filesystem, which exists only in one Python process; "
+            "Spark reads and writes in its own worker processes. Use a local or shared location."
+        )
+    return storage
+
+
+def storage_options(opts: dict[str, str]) -> dict[str, Any]:
+    """fsspec storage options from the ``storageOptions`` option (a JSON object)."""
+    raw = opts.get("storageOptions")
+    if not raw:
+        return {}
+    try:
+        value = json.loads(raw)
+    except json.JSONDecodeError as e:
+        raise InvalidOptionError(f"storageOptions must be a JSON object, got {raw!r} ({e.msg})") from None
+    if not isinstance(value, dict):
+        raise InvalidOptionError(f"storageOptions must be a JSON object, got {raw!r}")
+    return value
+
+
+def table_properties(opts: dict[str, str]) -> dict[str, str]:
+    """Table properties given as options: ``tableProperties`` (a JSON object, for any
+    name) and ``indexeddf.*`` options; validated by :mod:`indexeddf.spec.config`."""
+    props = {k: v for k, v in opts.items() if k.startswith("indexeddf.")}
+    return config.validate({**_json_properties(opts.get("tableProperties")), **props})
+
+
+def _json_properties(raw: str | None) -> dict[str, str]:
+    if not raw:
+        return {}
+    try:
+        value = json.loads(raw)
+    except json.JSONDecodeError as e:
+        raise InvalidOptionError(f"tableProperties must be a JSON object, got {raw!r} ({e.msg})") from None
+    if not isinstance(value, dict):
+        raise InvalidOptionError(f"tableProperties must be a JSON object, got {raw!r}")
+    return {str(k): str(v) for k, v in value.items()}
+
+
+def int_option(opts: dict[str, str], name: str, default: int | None, lo: int, hi: int | None = None) -> int | None:
+    """An integer option in ``lo..hi``, or ``default`` when absent."""
+    raw = opts.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        value = int(str(raw).strip())
+    except ValueError:
+        raise InvalidOptionError(f"option {name} must be an integer, got {raw!r}") from None
+    if value < lo or (hi is not None and value > hi):
+        bound = f"{lo}..{hi}" if hi is not None else f">= {lo}"
+        raise InvalidOptionError(f"option {name} must be in {bound}, got {value}")
+    return value
+
+
+def bool_option(opts: dict[str, str], name: str) -> bool:
+    raw = str(opts.get(name, "false")).strip().lower()
+    if raw not in ("true", "false"):
+        raise InvalidOptionError(f"option {name} must be true or false, got {opts.get(name)!r}")
+    return raw == "true"
+
+
+def index_columns_option(raw: str) -> list[str]:
+    """``"a,b"`` or a JSON list ``'["a", "b"]'`` (for names with commas)."""
+    raw = raw.strip()
+    if raw.startswith("["):
+        try:
+            cols = json.loads(raw)
+        except json.JSONDecodeError as e:
+            raise InvalidOptionError(f"indexColumns: not a JSON list ({e.msg}): {raw!r}") from None
+        if not isinstance(cols, list) or not all(isinstance(c, str) for c in cols):
+            raise InvalidOptionError(f"indexColumns must be a list of column names, got {raw!r}")
+    else:
+        cols = [c.strip() for c in raw.split(",")]
+    if not cols or any(not c for c in cols):
+        raise InvalidOptionError(f"indexColumns must name at least one column, got {raw!r}")
+    return cols
+
+
+# -- Spark schema -> log schema --------------------------------------------------------
+def arrow_schema_of(spark_schema) -> pa.Schema:
+    """The Arrow schema of a Spark ``StructType`` (timestamps in UTC)."""
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    try:
+        return to_arrow_schema(spark_schema, timezone="UTC")
+    except Exception as e:  # pyspark raises its own errors for types Arrow cannot hold
+        raise SchemaMismatchError(f"the DataFrame has a column type indexeddf cannot store: {e}") from None
+
+
+def fields_of(spark_schema) -> tuple[Field, ...]:
+    """Log fields for a new table written from Spark: every column nullable (as Delta)."""
+    schema = arrow_schema_of(spark_schema)
+    return fields_from_arrow(pa.schema([f.with_nullable(True) for f in schema]))
+
+

@@ -1,0 +1,528 @@
+"""The Spark data source ``indexeddf``: batch reads, writes, time travel, pruning, errors.
+
+Real local Spark (the session fixture), real files; every Spark answer is compared with
+the rows that went in, or with ``IndexedTable.to_arrow`` (a Spark-free reader).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import decimal
+import math
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+import pytest
+from pyspark.sql import functions as F
+from pyspark.sql.datasource import EqualNullSafe, EqualTo, GreaterThan, In, IsNull
+from pyspark.sql.types import (
+    BinaryType,
+    BooleanType,
+    ByteType,
+    DateType,
+    DecimalType,
+    DoubleType,
+    FloatType,
+    IntegerType,
+    LongType,
+    ShortType,
+    StringType,
+    StructField,
+    StructType,
+    TimestampNTZType,
+    TimestampType,
+)
+
+import indexeddf
+from indexeddf import IndexedTable
+from indexeddf.errors import IndexedDFError, InvalidOptionError, SchemaMismatchError, TableExistsError
+from indexeddf.reader.spark_source import IndexedReader, exact_literal, pruning_keys, spark_schema
+from indexeddf.spec.bucketing import bucket_ids
+from indexeddf.writer import spark_write as sw
+
+pytestmark = pytest.mark.spark
+
+ALL_TYPES = StructType([
+    StructField("b", BooleanType()),
+    StructField("y", ByteType()),
+    StructField("sh", ShortType()),
+    StructField("i", IntegerType()),
+    StructField("l", LongType()),
+    StructField("f", FloatType()),
+    StructField("d", DoubleType()),
+    StructField("dec", DecimalType(10, 2)),
+    StructField("wide", DecimalType(38, 6)),
+    StructField("s", StringType()),
+    StructField("bin", BinaryType()),
+    StructField("dt", DateType()),
+    StructField("ts", TimestampType()),
+    StructField("ntz", TimestampNTZType()),
+])
+
+
+def all_types_rows(n: int, offset: int = 0) -> list[tuple]:
+    rows = []
+    for k in range(offset, offset + n):
+        if k % 5 == 4:  # a row of nulls except the key columns
+            rows.append((None, None, None, k % 3, None, None, None, None, None, f"k{k % 4}", None, None, None, None))
+            continue
+        rows.append((
+            k % 2 == 0, (k % 200) - 100, k * 3 - 500, k % 3, k * 1_000_003 - 7, k / 4.0 - 3, k * 1.1e10,
+            (decimal.Decimal(k * 7) / 100).quantize(decimal.Decimal("0.01")), decimal.Decimal(k) * decimal.Decimal("12345678901234567.000001"),
+            f"k{k % 4}", bytes([k % 256, 0, 255]), dt.date(2020, 1, 1) + dt.timedelta(days=k),
+            dt.datetime(2024, 1, 1, 12, 0) + dt.timedelta(seconds=k * 3607, microseconds=k),
+            dt.datetime(1999, 12, 31, 23, 0) + dt.timedelta(minutes=k, microseconds=k * 3),
+        ))
+    return rows
+
+
+def norm(value):
+    """One representation for Spark's and Arrow's Python values (UTC session)."""
+    if isinstance(value, dt.datetime) and value.tzinfo is not None:
+        return value.astimezone(dt.timezone.utc).replace(tzinfo=None)
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return bytes(value)
+    return value
+
+
+def rows_of(data) -> list[str]:
+    """Sorted, comparable rows of a Spark DataFrame, Arrow table or list of tuples."""
+    if isinstance(data, pa.Table):
+        tuples = [tuple(r.values()) for r in data.to_pylist()]
+    elif isinstance(data, list):
+        tuples = data
+    else:
+        tuples = [tuple(r) for r in data.collect()]
+    return sorted(repr(tuple(norm(v) for v in t)) for t in tuples)
+
+
+def data_files(path) -> set[str]:
+    """Every Parquet file under the table root: data files and index files."""
+    root = Path(path)
+    return {str(p.relative_to(path)) for p in root.rglob("*.parquet") if "_indexeddf_log" not in p.parts}
+
+
+@pytest.fixture(scope="module", autouse=True)
+def registered(spark):
+    indexeddf.register(spark)
+    return spark
+
+
+def read(spark, path, **options):
+    reader = spark.read.format("indexeddf")
+    for k, v in options.items():
+        reader = reader.option(k, v)
+    return reader.load(str(path))
+
+
+# -- round trips ---------------------------------------------------------------------------
+def test_round_trip_every_type_with_nulls(spark, tmp_path):
+    path = str(tmp_path / "all types")
+    first, second = all_types_rows(40), all_types_rows(25, offset=40)
+    (spark.createDataFrame(first, ALL_TYPES).write.format("indexeddf")
+     .option("indexColumns", "i,s").option("numBuckets", 5).mode("overwrite").save(path))
+    spark.createDataFrame(second, ALL_TYPES).write.format("indexeddf").mode("append").save(path)
+
+    table = IndexedTable.for_path(path)
+    assert table.version == 1 and table.index_columns == ["i", "s"] and table.num_buckets == 5
+    assert [f.name for f in table.schema] == ALL_TYPES.names
+    expected = rows_of(first + second)
+    df = read(spark, path)
+    assert df.schema == ALL_TYPES  # the log's types map one to one onto Spark's
+    assert rows_of(df) == expected
+    assert rows_of(table.to_arrow()) == expected
+    assert rows_of(table.to_df(spark)) == expected
+    # Every file sits in the bucket Spark's own hash assigns to its rows.
+    spark_buckets = (
+        table.to_df(spark)
+        .select(F.expr("pmod(hash(i, s), 5)").alias("bucket"), F.input_file_name().alias("file"))
+        .distinct().collect()
+    )
+    for r in spark_buckets:
+        assert f"bucket={r.bucket:05d}" in r.file
+    # Spark's writes maintain the primary index, as Python appends do.
+    assert table.snapshot.indexes["primary"].coveredVersion == 1
+    for key in [(1, "k1"), (0, "k0"), (2, "k3")]:
+        want = [r for r in first + second if (r[3], r[9]) == key]
+        assert rows_of(table.lookup([key])) == rows_of(want)
+
+
+def test_empty_dataframes(spark, tmp_path):
+    path = str(tmp_path / "empty")
+    empty = spark.createDataFrame([], ALL_TYPES)
+    empty.write.format("indexeddf").option("indexColumns", "l").mode("append").save(path)
+    table = IndexedTable.for_path(path)
+    assert table.version == 0 and table.num_buckets == 16 and table.snapshot.live_files() == []
+    df = read(spark, path)
+    assert df.schema == ALL_TYPES and df.count() == 0
+    assert table.to_df(spark).schema == ALL_TYPES and table.to_df(spark).count() == 0
+    assert table.to_arrow().num_rows == 0
+
+    rows = all_types_rows(10)
+    spark.createDataFrame(rows, ALL_TYPES).write.format("indexeddf").mode("append").save(path)
+    empty.write.format("indexeddf").mode("append").save(path)  # commits, adds nothing
+    assert rows_of(read(spark, path)) == rows_of(rows)
+    assert IndexedTable.for_path(path).version == 2
+
+
+def test_native_scan_projection_and_special_paths(spark, tmp_path):
+    path = str(tmp_path / "odd [name] {x}*?")
+    df = spark.range(50).selectExpr("id", "id % 3 as g")
+    table = IndexedTable.create(path, df, index_columns=["id"], num_buckets=4)
+    assert sorted(r.id for r in table.to_df(spark, columns=["id"]).collect()) == list(range(50))
+    assert table.to_df(spark, columns=["g"]).columns == ["g"]
+    with pytest.raises(SchemaMismatchError, match="unknown columns"):
+        table.to_df(spark, columns=["nope"])
+    # Only the snapshot's files: a stray Parquet file in data/ is not read.
+    stray = Path(path) / "data" / "bucket=00000" / "part-stray.parquet"
+    pq.write_table(pa.table({"id": pa.array([999], pa.int64()), "g": pa.array([0], pa.int64())}), stray)
+    assert table.to_df(spark).count() == 50
+    assert read(spark, path).count() == 50
+
+
+def test_process_local_storage_is_refused(spark):
+    url = "memory://indexeddf-spark/t"
+    table = IndexedTable.create(url, pa.table({"k": [1, 2]}), index_columns=["k"], num_buckets=2)
+    with pytest.raises(InvalidOptionError, match="Hadoop"):
+        table.to_df(spark)
+    # Spark's Python workers are other processes: they cannot see this process's memory.
+    with pytest.raises(Exception, match="InvalidOptionError: .*in-memory filesystem"):
+        read(spark, url).count()
+    with pytest.raises(InvalidOptionError, match="in-memory filesystem"):
+        table.append(spark.range(3).selectExpr("id as k"))
+
+
+# -- time travel ----------------------------------------------------------------------------
+def test_time_travel_by_version_and_timestamp(spark, tmp_path):
+    path = str(tmp_path / "tt")
+    versions = [list(range(0, 10)), list(range(10, 15)), list(range(100, 103))]
+    spark.range(0, 10).write.format("indexeddf").option("indexColumns", "id").option("numBuckets", 3).mode("overwrite").save(path)
+    time.sleep(0.01)
+    spark.range(10, 15).write.format("indexeddf").mode("append").save(path)
+    time.sleep(0.01)
+    spark.range(100, 103).write.format("indexeddf").mode("overwrite").save(path)
+
+    table = IndexedTable.for_path(path)
+    stamps = {h.version: h.timestamp for h in table.history()}
+    expected = [versions[0], versions[0] + versions[1], versions[2]]
+    for v in range(3):
+        ids = lambda df: sorted(r.id for r in df.collect())  # noqa: E731
+        assert ids(read(spark, path, versionAsOf=v)) == expected[v]
+        assert ids(table.to_df(spark, version=v)) == expected[v]
+        ts = stamps[v].strftime("%Y-%m-%d %H:%M:%S.%f")
+        assert ids(read(spark, path, timestampAsOf=ts)) == expected[v]
+        assert ids(table.to_df(spark, timestamp=ts)) == expected[v]
+    assert sorted(r.id for r in read(spark, path).collect()) == expected[2]
+    # A DataFrame pinned to a version stays there while the table moves on.
+    pinned = read(spark, path, versionAsOf=1)
+    spark.range(7, 8).write.format("indexeddf").mode("append").save(path)
+    assert pinned.count() == 15 and read(spark, path).count() == 4
+    with pytest.raises(Exception, match="VersionNotFoundError"):
+        read(spark, path, versionAsOf=99).count()
+    with pytest.raises(Exception, match="InvalidOptionError"):
+        read(spark, path, versionAsOf=1, timestampAsOf="2020-01-01").count()
+
+
+# -- bucket pruning -------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def keyed_table(spark, tmp_path_factory):
+    """600 rows bucketed by (k long, s string) into 8 buckets, some keys null."""
+    path = str(tmp_path_factory.mktemp("pruning") / "t")
+    df = spark.range(600).selectExpr(
+        "CASE WHEN id % 50 = 7 THEN NULL ELSE id % 40 END as k",
+        "CASE WHEN id % 3 = 0 THEN 'a' WHEN id % 3 = 1 THEN 'b' ELSE NULL END as s",
+        "id as v",
+    )
+    df.repartition(3).write.format("indexeddf").option("indexColumns", "k,s").option("numBuckets", 8).mode("overwrite").save(path)
+    return path
+
+
+@pytest.mark.parametrize("where", [
+    "k = 5 AND s = 'a'",
+    "k IN (1, 2, 3) AND s IN ('a', 'b')",
+    "k = 5",  # only one of the two index columns: no pruning, same answer
+    "k <=> NULL AND s = 'b'",
+    "k IS NULL AND s IS NULL",
+    "k = 5 AND s = 'zzz'",
+    "k = 1000 AND s = 'a'",
+    "k = 5 AND s = 'a' AND v > 100",
+    "k = 5 AND k = 6 AND s = 'a'",
+    "(k = 5 OR k = 6) AND s = 'a'",
+    "k = CAST('7' AS INT) AND s = 'b'",
+])
+def test_pruned_reads_equal_the_full_scan(spark, keyed_table, where):
+    got = sorted(r.v for r in read(spark, keyed_table).where(where).collect())
+    full = sorted(r.v for r in IndexedTable.for_path(keyed_table).to_df(spark).where(where).collect())
+    assert got == full
+
+
+def test_pruning_touches_only_the_keys_buckets(keyed_table):
+    table = IndexedTable.for_path(keyed_table)
+    schema = spark_schema(table.snapshot.metadata.schema_)
+
+    def planned(filters, max_bytes=sw.TASK_FLUSH_BYTES):
+        reader = IndexedReader(table.snapshot, schema, max_bytes)
+        assert list(reader.pushFilters(filters)) == filters  # Spark still applies every filter
+        return reader.partitions()
+
+    all_buckets = {a.bucket for a in table.snapshot.live_files()}
+    assert {p.bucket for p in planned([])} == all_buckets == set(range(8))
+    want = set(bucket_ids([pa.array([5, 5, 6, 6], pa.int64()), pa.array(["a", "b", "a", "b"])], 8).tolist())
+    parts = planned([In(("k",), [5, 6]), EqualTo(("s",), "a"), In(("s",), ["a", "b"])])
+    want_a = set(bucket_ids([pa.array([5, 6], pa.int64()), pa.array(["a", "a"])], 8).tolist())
+    assert {p.bucket for p in parts} == want_a and want_a <= want
+    null_bucket = set(bucket_ids([pa.array([None], pa.int64()), pa.array([None], pa.string())], 8).tolist())
+    assert {p.bucket for p in planned([IsNull(("k",)), EqualNullSafe(("s",), None)])} == null_bucket
+    # Filters that cannot prune leave every bucket in.
+    assert {p.bucket for p in planned([EqualTo(("k",), 5)])} == all_buckets
+    assert {p.bucket for p in planned([GreaterThan(("k",), 5), EqualTo(("s",), "a")])} == all_buckets
+    assert {p.bucket for p in planned([EqualTo(("k",), 5.0), EqualTo(("s",), "a")])} == all_buckets
+    # A tiny partition size splits a bucket's files one per partition.
+    parts = planned([], max_bytes=1)
+    assert len(parts) == len(table.snapshot.live_files()) and all(len(p.paths) == 1 for p in parts)
+    assert len(planned([])) == 8
+
+
+def test_exact_literals():
+    assert exact_literal(5, pa.int8()) and not exact_literal(500, pa.int8())
+    assert not exact_literal(True, pa.int64()) and not exact_literal(1, pa.bool_())
+    assert exact_literal(1.25, pa.float32()) and not exact_literal(0.1, pa.float32())
+    assert exact_literal(math.nan, pa.float64()) and not exact_literal(1, pa.float64())
+    assert exact_literal(decimal.Decimal("1.50"), pa.decimal128(10, 2))
+    assert not exact_literal(decimal.Decimal("1.505"), pa.decimal128(10, 2))
+    assert exact_literal(dt.date(2024, 1, 1), pa.date32())
+    assert not exact_literal(dt.datetime(2024, 1, 1), pa.date32())
+    utc = dt.datetime(2024, 1, 1, tzinfo=dt.timezone.utc)
+    assert exact_literal(utc, pa.timestamp("us", tz="UTC")) and not exact_literal(utc, pa.timestamp("us"))
+    assert exact_literal(dt.datetime(2024, 1, 1), pa.timestamp("us"))
+    assert not exact_literal(dt.datetime(2024, 1, 1), pa.timestamp("us", tz="UTC"))
+    assert exact_literal(b"x", pa.binary()) and not exact_literal("x", pa.binary())
+    types = {"k": pa.int64()}
+    assert pruning_keys([In(("k",), list(range(5000)))], ["k"], types) is None
+    assert pruning_keys([In(("k",), [1, 2, 2]), EqualTo(("k",), 2)], ["k"], types) == [[2]]
+
+
+# -- writes -----------------------------------------------------------------------------------
+def test_save_modes(spark, tmp_path):
+    path = str(tmp_path / "modes")
+    df = spark.range(5)
+    with pytest.raises(Exception, match="InvalidOptionError.*indexColumns"):
+        df.write.format("indexeddf").mode("append").save(path)
+    assert not Path(path, "_indexeddf_log").exists()
+    df.write.format("indexeddf").option("indexColumns", "id").option("saveMode", "errorifexists").mode("append").save(path)
+    with pytest.raises(Exception, match="TableExistsError: a table already exists"):
+        df.write.format("indexeddf").option("saveMode", "errorIfExists").mode("append").save(path)
+    df.write.format("indexeddf").option("saveMode", "ignore").mode("append").save(path)
+    assert IndexedTable.for_path(path).version == 0
+    # Spark itself refuses its own ErrorIfExists / Ignore modes for Python data sources.
+    with pytest.raises(Exception, match="UNSUPPORTED_DATA_SOURCE_SAVE_MODE"):
+        df.write.format("indexeddf").mode("ignore").save(path)
+    spark.range(5, 8).write.format("indexeddf").mode("append").save(path)
+    spark.range(100, 102).write.format("indexeddf").mode("overwrite").save(path)
+    table = IndexedTable.for_path(path)
+    assert sorted(table.to_arrow()["id"].to_pylist()) == [100, 101]
+    assert [(h.operation, h.parameters.get("mode")) for h in table.history()] == [
+        ("WRITE", "Overwrite"), ("WRITE", "Append"), ("CREATE TABLE", "errorifexists")]
+    # overwriteSchema replaces the schema (the index column stays).
+    stale = read(spark, path)
+    spark.range(3).selectExpr("id", "'x' as extra").write.format("indexeddf").option("overwriteSchema", "true").mode("overwrite").save(path)
+    assert IndexedTable.for_path(path).schema.names == ["id", "extra"]
+    assert read(spark, path).columns == ["id", "extra"]
+    with pytest.raises(Exception, match="SchemaMismatchError: .*schema changed since the DataFrame was created"):
+        stale.count()
+    with pytest.raises(Exception, match="SchemaMismatchError"):
+        spark.read.format("indexeddf").schema("id long").load(path).count()
+    assert spark.read.format("indexeddf").schema("id long, extra string").load(path).count() == 3
+
+
+def test_idempotent_batch_writes(spark, tmp_path):
+    path = str(tmp_path / "txn")
+    table = IndexedTable.create(path, spark.range(3), index_columns=["id"], num_buckets=2)
+    assert table.version == 0
+    assert table.append(spark.range(3, 6), txn=("job", 1)) == 1
+    assert table.append(spark.range(3, 6), txn=("job", 1)) == 1  # a retry: nothing written
+    w = spark.range(6, 9).write.format("indexeddf").option("txnAppId", "job").option("txnVersion", 1).mode("append")
+    w.save(path)
+    assert table.append(spark.range(6, 9), txn=("job", 2)) == 2
+    assert sorted(IndexedTable.for_path(path).to_arrow()["id"].to_pylist()) == list(range(9))
+    assert IndexedTable.for_path(path).snapshot.txn_version("job") == 2
+
+
+def test_indexed_table_accepts_spark_dataframes(spark, tmp_path):
+    path = str(tmp_path / "api")
+    df = spark.range(200).selectExpr("id % 37 as user_id", "id as event").repartition(5)
+    table = IndexedTable.create(path, df, index_columns=["user_id"], num_buckets=4,
+                                name="events", properties={"owner": "me", "indexeddf.checkpointInterval": "3"})
+    assert table.version == 0 and table.snapshot.metadata.name == "events"
+    assert table.properties == {"owner": "me", "indexeddf.checkpointInterval": "3"}
+    # Spark's hash partitioning is the bucketing: partition i of repartition(n, key) is bucket i.
+    parts = df.repartition(4, "user_id").select(
+        F.spark_partition_id().alias("p"), F.expr("pmod(hash(user_id), 4)").alias("b")).distinct().collect()
+    assert all(r.p == r.b for r in parts) and len(parts) == 4
+    # Repartitioned by the index columns first: exactly one file per non-empty bucket.
+    assert len(table.snapshot.live_files()) == 4
+    assert table.append(df) == 1
+    assert len(table.snapshot.live_files()) == 8
+    # The same frame written directly: each of its 5 tasks writes up to one file per bucket.
+    df.write.format("indexeddf").mode("append").save(path)
+    table.update()
+    assert table.version == 2 and 8 < len(table.snapshot.live_files()) <= 8 + 5 * 4
+    assert table.overwrite(spark.range(10).selectExpr("id as user_id", "id as event")) == 3
+    assert sorted(table.to_arrow()["event"].to_pylist()) == list(range(10))
+    with pytest.raises(TableExistsError):
+        IndexedTable.create(path, df, index_columns=["user_id"])
+    with pytest.raises(SchemaMismatchError, match="'event' is missing"):
+        table.append(spark.range(3).selectExpr("id as user_id"))
+    assert table.version == 3 and IndexedTable.for_path(path).version == 3
+
+
+def test_errors_are_typed_and_visible(spark, tmp_path):
+    path = str(tmp_path / "errors")
+    IndexedTable.create(path, pa.table({"id": pa.array([1, 2], pa.int64()), "name": ["a", "b"]}), index_columns=["id"])
+    before = data_files(path)
+    with pytest.raises(Exception) as info:
+        spark.range(3).selectExpr("id", "id as name").write.format("indexeddf").mode("append").save(path)
+    assert "SchemaMismatchError" in str(info.value) and "'name' is long, the table has string" in str(info.value)
+    with pytest.raises(Exception) as info:
+        spark.range(3).write.format("indexeddf").option("numBucket", 4).mode("append").save(path)
+    assert "InvalidOptionError: unknown option 'numbucket'" in str(info.value)
+    with pytest.raises(Exception) as info:
+        read(spark, path, versionAsof=0, colour="red").count()
+    assert "InvalidOptionError: unknown option 'colour'" in str(info.value)
+    with pytest.raises(Exception, match="InvalidOptionError: .*one table location"):
+        spark.read.format("indexeddf").load([path, path]).count()
+    with pytest.raises(Exception, match="InvalidOptionError: .*1..65536"):
+        spark.range(3).write.format("indexeddf").option("indexColumns", "id").option("numBuckets", 0).mode("append").save(str(tmp_path / "new"))
+    with pytest.raises(Exception, match="SchemaMismatchError: index columns \\['nope'\\]"):
+        spark.range(3).write.format("indexeddf").option("indexColumns", "nope").mode("append").save(str(tmp_path / "new"))
+    with pytest.raises(Exception, match="InvalidOptionError: .* is bucketed by \\['id'\\]"):
+        spark.range(3).selectExpr("id", "'x' as name").write.format("indexeddf").option("indexColumns", "name").mode("append").save(path)
+    with pytest.raises(Exception, match="TableNotFoundError"):
+        read(spark, tmp_path / "missing").count()
+    assert IndexedTable.for_path(path).version == 0 and data_files(path) == before
+
+
+# -- failures leave nothing behind ---------------------------------------------------------------
+def failing_frame(spark, n=400):
+    """Two partitions: the first finishes quickly; the second fails on its last row."""
+    @F.udf("long")
+    def boom(x):
+        if x == n - 1:
+            time.sleep(1.5)  # let the other task write its files first
+            raise ValueError("boom on row %d" % x)
+        return x
+
+    return spark.range(0, n, 1, 2).select(boom("id").alias("id"), (F.col("id") * 2).alias("v"))
+
+
+def test_failed_task_leaves_no_commit_and_no_files(spark, tmp_path):
+    path = str(tmp_path / "fail")
+    with pytest.raises(Exception, match="boom on row"):
+        failing_frame(spark).write.format("indexeddf").option("indexColumns", "id").mode("append").save(path)
+    assert not Path(path, "_indexeddf_log").exists() and data_files(path) == set()
+
+    spark.range(10).selectExpr("id", "id * 2 as v").write.format("indexeddf").option("indexColumns", "id").mode("append").save(path)
+    before = data_files(path)
+    for mode in ("append", "overwrite"):
+        with pytest.raises(Exception, match="boom on row"):
+            failing_frame(spark).write.format("indexeddf").mode(mode).save(path)
+        assert IndexedTable.for_path(path).version == 0 and data_files(path) == before
+
+
+def test_task_files_are_deleted_by_abort_and_kept_by_commit(tmp_path):
+    """The writer protocol without Spark's scheduler: write tasks, then abort or commit."""
+    path = str(tmp_path / "proto")
+    IndexedTable.create(path, pa.table({"id": pa.array([0], pa.int64())}), index_columns=["id"], num_buckets=4)
+    initial = data_files(path)  # one data file and its primary-index file
+    schema = StructType([StructField("id", LongType())])
+    batch = pa.record_batch([pa.array(range(1, 100), pa.int64())], names=["id"])
+
+    plan = sw.plan_write({"path": path}, schema, overwrite=False, streaming=False)
+    msgs = [sw.write_task(plan, iter([batch])), sw.write_task(plan, iter([]))]
+    assert len(data_files(path) - initial) == 4 + 4  # data and index files of 4 buckets
+    sw.IndexedBatchWriter(plan).abort(msgs + [None])
+    assert data_files(path) == initial and IndexedTable.for_path(path).version == 0
+    # A task still running when the job was aborted removes its own files.
+    with pytest.raises(IndexedDFError, match="aborted"):
+        sw.write_task(plan, iter([batch]))
+    assert data_files(path) == initial
+
+    plan = sw.plan_write({"path": path}, schema, overwrite=False, streaming=False)
+    msgs = [sw.write_task(plan, iter([batch]))]
+    sw.write_task(plan, iter([batch]))  # an attempt whose result Spark dropped (e.g. speculation)
+    sw.IndexedBatchWriter(plan).commit(msgs + [None])
+    table = IndexedTable.for_path(path)
+    assert table.version == 1 and sorted(table.to_arrow()["id"].to_pylist()) == list(range(100))
+    assert table.snapshot.indexes["primary"].coveredVersion == 1  # the primary index covers the new rows
+    assert table.lookup([5]).num_rows == 1
+    assert len(data_files(path) - initial) == 8  # the dropped attempt's files are gone
+    # An abort after a commit (Spark aborts when commit raises) never deletes committed files.
+    sw.IndexedBatchWriter(plan).abort(msgs)
+    assert len(data_files(path) - initial) == 8 and table.to_arrow().num_rows == 100
+
+
+# -- two Spark applications ------------------------------------------------------------------------
+def test_two_spark_applications_append_concurrently(tmp_path):
+    path = str(tmp_path / "shared")
+    IndexedTable.create(path, pa.table({"id": pa.array([], pa.int64()), "tag": pa.array([], pa.string())}),
+                        index_columns=["id"], num_buckets=4)
+    app = str(Path(__file__).with_name("spark_app.py"))
+    times, rows = 2, 50
+    procs = [
+        subprocess.Popen([sys.executable, app, "append", path, str(a), str(times), str(rows)],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        for a in (1, 2)
+    ]
+    for p in procs:
+        out, err = p.communicate(timeout=240)
+        assert p.returncode == 0, err[-3000:]
+    table = IndexedTable.for_path(path)
+    ids = table.to_arrow()["id"].to_pylist()
+    expected = [(a * 1000 + b) * 1000 + r for a in (1, 2) for b in range(times) for r in range(rows)]
+    assert sorted(ids) == sorted(expected)  # every row exactly once
+    assert table.version == 2 * times
+    assert sorted(pc.unique(table.to_arrow()["tag"]).to_pylist()) == sorted(f"{a}-{b}" for a in (1, 2) for b in range(times))
+
+
+def test_every_option_is_documented():
+    from indexeddf.writer import spark_options as so
+
+    text = (Path(__file__).parent.parent / "docs" / "spark.md").read_text()
+    for name in set(so.READ_OPTIONS + so.WRITE_OPTIONS + so.STREAM_OPTIONS) - {"path"}:
+        if not name.startswith("_"):
+            assert f"`{name}`" in text, name
+
+
+def test_native_scan_locations():
+    from types import SimpleNamespace
+
+    from indexeddf.reader.spark_source import hadoop_path
+
+    def remote(url):
+        return SimpleNamespace(is_local=False, url=url)
+
+    assert hadoop_path(remote("s3://bucket/lake/t/"), "data/b=1/p.parquet") == "s3a://bucket/lake/t/data/b=1/p.parquet"
+    assert hadoop_path(remote("gcs://bucket/t"), "x") == "gs://bucket/t/x"
+    assert hadoop_path(remote("abfss://c@acct.dfs.core.windows.net/t"), "x") == "abfss://c@acct.dfs.core.windows.net/t/x"
+    assert hadoop_path(remote("hdfs://nn:8020/t"), "x") == "hdfs://nn:8020/t/x"
+    for url in ("memory://t", "http://host/t", "zip://t"):
+        with pytest.raises(InvalidOptionError):
+            hadoop_path(remote(url), "x")
+    local = SimpleNamespace(is_local=True, full=lambda rel: "/tmp/a[1]/" + rel)
+    assert hadoop_path(local, "p*.parquet") == "file:///tmp/a\\[1\\]/p\\*.parquet"
+
+
+def test_spark_frames_convert_to_arrow_for_local_writes(spark, tmp_path):
+    from indexeddf.writer import operations
+    from indexeddf.writer.data import to_arrow_table
+
+    df = spark.createDataFrame(all_types_rows(7), ALL_TYPES)
+    assert rows_of(to_arrow_table(df)) == rows_of(all_types_rows(7))
+    table = IndexedTable.create(str(tmp_path / "local"), pa.table({"id": pa.array([1], pa.int64())}), index_columns=["id"])
+    result = operations.append(table.snapshot, spark.range(2, 5))  # collected, written by this process
+    assert sorted(IndexedTable.for_path(str(tmp_path / "local"), version=result.version).to_arrow()["id"].to_pylist()) == [1, 2, 3, 4]
