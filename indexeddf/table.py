@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import json
 from collections.abc import Sequence
@@ -16,6 +17,7 @@ from .format.snapshot import Snapshot, load_snapshot, update_snapshot
 from .format.storage import TableStorage
 from .format.timetravel import version_at
 from .reader.direct import read_snapshot
+from .spark import is_spark_dataframe as _is_spark
 from .spec.schema import arrow_schema
 from .reader import lookup as lookup_mod
 from .spec.actions import IndexEntry
@@ -244,6 +246,31 @@ class IndexedTable:
         file count and bytes."""
         return [IndexInfo.of(e) for e in sorted(self._snapshot.indexes.values(), key=lambda e: e.name)]
 
+    def detail(self) -> dict[str, Any]:
+        """Location, table id, version, files, bytes, buckets, properties, and each index
+        with its state and staleness (shares of live bytes not covered, of covered
+        bytes removed)."""
+        snap = self._snapshot
+        indexes = []
+        for info in self.indexes():
+            entry = snap.indexes[info.name]
+            appended, deleted = lookup_mod.staleness(snap, {i for f in entry.files for i in f.fileIds})
+            indexes.append(dataclasses.asdict(info) | {"appended_ratio": appended, "deleted_ratio": deleted})
+        return {
+            "location": self.path,
+            "table_id": self.table_id,
+            "name": snap.metadata.name,
+            "version": snap.version,
+            "timestamp": dt.datetime.fromtimestamp(snap.timestamp / 1000, dt.timezone.utc).isoformat(),
+            "num_files": len(snap.files),
+            "size_bytes": snap.size_bytes(),
+            "num_rows": snap.num_records(),
+            "index_columns": self.index_columns,
+            "num_buckets": self.num_buckets,
+            "properties": self.properties,
+            "indexes": indexes,
+        }
+
     def create_index(self, name: str, columns: Sequence[str], num_buckets: int | None = None) -> int:
         """Build a secondary index on ``columns`` over the newest version; returns the
         version that commits it. ``num_buckets`` defaults to the table's bucket count.
@@ -306,6 +333,8 @@ class IndexedTable:
         ``txn=(app_id, version)`` makes the append idempotent: when that app id has
         already committed this version (or a later one) nothing is written and the
         current version is returned. Concurrent appends rebase on each other.
+        A Spark DataFrame is written by Spark's tasks after ``repartition(num_buckets,
+        *index_columns)``, so each task writes one file (``docs/spark.md``).
         """
         if _is_spark(data):
             return self._write_spark(data, "append", txn)
@@ -370,11 +399,6 @@ class IndexedTable:
 
     def __repr__(self) -> str:
         return f"IndexedTable({self.path!r}, version={self.version})"
-
-
-def _is_spark(data: Any) -> bool:
-    module = type(data).__module__ or ""
-    return module.startswith("pyspark.sql") and type(data).__name__ == "DataFrame"
 
 
 def _load(storage: TableStorage, version: int | None, timestamp: Any) -> Snapshot:
