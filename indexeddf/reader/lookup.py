@@ -17,6 +17,7 @@ from __future__ import annotations
 import io
 from collections import defaultdict
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 import numpy as np
 import pyarrow as pa
@@ -25,6 +26,7 @@ import pyarrow.parquet as pq
 
 from ..errors import IndexNotFoundError, InvalidOptionError, SchemaMismatchError
 from ..format.snapshot import Snapshot
+from ..format.storage import TableStorage
 from ..spec.actions import PRIMARY_INDEX, AddFile, IndexEntry, IndexFile
 from ..spec import config
 from ..spec.bucketing import bucket_ids, key_hash
@@ -203,33 +205,70 @@ def unusable_reason(snapshot: Snapshot, index: IndexEntry, covered: set[int]) ->
 
 
 # -- execution -------------------------------------------------------------------------
-def run_task(snapshot: Snapshot, plan: LookupPlan, task: LookupTask, columns: list[str] | None) -> pa.Table:
+@dataclass(frozen=True)
+class ReadContext:
+    """What executing lookup tasks needs of a snapshot: small and picklable, so a Spark
+    task gets it with its partition instead of replaying the log."""
+
+    url: str
+    storage_options: tuple
+    table_id: str
+    schema: pa.Schema
+    index_columns: tuple[str, ...]
+    paths: dict  # file id -> relative path of the data files tasks may read
+    live_covered_ids: np.ndarray
+
+    @classmethod
+    def of(cls, snapshot: Snapshot, plan: LookupPlan, tasks: list[LookupTask] | None = None) -> "ReadContext":
+        """The context of ``plan`` (restricted to the files ``tasks`` can reach)."""
+        wanted = None
+        if tasks is not None:
+            wanted = {i for t in tasks for f in t.index_files for i in f.fileIds}
+        paths = {a.fileId: a.path for a in snapshot.files.values() if wanted is None or a.fileId in wanted}
+        live = plan.live_covered_ids if wanted is None else plan.live_covered_ids[np.isin(plan.live_covered_ids, list(wanted))]
+        return cls(
+            snapshot.storage.url, tuple(sorted(snapshot.storage.storage_options.items())), snapshot.metadata.id,
+            arrow_schema(snapshot.metadata.schema_), tuple(plan.index.columns), paths, live,
+        )
+
+    @property
+    def storage(self) -> TableStorage:
+        return _storage(self.url, self.storage_options)
+
+
+@lru_cache(maxsize=64)
+def _storage(url: str, options: tuple) -> TableStorage:
+    return TableStorage(url, dict(options))
+
+
+def run_task(ctx: ReadContext, task: LookupTask, columns: list[str] | None) -> pa.Table:
     """The verified rows of one task, with ``columns`` (all when None)."""
-    schema = arrow_schema(snapshot.metadata.schema_)
+    schema = ctx.schema
     out_cols = list(columns) if columns is not None else schema.names
     unknown = [c for c in out_cols if c not in schema.names]
     if unknown:
         raise SchemaMismatchError(f"unknown columns {unknown}; the table has {schema.names}", unknown)
-    read_cols = out_cols + [c for c in plan.index.columns if c not in out_cols]
+    read_cols = out_cols + [c for c in ctx.index_columns if c not in out_cols]
     if task.bucket is not None:
-        rows = _probe_bucket(snapshot, plan, task, read_cols)
+        rows = _probe_bucket(ctx, task, read_cols)
     else:
-        rows = _scan_files(snapshot, task.scan_files, read_cols)
-    return _verified(rows, task.keys, plan.index.columns).select(out_cols)
+        rows = _scan_files(ctx, task.scan_files, read_cols)
+    return _verified(rows, task.keys, ctx.index_columns).select(out_cols)
 
 
 def run_plan(snapshot: Snapshot, plan: LookupPlan, columns: list[str] | None) -> pa.Table:
     """Every task of ``plan``, concatenated."""
-    schema = arrow_schema(snapshot.metadata.schema_)
-    parts = [run_task(snapshot, plan, t, columns) for t in plan.tasks]
+    ctx = ReadContext.of(snapshot, plan)
+    parts = [run_task(ctx, t, columns) for t in plan.tasks]
     if not parts:
-        return schema.empty_table().select(list(columns) if columns is not None else schema.names)
+        return ctx.schema.empty_table().select(list(columns) if columns is not None else ctx.schema.names)
     return pa.concat_tables(parts)
 
 
-def bucket_trie(snapshot: Snapshot, index_files: tuple[IndexFile, ...]) -> BucketTrie:
+def bucket_trie(ctx: ReadContext | Snapshot, index_files: tuple[IndexFile, ...]) -> BucketTrie:
     """The trie of one index bucket, its segments taken from the cache where present."""
-    storage, table_id = snapshot.storage, snapshot.metadata.id
+    storage = ctx.storage
+    table_id = ctx.table_id if isinstance(ctx, ReadContext) else ctx.metadata.id
 
     def load(f: IndexFile):
         # ParquetFile, not read_table: read_table goes through pyarrow.dataset, whose
@@ -242,55 +281,53 @@ def bucket_trie(snapshot: Snapshot, index_files: tuple[IndexFile, ...]) -> Bucke
     return BucketTrie(segments)
 
 
-def _probe_bucket(snapshot: Snapshot, plan: LookupPlan, task: LookupTask, read_cols: list[str]) -> pa.Table:
-    trie = bucket_trie(snapshot, task.index_files)
-    probes = key_hash([task.keys.column(c) for c in plan.index.columns])
-    _, file_ids, rows = trie.probe(probes, plan.live_covered_ids)
-    by_path = {a.fileId: a for a in snapshot.files.values()}
-    parts = []
-    for fid in np.unique(file_ids):
-        parts.append(fetch_rows(snapshot, by_path[int(fid)], np.unique(rows[file_ids == fid]), read_cols))
-    schema = arrow_schema(snapshot.metadata.schema_)
-    return pa.concat_tables(parts) if parts else schema.empty_table().select(read_cols)
+def _probe_bucket(ctx: ReadContext, task: LookupTask, read_cols: list[str]) -> pa.Table:
+    trie = bucket_trie(ctx, task.index_files)
+    probes = key_hash([task.keys.column(c) for c in ctx.index_columns])
+    _, file_ids, rows = trie.probe(probes, ctx.live_covered_ids)
+    parts = [
+        fetch_rows(ctx, ctx.paths[int(fid)], np.unique(rows[file_ids == fid]), read_cols) for fid in np.unique(file_ids)
+    ]
+    return pa.concat_tables(parts) if parts else ctx.schema.empty_table().select(read_cols)
 
 
-def fetch_rows(snapshot: Snapshot, add: AddFile, rows: np.ndarray, columns: list[str]) -> pa.Table:
+def fetch_rows(ctx: ReadContext, path: str, rows: np.ndarray, columns: list[str]) -> pa.Table:
     """Rows (sorted ordinals) of one data file, reading only the row groups that hold them."""
-    storage, table_id = snapshot.storage, snapshot.metadata.id
+    storage = ctx.storage
     meta = cache().get_or_load(
-        ("footer", table_id, add.path),
-        lambda: pq.ParquetFile(storage.full(add.path), filesystem=storage.arrow_filesystem()).metadata,
+        ("footer", ctx.table_id, path),
+        lambda: pq.ParquetFile(storage.full(path), filesystem=storage.arrow_filesystem()).metadata,
         lambda m: m.serialized_size,
     )
     bounds = np.cumsum([0] + [meta.row_group(i).num_rows for i in range(meta.num_row_groups)])
     groups = np.searchsorted(bounds, rows, side="right") - 1
     parts = []
     for g in np.unique(groups):
-        group = _row_group(snapshot, add, int(g), columns)
+        group = _row_group(ctx, path, int(g), columns)
         parts.append(group.take(pa.array(rows[groups == g] - bounds[g])))
     return pa.concat_tables(parts)
 
 
-def _row_group(snapshot: Snapshot, add: AddFile, group: int, columns: list[str]) -> pa.Table:
-    storage = snapshot.storage
+def _row_group(ctx: ReadContext, path: str, group: int, columns: list[str]) -> pa.Table:
+    storage = ctx.storage
 
     def load():
-        pf = pq.ParquetFile(storage.full(add.path), filesystem=storage.arrow_filesystem())
+        pf = pq.ParquetFile(storage.full(path), filesystem=storage.arrow_filesystem())
         return pf.read_row_group(group, columns=columns)
 
-    key = ("rowgroup", snapshot.metadata.id, add.path, group, tuple(columns))
+    key = ("rowgroup", ctx.table_id, path, group, tuple(columns))
     return cache().get_or_load(key, load, lambda t: t.nbytes)
 
 
-def _scan_files(snapshot: Snapshot, files: tuple[AddFile, ...], read_cols: list[str]) -> pa.Table:
-    storage = snapshot.storage
-    schema = arrow_schema(snapshot.metadata.schema_)
+def _scan_files(ctx: ReadContext, files: tuple[AddFile, ...], read_cols: list[str]) -> pa.Table:
+    storage = ctx.storage
     fs = storage.arrow_filesystem()
+    target = pa.schema([ctx.schema.field(c) for c in read_cols])
     parts = []
     for a in files:
         with fs.open_input_file(storage.full(a.path)) as f:
-            parts.append(pq.ParquetFile(f).read(columns=read_cols).cast(pa.schema([schema.field(c) for c in read_cols])))
-    return pa.concat_tables(parts) if parts else schema.empty_table().select(read_cols)
+            parts.append(pq.ParquetFile(f).read(columns=read_cols).cast(target))
+    return pa.concat_tables(parts) if parts else target.empty_table()
 
 
 def _verified(rows: pa.Table, keys: pa.Table, columns: tuple[str, ...]) -> pa.Table:

@@ -6,7 +6,9 @@
   :mod:`indexeddf.writer.spark_write`.
 - :class:`IndexedReader`: one input partition per bucket (split past
   ``maxPartitionBytes``); ``read()`` yields Arrow record batches. ``pushFilters``
-  prunes buckets with EqualTo / EqualNullSafe / In / IsNull on every index column and
+  turns EqualTo / EqualNullSafe / In / IsNull on every column of an ACTIVE index into
+  an index lookup (one task per touched index bucket, plus one scanning the files the
+  index does not cover), or else prunes buckets by the table's index columns. It
   hands every filter back to Spark, so each answer equals the full scan.
 - :func:`native_scan`: the snapshot's exact file list read by Spark's own Parquet
   reader (column pruning, predicate pushdown): ``IndexedTable.to_df``.
@@ -57,6 +59,8 @@ from ..format.snapshot import Snapshot, load_snapshot
 from ..format.storage import TableStorage
 from ..format.timetravel import version_at
 from ..spec.bucketing import bucket_ids
+from .cache import configure as configure_cache
+from .lookup import LookupTask, ReadContext, keys_table, plan_lookup, run_task, usable_indexes
 from ..spec.schema import Field, arrow_type
 from ..writer import spark_options as so
 from ..writer import spark_write as sw
@@ -155,7 +159,9 @@ class IndexedDataSource(DataSource):
         snapshot = load_snapshot(storage, version)
         _check_read_schema(schema, spark_schema(snapshot.metadata.schema_), storage.url, snapshot.version)
         max_bytes = so.int_option(opts, "maxPartitionBytes", DEFAULT_MAX_PARTITION_BYTES, 1)
-        return IndexedReader(snapshot, schema, max_bytes)
+        reader = IndexedReader(snapshot, schema, max_bytes)
+        reader.cache_max_bytes = so.int_option(opts, "indexeddf.cache.maxBytes", None, 0)
+        return reader
 
     def writer(self, schema: StructType, overwrite: bool):
         return sw.batch_writer(self.options, schema, overwrite)
@@ -190,6 +196,11 @@ class IndexedReader(DataSourceReader):
         self.arrow_schema = _spark_arrow_schema(schema)
         self.buckets: set[int] | None = None
         """Buckets that can hold matching rows (None: all), set by ``pushFilters``."""
+        self._snapshot: Snapshot | None = snapshot
+        self.lookup: list[LookupPartition] | None = None
+        """Index lookup partitions when an index answers the filters (set by ``pushFilters``)."""
+        self.index_used: str | None = None
+        self.cache_max_bytes: int | None = None
 
     def pushFilters(self, filters: list) -> Iterator:
         """Prune buckets from equality filters on the index columns; Spark keeps every filter.
@@ -205,16 +216,43 @@ class IndexedReader(DataSourceReader):
                 self.buckets = touched if self.buckets is None else self.buckets & touched
         except Exception:  # noqa: BLE001 - pruning is an optimisation; a full scan is always right
             pass
+        try:
+            self._plan_index_lookup(filters)
+        except Exception:  # noqa: BLE001 - the bucket scan planned above is always right
+            self.lookup = None
         return filters
+
+    def _plan_index_lookup(self, filters: list) -> None:
+        """Plan the read as index lookups when an ACTIVE index's columns are all fixed."""
+        snapshot = self._snapshot
+        if snapshot is None:
+            return
+        schema = pa.schema([(f.name, arrow_type(f.type)) for f in snapshot.metadata.schema_])
+        for entry in usable_indexes(snapshot):
+            keys = pruning_keys(filters, list(entry.columns), self.column_types)
+            if keys is None:
+                continue
+            table = keys_table(list(zip(*keys)), entry.columns, schema)
+            plan = plan_lookup(snapshot, entry, table)
+            if plan.why_not is not None:
+                continue  # too stale: bucket pruning (above) is the better plan
+            self.lookup = [
+                LookupPartition(ReadContext.of(snapshot, plan, [t]), t, self.cache_max_bytes) for t in plan.tasks
+            ]
+            self.index_used = entry.name
+            return
 
     def __getstate__(self) -> dict:
         # Spark pickles the reader into every read task; the file list is only needed
         # for planning, so it stays behind (partitions() reloads it if ever called on a copy).
         state = dict(self.__dict__)
         state["files"] = None
+        state["_snapshot"] = None
         return state
 
-    def partitions(self) -> list[BucketPartition]:
+    def partitions(self) -> list[InputPartition]:
+        if self.lookup is not None:
+            return list(self.lookup)
         files = self.files
         if files is None:
             files = _file_list(load_snapshot(TableStorage(self.url, self.storage_options), self.version))
@@ -236,9 +274,28 @@ class IndexedReader(DataSourceReader):
         return parts
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        if isinstance(partition, LookupPartition):
+            return _read_lookup(partition, self.arrow_schema)
         if not isinstance(partition, BucketPartition):
             return iter(())  # an empty table: Spark plans one partition with no value
         return _read_files(partition, self.arrow_schema)
+
+
+class LookupPartition(InputPartition):
+    """One index lookup task: probe one index bucket, or scan the files it does not cover."""
+
+    def __init__(self, ctx: ReadContext, task: LookupTask, cache_max_bytes: int | None):
+        self.ctx = ctx
+        self.task = task
+        self.cache_max_bytes = cache_max_bytes
+
+
+def _read_lookup(partition: LookupPartition, target: pa.Schema) -> Iterator[pa.RecordBatch]:
+    if partition.cache_max_bytes is not None:
+        configure_cache(partition.cache_max_bytes)
+    rows = run_task(partition.ctx, partition.task, target.names)
+    arrays = [rows.column(f.name) if rows.column(f.name).type == f.type else rows.column(f.name).cast(f.type) for f in target]
+    yield from pa.Table.from_arrays(arrays, schema=target).to_batches(max_chunksize=READ_BATCH_ROWS)
 
 
 def _file_list(snapshot: Snapshot) -> list[tuple[int, str, int]]:
