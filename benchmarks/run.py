@@ -20,8 +20,9 @@ sys.path.insert(0, str(Path(__file__).parent))
 from harness import as_json, format_table, run_scenario  # noqa: E402
 import scenarios_format  # noqa: E402
 import scenarios_index  # noqa: E402
+import scenarios_spark  # noqa: E402
 
-GROUPS = {**scenarios_format.SCENARIOS, **scenarios_index.SCENARIOS}
+GROUPS = {**scenarios_format.SCENARIOS, **scenarios_index.SCENARIOS, **scenarios_spark.SCENARIOS}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -70,6 +70,8 @@ DEFAULT_MAX_PARTITION_BYTES = 128 * 1024 * 1024
 MAX_PRUNING_KEYS = 4096
 """Bucket pruning gives up when the pushed values combine to more keys than this."""
 READ_BATCH_ROWS = 65536
+DEFAULT_LOOKUP_PARTITIONS = 4
+"""Index lookups are spread over at most this many read tasks (``lookupPartitions``)."""
 
 _SPARK_TYPES: dict[str, DataType] = {
     "boolean": BooleanType(),
@@ -161,6 +163,7 @@ class IndexedDataSource(DataSource):
         max_bytes = so.int_option(opts, "maxPartitionBytes", DEFAULT_MAX_PARTITION_BYTES, 1)
         reader = IndexedReader(snapshot, schema, max_bytes)
         reader.cache_max_bytes = so.int_option(opts, "indexeddf.cache.maxBytes", None, 0)
+        reader.lookup_partitions = so.int_option(opts, "lookupPartitions", DEFAULT_LOOKUP_PARTITIONS, 1)
         return reader
 
     def writer(self, schema: StructType, overwrite: bool):
@@ -201,6 +204,7 @@ class IndexedReader(DataSourceReader):
         """Index lookup partitions when an index answers the filters (set by ``pushFilters``)."""
         self.index_used: str | None = None
         self.cache_max_bytes: int | None = None
+        self.lookup_partitions = DEFAULT_LOOKUP_PARTITIONS
 
     def pushFilters(self, filters: list) -> Iterator:
         """Prune buckets from equality filters on the index columns; Spark keeps every filter.
@@ -236,9 +240,10 @@ class IndexedReader(DataSourceReader):
             plan = plan_lookup(snapshot, entry, table)
             if plan.why_not is not None:
                 continue  # too stale: bucket pruning (above) is the better plan
-            self.lookup = [
-                LookupPartition(ReadContext.of(snapshot, plan, [t]), t, self.cache_max_bytes) for t in plan.tasks
-            ]
+            # Few partitions: each Spark task costs tens of ms, a bucket probe a few.
+            n = max(1, min(len(plan.tasks), self.lookup_partitions))
+            groups = [plan.tasks[i::n] for i in range(n)]
+            self.lookup = [LookupPartition(ReadContext.of(snapshot, plan, g), g, self.cache_max_bytes) for g in groups if g]
             self.index_used = entry.name
             return
 
@@ -282,20 +287,21 @@ class IndexedReader(DataSourceReader):
 
 
 class LookupPartition(InputPartition):
-    """One index lookup task: probe one index bucket, or scan the files it does not cover."""
+    """Index lookup tasks run by one Spark task: bucket probes and scans of uncovered files."""
 
-    def __init__(self, ctx: ReadContext, task: LookupTask, cache_max_bytes: int | None):
+    def __init__(self, ctx: ReadContext, tasks: list[LookupTask], cache_max_bytes: int | None):
         self.ctx = ctx
-        self.task = task
+        self.tasks = tasks
         self.cache_max_bytes = cache_max_bytes
 
 
 def _read_lookup(partition: LookupPartition, target: pa.Schema) -> Iterator[pa.RecordBatch]:
     if partition.cache_max_bytes is not None:
         configure_cache(partition.cache_max_bytes)
-    rows = run_task(partition.ctx, partition.task, target.names)
-    arrays = [rows.column(f.name) if rows.column(f.name).type == f.type else rows.column(f.name).cast(f.type) for f in target]
-    yield from pa.Table.from_arrays(arrays, schema=target).to_batches(max_chunksize=READ_BATCH_ROWS)
+    for task in partition.tasks:
+        rows = run_task(partition.ctx, task, target.names)
+        arrays = [rows.column(f.name) if rows.column(f.name).type == f.type else rows.column(f.name).cast(f.type) for f in target]
+        yield from pa.Table.from_arrays(arrays, schema=target).to_batches(max_chunksize=READ_BATCH_ROWS)
 
 
 def _file_list(snapshot: Snapshot) -> list[tuple[int, str, int]]:

@@ -1,0 +1,151 @@
+"""Scenarios through Spark: appends, full scans, point lookups and IN-lists.
+
+One local Spark session (local[2]) serves every scenario of a run. Baselines are
+Spark's own: ``spark.read.parquet`` of exactly the table's files, and the same data
+cached in Spark's memory.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import sys
+from pathlib import Path
+
+import pyarrow as pa
+
+import datasets
+from harness import Scenario
+from indexeddf import IndexedTable
+
+_SPARK = None
+
+
+def spark():
+    """The run's Spark session (started on first use)."""
+    global _SPARK
+    if _SPARK is None:
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+        from pyspark.sql import SparkSession
+
+        import indexeddf
+
+        _SPARK = (
+            SparkSession.builder.master("local[2]").appName("indexeddf-benchmarks")
+            .config("spark.ui.enabled", "false")
+            .config("spark.ui.showConsoleProgress", "false")
+            .config("spark.sql.shuffle.partitions", "4")
+            .config("spark.driver.memory", "8g")
+            .config("spark.sql.session.timeZone", "UTC")
+            .getOrCreate()
+        )
+        _SPARK.sparkContext.setLogLevel("ERROR")
+        indexeddf.register(_SPARK)
+    return _SPARK
+
+
+def _parquet_df(path: str):
+    """``spark.read.parquet`` of the table's live files (the baseline's input)."""
+    t = IndexedTable.for_path(path)
+    return spark().read.parquet(*[t.snapshot.storage.full(a.path) for a in t.snapshot.live_files()])
+
+
+def append_spark(work: Path, args) -> Scenario:
+    s = spark()
+    path = str(work / "append_spark")
+    rows = datasets.chunk(0, 1_000, 1_000_000, seed=3)
+    IndexedTable.create(path, rows, index_columns=["user_id"], num_buckets=16)
+    df = s.createDataFrame(rows.to_pandas()).repartition(16, "user_id").cache()
+    df.count()
+    raw = str(work / "append_spark_parquet")
+    return Scenario(
+        name="append_1k_spark",
+        description="append 1,000 rows from a Spark DataFrame (16 buckets), commit included",
+        baseline=("df.write.mode('append').parquet(folder)", lambda: df.write.mode("append").parquet(raw)),
+        candidates=[("df.write.format('indexeddf').mode('append').save(path)",
+                     lambda: df.write.format("indexeddf").mode("append").save(path))],
+    )
+
+
+def _scan(args, agg: str) -> Scenario:
+    path = datasets.events(args.rows)
+    s = spark()
+    t = IndexedTable.for_path(path)
+    source = s.read.format("indexeddf").load(path)
+    native = t.to_df(s)
+    parquet = _parquet_df(path)
+    run = {
+        "sum": lambda df: df.agg({"amount": "sum"}).collect(),
+        "count": lambda df: df.count(),
+    }[agg]
+    return Scenario(
+        name=f"full_scan_{agg}",
+        description=f"{'sum(amount)' if agg == 'sum' else 'count(*)'} over all {args.rows:,} rows",
+        baseline=("spark.read.parquet(the same files)", lambda: run(parquet)),
+        candidates=[
+            ("IndexedTable.to_df(spark)", lambda: run(native)),
+            ("spark.read.format('indexeddf')", lambda: run(source)),
+        ],
+        target="to_df within 1.1x of parquet; the data source within 3x",
+    )
+
+
+def scan_sum(work, args):
+    return _scan(args, "sum")
+
+
+def scan_count(work, args):
+    return _scan(args, "count")
+
+
+def _lookup_scenario(args, n_keys: int, name: str, target: str) -> Scenario:
+    from pyspark.sql import functions as F
+
+    path = datasets.events(args.rows)
+    s = spark()
+    keys = datasets.some_keys(path, n_keys * 40, seed=11)
+    groups = [keys[i : i + n_keys] for i in range(0, len(keys), n_keys)]
+    it = {k: itertools.cycle(groups) for k in ("base", "idx", "cached", "empty")}
+    source = s.read.format("indexeddf").load(path)
+    parquet = _parquet_df(path)
+    cached = _parquet_df(path).cache()
+    cached.count()
+    empty_path = str(Path(path).parent / "events-empty")
+    if not Path(empty_path, "_indexeddf_log").exists():
+        IndexedTable.create(empty_path, datasets.chunk(0, 0, 1, seed=1), index_columns=["user_id"], num_buckets=datasets.NUM_BUCKETS)
+    empty = s.read.format("indexeddf").load(empty_path)
+
+    def q(df, group):
+        return df.where(F.col("user_id").isin(group)).collect()
+
+    source.where(F.col("user_id").isin(groups[0])).collect()  # warm the Python workers' caches
+    candidates = [
+        ("spark.read.format('indexeddf') (index lookup)", lambda: q(source, next(it["idx"]))),
+        ("the same query on an empty indexeddf table", lambda: q(empty, next(it["empty"]))),
+        ("the same query on a DataFrame cached in Spark memory", lambda: q(cached, next(it["cached"]))),
+    ]
+    return Scenario(
+        name=name,
+        description=f"where(user_id IN {n_keys} key(s)).collect() over {args.rows:,} rows",
+        baseline=("spark.read.parquet(the same files)", lambda: q(parquet, next(it["base"]))),
+        candidates=candidates,
+        target=target,
+    )
+
+
+def point_lookup(work, args):
+    return _lookup_scenario(args, 1, "point_lookup_spark",
+                            "index >= 10x faster than parquet, >= 3x faster than cached, within 1.5x of the empty table")
+
+
+def in_list_lookup(work, args):
+    return _lookup_scenario(args, 100, "in_list_100_spark", "index >= 5x faster than parquet")
+
+
+SCENARIOS = {
+    "append_1k_spark": append_spark,
+    "full_scan_sum": scan_sum,
+    "full_scan_count": scan_count,
+    "point_lookup_spark": point_lookup,
+    "in_list_100_spark": in_list_lookup,
+}
