@@ -313,6 +313,9 @@ class IndexedTable:
         """
         snap = self.snapshot_at(version)
         entry = lookup_mod.index_for_lookup(snap, index)
+        latest = update_snapshot(self._snapshot)
+        if latest.version != snap.version:  # a newer state of the index may serve this version better
+            entry = lookup_mod.serving_index(snap, [entry, latest.indexes.get(entry.name)])
         plan = lookup_mod.plan_lookup(snap, entry, lookup_mod.keys_table(keys, entry.columns, self._schema_of(snap)))
         return lookup_mod.run_plan(snap, plan, list(columns) if columns is not None else None)
 
@@ -325,6 +328,57 @@ class IndexedTable:
     @staticmethod
     def _schema_of(snap: Snapshot) -> pa.Schema:
         return arrow_schema(snap.metadata.schema_)
+
+    # -- joins (docs/joins.md) -----------------------------------------------------
+    def join(self, df, on=None, how: str = "inner", *, left_on=None, right_on=None, strategy: str = "auto",
+             version: int | None = None, broadcast_threshold_rows: int | None = None):
+        """Join the Spark DataFrame ``df`` with this table; the table is the pre-built side.
+
+        Returns exactly what ``df.join(self.to_df(spark, version), on, how)`` returns
+        (``how``: inner, left or semi; with ``left_on`` (this table's columns) and
+        ``right_on`` (df's): ``df.join(table_df, <keys equal>, how)``). ``strategy``:
+        ``"auto"``, ``"shuffle"`` (only df is shuffled, into the table's buckets) or
+        ``"broadcast"`` (df's distinct keys are looked up; only their buckets are read).
+        """
+        from .optimizer.join import DEFAULT_BROADCAST_THRESHOLD_ROWS, execute, plan_join
+
+        snap = self.snapshot_at(version)
+        plan = plan_join(snap, df, on, how, left_on=left_on, right_on=right_on, strategy=strategy,
+                         broadcast_threshold_rows=DEFAULT_BROADCAST_THRESHOLD_ROWS
+                         if broadcast_threshold_rows is None else broadcast_threshold_rows)
+        return execute(plan, snap, df)
+
+    def explain_join(self, df, on=None, how: str = "inner", *, left_on=None, right_on=None, strategy: str = "auto",
+                     version: int | None = None, broadcast_threshold_rows: int | None = None) -> str:
+        """Which strategy ``join`` with these arguments uses, and why (may run the small
+        job that collects df's distinct keys, as ``join`` itself would)."""
+        from .optimizer.join import DEFAULT_BROADCAST_THRESHOLD_ROWS, describe, plan_join
+
+        snap = self.snapshot_at(version)
+        plan = plan_join(snap, df, on, how, left_on=left_on, right_on=right_on, strategy=strategy,
+                         broadcast_threshold_rows=DEFAULT_BROADCAST_THRESHOLD_ROWS
+                         if broadcast_threshold_rows is None else broadcast_threshold_rows)
+        return describe(plan, snap)
+
+    def join_table(self, other: "IndexedTable", on=None, how: str = "inner", *, left_on=None, right_on=None,
+                   spark=None, version: int | None = None, other_version: int | None = None):
+        """Join another table with this one, bucket by bucket when both are bucketed on the
+        keys alike (same key types and bucket count): neither is shuffled.
+
+        Equals ``other.to_df(spark).join(self.to_df(spark), on, how)`` (``other`` plays the
+        DataFrame of :meth:`join`; ``left_on`` names this table's keys). ``spark`` defaults
+        to the active session.
+        """
+        from pyspark.sql import SparkSession
+
+        from .optimizer.join import join_tables
+
+        spark = spark or SparkSession.getActiveSession()
+        if spark is None:
+            raise InvalidOptionError("join_table needs a Spark session: pass spark=")
+        _, out = join_tables(self.snapshot_at(version), other.snapshot_at(other_version), spark, on, how,
+                             left_on=left_on, right_on=right_on)
+        return out
 
     # -- writing -------------------------------------------------------------------
     def append(self, data: Any, txn: tuple[str, int] | None = None) -> int:
@@ -396,6 +450,74 @@ class IndexedTable:
         result = operations.set_properties(update_snapshot(self._snapshot), removals=list(names))
         self._snapshot = result.snapshot
         return result.version
+
+    # -- maintenance (writer/maintenance.py, writer/lifecycle.py; docs/admin.md) ----------
+    def optimize(self, mode: str = "quick", progress=None) -> int:
+        """Compact each bucket's small data files (``"quick"``: files under 32 MiB;
+        ``"full"``: one file per bucket) and the index files that point at them, in one
+        commit that changes no data (concurrent appends still commit). Returns the new
+        version, or the current one when nothing needed compacting. ``progress``: an
+        optional callable receiving one line of text per step."""
+        from .writer import maintenance
+
+        result = maintenance.optimize(update_snapshot(self._snapshot), mode, progress=progress)
+        return self._moved_to(result)
+
+    def vacuum(self, retention_hours: float | None = None, dry_run: bool = False,
+               enforce_retention: bool = True, progress=None):
+        """Delete (or with ``dry_run`` list) the files no version inside the retention
+        needs, and files of failed writes older than it; returns a ``VacuumResult``
+        (``files``, ``bytes``, ``oldest_version_kept``). The retention defaults to, and
+        may not go below unless ``enforce_retention=False``, the table property
+        ``indexeddf.vacuum.minRetentionHours`` (168). Time travel to versions older
+        than the retention may fail afterwards. The log is never touched."""
+        from .writer import maintenance
+
+        return maintenance.vacuum(self._snapshot, retention_hours, dry_run, enforce_retention, progress)
+
+    def restore(self, version: int) -> int:
+        """Commit a new version whose rows and indexes equal those of ``version``;
+        returns it (or the current version when nothing differs). Raises
+        ``VersionNotFoundError`` when files it needs were vacuumed."""
+        from .writer import maintenance
+
+        return self._moved_to(maintenance.restore(update_snapshot(self._snapshot), version))
+
+    def drop_index(self, name: str) -> int:
+        """Soft-drop an index (ACTIVE -> DELETING -> DELETED); its files are kept, so
+        ``restore_index`` can bring it back. Returns the version of the last commit."""
+        from .writer import lifecycle
+
+        return self._moved_to(lifecycle.drop_index(update_snapshot(self._snapshot), name))
+
+    def restore_index(self, name: str) -> int:
+        """Bring a DELETED index back (RESTORING -> ACTIVE) with the files it had."""
+        from .writer import lifecycle
+
+        return self._moved_to(lifecycle.restore_index(update_snapshot(self._snapshot), name))
+
+    def vacuum_index(self, name: str, progress=None) -> int:
+        """Delete the files of a DELETED index for good (VACUUMING -> DELETED)."""
+        from .writer import lifecycle
+
+        return self._moved_to(lifecycle.vacuum_index(update_snapshot(self._snapshot), name, progress))
+
+    def cancel_index(self, name: str, progress=None) -> int:
+        """Return an index stuck in a transient state (its process died) to its last
+        stable state and delete the partial files of the interrupted operation."""
+        from .writer import lifecycle
+
+        return self._moved_to(lifecycle.cancel_index(update_snapshot(self._snapshot), name, progress))
+
+    def optimize_index(self, name: str, mode: str = "quick", progress=None) -> int:
+        """Merge an index's small files per index bucket (OPTIMIZING -> ACTIVE)."""
+        from .writer import lifecycle
+
+        return self._moved_to(lifecycle.optimize_index(update_snapshot(self._snapshot), name, mode, progress))
+
+    def _moved_to(self, result) -> int:
+        self._snapshot = update_snapshot(self._snapshot) if result is None else result.snapshot
+        return self._snapshot.version
 
     def __repr__(self) -> str:
         return f"IndexedTable({self.path!r}, version={self.version})"

@@ -235,3 +235,23 @@ def test_stale_index_is_not_used_past_the_limits_and_answers_stay_right(table_pa
     t.refresh()  # incremental: re-indexes the files whose index files named removed data
     assert "index: 'primary'" in t.explain("id = 3")
     assert got(t.lookup([3])) == expected(t, t.version, ["id"], [(3,)])
+
+
+def test_an_index_refreshed_later_serves_an_older_version(table_path):
+    t = IndexedTable.create(table_path, batch([(i % 9, "a", i) for i in range(20_000)]), index_columns=["id"], num_buckets=4,
+                            properties={"indexeddf.index.autoRefresh": "false"})
+    for n in range(3):
+        t.append(batch([(i % 9, "b", 100_000 * (n + 1) + i) for i in range(20_000)]))
+    old = t.version
+    assert "maxAppendedRatio" in t.explain("id = 3", version=old)  # the index as of `old` is too stale
+    t.refresh()
+    t.delete("seq < 5000")  # later changes must not leak into answers about `old`
+    from indexeddf.reader import lookup as L
+
+    snap_old, latest = t.snapshot_at(old), t.snapshot
+    chosen = L.serving_index(snap_old, [snap_old.indexes["primary"], latest.indexes["primary"]])
+    assert chosen is latest.indexes["primary"]
+    plan = L.plan_lookup(snap_old, chosen, L.keys_table([3], ("id",), t.schema))
+    assert plan.why_not is None and not plan.scanned_files
+    for v in range(t.version + 1):
+        assert got(t.lookup([3, 4], version=v)) == expected(t, v, ["id"], [(3,), (4,)])

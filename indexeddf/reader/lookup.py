@@ -177,6 +177,29 @@ def plan_lookup(snapshot: Snapshot, index: IndexEntry, keys: pa.Table) -> Lookup
     return plan
 
 
+def serving_index(snapshot: Snapshot, candidates: list[IndexEntry | None]) -> IndexEntry | None:
+    """Of several snapshots of one index (say, as of the version read and as of the
+    newest version), the one that leaves the fewest live bytes of ``snapshot`` to scan.
+
+    An index refreshed after the version read can serve it: data files never change,
+    so its entries for files live at that version are right, and entries of files
+    not live then are dropped by file id.
+    """
+    entries = [e for e in candidates if e is not None]
+    if not entries:
+        return None
+    first = entries[0]
+    same = [e for e in entries if (e.columns, e.kind, e.numBuckets) == (first.columns, first.kind, first.numBuckets)]
+
+    def unscanned_cost(e: IndexEntry) -> float:
+        if e.state != "ACTIVE":
+            return float("inf")
+        covered = {i for f in e.files for i in f.fileIds}
+        return sum(a.size for a in snapshot.files.values() if a.fileId not in covered)
+
+    return min(same, key=unscanned_cost)
+
+
 def staleness(snapshot: Snapshot, covered: set[int]) -> tuple[float, float]:
     """(appended, deleted) ratios by bytes: live bytes the index does not cover over all
     live bytes, and bytes of covered files no longer live over all covered bytes."""
