@@ -55,12 +55,12 @@ from pyspark.sql.types import (
 )
 
 from ..errors import InvalidOptionError, SchemaMismatchError
-from ..format.snapshot import Snapshot, load_snapshot
+from ..format.snapshot import Snapshot, load_snapshot, update_snapshot
 from ..format.storage import TableStorage
 from ..format.timetravel import version_at
 from ..spec.bucketing import bucket_ids
 from .cache import configure as configure_cache
-from .lookup import LookupTask, ReadContext, keys_table, plan_lookup, run_task, usable_indexes
+from .lookup import LookupTask, ReadContext, keys_table, plan_lookup, run_task, serving_index, usable_indexes
 from ..spec.schema import Field, arrow_type
 from ..writer import spark_options as so
 from ..writer import spark_write as sw
@@ -232,7 +232,12 @@ class IndexedReader(DataSourceReader):
         if snapshot is None:
             return
         schema = pa.schema([(f.name, arrow_type(f.type)) for f in snapshot.metadata.schema_])
-        for entry in usable_indexes(snapshot):
+        latest = update_snapshot(snapshot)  # a newer state of an index may serve this version
+        names = dict.fromkeys(e.name for e in usable_indexes(snapshot) + usable_indexes(latest))
+        for name in names:
+            entry = serving_index(snapshot, [snapshot.indexes.get(name), latest.indexes.get(name)])
+            if entry is None or entry.state != "ACTIVE":
+                continue
             keys = pruning_keys(filters, list(entry.columns), self.column_types)
             if keys is None:
                 continue
