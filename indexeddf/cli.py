@@ -2,6 +2,8 @@
 
 Exit codes: 0 success, 1 a user error (its message on stderr), 2 a concurrency
 conflict (another writer won; retry). ``--json`` prints machine-readable output.
+Long commands (refresh, optimize, vacuum, index create/vacuum/cancel) print progress
+lines on stderr (``-q`` silences them). See docs/admin.md.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ import sys
 from typing import Any
 
 from . import IndexedTable
-from .errors import ConcurrentModificationError, IndexedDFError
+from .errors import ConcurrentModificationError, IndexedDFError, InvalidOptionError
 
 
 def _jsonable(value: Any) -> Any:
@@ -67,10 +69,58 @@ def cmd_history(args) -> None:
     _emit(args, entries, _table(rows, ["version", "timestamp", "operation", "parameters", "rows"]))
 
 
+def _progress(args):
+    """A callable printing one progress line to stderr (None with --quiet)."""
+    if getattr(args, "quiet", False):
+        return None
+    return lambda message: print(message, file=sys.stderr, flush=True)
+
+
 def cmd_refresh(args) -> None:
-    t = IndexedTable.for_path(args.path)
-    versions = t.refresh(index=args.index, mode=args.mode)
+    from .format.snapshot import update_snapshot
+    from .writer import index_ops
+
+    snap = update_snapshot(IndexedTable.for_path(args.path).snapshot)
+    names = [args.index] if args.index is not None else sorted(n for n, e in snap.indexes.items() if e.state == "ACTIVE")
+    versions = []
+    for name in names:
+        result = index_ops.refresh_index(snap, name, args.mode, progress=_progress(args))
+        snap = result.snapshot
+        versions.append(result.version)
     _emit(args, {"versions": versions}, f"refreshed ({args.mode}): committed versions {versions}")
+
+
+def cmd_optimize(args) -> None:
+    t = IndexedTable.for_path(args.path)
+    before = t.version
+    v = t.optimize(mode=args.mode, progress=_progress(args))
+    entry = t.history(limit=1)[0] if v != before else None
+    metrics = entry.metrics if entry else {}
+    payload = {"version": v, "committed": v != before, "metrics": metrics}
+    text = (f"optimized ({args.mode}) at version {v}: {metrics.get('numRemovedFiles', 0)} data files -> "
+            f"{metrics.get('numAddedFiles', 0)}, {metrics.get('numIndexFilesRemoved', 0)} index files -> "
+            f"{metrics.get('numIndexFilesAdded', 0)}") if v != before else f"nothing to optimize (version {v})"
+    _emit(args, payload, text)
+
+
+def cmd_vacuum(args) -> None:
+    t = IndexedTable.for_path(args.path)
+    r = t.vacuum(retention_hours=args.retention_hours, dry_run=args.dry_run,
+                 enforce_retention=not args.no_enforce_retention, progress=_progress(args))
+    verb = "would delete" if r.dry_run else "deleted"
+    lines = ([f"  {f}" for f in r.files] if r.dry_run else []) + [
+        f"{verb} {len(r.files)} files ({r.bytes} bytes); retention {r.retention_hours:g} h; "
+        f"versions from {r.oldest_version_kept} on keep all their files"]
+    _emit(args, r, "\n".join(lines))
+
+
+def cmd_restore(args) -> None:
+    t = IndexedTable.for_path(args.path)
+    before = t.update().version
+    v = t.restore(args.version)
+    text = f"restored to the content of version {args.version} as version {v}" if v != before else \
+        f"version {before} already has the content of version {args.version}; nothing committed"
+    _emit(args, {"version": v, "restored": args.version, "committed": v != before}, text)
 
 
 def cmd_lookup(args) -> None:
@@ -97,17 +147,37 @@ def _parse_key(text: str, types) -> Any:
 
 
 def cmd_index(args) -> None:
+    from .format.snapshot import update_snapshot
+    from .writer import index_ops
+
     t = IndexedTable.for_path(args.path)
+    name = args.name or args.index_name
     if args.action == "list":
         rows = [dataclasses.asdict(i) for i in t.indexes()]
         for r in rows:
             r["columns"] = ",".join(r["columns"])
         _emit(args, rows, _table(rows, list(rows[0])) if rows else "(no indexes)")
-    elif args.action == "create":
-        if not args.name or not args.columns:
-            raise IndexedDFError("index create needs --name and --columns")
-        v = t.create_index(args.name, args.columns.split(","), num_buckets=args.num_buckets)
-        _emit(args, {"version": v}, f"index {args.name!r} created at version {v}")
+        return
+    if not name:
+        raise InvalidOptionError(f"index {args.action} needs an index name (NAME or --name)")
+    if args.action == "create":
+        if not args.columns:
+            raise InvalidOptionError("index create needs --columns")
+        result = index_ops.create_index(update_snapshot(t.snapshot), name, args.columns.split(","),
+                                        args.num_buckets, progress=_progress(args))
+        v = result.version
+    elif args.action == "optimize":
+        v = t.optimize_index(name, mode=args.mode or "quick", progress=_progress(args))
+    else:
+        run = {"drop": t.drop_index, "restore": t.restore_index}.get(args.action)
+        if run is not None:
+            v = run(name)
+        else:
+            v = {"vacuum": t.vacuum_index, "cancel": t.cancel_index}[args.action](name, progress=_progress(args))
+    state = update_snapshot(t.snapshot).indexes[name].state
+    done = {"create": "created", "drop": "dropped", "restore": "restored", "vacuum": "vacuumed",
+            "cancel": "cancelled", "optimize": "optimized"}[args.action]
+    _emit(args, {"version": v, "name": name, "state": state}, f"index {name!r} {done} at version {v}; now {state}")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -125,11 +195,12 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--limit", type=int, default=None, help="at most N commits")
     s.set_defaults(run=cmd_history)
 
-    s = sub.add_parser("refresh", help="bring indexes up to the newest version")
+    s = sub.add_parser("refresh", help="bring indexes up to the newest version (REFRESHING, then ACTIVE)")
     s.add_argument("path", help="table location")
     s.add_argument("--index", default=None, help="one index (default: every ACTIVE index)")
     s.add_argument("--mode", choices=["incremental", "full", "quick"], default="incremental",
                    help="incremental: index appended files; full: rebuild; quick: record the version only")
+    s.add_argument("-q", "--quiet", action="store_true", help="no progress lines on stderr")
     s.set_defaults(run=cmd_refresh)
 
     s = sub.add_parser("lookup", help="rows whose index key equals KEY (composite keys: comma-separated)")
@@ -139,19 +210,53 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--version", type=int, default=None, help="table version (default: newest)")
     s.set_defaults(run=cmd_lookup)
 
-    s = sub.add_parser("index", help="list or create indexes")
-    s.add_argument("action", choices=["list", "create"], help="what to do")
+    s = sub.add_parser("optimize", help="compact small data files per bucket, and their index files (one commit, no data change)")
     s.add_argument("path", help="table location")
-    s.add_argument("--name", help="index name (create)")
+    s.add_argument("--mode", choices=["quick", "full"], default="quick",
+                   help="quick: merge the files under 32 MiB of each bucket; full: one file per bucket (default quick)")
+    s.add_argument("-q", "--quiet", action="store_true", help="no progress lines on stderr")
+    s.set_defaults(run=cmd_optimize)
+
+    s = sub.add_parser("vacuum", help="delete files that no version inside the retention needs (never the log)")
+    s.add_argument("path", help="table location")
+    s.add_argument("--retention-hours", type=float, default=None,
+                   help="keep every file of the versions of the last H hours (default and minimum: the table "
+                        "property indexeddf.vacuum.minRetentionHours, 168)")
+    s.add_argument("--dry-run", action="store_true", help="list the files that would be deleted; delete nothing")
+    s.add_argument("--no-enforce-retention", action="store_true",
+                   help="allow a retention below indexeddf.vacuum.minRetentionHours (may delete files of running writes)")
+    s.add_argument("-q", "--quiet", action="store_true", help="no progress lines on stderr")
+    s.set_defaults(run=cmd_vacuum)
+
+    s = sub.add_parser("restore", help="commit a new version whose content (files, indexes) equals VERSION's")
+    s.add_argument("path", help="table location")
+    s.add_argument("version", type=int, metavar="VERSION", help="the version to go back to")
+    s.set_defaults(run=cmd_restore)
+
+    s = sub.add_parser("index", help="list, create, drop, restore, vacuum, cancel or optimize indexes",
+                       description="list: every index and its state. create: build a secondary index (--columns). "
+                                   "drop: soft delete (DELETED, files kept). restore: DELETED -> ACTIVE. vacuum: "
+                                   "delete a DELETED index's files for good. cancel: return an index stuck in a "
+                                   "transient state (crashed operation) to its last stable state. optimize: merge "
+                                   "an index's small files.")
+    s.add_argument("action", choices=["list", "create", "drop", "restore", "vacuum", "cancel", "optimize"], help="what to do")
+    s.add_argument("path", help="table location")
+    s.add_argument("index_name", nargs="?", metavar="NAME", help="index name (all actions but list)")
+    s.add_argument("--name", help="index name (same as NAME)")
     s.add_argument("--columns", help="comma-separated columns (create)")
     s.add_argument("--num-buckets", type=int, default=None, help="index buckets (create; default: the table's)")
+    s.add_argument("--mode", choices=["quick", "full"], default=None, help="optimize: quick (small files) or full")
+    s.add_argument("-q", "--quiet", action="store_true", help="no progress lines on stderr")
     s.set_defaults(run=cmd_index)
     return p
 
 
 def main(argv: list[str] | None = None) -> int:
     """Run the command; returns its exit code."""
-    args = build_parser().parse_args(argv)
+    try:
+        args = build_parser().parse_args(argv)
+    except SystemExit as e:  # argparse: 0 after --help, 2 for a usage error (a user error here)
+        return 1 if e.code == 2 else int(e.code or 0)
     try:
         args.run(args)
     except ConcurrentModificationError as e:

@@ -45,3 +45,76 @@ def test_user_errors_exit_1_with_message(tmp_path):
     assert r.returncode == 1 and "no indexeddf table" in r.stderr
     r = run("--help")
     assert r.returncode == 0 and "describe" in r.stdout
+
+
+def test_maintenance_commands(table_path):
+    t = make(table_path)
+    for i in range(3):
+        t.append(pa.table({"k": pa.array([10 + i, 20 + i], pa.int64()), "s": ["x", "y"]}))
+    r = run("optimize", table_path, "--mode", "full")
+    assert r.returncode == 0 and "optimized (full)" in r.stdout and "optimize: bucket" in r.stderr  # progress on stderr
+    out = json.loads(run("--json", "optimize", table_path).stdout)
+    assert out["committed"] is False  # nothing left
+    r = run("vacuum", table_path, "--retention-hours", "1")
+    assert r.returncode == 1 and "minRetentionHours" in r.stderr
+    r = run("--json", "vacuum", table_path, "--retention-hours", "0", "--no-enforce-retention", "--dry-run")
+    dry = json.loads(r.stdout)
+    assert r.returncode == 0 and dry["dry_run"] and dry["files"]
+    assert all((__import__("os").path.exists(f"{table_path}/{f}")) for f in dry["files"])
+    r = run("restore", table_path, "1")
+    assert r.returncode == 0 and "restored" in r.stdout
+    assert sorted(IndexedTable.for_path(table_path).to_arrow().column("k").to_pylist()) == [1, 2, 3, 3, 4]
+    r = run("vacuum", table_path, "--retention-hours", "0", "--no-enforce-retention")
+    assert r.returncode == 0 and "deleted" in r.stdout and "vacuum: deleted" in r.stderr
+    r = run("restore", table_path, "3")
+    assert r.returncode == 1 and "vacuum" in r.stderr  # its files are gone
+    r = run("restore", table_path, "99")
+    assert r.returncode == 1 and "version" in r.stderr
+
+
+def test_index_lifecycle_commands(table_path):
+    make(table_path)
+    r = run("index", "create", table_path, "by_s", "--columns", "s")
+    assert r.returncode == 0 and "index by_s:" in r.stderr  # progress
+    assert run("--json", "index", "drop", table_path, "by_s").returncode == 0
+    listed = {i["name"]: i["state"] for i in json.loads(run("--json", "index", "list", table_path).stdout)}
+    assert listed == {"by_s": "DELETED", "primary": "ACTIVE"}
+    r = run("index", "drop", table_path, "by_s")
+    assert r.returncode == 1 and "DELETED" in r.stderr  # drop of a DELETED index
+    assert json.loads(run("--json", "index", "restore", table_path, "--name", "by_s").stdout)["state"] == "ACTIVE"
+    assert run("index", "optimize", table_path, "by_s", "--mode", "full").returncode == 0
+    r = run("index", "cancel", table_path, "by_s")
+    assert r.returncode == 1 and "cancel" in r.stderr  # nothing to cancel
+    from indexeddf.writer import lifecycle
+
+    snap = IndexedTable.for_path(table_path).snapshot
+    lifecycle.begin(snap, snap.indexes["by_s"], "REFRESHING", "REFRESH INDEX", {})  # as if its process died
+    r = run("refresh", table_path, "--index", "by_s")
+    assert r.returncode == 1 and "REFRESHING" in r.stderr and "cancel_index" in r.stderr
+    assert json.loads(run("--json", "index", "cancel", table_path, "by_s").stdout)["state"] == "ACTIVE"
+    assert run("refresh", table_path, "--index", "by_s", "-q").stderr == ""
+    assert run("index", "drop", table_path, "by_s").returncode == 0
+    r = run("index", "vacuum", table_path, "by_s")
+    assert r.returncode == 0 and "vacuumed" in r.stdout
+    r = run("index", "drop", table_path)
+    assert r.returncode == 1 and "needs an index name" in r.stderr
+
+
+def test_conflict_exits_2_and_usage_errors_exit_1(table_path, monkeypatch, capsys):
+    from indexeddf import cli
+    from indexeddf.errors import ConcurrentIndexError
+
+    make(table_path)
+
+    def lose(*args, **kwargs):
+        raise ConcurrentIndexError("lost to version 3, which changed index 'primary' too; retry")
+
+    monkeypatch.setattr(IndexedTable, "optimize", lose)
+    assert cli.main(["optimize", table_path]) == 2 and "retry" in capsys.readouterr().err
+    assert cli.main(["optimize", table_path, "--mode", "bogus"]) == 1
+    assert cli.main(["vacuum", "--help"]) == 0
+    for command in ("optimize", "vacuum", "restore", "index"):
+        text = run(command, "--help").stdout
+        assert "--help" in text or "-h" in text
+    text = run("vacuum", "--help").stdout
+    assert all(o in text for o in ("--retention-hours", "--dry-run", "--no-enforce-retention", "--quiet"))

@@ -36,6 +36,13 @@ def _ratio(s: str) -> float:
     return v
 
 
+def _non_negative(s: str) -> float:
+    v = float(s)
+    if not v >= 0 or v == float("inf"):
+        raise ValueError("must be a finite number >= 0")
+    return v
+
+
 def _bool(s: str) -> bool:
     if s.lower() not in ("true", "false"):
         raise ValueError("must be 'true' or 'false'")
@@ -68,6 +75,10 @@ PROPERTIES: dict[str, Property] = {
         Property(
             "indexeddf.hybridScan.maxDeletedRatio", "0.2", _ratio,
             "An index whose covered bytes were removed beyond this share is not used.",
+        ),
+        Property(
+            "indexeddf.vacuum.minRetentionHours", "168", _non_negative,
+            "vacuum refuses a shorter retention (hours) unless enforce_retention=False.",
         ),
     ]
 }

@@ -1,45 +1,46 @@
-"""Index operations on the log: create a secondary index over the live data."""
+"""Index operations on the log: create a secondary index over the live data, refresh one."""
 
 from __future__ import annotations
 
 import re
 
-import pyarrow.parquet as pq
-
-from ..errors import IndexExistsError, IndexNotFoundError, InvalidIndexStateError, InvalidOptionError, SchemaMismatchError
+from ..errors import IndexExistsError, InvalidOptionError, SchemaMismatchError
 from ..format.snapshot import Snapshot
-from ..format.transaction import CommitResult, Transaction
+from ..format.transaction import CommitResult
 from ..spec.actions import IndexEntry
 from ..spec.bucketing import is_hashable_type
 from ..spec.schema import arrow_schema
-from .index_files import DataPiece, build_index_files
+from . import lifecycle
 from .operations import MAX_BUCKETS
 
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
 
 
-def create_index(snapshot: Snapshot, name: str, columns: list[str], num_buckets: int | None = None) -> CommitResult:
-    """Build index ``name`` on ``columns`` from every live data file, in one commit.
+def create_index(snapshot: Snapshot, name: str, columns: list[str], num_buckets: int | None = None,
+                 progress=None) -> CommitResult:
+    """Build index ``name`` on ``columns`` from every live data file: two commits, the
+    index CREATING, then ACTIVE with its files (``writer/lifecycle.py``).
 
     The index covers the files live at the version read; files appended meanwhile are
     covered by their own appends when they maintained it, and otherwise scanned by
     lookups until a refresh. A concurrent creation of the same name fails with
-    ``ConcurrentIndexError``.
+    ``ConcurrentIndexError``. Re-creating a DELETED index drops its old files from it.
     """
     num_buckets = snapshot.metadata.numBuckets if num_buckets is None else num_buckets
     _validate(snapshot, name, columns, num_buckets)
-    transaction = Transaction(snapshot, "CREATE INDEX", {"name": name, "columns": columns, "numBuckets": num_buckets})
+    params = {"name": name, "columns": columns, "numBuckets": num_buckets}
     entry = IndexEntry(
         name=name, columns=tuple(columns), kind="secondary", state="ACTIVE", numBuckets=num_buckets, coveredVersion=-1,
     )
-    try:
-        files = _index_files_of(snapshot, entry, snapshot.live_files(), transaction.written_paths)
-    except BaseException:
-        transaction.abort()
-        raise
-    entry = entry.model_copy(update={"files": tuple(files)})
-    metrics = {"numIndexFiles": len(files), "numIndexedRows": sum(f.numEntries for f in files)}
-    return transaction.commit([entry], metrics)
+    old = snapshot.indexes.get(name)
+    removed = tuple(f.path for f in old.files) if old is not None else ()
+
+    def work(started: lifecycle.Started, written):
+        snap = started.snapshot
+        files = lifecycle.build_files(snap, started.entry, snap.live_files(), written, started.pending_dir, progress)
+        return files, (), {"numIndexFiles": len(files), "numIndexedRows": sum(f.numEntries for f in files)}, {}
+
+    return lifecycle.run(snapshot, entry, "CREATING", "ACTIVE", "CREATE INDEX", params, work, covered=True, removed=removed)
 
 
 def _validate(snapshot: Snapshot, name: str, columns: list[str], num_buckets: int) -> None:
@@ -64,8 +65,9 @@ def _validate(snapshot: Snapshot, name: str, columns: list[str], num_buckets: in
 REFRESH_MODES = ("incremental", "full", "quick")
 
 
-def refresh_index(snapshot: Snapshot, name: str, mode: str = "incremental") -> CommitResult:
-    """Bring index ``name`` up to the version read, in one commit.
+def refresh_index(snapshot: Snapshot, name: str, mode: str = "incremental", progress=None) -> CommitResult:
+    """Bring index ``name`` up to the version read: two commits, REFRESHING (the index
+    keeps its files), then ACTIVE with the new files (``writer/lifecycle.py``).
 
     - ``incremental``: index only the live files the index does not cover, and drop
       index files all of whose data files are gone;
@@ -79,11 +81,7 @@ def refresh_index(snapshot: Snapshot, name: str, mode: str = "incremental") -> C
     """
     if mode not in REFRESH_MODES:
         raise InvalidOptionError(f"refresh mode {mode!r}: use one of {list(REFRESH_MODES)}")
-    entry = snapshot.indexes.get(name)
-    if entry is None:
-        raise IndexNotFoundError(f"no index {name!r} on {snapshot.storage.url}; indexes: {sorted(snapshot.indexes)}")
-    if entry.state != "ACTIVE":
-        raise InvalidIndexStateError(f"index {name!r} is {entry.state}; only an ACTIVE index can be refreshed")
+    entry = lifecycle.require(snapshot, name, ("ACTIVE",), "refresh")  # IndexNotFoundError, InvalidIndexStateError
     live_ids = snapshot.file_ids
     if mode == "full":
         to_index, removed = snapshot.live_files(), tuple(f.path for f in entry.files)
@@ -92,27 +90,25 @@ def refresh_index(snapshot: Snapshot, name: str, mode: str = "incremental") -> C
     else:
         # Index files that name a removed data file are replaced: their live files are
         # indexed again, so no entry of a removed file stays behind.
-        stale = [f for f in entry.files if not live_ids.issuperset(f.fileIds)]
-        removed = tuple(f.path for f in stale)
-        kept = {i for f in entry.files if f.path not in set(removed) for i in f.fileIds}
+        # A data file's entries span several index buckets (files): when one of its
+        # index files goes, every index file naming it goes too (and so on), and all
+        # of them are indexed again, so no data file keeps only part of its entries.
+        gone = {f.path for f in entry.files if not live_ids.issuperset(f.fileIds)}
+        redo = {i for f in entry.files if f.path in gone for i in f.fileIds}
+        while True:
+            more = {f.path for f in entry.files if f.path not in gone and redo.intersection(f.fileIds)}
+            if not more:
+                break
+            gone |= more
+            redo |= {i for f in entry.files if f.path in more for i in f.fileIds}
+        removed = tuple(f.path for f in entry.files if f.path in gone)
+        kept = {i for f in entry.files if f.path not in gone for i in f.fileIds}
         to_index = [a for a in snapshot.live_files() if a.fileId not in kept]
-    transaction = Transaction(snapshot, "REFRESH INDEX", {"name": name, "mode": mode})
-    try:
-        files = _index_files_of(snapshot, entry, to_index, transaction.written_paths)
-    except BaseException:
-        transaction.abort()
-        raise
-    change = entry.model_copy(update={"files": tuple(files), "removedFiles": removed, "coveredVersion": -1})
-    metrics = {"numIndexedFiles": len(to_index), "numIndexFilesAdded": len(files), "numIndexFilesRemoved": len(removed)}
-    return transaction.commit([change], metrics)
 
+    def work(started: lifecycle.Started, written):
+        files = lifecycle.build_files(started.snapshot, started.entry, to_index, written, started.pending_dir, progress)
+        metrics = {"numIndexedFiles": len(to_index), "numIndexFilesAdded": len(files), "numIndexFilesRemoved": len(removed)}
+        return files, removed, metrics, {}
 
-def _index_files_of(snapshot: Snapshot, entry: IndexEntry, data_files, written: list[str]):
-    storage = snapshot.storage
-    schema = arrow_schema(snapshot.metadata.schema_)
-    columns = list(entry.columns)
-    pieces = [
-        DataPiece(a.fileId, pq.read_table(storage.full(a.path), columns=columns, schema=schema, filesystem=storage.arrow_filesystem()))
-        for a in data_files
-    ]
-    return build_index_files(storage, entry.name, columns, entry.numBuckets, pieces, written)
+    params = {"name": name, "mode": mode}
+    return lifecycle.run(snapshot, entry, "REFRESHING", "ACTIVE", "REFRESH INDEX", params, work, covered=True)

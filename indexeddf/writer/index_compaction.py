@@ -1,0 +1,125 @@
+"""Rewriting index files: per index bucket, merge some files into one, dropping the
+entries of data files that are gone and adding the entries of new data files.
+
+Used by table ``optimize`` (the index files follow the compacted data files) and by
+``optimize_index`` (compact an index's own files). Completeness (PROTOCOL.md
+§4.5.2) holds because a data file's entries are either all kept or all dropped (by
+file id), and new data files get every entry in the same commit.
+"""
+
+from __future__ import annotations
+
+import io
+from collections import defaultdict
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from ..format.storage import TableStorage
+from ..spec.actions import IndexEntry, IndexFile
+from .index_files import ENTRY_SCHEMA, DataPiece, _entries, index_file_path
+
+
+def new_entries(entry: IndexEntry, pieces: list[DataPiece]):
+    """(hash, file_id, row, bucket) arrays of the rows of ``pieces`` in ``entry``'s layout."""
+    return _entries(list(entry.columns), entry.numBuckets, pieces)
+
+
+def write_entries_file(storage: TableStorage, dir_name: str, bucket: int, hashes, file_ids, rows, written: list[str]) -> IndexFile:
+    """Write one index file of ``bucket`` (entries sorted by hash, file id, row)."""
+    order = np.lexsort((rows, file_ids, hashes))
+    hashes, file_ids, rows = hashes[order], file_ids[order], rows[order]
+    rel = index_file_path(dir_name, bucket)
+    written.append(rel)
+    table = pa.table([pa.array(hashes, pa.uint32()), pa.array(file_ids, pa.int64()), pa.array(rows, pa.int32())], schema=ENTRY_SCHEMA)
+    buf = io.BytesIO()
+    pq.write_table(
+        table, buf, compression="zstd", row_group_size=1 << 20, use_dictionary=["file_id"],
+        column_encoding={"hash": "DELTA_BINARY_PACKED", "row": "DELTA_BINARY_PACKED"},
+    )
+    data = buf.getvalue()
+    storage.write_bytes(rel, data)
+    ids = tuple(int(i) for i in np.unique(file_ids))
+    return IndexFile(path=rel, size=len(data), bucket=bucket, numEntries=int(len(hashes)), fileIds=ids)
+
+
+def compact_index(
+    storage: TableStorage,
+    entry: IndexEntry,
+    rewrite: set[str],
+    keep_ids: set[int],
+    added=None,
+    dir_name: str | None = None,
+    written: list[str] | None = None,
+) -> tuple[list[IndexFile], list[str]]:
+    """Merge the files of ``entry`` named in ``rewrite`` per index bucket, with the
+    ``added`` entries (from :func:`new_entries`) of that bucket, into one file per bucket.
+
+    Entries whose file id is not in ``keep_ids`` are dropped from the merged files,
+    unless a file that is not rewritten also names that id: an index never holds only
+    part of a data file's entries (completeness, PROTOCOL.md §4.5.2; a newer state of an
+    index may serve lookups at older versions, where that data file is live).
+    Returns the new files and the paths of the replaced ones.
+    """
+    written = [] if written is None else written
+    dir_name = dir_name or entry.name
+    by_bucket: dict[int, list[IndexFile]] = defaultdict(list)
+    for f in entry.files:
+        if f.path in rewrite:
+            by_bucket[f.bucket].append(f)
+    new_by_bucket = {}
+    if added is not None:
+        hashes, file_ids, rows, buckets = added
+        for b in np.unique(buckets):
+            m = buckets == b
+            new_by_bucket[int(b)] = (hashes[m], file_ids[m], rows[m])
+    keep_ids = set(keep_ids) | {i for f in entry.files if f.path not in rewrite for i in f.fileIds}
+    keep = np.fromiter(keep_ids, np.int64, len(keep_ids))
+    files, removed = [], []
+    for b in sorted(set(by_bucket) | set(new_by_bucket)):
+        parts_h, parts_f, parts_r = [], [], []
+        for f in by_bucket.get(b, ()):
+            t = pq.read_table(io.BytesIO(storage.read_bytes(f.path)))
+            fid = t.column("file_id").to_numpy()
+            m = np.isin(fid, keep)
+            parts_h.append(t.column("hash").to_numpy()[m])
+            parts_f.append(fid[m])
+            parts_r.append(t.column("row").to_numpy()[m])
+            removed.append(f.path)
+        if b in new_by_bucket:
+            h, fi, r = new_by_bucket[b]
+            parts_h.append(h)
+            parts_f.append(fi)
+            parts_r.append(r)
+        hashes = np.concatenate(parts_h).astype(np.uint32) if parts_h else np.empty(0, np.uint32)
+        if len(hashes):
+            file_ids = np.concatenate(parts_f).astype(np.int64)
+            rows = np.concatenate(parts_r).astype(np.int32)
+            files.append(write_entries_file(storage, dir_name, b, hashes, file_ids, rows, written))
+    return files, removed
+
+
+def small_file_groups(entry: IndexEntry, mode: str, small_bytes: int, live_ids: frozenset[int]) -> set[str]:
+    """Index files ``optimize_index`` rewrites.
+
+    ``quick``: in each index bucket with two or more files under ``small_bytes``,
+    those files. ``full``: every file of a bucket with two or more files, or with a
+    file that names a data file that is no longer live.
+    """
+    by_bucket: dict[int, list[IndexFile]] = defaultdict(list)
+    for f in entry.files:
+        by_bucket[f.bucket].append(f)
+    out: set[str] = set()
+    for files in by_bucket.values():
+        if mode == "full":
+            if len(files) >= 2 or any(not live_ids.issuperset(f.fileIds) for f in files):
+                out |= {f.path for f in files}
+        else:
+            small = [f for f in files if f.size < small_bytes]
+            if len(small) >= 2:
+                out |= {f.path for f in small}
+    return out
+
+
+__all__ = ["compact_index", "new_entries", "small_file_groups", "write_entries_file"]

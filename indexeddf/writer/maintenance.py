@@ -1,0 +1,296 @@
+"""Table maintenance: optimize (compaction), vacuum (deleting unneeded files), restore.
+
+- ``optimize`` rewrites small data files per bucket into one, with their index entries,
+  in ONE commit whose ``add``/``remove`` carry ``dataChange = false``: the rows do not
+  change, so concurrent appends and optimize both commit (PROTOCOL.md §8.4: rules 4
+  and 6 only look at ``dataChange = true``; rule 3 still fails a delete or overwrite
+  that removed a file optimize removes too).
+- ``vacuum`` deletes files that no version inside the retention needs, and files of
+  failed writes that no version ever named, once they are older than the retention.
+  It never touches the log.
+- ``restore`` commits a version whose live files and indexes equal an older version's.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from ..errors import InvalidIndexStateError, InvalidOptionError, VersionNotFoundError
+from ..format.log import list_log, read_commit
+from ..format.snapshot import Snapshot, load_snapshot, update_snapshot
+from ..format.transaction import ALL_BUCKETS, CommitResult, Transaction
+from ..spec import config
+from ..spec.actions import AddFile, CommitInfo, IndexEntry, RemoveFile
+from ..spec.schema import arrow_schema
+from .files import write_bucketed_pieces
+from .index_compaction import compact_index, new_entries
+from .index_files import INDEX_DIR, DataPiece
+from .lifecycle import PENDING, STABLE, TRANSIENT_STATES, VACUUMED, Progress, _say, stable_props
+from .tree import list_tree, remove_empty_dirs
+
+SMALL_FILE_BYTES = 32 << 20
+"""``optimize(mode="quick")`` compacts the data files smaller than this."""
+OPTIMIZE_BATCH_BYTES = 256 << 20
+"""Optimize reads and rewrites buckets in batches of about this many bytes of files."""
+OPTIMIZE_MODES = ("quick", "full")
+
+
+# -- optimize --------------------------------------------------------------------------------
+def optimize(snapshot: Snapshot, mode: str = "quick", small_file_bytes: int = SMALL_FILE_BYTES,
+             progress: Progress = None) -> CommitResult | None:
+    """Compact each bucket's data files, and the index files that point at them.
+
+    ``quick``: in each bucket, the files under ``small_file_bytes`` (when there are two
+    or more) become one file; ``full``: every bucket with two or more files becomes one
+    file. Rows keep their content (and their order within the bucket). The entries of
+    the new files are added to every ACTIVE index, and the index files that named the
+    removed files are rewritten without their entries, one file per index bucket
+    (``full`` also merges every other index bucket that has several files). Returns
+    None, committing nothing, when no bucket needs it.
+    """
+    if mode not in OPTIMIZE_MODES:
+        raise InvalidOptionError(f"optimize mode {mode!r}: use one of {list(OPTIMIZE_MODES)}")
+    groups: dict[int, list[AddFile]] = defaultdict(list)
+    for a in snapshot.live_files():
+        if mode == "full" or a.size < small_file_bytes:
+            groups[a.bucket].append(a)
+    groups = {b: files for b, files in sorted(groups.items()) if len(files) >= 2}
+    if not groups:
+        _say(progress, "optimize: nothing to compact")
+        return None
+    storage, meta = snapshot.storage, snapshot.metadata
+    schema = arrow_schema(meta.schema_)
+    indexes = sorted((i for i in snapshot.indexes.values() if i.state == "ACTIVE"), key=lambda i: i.name)
+    key_columns = sorted({c for i in indexes for c in i.columns})
+    tx = Transaction(snapshot, "OPTIMIZE", {"mode": mode}, read_buckets=())
+    try:
+        adds, pieces = [], []
+        rg_bytes = config.get(meta.configuration, "indexeddf.targetRowGroupBytes")
+        for batch in _batches(groups):
+            tables = []
+            for b in batch:
+                for a in groups[b]:
+                    tables.append(pq.read_table(storage.full(a.path), schema=schema, filesystem=storage.arrow_filesystem()))
+            written = write_bucketed_pieces(storage, pa.concat_tables(tables), list(meta.indexColumns), meta.numBuckets,
+                                            rg_bytes, tx.written_paths)
+            for add, rows in written:
+                adds.append(add.model_copy(update={"dataChange": False}))
+                pieces.append(DataPiece(add.fileId, rows.select(key_columns)))
+                _say(progress, f"optimize: bucket {add.bucket}: {len(groups[add.bucket])} files -> 1 ({add.size} bytes)")
+        removed = [a for b in groups for a in groups[b]]
+        removed_ids = {a.fileId for a in removed}
+        keep_ids = set(snapshot.file_ids) - removed_ids
+        now = int(time.time() * 1000)
+        actions = [RemoveFile(path=a.path, deletionTimestamp=now, dataChange=False, bucket=a.bucket, fileId=a.fileId, size=a.size)
+                   for a in removed]
+        actions += adds
+        n_index_added = n_index_removed = 0
+        for entry in indexes:
+            rewrite = {f.path for f in entry.files if removed_ids.intersection(f.fileIds)}
+            if mode == "full":
+                per_bucket = defaultdict(list)
+                for f in entry.files:
+                    per_bucket[f.bucket].append(f.path)
+                rewrite |= {p for paths in per_bucket.values() if len(paths) >= 2 for p in paths}
+            added = new_entries(entry, pieces)
+            files, gone = compact_index(storage, entry, rewrite, keep_ids, added, entry.name, tx.written_paths)
+            n_index_added += len(files)
+            n_index_removed += len(gone)
+            actions.append(entry.model_copy(update={"files": tuple(files), "removedFiles": tuple(gone)}))
+            _say(progress, f"optimize: index {entry.name}: {len(gone)} index files -> {len(files)}")
+    except BaseException:
+        tx.abort()
+        raise
+    metrics = {
+        "numRemovedFiles": len(removed), "numAddedFiles": len(adds),
+        "numRemovedBytes": sum(a.size for a in removed), "numAddedBytes": sum(a.size for a in adds),
+        "numIndexFilesRemoved": n_index_removed, "numIndexFilesAdded": n_index_added,
+    }
+    return tx.commit(actions, metrics)
+
+
+def _batches(groups: dict[int, list[AddFile]]):
+    batch, size = [], 0
+    for b, files in groups.items():
+        batch.append(b)
+        size += sum(a.size for a in files)
+        if size >= OPTIMIZE_BATCH_BYTES:
+            yield batch
+            batch, size = [], 0
+    if batch:
+        yield batch
+
+
+# -- vacuum ----------------------------------------------------------------------------------
+@dataclass
+class VacuumResult:
+    """What ``vacuum`` deleted (or, with ``dry_run``, would delete)."""
+
+    files: list[str] = field(default_factory=list)
+    bytes: int = 0
+    dry_run: bool = False
+    retention_hours: float = 0.0
+    oldest_version_kept: int = 0
+    """The oldest version whose files were all kept (time travel from it on is safe)."""
+
+
+def vacuum(snapshot: Snapshot, retention_hours: float | None = None, dry_run: bool = False,
+           enforce_retention: bool = True, progress: Progress = None, now_ms: int | None = None) -> VacuumResult:
+    """Delete the files under ``data/`` and ``_indexes/`` that no version inside the
+    retention needs.
+
+    Kept: every data and index file of every version committed within the last
+    ``retention_hours`` (default: ``indexeddf.vacuum.minRetentionHours``, 168), of the
+    version that was current when the retention window opened, and of the newest one.
+    Deleted: files only older versions name, and files no version ever named (failed
+    or aborted writes, Spark staging manifests) once they are older than the retention.
+    The log is never touched. Versions older than the retention may not be readable
+    afterwards.
+    """
+    snapshot = update_snapshot(snapshot)
+    minimum = config.get(snapshot.metadata.configuration, "indexeddf.vacuum.minRetentionHours")
+    hours = minimum if retention_hours is None else retention_hours
+    if isinstance(hours, bool) or not isinstance(hours, (int, float)) or not hours >= 0:
+        raise InvalidOptionError(f"retention_hours must be a number >= 0, got {retention_hours!r}")
+    if enforce_retention and hours < minimum:
+        raise InvalidOptionError(
+            f"retention of {hours} hours is below indexeddf.vacuum.minRetentionHours={minimum}: it would delete "
+            "files that versions inside that window (and writes still running) need. Pass enforce_retention=False "
+            "(CLI: --no-enforce-retention) if you are sure, or lower the property."
+        )
+    storage = snapshot.storage
+    now = int(time.time() * 1000) if now_ms is None else now_ms
+    cutoff = now - hours * 3_600_000
+    commits, _ = list_log(storage)
+    commits = [v for v in commits if v <= snapshot.version]
+    ever: set[str] = set()
+    added_after: dict[int, set[str]] = {}
+    start = commits[0] if commits else snapshot.version
+    for v in commits:
+        actions = read_commit(storage, v)
+        paths = _paths_added(actions)
+        ever |= paths
+        added_after[v] = paths
+        ts = next((a.timestamp for a in actions if isinstance(a, CommitInfo)), 0)
+        if ts <= cutoff:
+            start = v  # the newest version committed before the window opened
+    keep = _snapshot_paths(load_snapshot(storage, start))
+    ever |= keep
+    for v in commits:
+        if v > start:
+            keep |= added_after[v]
+    result = VacuumResult(dry_run=dry_run, retention_hours=float(hours), oldest_version_kept=start)
+    candidates = list_tree(storage, "data") + list_tree(storage, INDEX_DIR)
+    for rel, size, mtime in candidates:
+        if rel in keep:
+            continue
+        if rel not in ever and (mtime is None or mtime >= cutoff):
+            continue  # never committed and young: maybe a write still in progress
+        result.files.append(rel)
+        result.bytes += size
+    for i, rel in enumerate(result.files, 1):
+        if not dry_run:
+            storage.delete(rel)
+        _say(progress, f"vacuum: {'would delete' if dry_run else 'deleted'} {i}/{len(result.files)} {rel}")
+    if not dry_run:
+        remove_empty_dirs(storage, "data/_staging")
+    return result
+
+
+def _paths_added(actions) -> set[str]:
+    out = set()
+    for a in actions:
+        if isinstance(a, AddFile):
+            out.add(a.path)
+        elif isinstance(a, IndexEntry):
+            out |= {f.path for f in a.files}
+    return out
+
+
+def _snapshot_paths(snap: Snapshot) -> set[str]:
+    return set(snap.files) | {f.path for e in snap.indexes.values() for f in e.files}
+
+
+# -- restore ---------------------------------------------------------------------------------
+def restore(snapshot: Snapshot, version: int) -> CommitResult | None:
+    """Commit a new version whose live files and indexes equal those of ``version``.
+
+    Files added since are removed, files removed since are added back (the same files:
+    same path and id, so the old index entries stay right), each index gets the file
+    set and stable state it had (an index created since becomes DELETED, files kept),
+    and the schema comes back if it changed. Properties stay as they are now. It reads
+    the whole table, so a concurrent write makes it fail with a conflict error.
+    Returns None, committing nothing, when ``snapshot`` already has that content.
+    Raises ``VersionNotFoundError`` when the version does not exist or files it needs
+    were vacuumed.
+    """
+    current = snapshot  # the version read (callers pass the newest)
+    storage = current.storage
+    busy = sorted(n for n, e in current.indexes.items() if e.state in TRANSIENT_STATES)
+    if busy:
+        raise InvalidIndexStateError(
+            f"cannot restore while indexes {busy} are in a transient state; wait, or run cancel_index on them"
+        )
+    old = load_snapshot(storage, version)
+    removes = [
+        RemoveFile(path=a.path, deletionTimestamp=int(time.time() * 1000), bucket=a.bucket, fileId=a.fileId, size=a.size)
+        for p, a in sorted(current.files.items()) if p not in old.files
+    ]
+    readds = [a.model_copy(update={"dataChange": True}) for a in old.live_files() if a.path not in current.files]
+    index_actions = []
+    for name, was in sorted(old.indexes.items()):
+        gone = [f.path for f in was.files if not storage.exists(f.path)]
+        if gone and was.kind != "primary":
+            # Its files were vacuumed: the index comes back DELETED (re-create it).
+            was = was.model_copy(update={"state": "DELETED", "files": (), "properties": stable_props(was.properties) | {VACUUMED: "true"}})
+        index_actions += _restored_index(current.indexes.get(name), was)
+    for name, now in sorted(current.indexes.items()):
+        if name not in old.indexes and now.state != "DELETED":
+            index_actions.append(now.model_copy(update={"state": "DELETED", "files": (), "removedFiles": ()}))
+    needed = [a.path for a in readds] + [f.path for e in index_actions for f in e.files]
+    missing = [p for p in needed if not storage.exists(p)]
+    if missing:
+        raise VersionNotFoundError(
+            f"cannot restore {storage.url} to version {version}: {len(missing)} of its files were deleted "
+            f"by vacuum (e.g. {missing[0]}); restore a version inside the vacuum retention"
+        )
+    actions = []
+    if old.metadata.schema_ != current.metadata.schema_:
+        actions.append(current.metadata.model_copy(update={"schema_": old.metadata.schema_}))
+    actions += removes + readds + index_actions
+    if not actions:
+        return None
+    # The files restored are the very files (path and id) removed earlier: let the
+    # transaction's check of new file ids skip their tombstones.
+    readd_paths = {a.path for a in readds}
+    base = dataclasses.replace(current, tombstones={p: r for p, r in current.tombstones.items() if p not in readd_paths})
+    tx = Transaction(base, "RESTORE", {"version": version}, read_buckets=ALL_BUCKETS)
+    metrics = {"numRemovedFiles": len(removes), "numRestoredFiles": len(readds),
+               "numIndexesRestored": len(index_actions), "tableSizeAfterRestore": old.size_bytes()}
+    return tx.commit(actions, metrics)
+
+
+def _restored_index(now: IndexEntry | None, was: IndexEntry) -> list[IndexEntry]:
+    """The ``index`` action that gives an index the state and files it had (``was``)."""
+    state, props = was.state, stable_props(was.properties)
+    if state in TRANSIENT_STATES:  # restore the stable state the operation started from
+        stable = was.properties.get(STABLE, TRANSIENT_STATES[state])
+        state = stable if stable in ("ACTIVE", "DELETED") else "DELETED"
+        if stable == "NONE":
+            props[VACUUMED] = "true"
+    props.pop(PENDING, None)
+    old_paths = {f.path for f in was.files}
+    now_paths = [f.path for f in now.files] if now is not None else []
+    files = tuple(f for f in was.files if f.path not in set(now_paths))
+    removed = tuple(p for p in now_paths if p not in old_paths)
+    same = now is not None and (now.state, now.columns, now.kind, now.numBuckets, now.properties) == (
+        state, was.columns, was.kind, was.numBuckets, props)
+    if same and not files and not removed:
+        return []
+    return [was.model_copy(update={"state": state, "files": files, "removedFiles": removed, "properties": props})]
