@@ -69,7 +69,6 @@ def index_build(work: Path, args) -> Scenario:
     pieces = [DataPiece(a.fileId, pq.read_table(storage.full(a.path), columns=["user_id"])) for a in files]
     full = [pq.read_table(storage.full(a.path)) for a in files]
     rows = sum(p.rows.num_rows for p in pieces)
-    out = work / "index_build"
 
     def build():
         written: list[str] = []

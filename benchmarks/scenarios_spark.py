@@ -12,7 +12,6 @@ import os
 import sys
 from pathlib import Path
 
-import pyarrow as pa
 
 import datasets
 from harness import Scenario

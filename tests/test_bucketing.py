@@ -160,8 +160,6 @@ def _schema(fields: list[tuple[str, str]]):
 
 def _collect(df, exprs: dict) -> dict[str, list]:
     """Evaluate named Spark column expressions, ordered by ``id``; one Spark job."""
-    from pyspark.sql import functions as F
-
     rows = df.select("id", *[e.alias(n) for n, e in exprs.items()]).orderBy("id").collect()
     return {n: [r[n] for r in rows] for n in exprs}
 

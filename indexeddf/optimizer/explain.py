@@ -88,7 +88,7 @@ def explain_predicate(snapshot: Snapshot, text: str) -> str:
         f"  keys: {keys.num_rows}",
         f"  buckets probed: {sorted(probed)} of {entry.numBuckets}",
         f"  index files read: {len(index_files)} ({sum(f.size for f in index_files)} bytes)",
-        f"  data files read: only the row groups holding matching rows",
+        "  data files read: only the row groups holding matching rows",
         f"  unindexed files scanned: {len(plan.scanned_files)}"
         + (f" ({', '.join(f.path for f in plan.scanned_files[:5])}{', ...' if len(plan.scanned_files) > 5 else ''})" if plan.scanned_files else ""),
     ]

@@ -7,9 +7,8 @@ from collections.abc import Sequence
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..errors import SchemaMismatchError
 from ..format.snapshot import Snapshot
-from ..spec.schema import arrow_schema
+from ..spec.schema import arrow_schema, check_columns
 
 
 def read_snapshot(snapshot: Snapshot, columns: Sequence[str] | None = None, filter: pc.Expression | None = None) -> pa.Table:
@@ -17,10 +16,7 @@ def read_snapshot(snapshot: Snapshot, columns: Sequence[str] | None = None, filt
     import pyarrow.dataset as ds  # imported on use: it pulls in pandas, slow to import
 
     schema = arrow_schema(snapshot.metadata.schema_)
-    if columns is not None:
-        unknown = [c for c in columns if c not in schema.names]
-        if unknown:
-            raise SchemaMismatchError(f"unknown columns {unknown}; the table has {schema.names}", unknown)
+    check_columns(schema.names, columns)
     files = snapshot.live_files()
     if not files:
         empty = schema.empty_table()

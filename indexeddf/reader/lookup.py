@@ -30,7 +30,7 @@ from ..format.storage import TableStorage
 from ..spec.actions import PRIMARY_INDEX, AddFile, IndexEntry, IndexFile
 from ..spec import config
 from ..spec.bucketing import bucket_ids, key_hash
-from ..spec.schema import arrow_schema
+from ..spec.schema import arrow_schema, check_columns
 from .cache import cache
 from .trie import BucketTrie, Segment
 
@@ -268,9 +268,7 @@ def run_task(ctx: ReadContext, task: LookupTask, columns: list[str] | None) -> p
     """The verified rows of one task, with ``columns`` (all when None)."""
     schema = ctx.schema
     out_cols = list(columns) if columns is not None else schema.names
-    unknown = [c for c in out_cols if c not in schema.names]
-    if unknown:
-        raise SchemaMismatchError(f"unknown columns {unknown}; the table has {schema.names}", unknown)
+    check_columns(schema.names, out_cols)
     read_cols = out_cols + [c for c in ctx.index_columns if c not in out_cols]
     if task.bucket is not None:
         rows = _probe_bucket(ctx, task, read_cols)

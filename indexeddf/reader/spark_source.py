@@ -61,7 +61,7 @@ from ..format.timetravel import version_at
 from ..spec.bucketing import bucket_ids
 from .cache import configure as configure_cache
 from .lookup import LookupTask, ReadContext, keys_table, plan_lookup, run_task, serving_index, usable_indexes
-from ..spec.schema import Field, arrow_type
+from ..spec.schema import Field, arrow_type, check_columns
 from ..writer import spark_options as so
 from ..writer import spark_write as sw
 
@@ -299,6 +299,11 @@ class LookupPartition(InputPartition):
         self.tasks = tasks
         self.cache_max_bytes = cache_max_bytes
 
+    @property
+    def buckets(self) -> set[int]:
+        """Index buckets probed and data buckets scanned by this partition."""
+        return {t.bucket for t in self.tasks if t.bucket is not None} | {a.bucket for t in self.tasks for a in t.scan_files}
+
 
 def _read_lookup(partition: LookupPartition, target: pa.Schema) -> Iterator[pa.RecordBatch]:
     if partition.cache_max_bytes is not None:
@@ -451,10 +456,7 @@ def hadoop_path(storage: TableStorage, rel: str) -> str:
 def native_scan(spark, snapshot: Snapshot, columns: Sequence[str] | None = None):
     """A Spark DataFrame over exactly the snapshot's live files (Spark's Parquet reader)."""
     schema = spark_schema(snapshot.metadata.schema_)
-    if columns is not None:
-        unknown = [c for c in columns if c not in schema.names]
-        if unknown:
-            raise SchemaMismatchError(f"unknown columns {unknown}; the table has {schema.names}", unknown)
+    check_columns(schema.names, columns)
     files = snapshot.live_files()
     if not files:
         df = spark.createDataFrame([], schema)

@@ -91,6 +91,13 @@ def fields_from_arrow(schema: pa.Schema) -> tuple[Field, ...]:
     return tuple(Field(name=f.name, type=type_name(f.type, f.name), nullable=f.nullable) for f in schema)
 
 
+def check_columns(names: list[str], columns) -> None:
+    """Refuse ``columns`` that are not among the table's column ``names``."""
+    unknown = [c for c in (columns or []) if c not in names]
+    if unknown:
+        raise SchemaMismatchError(f"unknown columns {unknown}; the table has {list(names)}", unknown)
+
+
 def arrow_schema(fields: tuple[Field, ...] | list[Field]) -> pa.Schema:
     """The Arrow schema that the table's Parquet files are written with and read as."""
     return pa.schema([pa.field(f.name, arrow_type(f.type), nullable=f.nullable) for f in fields])

@@ -17,7 +17,7 @@ from ..errors import InvalidOptionError, SchemaMismatchError
 from ..spec import config
 from ..spec.schema import Field, fields_from_arrow
 
-from .operations import MAX_BUCKETS
+from .operations import MAX_BUCKETS  # noqa: F401 - re-exported for the Spark writer
 
 DEFAULT_NUM_BUCKETS = 16
 
@@ -80,16 +80,7 @@ def shared_storage(url: str, options: dict[str, Any]):
 
 def storage_options(opts: dict[str, str]) -> dict[str, Any]:
     """fsspec storage options from the ``storageOptions`` option (a JSON object)."""
-    raw = opts.get("storageOptions")
-    if not raw:
-        return {}
-    try:
-        value = json.loads(raw)
-    except json.JSONDecodeError as e:
-        raise InvalidOptionError(f"storageOptions must be a JSON object, got {raw!r} ({e.msg})") from None
-    if not isinstance(value, dict):
-        raise InvalidOptionError(f"storageOptions must be a JSON object, got {raw!r}")
-    return value
+    return _json_object(opts.get("storageOptions"), "storageOptions")
 
 
 def table_properties(opts: dict[str, str]) -> dict[str, str]:
@@ -100,15 +91,20 @@ def table_properties(opts: dict[str, str]) -> dict[str, str]:
 
 
 def _json_properties(raw: str | None) -> dict[str, str]:
+    return {str(k): str(v) for k, v in _json_object(raw, "tableProperties").items()}
+
+
+def _json_object(raw: str | None, name: str) -> dict:
+    """The JSON object an option holds ({} when unset)."""
     if not raw:
         return {}
     try:
         value = json.loads(raw)
     except json.JSONDecodeError as e:
-        raise InvalidOptionError(f"tableProperties must be a JSON object, got {raw!r} ({e.msg})") from None
+        raise InvalidOptionError(f"{name} must be a JSON object, got {raw!r} ({e.msg})") from None
     if not isinstance(value, dict):
-        raise InvalidOptionError(f"tableProperties must be a JSON object, got {raw!r}")
-    return {str(k): str(v) for k, v in value.items()}
+        raise InvalidOptionError(f"{name} must be a JSON object, got {raw!r}")
+    return value
 
 
 def int_option(opts: dict[str, str], name: str, default: int | None, lo: int, hi: int | None = None) -> int | None:
