@@ -9,7 +9,7 @@ import pyarrow as pa
 from ..errors import SchemaMismatchError
 from ..format.snapshot import Snapshot
 from ..reader import lookup
-from ..spec.actions import IndexEntry
+from ..spec.actions import READABLE_STATES, IndexEntry
 from ..spec.predicate import Predicate, parse_predicate
 from ..spec.schema import arrow_schema
 
@@ -23,8 +23,8 @@ def choose(snapshot: Snapshot, pred: Predicate) -> tuple[IndexEntry | None, list
     constrained = set(pred.keys)
     for entry in sorted(snapshot.indexes.values(), key=lambda e: (e.kind != "primary", e.name)):
         missing = [c for c in entry.columns if c not in constrained]
-        if entry.state != "ACTIVE":
-            why_not.append(f"index {entry.name!r} on {list(entry.columns)} is {entry.state}, not ACTIVE")
+        if entry.state not in READABLE_STATES:
+            why_not.append(f"index {entry.name!r} on {list(entry.columns)} is {entry.state}, not readable")
         elif missing:
             why_not.append(
                 f"index {entry.name!r} on {list(entry.columns)}: no equality, <=> or IN filter on {missing}"

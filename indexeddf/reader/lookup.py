@@ -27,7 +27,7 @@ import pyarrow.parquet as pq
 from ..errors import IndexNotFoundError, InvalidOptionError, SchemaMismatchError
 from ..format.snapshot import Snapshot
 from ..format.storage import TableStorage
-from ..spec.actions import PRIMARY_INDEX, AddFile, IndexEntry, IndexFile
+from ..spec.actions import PRIMARY_INDEX, READABLE_STATES, AddFile, IndexEntry, IndexFile
 from ..spec import config
 from ..spec.bucketing import bucket_ids, key_hash
 from ..spec.schema import arrow_schema, check_columns
@@ -72,7 +72,7 @@ class LookupPlan:
 # -- choosing an index -----------------------------------------------------------------
 def usable_indexes(snapshot: Snapshot) -> list[IndexEntry]:
     """ACTIVE indexes, the primary one first."""
-    active = [i for i in snapshot.indexes.values() if i.state == "ACTIVE"]
+    active = [i for i in snapshot.indexes.values() if i.state in READABLE_STATES]
     return sorted(active, key=lambda i: (i.kind != "primary", i.name))
 
 
@@ -87,7 +87,8 @@ def find_index(snapshot: Snapshot, columns: set[str]) -> IndexEntry | None:
 def index_for_lookup(snapshot: Snapshot, name: str | None) -> IndexEntry:
     """The index a ``lookup`` names (default: the primary one), in any state.
 
-    A lookup through an index that is not ACTIVE still answers, by scanning.
+    A lookup through an index that readers cannot use (DELETED, CREATING, ...) still
+    answers, by scanning.
     """
     name = PRIMARY_INDEX if name is None else name
     entry = snapshot.indexes.get(name)
@@ -144,13 +145,14 @@ def plan_lookup(snapshot: Snapshot, index: IndexEntry, keys: pa.Table) -> Lookup
     """Tasks of a lookup of ``keys`` (already distinct and typed) through ``index``.
 
     Hybrid scan: the index answers for the live files it covers, and the live files
-    it does not cover are scanned. An index that is not ACTIVE, or staler than the
+    it does not cover are scanned. An index not in a readable state (READABLE_STATES:
+    ACTIVE, or REFRESHING/OPTIMIZING with their last stable files), or staler than the
     table's ``indexeddf.hybridScan.*`` limits, is not used: the plan scans instead
     (``plan.why_not`` says why). Lookups on the table's index columns read only the
     data buckets of the keys either way, since data files are bucketed by them.
     """
     live = snapshot.files
-    covered = {fid for f in index.files for fid in f.fileIds} if index.state == "ACTIVE" else set()
+    covered = {fid for f in index.files for fid in f.fileIds} if index.state in READABLE_STATES else set()
     plan = LookupPlan(index, keys)
     plan.why_not = unusable_reason(snapshot, index, covered)
     if plan.why_not is not None:
@@ -192,7 +194,7 @@ def serving_index(snapshot: Snapshot, candidates: list[IndexEntry | None]) -> In
     same = [e for e in entries if (e.columns, e.kind, e.numBuckets) == (first.columns, first.kind, first.numBuckets)]
 
     def unscanned_cost(e: IndexEntry) -> float:
-        if e.state != "ACTIVE":
+        if e.state not in READABLE_STATES:
             return float("inf")
         covered = {i for f in e.files for i in f.fileIds}
         return sum(a.size for a in snapshot.files.values() if a.fileId not in covered)
@@ -212,8 +214,8 @@ def staleness(snapshot: Snapshot, covered: set[int]) -> tuple[float, float]:
 
 def unusable_reason(snapshot: Snapshot, index: IndexEntry, covered: set[int]) -> str | None:
     """Why ``index`` should not answer at ``snapshot`` (None when it should)."""
-    if index.state != "ACTIVE":
-        return f"index {index.name!r} is {index.state}, not ACTIVE"
+    if index.state not in READABLE_STATES:
+        return f"index {index.name!r} is {index.state}, not readable (ACTIVE, REFRESHING or OPTIMIZING)"
     conf = snapshot.metadata.configuration
     appended, deleted = staleness(snapshot, covered)
     max_appended = config.get(conf, "indexeddf.hybridScan.maxAppendedRatio")

@@ -58,6 +58,7 @@ from ..errors import InvalidOptionError, SchemaMismatchError
 from ..format.snapshot import Snapshot, load_snapshot, update_snapshot
 from ..format.storage import TableStorage
 from ..format.timetravel import version_at
+from ..spec.actions import READABLE_STATES
 from ..spec.bucketing import bucket_ids
 from .cache import configure as configure_cache
 from .lookup import LookupTask, ReadContext, keys_table, plan_lookup, run_task, serving_index, usable_indexes
@@ -236,7 +237,7 @@ class IndexedReader(DataSourceReader):
         names = dict.fromkeys(e.name for e in usable_indexes(snapshot) + usable_indexes(latest))
         for name in names:
             entry = serving_index(snapshot, [snapshot.indexes.get(name), latest.indexes.get(name)])
-            if entry is None or entry.state != "ACTIVE":
+            if entry is None or entry.state not in READABLE_STATES:
                 continue
             keys = pruning_keys(filters, list(entry.columns), self.column_types)
             if keys is None:

@@ -94,6 +94,11 @@ INDEX_STATES = ("CREATING", "ACTIVE", "REFRESHING", "OPTIMIZING", "DELETING", "D
 """Index lifecycle states (after Hyperspace); ACTIVE and DELETED are the stable ones."""
 
 
+READABLE_STATES = ("ACTIVE", "REFRESHING", "OPTIMIZING")
+"""States in which readers use an index. A transient state adds no files until its
+stable commit, so during a refresh or optimize readers keep the last stable files."""
+
+
 class IndexEntry(_Action):
     """A change to one index. Replay keeps the latest fields per ``name`` and reconciles
     the index's file set: ``(files before - removedFiles) + files``."""
