@@ -255,3 +255,12 @@ def test_an_index_refreshed_later_serves_an_older_version(table_path):
     assert plan.why_not is None and not plan.scanned_files
     for v in range(t.version + 1):
         assert got(t.lookup([3, 4], version=v)) == expected(t, v, ["id"], [(3,), (4,)])
+
+
+def test_keys_as_table_dict_scalar_and_string(table_path):
+    t = IndexedTable.create(table_path, batch([(i, f"n{i}", i) for i in range(20)]), index_columns=["id"], num_buckets=4)
+    t.create_index("by_name", ["name"])
+    assert sorted(t.lookup(pa.table({"id": [5, 6]})).column("seq").to_pylist()) == [5, 6]
+    assert sorted(t.lookup({"id": [7]}).column("seq").to_pylist()) == [7]
+    assert t.lookup(8).column("seq").to_pylist() == [8]
+    assert t.lookup("n9", index="by_name").column("seq").to_pylist() == [9]

@@ -105,7 +105,7 @@ def keys_table(keys, columns: tuple[str, ...], schema: pa.Schema) -> pa.Table:
     ``keys``: a list of scalars (one-column index) or tuples, or a table/dict of columns.
     """
     types = [schema.field(c).type for c in columns]
-    if isinstance(keys, (str, bytes)) or not hasattr(keys, "__iter__"):
+    if isinstance(keys, (str, bytes)) or not isinstance(keys, (pa.Table, dict)) and not hasattr(keys, "__iter__"):
         keys = [keys]  # one key, not an iterable of characters
     if isinstance(keys, pa.Table):
         table = keys.select(list(columns))
