@@ -41,7 +41,7 @@ from typing import Callable
 
 import pyarrow.parquet as pq
 
-from ..errors import ConcurrentModificationError, IndexNotFoundError, InvalidIndexStateError, InvalidOptionError, VersionNotFoundError
+from ..errors import IndexNotFoundError, InvalidIndexStateError, InvalidOptionError, VersionNotFoundError
 from ..format.snapshot import Snapshot, update_snapshot
 from ..format.transaction import CommitResult, Transaction
 from ..spec.actions import PRIMARY_INDEX, IndexEntry, IndexFile
@@ -143,10 +143,11 @@ def finish(started: Started, operation: str, params: dict, final: str, work: Wor
             "coveredVersion": -1 if covered else started.entry.coveredVersion,
         })
         return tx.commit([change], metrics)
-    except BaseException as e:
+    except BaseException:
         tx.abort()
-        if not isinstance(e, ConcurrentModificationError):
-            _rollback(started)
+        # Safe after any error, a lost race included: _rollback only cancels the
+        # transient state if it is still this operation's (a cancel may have won).
+        _rollback(started)
         raise
 
 
