@@ -21,8 +21,16 @@ from harness import as_json, format_table, run_scenario  # noqa: E402
 import scenarios_format  # noqa: E402
 import scenarios_index  # noqa: E402
 import scenarios_spark  # noqa: E402
+import scenarios_admin  # noqa: E402
+import scenarios_join  # noqa: E402
 
-GROUPS = {**scenarios_format.SCENARIOS, **scenarios_index.SCENARIOS, **scenarios_spark.SCENARIOS}
+GROUPS = {
+    **scenarios_format.SCENARIOS,
+    **scenarios_index.SCENARIOS,
+    **scenarios_spark.SCENARIOS,
+    **scenarios_admin.SCENARIOS,
+    **scenarios_join.SCENARIOS,
+}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -331,7 +331,8 @@ class IndexedTable:
 
     # -- joins (docs/joins.md) -----------------------------------------------------
     def join(self, df, on=None, how: str = "inner", *, left_on=None, right_on=None, strategy: str = "auto",
-             version: int | None = None, broadcast_threshold_rows: int | None = None):
+             version: int | None = None, broadcast_threshold_rows: int | None = None, partitions: int | None = None,
+             columns=None):
         """Join the Spark DataFrame ``df`` with this table; the table is the pre-built side.
 
         Returns exactly what ``df.join(self.to_df(spark, version), on, how)`` returns
@@ -339,17 +340,24 @@ class IndexedTable:
         ``right_on`` (df's): ``df.join(table_df, <keys equal>, how)``). ``strategy``:
         ``"auto"``, ``"shuffle"`` (only df is shuffled, into the table's buckets) or
         ``"broadcast"`` (df's distinct keys are looked up; only their buckets are read).
+        ``columns``: the table's columns to join (its key columns always; default all):
+        the result then equals the join with ``self.to_df(spark, columns=...)``.
+        ``broadcast_threshold_rows`` (default 10,000) bounds ``auto``'s broadcast;
+        ``partitions``: tasks of the shuffle strategy (default: the bucket count, at
+        most twice Spark's default parallelism). See ``docs/joins.md``.
         """
         from .optimizer.join import DEFAULT_BROADCAST_THRESHOLD_ROWS, execute, plan_join
 
         snap = self.snapshot_at(version)
         plan = plan_join(snap, df, on, how, left_on=left_on, right_on=right_on, strategy=strategy,
                          broadcast_threshold_rows=DEFAULT_BROADCAST_THRESHOLD_ROWS
-                         if broadcast_threshold_rows is None else broadcast_threshold_rows)
+                         if broadcast_threshold_rows is None else broadcast_threshold_rows, partitions=partitions,
+                         columns=columns)
         return execute(plan, snap, df)
 
     def explain_join(self, df, on=None, how: str = "inner", *, left_on=None, right_on=None, strategy: str = "auto",
-                     version: int | None = None, broadcast_threshold_rows: int | None = None) -> str:
+                     version: int | None = None, broadcast_threshold_rows: int | None = None,
+                     partitions: int | None = None, columns=None) -> str:
         """Which strategy ``join`` with these arguments uses, and why (may run the small
         job that collects df's distinct keys, as ``join`` itself would)."""
         from .optimizer.join import DEFAULT_BROADCAST_THRESHOLD_ROWS, describe, plan_join
@@ -357,7 +365,8 @@ class IndexedTable:
         snap = self.snapshot_at(version)
         plan = plan_join(snap, df, on, how, left_on=left_on, right_on=right_on, strategy=strategy,
                          broadcast_threshold_rows=DEFAULT_BROADCAST_THRESHOLD_ROWS
-                         if broadcast_threshold_rows is None else broadcast_threshold_rows)
+                         if broadcast_threshold_rows is None else broadcast_threshold_rows, partitions=partitions,
+                         columns=columns)
         return describe(plan, snap)
 
     def join_table(self, other: "IndexedTable", on=None, how: str = "inner", *, left_on=None, right_on=None,

@@ -275,7 +275,7 @@ def run_task(ctx: ReadContext, task: LookupTask, columns: list[str] | None) -> p
     if task.bucket is not None:
         rows = _probe_bucket(ctx, task, read_cols)
     else:
-        rows = _scan_files(ctx, task.scan_files, read_cols)
+        rows = scan_files(ctx, task.scan_files, read_cols)
     return _verified(rows, task.keys, ctx.index_columns).select(out_cols)
 
 
@@ -342,7 +342,8 @@ def _row_group(ctx: ReadContext, path: str, group: int, columns: list[str]) -> p
     return cache().get_or_load(key, load, lambda t: t.nbytes)
 
 
-def _scan_files(ctx: ReadContext, files: tuple[AddFile, ...], read_cols: list[str]) -> pa.Table:
+def scan_files(ctx: ReadContext, files: tuple[AddFile, ...], read_cols: list[str]) -> pa.Table:
+    """Every row of ``files`` with ``read_cols``, typed as the table's columns."""
     storage = ctx.storage
     fs = storage.arrow_filesystem()
     target = pa.schema([ctx.schema.field(c) for c in read_cols])
@@ -370,11 +371,12 @@ def _verified(rows: pa.Table, keys: pa.Table, columns: tuple[str, ...]) -> pa.Ta
     key_of = order[at]
     match = np.ones(len(row_of), dtype=bool)
     for c in columns:
-        match &= _equal_null_safe(rows.column(c).take(pa.array(row_of)), keys.column(c).take(pa.array(key_of)))
+        match &= equal_null_safe(rows.column(c).take(pa.array(row_of)), keys.column(c).take(pa.array(key_of)))
     return rows.take(pa.array(np.unique(row_of[match])))
 
 
-def _equal_null_safe(a: pa.ChunkedArray, b: pa.ChunkedArray) -> np.ndarray:
+def equal_null_safe(a: pa.ChunkedArray, b: pa.ChunkedArray) -> np.ndarray:
+    """Element-wise ``a <=> b`` as Spark compares keys: nulls equal nulls, NaN equals NaN."""
     if len(a) == 0:
         return np.zeros(0, dtype=bool)
     eq = pc.fill_null(pc.equal(a, b), False)

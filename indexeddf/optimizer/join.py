@@ -1,0 +1,293 @@
+"""Indexed joins: the table as a pre-built build side (``IndexedTable.join`` / ``join_table``).
+
+``t.join(df, on, how)`` returns exactly what Spark's ``df.join(t.to_df(spark), on, how)``
+returns (columns, names, types, rows), for ``how`` in inner / left / semi. Strategies:
+
+- ``shuffle``: the probe is repartitioned by Spark's hash of its key columns (cast to
+  the table's key types) into the bucket count of the index (or of the table's data
+  bucketing); task i probes bucket i's trie and scans bucket i's unindexed files
+  (:mod:`.join_probe`). The table is never shuffled.
+- ``broadcast``: the probe's distinct keys are collected on the driver, only their
+  buckets are read (trie probes plus unindexed files), and Spark joins the probe with
+  those rows, broadcast.
+- ``spark``: no index or bucketing on the join keys (or key types Spark would coerce
+  in ways a hash cannot follow): Spark's own join of the probe with ``to_df``.
+
+``auto`` picks broadcast when the probe is small: Spark's size estimate is at most
+``broadcast_threshold_rows`` rows and its distinct non-null keys (collected with a
+limit of threshold + 1) are at most that many; shuffle otherwise.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import pyarrow as pa
+
+from ..errors import InvalidOptionError, SchemaMismatchError
+from ..format.snapshot import Snapshot
+from ..reader.lookup import ReadContext, unusable_reason, usable_indexes
+from ..reader.spark_source import spark_schema
+from ..spec.schema import arrow_schema
+from .join_probe import TableSide
+
+DEFAULT_BROADCAST_THRESHOLD_ROWS = 10_000
+"""``auto`` broadcasts probes of at most this many rows / distinct keys."""
+STRATEGIES = ("auto", "shuffle", "broadcast")
+_HOWS = {"inner": "inner", "left": "left", "leftouter": "left", "left_outer": "left",
+         "semi": "semi", "leftsemi": "semi", "left_semi": "semi"}
+_INTEGRAL = ("tinyint", "smallint", "int", "bigint")
+
+
+@dataclass
+class JoinPlan:
+    """How a join runs, and why (``explain_join`` prints it)."""
+
+    strategy: str  # shuffle | broadcast | spark
+    how: str
+    using: bool
+    table_keys: list[str]
+    probe_keys: list[str]
+    reasons: list[str] = field(default_factory=list)
+    side: TableSide | None = None
+    side_text: str = ""
+    columns: list[str] | None = None
+    """The table's columns the join sees (the keys always; None: all)."""
+    partitions: int | None = None
+    """Tasks of the shuffle strategy (buckets are spread over them; None: one per bucket)."""
+    keys: pa.Table | None = None
+    """The probe's distinct keys (broadcast), typed and named as the table's key columns."""
+
+
+# -- planning ------------------------------------------------------------------------------
+def _key_lists(schema: pa.Schema, probe_cols: list[str], on, left_on, right_on):
+    if on is not None:
+        if left_on is not None or right_on is not None:
+            raise InvalidOptionError("give on=, or left_on= and right_on=, not both")
+        keys = [on] if isinstance(on, str) else list(on)
+        table_keys, probe_keys, using = keys, keys, True
+    else:
+        if left_on is None or right_on is None:
+            raise InvalidOptionError("give on= (columns of both sides), or left_on= (the table's) and right_on= (the DataFrame's)")
+        table_keys = [left_on] if isinstance(left_on, str) else list(left_on)
+        probe_keys = [right_on] if isinstance(right_on, str) else list(right_on)
+        using = False
+        if len(table_keys) != len(probe_keys):
+            raise InvalidOptionError(f"left_on {table_keys} and right_on {probe_keys} differ in length")
+    if not table_keys:
+        raise InvalidOptionError("a join needs at least one key column")
+    if len(set(table_keys)) != len(table_keys) or len(set(probe_keys)) != len(probe_keys):
+        raise InvalidOptionError(f"a join key column appears twice: {table_keys} / {probe_keys}")
+    missing = [c for c in table_keys if c not in schema.names]
+    if missing:
+        raise SchemaMismatchError(f"join keys {missing} are not columns of the table; it has {schema.names}", missing)
+    missing = [c for c in probe_keys if c not in probe_cols]
+    if missing:
+        raise SchemaMismatchError(f"join keys {missing} are not columns of the DataFrame; it has {probe_cols}", missing)
+    return table_keys, probe_keys, using
+
+
+def _types_fit(table_type, probe_type) -> bool:
+    """Whether a hash of the probe key cast to the table's type finds every match Spark's
+    join finds: equal types, or integers of different widths (Spark widens them)."""
+    return table_type == probe_type or (table_type.simpleString() in _INTEGRAL and probe_type.simpleString() in _INTEGRAL)
+
+
+def table_side(snapshot: Snapshot, table_keys: list[str]) -> tuple[TableSide | None, str, list[str]]:
+    """The pre-built side for a join on ``table_keys``: an ACTIVE, fresh index whose
+    columns are all join keys (the primary one first), else the data bucketing when the
+    table's index columns are all join keys; None when neither."""
+    why_not = []
+    meta = snapshot.metadata
+    schema = arrow_schema(meta.schema_)
+    live = snapshot.files
+    for entry in usable_indexes(snapshot):
+        if not set(entry.columns) <= set(table_keys):
+            why_not.append(f"index {entry.name!r} on {list(entry.columns)}: not all of its columns are join keys")
+            continue
+        covered = {i for f in entry.files for i in f.fileIds}
+        reason = unusable_reason(snapshot, entry, covered)
+        if reason is not None:
+            why_not.append(reason)
+            continue
+        index_files: dict[int, list] = {}
+        for f in entry.files:
+            index_files.setdefault(f.bucket, []).append(f)
+        uncovered = sorted((a for a in live.values() if a.fileId not in covered), key=lambda a: a.path)
+        bucketed = tuple(entry.columns) == tuple(meta.indexColumns) and entry.numBuckets == meta.numBuckets
+        scan: dict[int, list] = {}
+        for a in uncovered:
+            scan.setdefault(a.bucket if bucketed else -1, []).append(a)
+        live_ids = np.array(sorted(a.fileId for a in live.values() if a.fileId in covered), dtype=np.int64)
+        ctx = ReadContext(snapshot.storage.url, tuple(sorted(snapshot.storage.storage_options.items())), meta.id,
+                          schema, tuple(entry.columns), {a.fileId: a.path for a in live.values() if a.fileId in covered}, live_ids)
+        side = TableSide(ctx, tuple(entry.columns), entry.numBuckets,
+                         {b: tuple(fs) for b, fs in index_files.items()}, {b: tuple(fs) for b, fs in scan.items()},
+                         filter_scan=not bucketed)
+        text = (f"index {entry.name!r} on {list(entry.columns)}, {entry.numBuckets} buckets; "
+                f"{len(uncovered)} unindexed file(s) scanned" + (" in their bucket's task" if bucketed else " by every task"))
+        return side, text, why_not
+    if set(meta.indexColumns) <= set(table_keys):
+        scan = {}
+        for a in sorted(live.values(), key=lambda a: a.path):
+            scan.setdefault(a.bucket, []).append(a)
+        ctx = ReadContext(snapshot.storage.url, tuple(sorted(snapshot.storage.storage_options.items())), meta.id,
+                          schema, tuple(meta.indexColumns), {}, np.empty(0, np.int64))
+        side = TableSide(ctx, tuple(meta.indexColumns), meta.numBuckets, {}, {b: tuple(fs) for b, fs in scan.items()})
+        text = (f"no index; the data is bucketed by {list(meta.indexColumns)} into {meta.numBuckets} buckets: "
+                "task i scans data bucket i")
+        return side, text, why_not
+    if not snapshot.indexes:
+        why_not.append("the table has no index")
+    why_not.append(f"the table's data is bucketed by {list(meta.indexColumns)}, not all join keys")
+    return None, "", why_not
+
+
+def plan_join(snapshot: Snapshot, probe_df, on=None, how: str = "inner", *, left_on=None, right_on=None,
+              strategy: str = "auto", broadcast_threshold_rows: int = DEFAULT_BROADCAST_THRESHOLD_ROWS,
+              partitions: int | None = None, columns=None) -> JoinPlan:
+    """Choose the strategy of ``t.join(probe_df, ...)`` at ``snapshot``.
+
+    May run one small Spark job: collecting the probe's distinct keys (with a limit
+    under ``auto``) when a broadcast is considered.
+    """
+    how_key = _HOWS.get(str(how).lower())
+    if how_key is None:
+        raise InvalidOptionError(f"how={how!r}: indexed joins support inner, left and semi")
+    if strategy not in STRATEGIES:
+        raise InvalidOptionError(f"strategy={strategy!r}; one of {list(STRATEGIES)}")
+    if not isinstance(broadcast_threshold_rows, int) or broadcast_threshold_rows < 0:
+        raise InvalidOptionError(f"broadcast_threshold_rows must be an integer >= 0, got {broadcast_threshold_rows!r}")
+    schema = arrow_schema(snapshot.metadata.schema_)
+    table_keys, probe_keys, using = _key_lists(schema, list(probe_df.columns), on, left_on, right_on)
+    plan = JoinPlan("spark", how_key, using, table_keys, probe_keys)
+    if columns is not None:
+        columns = [columns] if isinstance(columns, str) else list(columns)
+        unknown = [c for c in columns if c not in schema.names]
+        if unknown:
+            raise SchemaMismatchError(f"columns {unknown} are not columns of the table; it has {schema.names}", unknown)
+        plan.columns = [c for c in schema.names if c in columns or c in table_keys]
+    tfields = {f.name: f for f in spark_schema(snapshot.metadata.schema_).fields}
+    ptypes = {f.name: f.dataType for f in probe_df.schema.fields}
+    bad = [(t, p) for t, p in zip(table_keys, probe_keys) if not _types_fit(tfields[t].dataType, ptypes[p])]
+    if bad:
+        desc = ", ".join(f"{p} is {ptypes[p].simpleString()} where the table's {t} is {tfields[t].dataType.simpleString()}" for t, p in bad)
+        plan.reasons.append(f"key types differ ({desc}); Spark's join coerces them, which a key hash cannot follow")
+        side = None
+    else:
+        side, plan.side_text, why_not = table_side(snapshot, table_keys)
+        plan.reasons += [f"why not: {r}" for r in why_not]
+    if side is None:
+        if strategy != "auto":
+            raise InvalidOptionError(f"strategy={strategy!r} needs an index or bucketing on the join keys: "
+                                     + "; ".join(plan.reasons) + ". Use strategy='auto' (Spark's own join)")
+        plan.reasons.insert(0, "Spark's own join of the DataFrame with to_df(): no pre-built side")
+        return plan
+    plan.side = side
+    if partitions is not None and (not isinstance(partitions, int) or partitions < 1):
+        raise InvalidOptionError(f"partitions must be an integer >= 1, got {partitions!r}")
+    plan.partitions = min(side.num_buckets, partitions or default_partitions(probe_df, side.num_buckets))
+    if strategy == "shuffle":
+        plan.strategy = "shuffle"
+        plan.reasons.insert(0, "shuffle: requested")
+        return plan
+    limit = None
+    if strategy == "auto":
+        rows, size = estimate_rows(probe_df)
+        if rows is not None and rows > broadcast_threshold_rows:
+            plan.strategy = "shuffle"
+            plan.reasons.insert(0, f"shuffle: Spark estimates the DataFrame at {rows:,} rows ({size:,} bytes), "
+                                   f"above broadcast_threshold_rows={broadcast_threshold_rows:,}")
+            return plan
+        limit = broadcast_threshold_rows + 1
+    plan.keys = collect_keys(probe_df, table_keys, probe_keys, tfields, schema, limit)
+    if limit is not None and plan.keys.num_rows >= limit:
+        plan.strategy, plan.keys = "shuffle", None
+        plan.reasons.insert(0, f"shuffle: the DataFrame has more than broadcast_threshold_rows={broadcast_threshold_rows:,} distinct keys")
+        return plan
+    plan.strategy = "broadcast"
+    plan.reasons.insert(0, "broadcast: requested" if strategy == "broadcast" else
+                        f"broadcast: {plan.keys.num_rows:,} distinct keys, at most broadcast_threshold_rows={broadcast_threshold_rows:,}")
+    return plan
+
+
+def estimate_rows(df) -> tuple[int | None, int | None]:
+    """Spark's estimate of a DataFrame's rows (from its optimized plan's statistics:
+    the row count when known, else bytes over the row's default size), and bytes."""
+    try:
+        stats = df._jdf.queryExecution().optimizedPlan().stats()
+        size = int(str(stats.sizeInBytes()))
+        count = stats.rowCount()
+        if size >= 1 << 62:
+            return None, None  # unknown (Spark's spark.sql.defaultSizeInBytes)
+        if count.isDefined():
+            return int(str(count.get())), size
+        width = max(1, int(df._jdf.schema().defaultSize()))
+        return size // width, size
+    except Exception:  # noqa: BLE001 - no JVM plan (Spark Connect): decide by the keys alone
+        return None, None
+
+
+def _cast_key(df_col, table_type, probe_type):
+    return df_col if table_type == probe_type else df_col.try_cast(table_type)
+
+
+def collect_keys(probe_df, table_keys, probe_keys, tfields, schema: pa.Schema, limit: int | None) -> pa.Table:
+    """The probe's distinct non-null keys, cast to (and named as) the table's key columns."""
+    from pyspark.sql import functions as F
+
+    ptypes = {f.name: f.dataType for f in probe_df.schema.fields}
+    names = [f"_k{j}" for j in range(len(table_keys))]
+    cols = [_cast_key(F.col(p), tfields[t].dataType, ptypes[p]).alias(n) for t, p, n in zip(table_keys, probe_keys, names)]
+    df = probe_df.select(*cols)
+    for n in names:
+        df = df.where(F.col(n).isNotNull())
+    df = df.distinct()
+    if limit is not None:
+        df = df.limit(limit)
+    got = df.toArrow()
+    arrays = [got.column(n).cast(schema.field(t).type) for n, t in zip(names, table_keys)]
+    return pa.Table.from_arrays(arrays, names=table_keys)
+
+
+def default_partitions(probe_df, num_buckets: int) -> int:
+    """Tasks of a shuffle join: the bucket count, or fewer (twice the cluster's default
+    parallelism) when buckets outnumber cores; a Python task costs tens of ms."""
+    try:
+        par = probe_df.sparkSession.sparkContext.defaultParallelism
+    except Exception:  # noqa: BLE001 - Spark Connect: one task per bucket
+        return num_buckets
+    return max(1, min(num_buckets, 2 * par))
+
+
+def _buckets(keys: pa.Table, side: TableSide) -> np.ndarray:
+    from ..spec.bucketing import bucket_ids
+
+    return bucket_ids([keys.column(c) for c in side.hash_columns], side.num_buckets)
+
+
+# -- explain -------------------------------------------------------------------------------
+def describe(plan: JoinPlan, snapshot: Snapshot) -> str:
+    """``explain_join``'s text."""
+    keys = (f"on {plan.table_keys}" if plan.using else f"table {plan.table_keys} = DataFrame {plan.probe_keys}")
+    lines = [
+        f"join of {snapshot.storage.url} version {snapshot.version} ({snapshot.num_records()} rows, "
+        f"{snapshot.metadata.numBuckets} buckets) with a DataFrame {keys}, how={plan.how}",
+        f"strategy: {plan.strategy}",
+    ]
+    lines += [f"  {r}" for r in plan.reasons]
+    if plan.side is not None:
+        lines.append(f"  table side: {plan.side_text}")
+        if plan.strategy == "shuffle":
+            k = plan.partitions or plan.side.num_buckets
+            which = "task i joins bucket i" if k >= plan.side.num_buckets else f"task j joins the buckets b with b % {k} = j"
+            lines.append(f"  the DataFrame is repartitioned into {k} partitions by Spark's hash of its keys for "
+                         f"{list(plan.side.hash_columns)}; {which}; the table is not shuffled")
+        if plan.strategy == "broadcast" and plan.keys is not None:
+            touched = len(np.unique(_buckets(plan.keys, plan.side))) if plan.keys.num_rows else 0
+            lines.append(f"  buckets read: {touched} of {plan.side.num_buckets}")
+    return "\n".join(lines)
+
+
+from .join_exec import execute, join_tables, spread_values  # noqa: E402,F401  (re-exported)
