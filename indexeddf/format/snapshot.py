@@ -49,6 +49,11 @@ class Snapshot:
         return sorted(self.files.values(), key=lambda a: (a.modificationTime, a.path))
 
     @cached_property
+    def tombstone_sizes(self) -> dict[int, int]:
+        """Bytes of each removed file, by file id (computed once per snapshot)."""
+        return {r.fileId: r.size for r in self.tombstones.values()}
+
+    @cached_property
     def file_ids(self) -> frozenset[int]:
         """File ids of the live files."""
         return frozenset(a.fileId for a in self.files.values())

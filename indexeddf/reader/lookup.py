@@ -208,7 +208,8 @@ def staleness(snapshot: Snapshot, covered: set[int]) -> tuple[float, float]:
     live_bytes = sum(a.size for a in snapshot.files.values())
     appended = sum(a.size for a in snapshot.files.values() if a.fileId not in covered)
     covered_live = live_bytes - appended
-    gone = sum(r.size for r in snapshot.tombstones.values() if r.fileId in covered)
+    sizes = snapshot.tombstone_sizes
+    gone = sum(sizes.get(i, 0) for i in covered)
     return appended / max(1, live_bytes), gone / max(1, covered_live + gone)
 
 
