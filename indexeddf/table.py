@@ -313,9 +313,10 @@ class IndexedTable:
         """
         snap = self.snapshot_at(version)
         entry = lookup_mod.index_for_lookup(snap, index)
-        latest = update_snapshot(self._snapshot)
-        if latest.version != snap.version:  # a newer state of the index may serve this version better
-            entry = lookup_mod.serving_index(snap, [entry, latest.indexes.get(entry.name)])
+        if version is not None:  # time travel: a newer state of the index may serve it better
+            latest = update_snapshot(self._snapshot)
+            if latest.version != snap.version:
+                entry = lookup_mod.serving_index(snap, [entry, latest.indexes.get(entry.name)])
         plan = lookup_mod.plan_lookup(snap, entry, lookup_mod.keys_table(keys, entry.columns, self._schema_of(snap)))
         return lookup_mod.run_plan(snap, plan, list(columns) if columns is not None else None)
 
