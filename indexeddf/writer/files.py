@@ -52,22 +52,6 @@ def split_by_bucket(table: pa.Table, index_columns: list[str], num_buckets: int)
     return out
 
 
-def write_bucketed(
-    storage: TableStorage,
-    table: pa.Table,
-    index_columns: list[str],
-    num_buckets: int,
-    row_group_bytes: int,
-    written: list[str],
-) -> list[AddFile]:
-    """Write ``table`` as one Parquet file per touched bucket.
-
-    Each path is appended to ``written`` before its file is created, so the caller can
-    delete every file of a failed write.
-    """
-    return [add for add, _ in write_bucketed_pieces(storage, table, index_columns, num_buckets, row_group_bytes, written)]
-
-
 def write_bucketed_pieces(
     storage: TableStorage,
     table: pa.Table,
@@ -76,7 +60,12 @@ def write_bucketed_pieces(
     row_group_bytes: int,
     written: list[str],
 ) -> list[tuple[AddFile, pa.Table]]:
-    """Like :func:`write_bucketed`, and also each file's rows in file order (for indexing)."""
+    """Write ``table`` as one Parquet file per touched bucket; each file's ``add`` action
+    and its rows in file order (for indexing).
+
+    Each path is appended to ``written`` before its file is created, so the caller can
+    delete every file of a failed write.
+    """
     parts = split_by_bucket(table, index_columns, num_buckets)
     if not parts:
         return []

@@ -67,7 +67,7 @@ def create_table(
         raise
     primary = primary.model_copy(update={"files": tuple(index_files[PRIMARY])})
     params = {"indexColumns": index_columns, "numBuckets": num_buckets}
-    return commit_create(storage, [Protocol(), metadata, *adds, primary], params, written, _metrics(adds))
+    return commit_create(storage, [Protocol(), metadata, *adds, primary], params, written, write_metrics(adds))
 
 
 def append(snapshot: Snapshot, data: Any, txn: tuple[str, int] | None = None) -> CommitResult:
@@ -111,24 +111,33 @@ def _write_commit(snapshot, data, operation, params, read_buckets, txn, *, remov
         raise
     index_appends = index_files
     if remove_all:
-        now = int(time.time() * 1000)
-        actions += [
-            RemoveFile(path=a.path, deletionTimestamp=now, bucket=a.bucket, fileId=a.fileId, size=a.size)
-            for a in snapshot.live_files()
-        ]
-        # The old index entries point only at removed files: start every index afresh.
-        actions += [
-            i.model_copy(update={"files": tuple(index_files[i.name]), "removedFiles": tuple(f.path for f in i.files), "coveredVersion": -1})
-            for i in indexes
-        ]
+        actions += replace_all_actions(snapshot, indexes, index_files)
         index_appends = {}
     actions += adds
     if txn is not None:
         actions.append(Txn(appId=app_id, version=txn_version, lastUpdated=int(time.time() * 1000)))
-    metrics = _metrics(adds)
+    metrics = write_metrics(adds)
     if remove_all:
         metrics["numRemovedFiles"] = len(snapshot.files)
     return transaction.commit(actions, metrics, index_appends)
+
+
+def replace_all_actions(snapshot: Snapshot, indexes: list[IndexEntry], index_files: dict[str, list[IndexFile]]) -> list[Action]:
+    """What an overwrite commits besides its new files: a ``remove`` of every live file,
+    and each of ``indexes`` started afresh with ``index_files`` (the old entries point
+    only at removed files)."""
+    now = int(time.time() * 1000)
+    actions: list[Action] = [
+        RemoveFile(path=a.path, deletionTimestamp=now, bucket=a.bucket, fileId=a.fileId, size=a.size)
+        for a in snapshot.live_files()
+    ]
+    for i in indexes:
+        old = snapshot.indexes.get(i.name, i)
+        actions.append(old.model_copy(update={
+            "files": tuple(index_files.get(i.name, ())), "removedFiles": tuple(f.path for f in old.files),
+            "coveredVersion": -1,
+        }))
+    return actions
 
 
 def maintained_indexes(snapshot: Snapshot, rebuild: bool = False) -> list[IndexEntry]:
@@ -165,7 +174,8 @@ def _check_txn(txn) -> tuple[str, int]:
     return app_id, version
 
 
-def _metrics(adds) -> dict[str, int]:
+def write_metrics(adds) -> dict[str, int]:
+    """The operationMetrics of a commit that adds ``adds``."""
     return {
         "numFiles": len(adds),
         "numOutputRows": sum(a.stats.numRecords for a in adds),
@@ -253,7 +263,7 @@ def delete_rows(snapshot: Snapshot, predicate) -> CommitResult | None:
     except BaseException:
         transaction.abort()
         raise
-    metrics = _metrics(adds) | {"numRemovedFiles": len(removes), "numDeletedRows": deleted_rows}
+    metrics = write_metrics(adds) | {"numRemovedFiles": len(removes), "numDeletedRows": deleted_rows}
     return transaction.commit([*removes, *adds], metrics, index_files)
 
 

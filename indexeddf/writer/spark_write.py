@@ -43,10 +43,10 @@ from ..errors import IndexedDFError, InvalidOptionError, SchemaMismatchError, Ta
 from ..format.snapshot import Snapshot, load_snapshot
 from ..format.storage import TableStorage
 from ..format.transaction import ALL_BUCKETS, CommitResult, Transaction, commit_create
-from ..spec.actions import PRIMARY_INDEX, Action, AddFile, IndexEntry, IndexFile, Metadata, Protocol, RemoveFile, Txn
+from ..spec.actions import PRIMARY_INDEX, Action, AddFile, IndexEntry, IndexFile, Metadata, Protocol, Txn
 from . import spark_options as so
 from .data import conform
-from .operations import maintained_indexes, write_rows
+from .operations import maintained_indexes, replace_all_actions, write_metrics, write_rows
 
 TASK_FLUSH_BYTES = 128 * 1024 * 1024
 """A write task buffers this many bytes of Arrow input before it writes files."""
@@ -308,14 +308,6 @@ def _gather(msgs: list[FilesMessage]) -> tuple[list[AddFile], dict[str, list[Ind
     return adds, index_files, [p for m in msgs for p in m.written]
 
 
-def _metrics(adds: list[AddFile]) -> dict[str, int]:
-    return {
-        "numFiles": len(adds),
-        "numOutputRows": sum(a.stats.numRecords for a in adds),
-        "numOutputBytes": sum(a.size for a in adds),
-    }
-
-
 def commit_plan(plan: WritePlan, messages: list[Any], operation: str = "WRITE",
                 txn: tuple[str, int] | None = None, commit_empty: bool = True) -> CommitResult | None:
     """Commit the files of all tasks in ONE log entry; None when nothing was committed.
@@ -358,7 +350,7 @@ def _commit(plan: WritePlan, storage: TableStorage, adds, index_files, written, 
         primary = primary.model_copy(update={"files": tuple(index_files.get(primary.name, ()))})
         try:
             return commit_create(storage, [Protocol(), plan.metadata(), *adds, primary, *txn_actions],
-                                 params, [], _metrics(adds))
+                                 params, [], write_metrics(adds))
         except TableExistsError:
             existing = load_snapshot(storage)
             if plan.skip_if_exists:
@@ -395,19 +387,10 @@ def _commit_existing(base: Snapshot, action: str, new_metadata: Metadata | None,
         return None
     actions: list[Action] = [new_metadata] if new_metadata is not None else []
     index_appends: dict[str, list[IndexFile]] = {}
-    metrics = _metrics(adds)
+    metrics = write_metrics(adds)
     if overwrite:
-        now = int(time.time() * 1000)
-        live = base.live_files()
-        actions += [RemoveFile(path=a.path, deletionTimestamp=now, bucket=a.bucket, fileId=a.fileId, size=a.size)
-                    for a in live]
-        # Every ACTIVE index starts afresh from the new rows (as operations.overwrite).
-        for i in indexes:
-            old = base.indexes.get(i.name, i)
-            actions.append(old.model_copy(update={
-                "files": tuple(index_files.get(i.name, ())),
-                "removedFiles": tuple(f.path for f in old.files), "coveredVersion": -1}))
-        metrics["numRemovedFiles"] = len(live)
+        actions += replace_all_actions(base, indexes, index_files)
+        metrics["numRemovedFiles"] = len(base.files)
     else:
         index_appends = index_files
     actions += adds + txn_actions
