@@ -23,6 +23,7 @@ import scenarios_index  # noqa: E402
 import scenarios_spark  # noqa: E402
 import scenarios_admin  # noqa: E402
 import scenarios_join  # noqa: E402
+import scenarios_hybrid  # noqa: E402
 
 GROUPS = {
     **scenarios_format.SCENARIOS,
@@ -30,6 +31,7 @@ GROUPS = {
     **scenarios_spark.SCENARIOS,
     **scenarios_admin.SCENARIOS,
     **scenarios_join.SCENARIOS,
+    **scenarios_hybrid.SCENARIOS,
 }
 
 

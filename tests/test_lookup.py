@@ -139,6 +139,7 @@ def test_explain_says_what_and_why_not(table_path):
     t = IndexedTable.create(table_path, batch([(i, "x", i) for i in range(100)]), index_columns=["id"], num_buckets=8)
     text = t.explain("id = 42 AND seq > 3")
     assert "index: 'primary'" in text and "buckets probed: [" in text and "then filtered by: seq > 3" in text
+    assert "  index snapshot: 'primary' covering table version 0\n" in text  # the state this version holds
     no = t.explain("name = 'x'")
     assert "index: none" in no and "no equality, <=> or IN filter on ['id']" in no
 
@@ -255,6 +256,40 @@ def test_an_index_refreshed_later_serves_an_older_version(table_path):
     assert plan.why_not is None and not plan.scanned_files
     for v in range(t.version + 1):
         assert got(t.lookup([3, 4], version=v)) == expected(t, v, ["id"], [(3,), (4,)])
+
+
+def test_explain_names_the_index_snapshot_and_a_newer_one_serving_an_older_version(table_path):
+    t = IndexedTable.create(table_path, batch([(i % 9, "a", i) for i in range(20_000)]), index_columns=["id"], num_buckets=4,
+                            properties={"indexeddf.index.autoRefresh": "false"})
+    t.append(batch([(i % 9, "b", 100_000 + i) for i in range(10)]))  # the index lags: hybrid scan
+    lagging = t.version
+    text = t.explain("id = 3")
+    assert "  index snapshot: 'primary' covering table version 0\n" in text and "unindexed files scanned: 1" in text
+    for n in range(3):
+        t.append(batch([(i % 9, "c", 200_000 * (n + 1) + i) for i in range(20_000)]))
+    old = t.version
+    assert "index: none" in t.explain("id = 3", version=old)  # its own index state is too stale
+    t.refresh()
+    covered = t.snapshot.indexes["primary"].coveredVersion
+    assert covered > old
+    t.create_index("by_name", ["name"])
+    t.append(batch([(3, "d", 900_000)]))  # later versions must not change what serves `old`
+
+    text = t.explain("id = 3", version=old)
+    assert "index: 'primary'" in text and "unindexed files scanned: 0" in text
+    assert (f"  index snapshot: 'primary' covering table version {covered}, a newer state of the index than the one "
+            f"read (version {old} holds one covering version 0); its entries of files not live at version {old} "
+            "are ignored") in text
+    # An index created after the version read serves it too, as in Spark reads.
+    text = t.explain("name = 'c'", version=old)
+    assert "index: 'by_name'" in text and f"(version {old} holds none)" in text
+    # Where the state the version holds serves as well (version 0: it covers every file), it is used.
+    assert "  index snapshot: 'primary' covering table version 0\n" in t.explain("id = 3", version=0)
+    text = t.explain("id = 3", version=lagging)
+    assert f"covering table version {covered}, a newer state" in text and "unindexed files scanned: 0" in text
+    # explain answers as lookup() does.
+    for v in (0, lagging, old):
+        assert got(t.lookup([3], version=v)) == expected(t, v, ["id"], [(3,)])
 
 
 def test_keys_as_table_dict_scalar_and_string(table_path):

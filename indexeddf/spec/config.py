@@ -57,8 +57,9 @@ PROPERTIES: dict[str, Property] = {
             "Write a Parquet checkpoint of the log every N commits.",
         ),
         Property(
-            "indexeddf.targetRowGroupBytes", str(4 * 1024 * 1024), _positive_int,
-            "Target size in bytes of one Parquet row group of a row-batch file (about 4 MB).",
+            "indexeddf.targetRowGroupBytes", str(1024 * 1024), _positive_int,
+            "Target size in bytes of one Parquet row group of a row-batch file (about 1 MB; "
+            "a lookup decodes a whole row group per matching key and file).",
         ),
         Property(
             "indexeddf.commit.maxRetries", "100", _positive_int,

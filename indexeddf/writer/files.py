@@ -18,7 +18,7 @@ import pyarrow.parquet as pq
 
 from ..format.storage import TableStorage
 from ..spec.actions import AddFile, FileStats
-from ..spec.bucketing import bucket_ids
+from ..spec.bucketing import bucket_ids, key_hash
 
 MAX_STRING_STAT = 64
 """String min/max longer than this are left out of the statistics (a cut max is wrong)."""
@@ -37,11 +37,18 @@ def new_data_file(bucket: int) -> tuple[str, int]:
 
 
 def split_by_bucket(table: pa.Table, index_columns: list[str], num_buckets: int) -> list[tuple[int, pa.Table]]:
-    """The rows of each non-empty bucket, in input order within a bucket."""
+    """The rows of each non-empty bucket, ordered within a bucket by the key hash.
+
+    Clustering a file by key hash (ties keep input order) puts every row of a key in
+    one row group, so a lookup decodes one row group per key and file, and the
+    primary index's row ordinals follow its sorted hashes (they delta-encode to almost
+    nothing). Readers never rely on the order (PROTOCOL.md, "Data files").
+    """
     if table.num_rows == 0:
         return []
-    buckets = bucket_ids([table.column(c) for c in index_columns], num_buckets)
-    order = np.argsort(buckets, kind="stable")
+    columns = [table.column(c) for c in index_columns]
+    buckets = bucket_ids(columns, num_buckets)
+    order = np.lexsort((key_hash(columns), buckets))  # lexsort is stable
     counts = np.bincount(buckets, minlength=num_buckets)
     ordered = table.take(pa.array(order))
     out, start = [], 0
