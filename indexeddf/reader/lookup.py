@@ -317,26 +317,38 @@ def _probe_bucket(ctx: ReadContext, task: LookupTask, read_cols: list[str]) -> p
 
 def fetch_rows(ctx: ReadContext, path: str, rows: np.ndarray, columns: list[str]) -> pa.Table:
     """Rows (sorted ordinals) of one data file, reading only the row groups that hold them."""
-    storage = ctx.storage
-    meta = cache().get_or_load(
-        ("footer", ctx.table_id, path),
-        lambda: pq.ParquetFile(storage.full(path), filesystem=storage.arrow_filesystem()).metadata,
-        lambda m: m.serialized_size,
-    )
-    bounds = np.cumsum([0] + [meta.row_group(i).num_rows for i in range(meta.num_row_groups)])
-    groups = np.searchsorted(bounds, rows, side="right") - 1
+    footer = _footer(ctx, path)
+    groups = np.searchsorted(footer.bounds, rows, side="right") - 1
     parts = []
     for g in np.unique(groups):
-        group = _row_group(ctx, path, int(g), columns)
-        parts.append(group.take(pa.array(rows[groups == g] - bounds[g])))
+        group = _row_group(ctx, path, footer, int(g), columns)
+        parts.append(group.take(pa.array(rows[groups == g] - footer.bounds[g])))
     return pa.concat_tables(parts)
 
 
-def _row_group(ctx: ReadContext, path: str, group: int, columns: list[str]) -> pa.Table:
+@dataclass(frozen=True)
+class _Footer:
+    metadata: pq.FileMetaData
+    bounds: np.ndarray  # first row ordinal of each row group, then the row count
+
+
+def _footer(ctx: ReadContext, path: str) -> _Footer:
+    storage = ctx.storage
+
+    def load() -> _Footer:
+        meta = pq.ParquetFile(storage.full(path), filesystem=storage.arrow_filesystem()).metadata
+        bounds = np.cumsum([0] + [meta.row_group(i).num_rows for i in range(meta.num_row_groups)])
+        return _Footer(meta, bounds)
+
+    return cache().get_or_load(("footer", ctx.table_id, path), load, lambda f: f.metadata.serialized_size + f.bounds.nbytes)
+
+
+def _row_group(ctx: ReadContext, path: str, footer: _Footer, group: int, columns: list[str]) -> pa.Table:
     storage = ctx.storage
 
     def load():
-        pf = pq.ParquetFile(storage.full(path), filesystem=storage.arrow_filesystem())
+        # The cached footer spares a second read and parse of the file's metadata.
+        pf = pq.ParquetFile(storage.full(path), filesystem=storage.arrow_filesystem(), metadata=footer.metadata)
         return pf.read_row_group(group, columns=columns)
 
     key = ("rowgroup", ctx.table_id, path, group, tuple(columns))
