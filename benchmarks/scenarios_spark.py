@@ -117,7 +117,9 @@ def _lookup_scenario(args, n_keys: int, name: str, target: str) -> Scenario:
     def q(df, group):
         return df.where(F.col("user_id").isin(group)).collect()
 
-    source.where(F.col("user_id").isin(groups[0])).collect()  # warm the Python workers' caches
+    warm = datasets.some_keys(path, 2_000, seed=99)
+    for _ in range(4):  # load every bucket's trie into each Python worker's cache
+        source.where(F.col("user_id").isin(warm)).collect()
     candidates = [
         ("spark.read.format('indexeddf') (index lookup)", lambda: q(source, next(it["idx"]))),
         ("the same query on an empty indexeddf table", lambda: q(empty, next(it["empty"]))),

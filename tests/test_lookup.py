@@ -299,3 +299,19 @@ def test_keys_as_table_dict_scalar_and_string(table_path):
     assert sorted(t.lookup({"id": [7]}).column("seq").to_pylist()) == [7]
     assert t.lookup(8).column("seq").to_pylist() == [8]
     assert t.lookup("n9", index="by_name").column("seq").to_pylist() == [9]
+
+
+def test_cache_keys_and_discard(table_path):
+    t = IndexedTable.create(table_path, batch([(i, "x", i) for i in range(2000)]), index_columns=["id"], num_buckets=8)
+    cache().clear()
+    t.lookup([1])
+    keys = cache().keys()
+    assert {k[0] for k in keys} >= {"segment", "rowgroup"}
+    rowgroups = [k for k in keys if k[0] == "rowgroup"]
+    before = cache_stats()
+    assert cache().discard(rowgroups + [("nothing",)]) == len(rowgroups)
+    after = cache_stats()
+    assert after.entries == before.entries - len(rowgroups) and after.bytes < before.bytes
+    misses = after.misses
+    t.lookup([1])  # the row group is read again, the trie is still cached
+    assert cache_stats().misses == misses + len(rowgroups)

@@ -85,9 +85,12 @@ def test_a_point_lookup_reads_one_bucket(registered, tmp_path):
     touched = len(set(bucket_ids([pa.array(keys, pa.int64())], 32).tolist()))
     assert touched == 5
     many = df.where(F.col("user_id").isin(keys))
-    assert many.rdd.getNumPartitions() == min(touched, 4)  # lookups spread over at most 4 tasks
-    per_bucket = spark.read.format("indexeddf").option("lookupPartitions", 100).load(path).where(F.col("user_id").isin(keys))
-    assert per_bucket.rdd.getNumPartitions() == touched
+    assert many.rdd.getNumPartitions() == 1  # one task probes up to 16 buckets
+    all_keys = list(range(0, 4000, 7))  # touches all 32 buckets: two tasks of 16
+    assert df.where(F.col("user_id").isin(all_keys)).rdd.getNumPartitions() == 2
+    capped = spark.read.format("indexeddf").option("lookupPartitions", 1).load(path).where(F.col("user_id").isin(all_keys))
+    assert capped.rdd.getNumPartitions() == 1
+    assert sorted(r["v"] for r in capped.collect()) == all_keys
     assert sorted(r["v"] for r in many.collect()) == keys
     # A literal of another type is coerced by Spark before it reaches the source.
     assert [r["v"] for r in df.where(F.col("user_id") == F.lit(42).cast("int")).collect()] == [42]

@@ -72,6 +72,24 @@ class LRUCache:
             self._evict()
             self.stats.entries = len(self._items)
 
+    def keys(self) -> list[Hashable]:
+        """The keys cached now, least recently used first (for tests and benchmarks)."""
+        with self._lock:
+            return list(self._items)
+
+    def discard(self, keys) -> int:
+        """Drop these entries where cached (e.g. decoded rows a benchmark must not keep);
+        returns how many were dropped."""
+        n = 0
+        with self._lock:
+            for k in keys:
+                item = self._items.pop(k, None)
+                if item is not None:
+                    self.stats.bytes -= item[1]
+                    n += 1
+            self.stats.entries = len(self._items)
+        return n
+
     def clear(self) -> None:
         """Drop every entry and reset the counters."""
         with self._lock:

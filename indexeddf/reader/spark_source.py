@@ -73,6 +73,9 @@ MAX_PRUNING_KEYS = 4096
 READ_BATCH_ROWS = 65536
 DEFAULT_LOOKUP_PARTITIONS = 4
 """Index lookups are spread over at most this many read tasks (``lookupPartitions``)."""
+BUCKETS_PER_LOOKUP_TASK = 16
+"""A lookup read task probes about this many buckets before another task is worth its
+start-up (tens of ms a Spark task against a few ms a bucket probe)."""
 
 _SPARK_TYPES: dict[str, DataType] = {
     "boolean": BooleanType(),
@@ -247,7 +250,7 @@ class IndexedReader(DataSourceReader):
             if plan.why_not is not None:
                 continue  # too stale: bucket pruning (above) is the better plan
             # Few partitions: each Spark task costs tens of ms, a bucket probe a few.
-            n = max(1, min(len(plan.tasks), self.lookup_partitions))
+            n = max(1, min(-(-len(plan.tasks) // BUCKETS_PER_LOOKUP_TASK), self.lookup_partitions))
             groups = [plan.tasks[i::n] for i in range(n)]
             self.lookup = [LookupPartition(ReadContext.of(snapshot, plan, g), g, self.cache_max_bytes) for g in groups if g]
             self.index_used = entry.name
@@ -309,10 +312,14 @@ class LookupPartition(InputPartition):
 def _read_lookup(partition: LookupPartition, target: pa.Schema) -> Iterator[pa.RecordBatch]:
     if partition.cache_max_bytes is not None:
         configure_cache(partition.cache_max_bytes)
-    for task in partition.tasks:
-        rows = run_task(partition.ctx, task, target.names)
-        arrays = [rows.column(f.name) if rows.column(f.name).type == f.type else rows.column(f.name).cast(f.type) for f in target]
-        yield from pa.Table.from_arrays(arrays, schema=target).to_batches(max_chunksize=READ_BATCH_ROWS)
+    parts = [run_task(partition.ctx, task, target.names) for task in partition.tasks]
+    if not parts:
+        return
+    # Fetched rows are many small slices (a key's run per row group): combined, they
+    # cross to the JVM as a few batches, not one tiny batch per slice.
+    rows = pa.concat_tables(parts).combine_chunks()
+    arrays = [rows.column(f.name) if rows.column(f.name).type == f.type else rows.column(f.name).cast(f.type) for f in target]
+    yield from pa.Table.from_arrays(arrays, schema=target).to_batches(max_chunksize=READ_BATCH_ROWS)
 
 
 def _file_list(snapshot: Snapshot) -> list[tuple[int, str, int]]:
