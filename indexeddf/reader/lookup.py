@@ -250,6 +250,7 @@ class ReadContext:
         wanted = None
         if tasks is not None:
             wanted = {i for t in tasks for f in t.index_files for i in f.fileIds}
+            wanted |= {a.fileId for t in tasks for a in t.scan_files}
         paths = {a.fileId: a.path for a in snapshot.files.values() if wanted is None or a.fileId in wanted}
         live = plan.live_covered_ids if wanted is None else plan.live_covered_ids[np.isin(plan.live_covered_ids, list(wanted))]
         return cls(
@@ -274,10 +275,10 @@ def run_task(ctx: ReadContext, task: LookupTask, columns: list[str] | None) -> p
     check_columns(schema.names, out_cols)
     read_cols = out_cols + [c for c in ctx.index_columns if c not in out_cols]
     if task.bucket is not None:
-        rows = _probe_bucket(ctx, task, read_cols)
-    else:
-        rows = _verified(scan_files(ctx, task.scan_files, read_cols), task.keys, ctx.index_columns)
-    return rows.select(out_cols)
+        trie, live = bucket_trie(ctx, task.index_files), ctx.live_covered_ids
+    else:  # hybrid scan: files the index does not cover, probed through per-file tries
+        trie, live = BucketTrie(tuple(file_segment(ctx, a) for a in task.scan_files)), None
+    return _probe(ctx, trie, live, task.keys, read_cols).select(out_cols)
 
 
 def run_plan(snapshot: Snapshot, plan: LookupPlan, columns: list[str] | None) -> pa.Table:
@@ -305,12 +306,28 @@ def bucket_trie(ctx: ReadContext | Snapshot, index_files: tuple[IndexFile, ...])
     return BucketTrie(segments)
 
 
-def _probe_bucket(ctx: ReadContext, task: LookupTask, read_cols: list[str]) -> pa.Table:
-    """The verified rows of one bucket's keys: probe the trie, read each candidate row
-    once, and keep the rows whose key equals the key that probed them."""
-    trie = bucket_trie(ctx, task.index_files)
-    probe_of, file_ids, rows = trie.probe(key_hash([task.keys.column(c) for c in ctx.index_columns]),
-                                          ctx.live_covered_ids)
+def file_segment(ctx: ReadContext, a: AddFile) -> Segment:
+    """An in-memory segment over one data file the index does not cover: the key hash
+    of the index columns of each row, built on first use from those columns alone and
+    cached like an index file's segment, so repeated hybrid lookups read only the rows
+    they return."""
+    storage = ctx.storage
+    columns = list(ctx.index_columns)
+
+    def load() -> Segment:
+        target = pa.schema([ctx.schema.field(c) for c in columns])
+        with storage.arrow_filesystem().open_input_file(storage.full(a.path)) as f:
+            keys = pq.ParquetFile(f).read(columns=columns).cast(target)
+        return Segment.of_rows(a.path, a.fileId, key_hash([keys.column(c) for c in columns]))
+
+    key = ("filesegment", ctx.table_id, a.path, ctx.index_columns)
+    return cache().get_or_load(key, load, lambda seg: seg.nbytes)
+
+
+def _probe(ctx: ReadContext, trie: BucketTrie, live: np.ndarray | None, keys: pa.Table, read_cols: list[str]) -> pa.Table:
+    """The verified rows of ``keys`` reached through ``trie``: probe it, read each
+    candidate row once, and keep the rows whose key equals the key that probed them."""
+    probe_of, file_ids, rows = trie.probe(key_hash([keys.column(c) for c in ctx.index_columns]), live)
     if len(rows) == 0:
         return ctx.schema.empty_table().select(read_cols)
     # Candidate rows, each once, ordered by file then row; `which` maps a probe match
@@ -326,7 +343,7 @@ def _probe_bucket(ctx: ReadContext, task: LookupTask, read_cols: list[str]) -> p
     match = np.ones(len(which), dtype=bool)
     at, probe_at = pa.array(which), pa.array(probe_of)
     for c in ctx.index_columns:
-        match &= equal_null_safe(candidates.column(c).take(at), task.keys.column(c).take(probe_at))
+        match &= equal_null_safe(candidates.column(c).take(at), keys.column(c).take(probe_at))
     keep = np.unique(which[match])
     return candidates if len(keep) == candidates.num_rows else candidates.take(pa.array(keep))
 
@@ -398,27 +415,6 @@ def scan_files(ctx: ReadContext, files: tuple[AddFile, ...], read_cols: list[str
         with fs.open_input_file(storage.full(a.path)) as f:
             parts.append(pq.ParquetFile(f).read(columns=read_cols).cast(target))
     return pa.concat_tables(parts) if parts else target.empty_table()
-
-
-def _verified(rows: pa.Table, keys: pa.Table, columns: tuple[str, ...]) -> pa.Table:
-    """The rows whose key equals one of ``keys`` (null-safe; NaN equals NaN, as in Spark)."""
-    if rows.num_rows == 0 or keys.num_rows == 0:
-        return rows.slice(0, 0)
-    key_hashes = key_hash([keys.column(c) for c in columns])
-    order = np.argsort(key_hashes, kind="stable")
-    sorted_hashes = key_hashes[order]
-    row_hashes = key_hash([rows.column(c) for c in columns])
-    lo = np.searchsorted(sorted_hashes, row_hashes, side="left")
-    hi = np.searchsorted(sorted_hashes, row_hashes, side="right")
-    counts = hi - lo
-    # Pair every row with every key of equal hash, then compare the values.
-    row_of = np.repeat(np.arange(rows.num_rows), counts)
-    at = np.repeat(lo, counts) + (np.arange(int(counts.sum())) - np.repeat(np.cumsum(counts) - counts, counts))
-    key_of = order[at]
-    match = np.ones(len(row_of), dtype=bool)
-    for c in columns:
-        match &= equal_null_safe(rows.column(c).take(pa.array(row_of)), keys.column(c).take(pa.array(key_of)))
-    return rows.take(pa.array(np.unique(row_of[match])))
 
 
 def equal_null_safe(a: pa.ChunkedArray, b: pa.ChunkedArray) -> np.ndarray:

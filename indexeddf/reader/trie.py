@@ -47,6 +47,14 @@ class Segment:
         pos_type = np.uint16 if len(file_ids) <= 0xFFFF else np.uint32
         return cls(path, hashes, file_pos.astype(pos_type), rows, file_ids.astype(np.int64))
 
+    @classmethod
+    def of_rows(cls, path: str, file_id: int, hashes: np.ndarray) -> "Segment":
+        """The segment of one data file from the key hash of each of its rows, in file
+        order (for files no index covers yet)."""
+        order = np.argsort(hashes, kind="stable")
+        rows = order.astype(np.uint32)
+        return cls(path, hashes[order], np.zeros(len(order), np.uint16), rows, np.array([file_id], np.int64))
+
     @property
     def nbytes(self) -> int:
         """Memory held by the arrays."""
