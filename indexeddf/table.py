@@ -343,7 +343,7 @@ class IndexedTable:
         ``"broadcast"`` (df's distinct keys are looked up; only their buckets are read).
         ``columns``: the table's columns to join (its key columns always; default all):
         the result then equals the join with ``self.to_df(spark, columns=...)``.
-        ``broadcast_threshold_rows`` (default 10,000) bounds ``auto``'s broadcast;
+        ``broadcast_threshold_rows`` (default 1,000) bounds ``auto``'s broadcast;
         ``partitions``: tasks of the shuffle strategy (default: the bucket count, at
         most twice Spark's default parallelism). See ``docs/joins.md``.
         """

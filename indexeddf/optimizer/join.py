@@ -32,7 +32,7 @@ from ..reader.spark_source import spark_schema
 from ..spec.schema import arrow_schema
 from .join_probe import TableSide
 
-DEFAULT_BROADCAST_THRESHOLD_ROWS = 10_000
+DEFAULT_BROADCAST_THRESHOLD_ROWS = 1_000
 """``auto`` broadcasts probes of at most this many rows / distinct keys."""
 STRATEGIES = ("auto", "shuffle", "broadcast")
 _HOWS = {"inner": "inner", "left": "left", "leftouter": "left", "left_outer": "left",

@@ -89,7 +89,8 @@ def table_rows(side: TableSide, bucket: int, probe_keys: pa.Table, read_cols: li
         parts.append(rows)
     target = pa.schema([side.read.schema.field(c) for c in read_cols])
     parts = [p.select(read_cols).cast(target) for p in parts]
-    return pa.concat_tables(parts) if parts else target.empty_table()
+    # One chunk: fetched rows are many slices, and hashing works chunk by chunk.
+    return pa.concat_tables(parts).combine_chunks() if parts else target.empty_table()
 
 
 def pair_rows(probe: list, table: list) -> tuple[np.ndarray, np.ndarray]:

@@ -50,13 +50,7 @@ class LRUCache:
                 return hit[0]
             self.stats.misses += 1
         value = load()  # outside the lock: loads do I/O
-        nbytes = size(value)
-        with self._lock:
-            if key not in self._items and nbytes <= self.max_bytes:
-                self._items[key] = (value, nbytes)
-                self.stats.bytes += nbytes
-                self._evict()
-            self.stats.entries = len(self._items)
+        self.put(key, value, size(value))
         return value
 
     def _evict(self) -> None:
@@ -70,6 +64,26 @@ class LRUCache:
         with self._lock:
             self.max_bytes = max_bytes
             self._evict()
+            self.stats.entries = len(self._items)
+
+    def get(self, key: Hashable) -> Any:
+        """The cached value of ``key`` (counted as a hit), or None (counted as a miss)."""
+        with self._lock:
+            hit = self._items.get(key)
+            if hit is None:
+                self.stats.misses += 1
+                return None
+            self._items.move_to_end(key)
+            self.stats.hits += 1
+            return hit[0]
+
+    def put(self, key: Hashable, value: Any, nbytes: int) -> None:
+        """Cache ``value`` (``nbytes`` large) under ``key``, evicting as needed."""
+        with self._lock:
+            if key not in self._items and nbytes <= self.max_bytes:
+                self._items[key] = (value, nbytes)
+                self.stats.bytes += nbytes
+                self._evict()
             self.stats.entries = len(self._items)
 
     def keys(self) -> list[Hashable]:

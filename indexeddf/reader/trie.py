@@ -39,7 +39,10 @@ class Segment:
             raise CorruptLogError(f"index file {path}: column 'hash' is {entries.schema.field('hash').type}, expected uint32; run refresh(mode='full')", path)
         hashes = entries.column("hash").to_numpy()
         ids = entries.column("file_id").to_numpy()
-        file_ids, file_pos = np.unique(ids, return_inverse=True)
+        if len(ids) and ids.min() == ids.max():  # one data file (a compacted bucket): no sort needed
+            file_ids, file_pos = ids[:1], np.zeros(len(ids), np.uint16)
+        else:
+            file_ids, file_pos = np.unique(ids, return_inverse=True)
         rows = entries.column("row").to_numpy().astype(np.uint32)
         if len(hashes) > 1 and not np.all(hashes[1:] >= hashes[:-1]):
             order = np.argsort(hashes, kind="stable")  # tolerate unsorted files
