@@ -20,6 +20,7 @@ from .reader.direct import read_snapshot
 from .spark import is_spark_dataframe as _is_spark
 from .spec.schema import arrow_schema
 from .reader import lookup as lookup_mod
+from .reader import lookup_plan
 from .spec.actions import IndexEntry
 from .writer import index_ops, operations
 
@@ -254,7 +255,7 @@ class IndexedTable:
         indexes = []
         for info in self.indexes():
             entry = snap.indexes[info.name]
-            appended, deleted = lookup_mod.staleness(snap, {i for f in entry.files for i in f.fileIds})
+            appended, deleted = lookup_plan.staleness(snap, {i for f in entry.files for i in f.fileIds})
             indexes.append(dataclasses.asdict(info) | {"appended_ratio": appended, "deleted_ratio": deleted})
         return {
             "location": self.path,
@@ -312,12 +313,12 @@ class IndexedTable:
         cover yet; answers equal a filter over ``to_arrow`` of the same version.
         """
         snap = self.snapshot_at(version)
-        entry = lookup_mod.index_for_lookup(snap, index)
+        entry = lookup_plan.index_for_lookup(snap, index)
         if version is not None:  # time travel: a newer state of the index may serve it better
             latest = update_snapshot(self._snapshot)
             if latest.version != snap.version:
-                entry = lookup_mod.serving_index(snap, [entry, latest.indexes.get(entry.name)])
-        plan = lookup_mod.plan_lookup(snap, entry, lookup_mod.keys_table(keys, entry.columns, self._schema_of(snap)))
+                entry = lookup_plan.serving_index(snap, [entry, latest.indexes.get(entry.name)])
+        plan = lookup_plan.plan_lookup(snap, entry, lookup_plan.keys_table(keys, entry.columns, self._schema_of(snap)))
         return lookup_mod.run_plan(snap, plan, list(columns) if columns is not None else None)
 
     def explain(self, predicate: str, version: int | None = None) -> str:

@@ -8,7 +8,7 @@ import pyarrow as pa
 
 from ..errors import SchemaMismatchError
 from ..format.snapshot import Snapshot, update_snapshot
-from ..reader import lookup
+from ..reader import lookup_plan
 from ..spec.actions import READABLE_STATES, IndexEntry
 from ..spec.predicate import Predicate, parse_predicate
 from ..spec.schema import arrow_schema
@@ -19,14 +19,14 @@ MAX_KEY_COMBINATIONS = 100_000
 
 def serving_states(snapshot: Snapshot, latest: Snapshot | None = None) -> list[IndexEntry]:
     """Per index name, the state that would serve a read of ``snapshot``: of its state
-    there and at ``latest`` (a newer version), the one ``lookup.serving_index`` picks,
+    there and at ``latest`` (a newer version), the one ``lookup_plan.serving_index`` picks,
     as the Spark source does (which also uses indexes that exist only at ``latest``).
     Primary first, then by name."""
     if latest is None or latest.version == snapshot.version:
         entries = list(snapshot.indexes.values())
     else:
         names = dict.fromkeys([*snapshot.indexes, *latest.indexes])
-        entries = [lookup.serving_index(snapshot, [snapshot.indexes.get(n), latest.indexes.get(n)]) for n in names]
+        entries = [lookup_plan.serving_index(snapshot, [snapshot.indexes.get(n), latest.indexes.get(n)]) for n in names]
     return sorted(entries, key=lambda e: (e.kind != "primary", e.name))
 
 
@@ -48,7 +48,7 @@ def choose(snapshot: Snapshot, pred: Predicate, latest: Snapshot | None = None) 
             )
         elif _combinations(pred, entry) > MAX_KEY_COMBINATIONS:
             why_not.append(f"index {entry.name!r}: more than {MAX_KEY_COMBINATIONS} key combinations")
-        elif (reason := lookup.unusable_reason(snapshot, entry, _covered(entry))) is not None:
+        elif (reason := lookup_plan.unusable_reason(snapshot, entry, _covered(entry))) is not None:
             why_not.append(reason)
         else:
             return entry, why_not
@@ -72,7 +72,7 @@ def key_table(snapshot: Snapshot, pred: Predicate, entry: IndexEntry) -> pa.Tabl
     """The distinct keys ``pred`` asks ``entry`` for (the product of its constraints)."""
     schema = arrow_schema(snapshot.metadata.schema_)
     combos = list(itertools.product(*(pred.keys[c].values for c in entry.columns)))
-    return lookup.keys_table(combos, entry.columns, schema)
+    return lookup_plan.keys_table(combos, entry.columns, schema)
 
 
 def index_snapshot_line(snapshot: Snapshot, entry: IndexEntry) -> str:
@@ -115,7 +115,7 @@ def explain_predicate(snapshot: Snapshot, text: str, latest: Snapshot | None = N
     except SchemaMismatchError as e:
         lines.append(f"index: none; full scan (the literals do not fit the index columns: {e})")
         return "\n".join(lines)
-    plan = lookup.plan_lookup(snapshot, entry, keys)
+    plan = lookup_plan.plan_lookup(snapshot, entry, keys)
     covered = len(plan.live_covered_ids)
     probed = set(plan.buckets)
     index_files = [f for f in entry.files if f.bucket in probed]

@@ -27,7 +27,8 @@ import pyarrow as pa
 
 from ..errors import InvalidOptionError, SchemaMismatchError
 from ..format.snapshot import Snapshot
-from ..reader.lookup import ReadContext, unusable_reason, usable_indexes
+from ..reader.lookup import ReadContext
+from ..reader.lookup_plan import unusable_reason, usable_indexes
 from ..reader.spark_source import spark_schema
 from ..spec.schema import arrow_schema
 from .join_probe import TableSide

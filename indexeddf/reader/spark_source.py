@@ -61,7 +61,8 @@ from ..format.timetravel import version_at
 from ..spec.actions import READABLE_STATES
 from ..spec.bucketing import bucket_ids
 from .cache import configure as configure_cache
-from .lookup import LookupTask, ReadContext, keys_table, plan_lookup, run_task, serving_index, usable_indexes
+from .lookup import ReadContext, run_task
+from .lookup_plan import LookupTask, keys_table, plan_lookup, serving_index, usable_indexes
 from ..spec.schema import Field, arrow_type, check_columns
 from ..writer import spark_options as so
 from ..writer import spark_write as sw
