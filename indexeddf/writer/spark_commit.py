@@ -1,0 +1,207 @@
+"""Spark writes, step 3 on the driver: commit the files of all tasks, or abort.
+
+:func:`commit_plan` makes ONE log commit through :class:`Transaction` (blind append;
+overwrite reads everything), or ``commit_create`` for a new table. Streaming
+micro-batches commit with ``txn=(txnAppId, batchId)``: a batch the table already holds
+is dropped. :func:`abort_write` deletes everything the tasks of a write created,
+through the staging manifests and the abort marker (PROTOCOL.md §2.5); after a commit
+``_clean_staging`` drops the manifests and the files of task attempts whose results
+Spark dropped. The overview of a Spark write is in :mod:`indexeddf.writer.spark_write`.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any, Iterable
+
+from ..errors import IndexedDFError, TableExistsError
+from ..format.snapshot import Snapshot, load_snapshot
+from ..format.storage import TableStorage
+from ..format.transaction import ALL_BUCKETS, CommitResult, Transaction, commit_create
+from ..spec.actions import Action, AddFile, IndexEntry, IndexFile, Metadata, Protocol, Txn
+from .operations import replace_all_actions, write_metrics
+from .spark_plan import WritePlan, load_or_none
+from .spark_task import ABORTED, FilesMessage, staging_path
+
+
+def files_messages(messages: Iterable[Any]) -> list[FilesMessage]:
+    """The tasks' messages (Spark passes None for tasks that produced none)."""
+    return [m for m in messages if isinstance(m, FilesMessage)]
+
+
+def gather_files(msgs: list[FilesMessage]) -> tuple[list[AddFile], dict[str, list[IndexFile]], list[str]]:
+    """The ``add`` actions, index files per index and written paths of all tasks."""
+    adds = [AddFile.model_validate_json(a) for m in msgs for a in m.adds]
+    index_files: dict[str, list[IndexFile]] = {}
+    for m in msgs:
+        for name, files in m.index_files.items():
+            index_files.setdefault(name, []).extend(IndexFile.model_validate_json(f) for f in files)
+    return adds, index_files, [p for m in msgs for p in m.written]
+
+
+def commit_plan(plan: WritePlan, messages: list[Any], operation: str = "WRITE",
+                txn: tuple[str, int] | None = None, commit_empty: bool = True) -> CommitResult | None:
+    """Commit the files of all tasks in ONE log entry; None when nothing was committed.
+
+    ``txn`` overrides the plan's (streams pass ``(txnAppId, batchId)``);
+    ``commit_empty=False`` skips a commit that would add no file (empty micro-batches).
+    """
+    msgs = files_messages(messages)
+    adds, index_files, written = gather_files(msgs)
+    storage = plan.storage()
+    try:
+        result = _commit(plan, storage, adds, index_files, written, operation, txn or plan.txn, commit_empty)
+    except BaseException:
+        abort_write(storage, {plan.write_id} | {m.write_id for m in msgs}, written)
+        raise
+    # The commit stands; what follows is cleanup and must not fail the job.
+    try:
+        _clean_staging(storage, {plan.write_id} | {m.write_id for m in msgs}, written)
+    except Exception:  # noqa: BLE001
+        pass
+    _write_result(plan, result)
+    return result
+
+
+def _commit(plan: WritePlan, storage: TableStorage, adds, index_files, written, operation, txn, commit_empty):
+    if plan.action == "skip":
+        delete_uncommitted(storage, written)
+        latest = load_or_none(storage)
+        return None if latest is None else CommitResult(latest.version, latest, duplicate=True)
+    txn_actions: list[Action] = []
+    params = dict(plan.parameters)
+    if txn is not None:
+        txn_actions = [Txn(appId=txn[0], version=txn[1], lastUpdated=int(time.time() * 1000))]
+        params.update(txnAppId=txn[0], txnVersion=txn[1])
+
+    if plan.action == "create":
+        if not adds and not commit_empty:
+            return None
+        primary = plan.indexes()[0]
+        primary = primary.model_copy(update={"files": tuple(index_files.get(primary.name, ()))})
+        try:
+            return commit_create(storage, [Protocol(), plan.metadata(), *adds, primary, *txn_actions],
+                                 params, [], write_metrics(adds))
+        except TableExistsError:
+            existing = load_snapshot(storage)
+            if plan.skip_if_exists:
+                delete_uncommitted(storage, written)
+                return None
+            m, ours = existing.metadata, plan.metadata()
+            same = (m.schema_, tuple(m.indexColumns), m.numBuckets) == (ours.schema_, tuple(ours.indexColumns), ours.numBuckets)
+            if plan.fail_if_exists or params.get("mode") == "overwrite" or not same:
+                raise TableExistsError(
+                    f"another writer created a table at {storage.url} while this write ran; nothing was "
+                    "written. Check the table and retry."
+                ) from None
+            # Same layout: the files fit; append them to the table that won.
+            params["mode"] = "Append"
+            return _commit_existing(existing, "append", None, [], adds, index_files, written, operation,
+                                    params, txn_actions, txn, commit_empty)
+
+    base = load_snapshot(storage, plan.read_version)
+    return _commit_existing(base, plan.action, plan.metadata() if plan.new_metadata else None, plan.indexes(),
+                            adds, index_files, written, operation, params, txn_actions, txn, commit_empty)
+
+
+def _commit_existing(base: Snapshot, action: str, new_metadata: Metadata | None, indexes: list[IndexEntry],
+                     adds, index_files, written, operation, params, txn_actions, txn, commit_empty):
+    storage = base.storage
+    if txn is not None:
+        latest = load_or_none(storage) or base
+        done = latest.txn_version(txn[0])
+        if done is not None and done >= txn[1]:
+            delete_uncommitted(storage, written)
+            return CommitResult(latest.version, latest, duplicate=True)
+    overwrite = action == "overwrite"
+    if not adds and not overwrite and not commit_empty:
+        return None
+    actions: list[Action] = [new_metadata] if new_metadata is not None else []
+    index_appends: dict[str, list[IndexFile]] = {}
+    metrics = write_metrics(adds)
+    if overwrite:
+        actions += replace_all_actions(base, indexes, index_files)
+        metrics["numRemovedFiles"] = len(base.files)
+    else:
+        index_appends = index_files
+    actions += adds + txn_actions
+    transaction = Transaction(base, operation, params, read_buckets=ALL_BUCKETS if overwrite else ())
+    transaction.written_paths = list(written)
+    return transaction.commit(actions, metrics, index_appends)
+
+
+def delete_uncommitted(storage: TableStorage, paths: list[str]) -> None:
+    """Delete the files of a write that did not commit.
+
+    If the log references any of its data files (live or removed), the write did commit
+    (and something failed afterwards): then nothing is deleted, so committed data and
+    the index files older versions need are never lost.
+    """
+    if not paths:
+        return
+    try:
+        snap = load_or_none(storage)
+    except IndexedDFError:
+        return  # cannot tell what is committed: leave the files (vacuum removes orphans)
+    if snap is not None and any(p in snap.files or p in snap.tombstones for p in paths):
+        return
+    for rel in paths:
+        storage.delete(rel)
+
+
+def _manifest_paths(storage: TableStorage, write_id: str) -> tuple[list[str], list[str]]:
+    """The manifests of a write and the paths they list."""
+    names = [n for n in storage.list_names(staging_path(write_id)) if n.endswith(".json")]
+    paths: list[str] = []
+    for name in names:
+        try:
+            paths += json.loads(storage.read_bytes(staging_path(write_id, name)))
+        except (FileNotFoundError, ValueError):
+            pass
+    return [staging_path(write_id, n) for n in names], paths
+
+
+def abort_write(storage: TableStorage, write_ids: set[str], written: list[str]) -> None:
+    """Delete everything the tasks of these writes created; late tasks delete their own."""
+    paths, manifests = list(written), []
+    for write_id in write_ids:
+        storage.write_bytes(staging_path(write_id, ABORTED), b"")
+        found, listed = _manifest_paths(storage, write_id)
+        manifests += found
+        paths += listed
+    delete_uncommitted(storage, list(dict.fromkeys(paths)))
+    for rel in manifests:
+        storage.delete(rel)
+
+
+def _clean_staging(storage: TableStorage, write_ids: set[str], committed: list[str]) -> None:
+    """After a commit: drop the manifests, and the files of task attempts whose results
+    Spark dropped (no commit can name them)."""
+    keep = set(committed)
+    for write_id in write_ids:
+        manifests, listed = _manifest_paths(storage, write_id)
+        for rel in listed:
+            if rel not in keep:
+                storage.delete(rel)
+        for rel in manifests:
+            storage.delete(rel)
+        if storage.is_local:
+            try:
+                storage.fs.rmdir(storage.full(staging_path(write_id)))
+            except OSError:
+                pass
+
+
+def _write_result(plan: WritePlan, result: CommitResult | None) -> None:
+    """Tell ``IndexedTable`` which version the write made (the file is local to the driver)."""
+    if not plan.result_file:
+        return
+    body = {"version": None, "duplicate": False}
+    if result is not None:
+        body = {"version": result.version, "duplicate": result.duplicate}
+    try:
+        with open(plan.result_file, "w") as f:
+            json.dump(body, f)
+    except OSError:
+        pass  # the commit stands; the caller falls back to the newest version

@@ -1,0 +1,194 @@
+"""Spark writes, step 1 on the driver: plan a write before any task runs.
+
+:func:`plan_write` reads the table (or sees that it is missing), validates the options
+and the DataFrame's schema, and fixes what the tasks write with (metadata, the indexes
+to maintain) and the version the write is based on, in a :class:`WritePlan` that is
+pickled to the executors. Errors are typed (``SchemaMismatchError``,
+``InvalidOptionError``, ``TableExistsError``) and stop the job before any task runs.
+The overview of a Spark write is in :mod:`indexeddf.writer.spark_write`.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..errors import InvalidOptionError, SchemaMismatchError, TableExistsError, TableNotFoundError
+from ..format.snapshot import Snapshot, load_snapshot
+from ..format.storage import TableStorage
+from ..spec.actions import PRIMARY_INDEX, IndexEntry, Metadata
+from . import spark_options as so
+from .data import conform
+from .operations import maintained_indexes
+
+
+@dataclass
+class WritePlan:
+    """What a write does, fixed on the driver before tasks run (pickled to executors)."""
+
+    url: str
+    storage_options: dict[str, Any]
+    action: str
+    """``create``, ``append``, ``overwrite`` or ``skip`` (ignore mode, or a txn already done)."""
+    metadata_json: str
+    """The metadata the rows are written with (new for ``create`` and schema changes)."""
+    indexes_json: list[str]
+    """The ``index`` entries whose entries tasks write (ACTIVE ones; ``primary`` on create)."""
+    read_version: int | None = None
+    """The version the write is based on (None when creating)."""
+    new_metadata: bool = False
+    """Whether the commit carries ``metadata_json`` (an overwrite that changes the schema)."""
+    write_id: str = field(default_factory=lambda: uuid.uuid4().hex)
+    fail_if_exists: bool = False
+    skip_if_exists: bool = False
+    txn: tuple[str, int] | None = None
+    result_file: str | None = None
+    parameters: dict[str, Any] = field(default_factory=dict)
+
+    def storage(self) -> TableStorage:
+        return TableStorage(self.url, self.storage_options)
+
+    def metadata(self) -> Metadata:
+        return Metadata.model_validate_json(self.metadata_json)
+
+    def indexes(self) -> list[IndexEntry]:
+        return [IndexEntry.model_validate_json(i) for i in self.indexes_json]
+
+
+def load_or_none(storage: TableStorage, version: int | None = None) -> Snapshot | None:
+    """The table's snapshot at ``version`` (newest by default), or None when there is no table."""
+    try:
+        return load_snapshot(storage, version)
+    except TableNotFoundError:
+        return None
+
+
+def plan_write(options: Any, spark_schema, overwrite: bool, streaming: bool) -> WritePlan:
+    """Validate a write against the table as it is now; raises typed errors."""
+    what = "writeStream.format('indexeddf')" if streaming else "write.format('indexeddf')"
+    opts = so.parse_options(options, so.STREAM_OPTIONS if streaming else so.WRITE_OPTIONS, what)
+    url = so.option_path(opts)
+    storage = so.shared_storage(url, so.storage_options(opts))
+    props = so.table_properties(opts)
+
+    save_mode = str(opts.get("saveMode", "overwrite" if overwrite else "append")).strip().lower()
+    if save_mode not in so.SAVE_MODES:
+        raise InvalidOptionError(f"saveMode must be one of {', '.join(so.SAVE_MODES)}, got {opts.get('saveMode')!r}")
+    if overwrite != (save_mode == "overwrite"):
+        raise InvalidOptionError(
+            f"saveMode={save_mode} contradicts mode('{'overwrite' if overwrite else 'append'}'); "
+            "saveMode errorifexists/ignore go with mode('append')"
+        )
+    overwrite_schema = so.bool_option(opts, "overwriteSchema")
+    if overwrite_schema and not overwrite:
+        raise InvalidOptionError("overwriteSchema=true needs mode('overwrite')")
+
+    txn = None
+    app_id = (opts.get("txnAppId") or "").strip()
+    if streaming:
+        if not app_id:
+            raise InvalidOptionError(
+                "writeStream.format('indexeddf') needs option('txnAppId', '<stable id of this query>'): "
+                "micro-batches commit with txn=(txnAppId, batchId), which makes a replayed batch a no-op. "
+                "Keep it the same across restarts of the query, and unique per query writing the table."
+            )
+    else:
+        txn_version = so.int_option(opts, "txnVersion", None, 0)
+        if bool(app_id) != (txn_version is not None):
+            raise InvalidOptionError("give txnAppId and txnVersion together (an idempotent batch write)")
+        if app_id:
+            txn = (app_id, txn_version)
+    common = dict(url=url, storage_options=storage.storage_options, txn=txn,
+                  result_file=opts.get("_commitResultFile") or None)
+
+    snapshot = load_or_none(storage)
+    if snapshot is None:
+        raw_cols = opts.get("indexColumns")
+        if not raw_cols:
+            raise InvalidOptionError(
+                f"there is no table at {url} and creating one needs the columns to bucket by: "
+                "add .option('indexColumns', 'col1,col2') (and optionally .option('numBuckets', 16))"
+            )
+        index_columns = so.index_columns_option(raw_cols)
+        num_buckets = so.int_option(opts, "numBuckets", so.DEFAULT_NUM_BUCKETS, 1, so.MAX_BUCKETS)
+        fields = so.fields_of(spark_schema)
+        missing = [c for c in index_columns if c not in [f.name for f in fields]]
+        if missing:
+            raise SchemaMismatchError(
+                f"index columns {missing} are not in the DataFrame (columns: {[f.name for f in fields]})", missing
+            )
+        metadata = Metadata(
+            id=str(uuid.uuid4()), name=opts.get("name"), description=opts.get("description"),
+            schema=fields, indexColumns=tuple(index_columns), numBuckets=num_buckets,
+            configuration=props, createdTime=int(time.time() * 1000),
+        )
+        primary = IndexEntry(name=PRIMARY_INDEX, columns=tuple(index_columns), kind="primary", state="ACTIVE",
+                             numBuckets=num_buckets, coveredVersion=0)
+        return WritePlan(
+            action="create", metadata_json=metadata.model_dump_json(by_alias=True),
+            indexes_json=[primary.model_dump_json()],
+            fail_if_exists=save_mode in ("errorifexists", "error"), skip_if_exists=save_mode == "ignore",
+            parameters={"mode": save_mode, "indexColumns": index_columns, "numBuckets": num_buckets},
+            **common,
+        )
+
+    meta = snapshot.metadata
+    if save_mode in ("errorifexists", "error"):
+        raise TableExistsError(
+            f"a table already exists at {url} (saveMode={save_mode}); use mode('append') or "
+            "mode('overwrite') to write into it"
+        )
+    for name in ("name", "description", "tableProperties"):
+        if opts.get(name) is not None:
+            raise InvalidOptionError(f"option {name} can only be set when the table is created; {url} exists")
+    if props:
+        raise InvalidOptionError(f"table properties {sorted(props)} can only be set when the table is created; {url} exists")
+    _check_layout_options(opts, meta, url)
+    base = dict(read_version=snapshot.version, **common)
+    done = None if txn is None else snapshot.txn_version(txn[0])
+    if save_mode == "ignore" or (done is not None and done >= txn[1]):
+        return WritePlan(action="skip", metadata_json=meta.model_dump_json(by_alias=True), indexes_json=[],
+                         parameters={"mode": save_mode}, **base)
+
+    new_metadata = False
+    if overwrite and overwrite_schema:
+        fields = so.fields_of(spark_schema)
+        names = [f.name for f in fields]
+        missing = [c for c in meta.indexColumns if c not in names]
+        if missing:
+            raise SchemaMismatchError(
+                f"overwriteSchema keeps the index columns {list(meta.indexColumns)}, but {missing} "
+                "are not in the DataFrame", missing,
+            )
+        if fields != meta.schema_:
+            meta, new_metadata = meta.model_copy(update={"schema_": fields}), True
+    else:
+        # Check the DataFrame's columns against the table now, before any task runs.
+        conform(so.arrow_schema_of(spark_schema).empty_table(), meta.schema_)
+    indexes = maintained_indexes(snapshot, rebuild=overwrite)
+    lost = [i.name for i in indexes if any(c not in [f.name for f in meta.schema_] for c in i.columns)]
+    if lost:
+        raise SchemaMismatchError(f"the new schema drops columns of the indexes {lost}; delete those indexes first", lost)
+    return WritePlan(
+        action="overwrite" if overwrite else "append", metadata_json=meta.model_dump_json(by_alias=True),
+        indexes_json=[i.model_dump_json() for i in indexes], new_metadata=new_metadata,
+        parameters={"mode": "Overwrite" if overwrite else "Append", **({"overwriteSchema": True} if new_metadata else {})},
+        **base,
+    )
+
+
+def _check_layout_options(opts: dict[str, str], meta: Metadata, url: str) -> None:
+    if opts.get("indexColumns"):
+        cols = so.index_columns_option(opts["indexColumns"])
+        if tuple(cols) != tuple(meta.indexColumns):
+            raise InvalidOptionError(
+                f"{url} is bucketed by {list(meta.indexColumns)}, not {cols}; drop the indexColumns "
+                "option or write to a new path"
+            )
+    n = so.int_option(opts, "numBuckets", None, 1, so.MAX_BUCKETS)
+    if n is not None and n != meta.numBuckets:
+        raise InvalidOptionError(
+            f"{url} has {meta.numBuckets} buckets, not {n}; drop the numBuckets option or write to a new path"
+        )
