@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from typing import Any
+from typing import Any, Iterable
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -97,10 +97,9 @@ def _write_commit(snapshot, data, operation, params, read_buckets, txn, *, remov
             return CommitResult(snapshot.version, snapshot, duplicate=True)
         params = {**params, "txnAppId": app_id, "txnVersion": txn_version}
     metadata = snapshot.metadata
-    actions: list[Action] = []
+    new_metadata = None
     if new_fields is not None and new_fields != metadata.schema_:
-        metadata = metadata.model_copy(update={"schema_": new_fields})
-        actions.append(metadata)
+        metadata = new_metadata = metadata.model_copy(update={"schema_": new_fields})
     table = conform(to_arrow_table(data), metadata.schema_)
     transaction = Transaction(snapshot, operation, params, read_buckets=read_buckets)
     indexes = maintained_indexes(snapshot, rebuild=remove_all)
@@ -109,17 +108,38 @@ def _write_commit(snapshot, data, operation, params, read_buckets, txn, *, remov
     except BaseException:
         transaction.abort()
         raise
-    index_appends = index_files
-    if remove_all:
-        actions += replace_all_actions(snapshot, indexes, index_files)
-        index_appends = {}
-    actions += adds
-    if txn is not None:
-        actions.append(Txn(appId=app_id, version=txn_version, lastUpdated=int(time.time() * 1000)))
+    txn_actions = [] if txn is None else [Txn(appId=app_id, version=txn_version, lastUpdated=int(time.time() * 1000))]
+    return commit_files(transaction, adds, index_files, replace=indexes if remove_all else None,
+                        new_metadata=new_metadata, txn_actions=txn_actions)
+
+
+def commit_files(
+    transaction: Transaction,
+    adds: list[AddFile],
+    index_files: dict[str, list[IndexFile]],
+    *,
+    replace: list[IndexEntry] | None = None,
+    new_metadata: Metadata | None = None,
+    txn_actions: Iterable[Action] = (),
+) -> CommitResult:
+    """Commit new rows, written as ``adds`` with their entries ``index_files``, in ``transaction``.
+
+    Without ``replace`` the commit appends: ``index_files`` are appended to their
+    indexes. With ``replace`` (the indexes the rows were written for) it overwrites:
+    every live file of the transaction's snapshot is removed and each of those indexes
+    starts afresh with ``index_files`` (:func:`replace_all_actions`). ``new_metadata``
+    (a schema change) goes first, ``txn_actions`` last. Serves the Python writes here
+    and the Spark driver's commit (``spark_commit``).
+    """
+    snapshot = transaction.snapshot
+    actions: list[Action] = [new_metadata] if new_metadata is not None else []
     metrics = write_metrics(adds)
-    if remove_all:
+    index_appends = index_files
+    if replace is not None:
+        actions += replace_all_actions(snapshot, replace, index_files)
         metrics["numRemovedFiles"] = len(snapshot.files)
-    return transaction.commit(actions, metrics, index_appends)
+        index_appends = {}
+    return transaction.commit([*actions, *adds, *txn_actions], metrics, index_appends)
 
 
 def replace_all_actions(snapshot: Snapshot, indexes: list[IndexEntry], index_files: dict[str, list[IndexFile]]) -> list[Action]:

@@ -20,7 +20,7 @@ from ..format.snapshot import Snapshot, load_snapshot
 from ..format.storage import TableStorage
 from ..format.transaction import ALL_BUCKETS, CommitResult, Transaction, commit_create
 from ..spec.actions import Action, AddFile, IndexEntry, IndexFile, Metadata, Protocol, Txn
-from .operations import replace_all_actions, write_metrics
+from .operations import commit_files, write_metrics
 from .spark_plan import WritePlan, load_or_none
 from .spark_task import ABORTED, FilesMessage, staging_path
 
@@ -117,18 +117,10 @@ def _commit_existing(base: Snapshot, action: str, new_metadata: Metadata | None,
     overwrite = action == "overwrite"
     if not adds and not overwrite and not commit_empty:
         return None
-    actions: list[Action] = [new_metadata] if new_metadata is not None else []
-    index_appends: dict[str, list[IndexFile]] = {}
-    metrics = write_metrics(adds)
-    if overwrite:
-        actions += replace_all_actions(base, indexes, index_files)
-        metrics["numRemovedFiles"] = len(base.files)
-    else:
-        index_appends = index_files
-    actions += adds + txn_actions
     transaction = Transaction(base, operation, params, read_buckets=ALL_BUCKETS if overwrite else ())
     transaction.written_paths = list(written)
-    return transaction.commit(actions, metrics, index_appends)
+    return commit_files(transaction, adds, index_files, replace=indexes if overwrite else None,
+                        new_metadata=new_metadata, txn_actions=txn_actions)
 
 
 def delete_uncommitted(storage: TableStorage, paths: list[str]) -> None:
