@@ -2,17 +2,14 @@
 
 from __future__ import annotations
 
-import dataclasses
-import datetime as dt
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 import pyarrow as pa
 
 from .errors import InvalidOptionError, TableExistsError
-from .format.log import list_log, read_commit_info
+from .format.log import list_log
 from .format.snapshot import Snapshot, load_snapshot, update_snapshot
 from .format.storage import TableStorage
 from .format.timetravel import version_at
@@ -21,53 +18,22 @@ from .spark import is_spark_dataframe as _is_spark
 from .spec.schema import arrow_schema
 from .reader import lookup as lookup_mod
 from .reader import lookup_plan
-from .spec.actions import IndexEntry
-from .writer import index_ops, operations
+from .table_admin import HistoryEntry, IndexInfo, TableAdmin
+from .writer import operations
+
+__all__ = ["IndexedTable", "HistoryEntry", "IndexInfo"]
 
 
-@dataclass(frozen=True)
-class HistoryEntry:
-    """One commit of the table, as ``history()`` lists it."""
-
-    version: int
-    timestamp: dt.datetime
-    operation: str
-    parameters: dict[str, Any] = field(default_factory=dict)
-    metrics: dict[str, Any] = field(default_factory=dict)
-    read_version: int | None = None
-    is_blind_append: bool = False
-    engine_info: str = ""
-
-
-@dataclass(frozen=True)
-class IndexInfo:
-    """One index as ``indexes()`` lists it."""
-
-    name: str
-    columns: list[str]
-    kind: str
-    state: str
-    num_buckets: int
-    covered_version: int
-    num_files: int
-    size_bytes: int
-    num_entries: int
-
-    @classmethod
-    def of(cls, e: IndexEntry) -> "IndexInfo":
-        return cls(
-            e.name, list(e.columns), e.kind, e.state, e.numBuckets, e.coveredVersion,
-            len(e.files), sum(f.size for f in e.files), sum(f.numEntries for f in e.files),
-        )
-
-
-class IndexedTable:
+class IndexedTable(TableAdmin):
     """A table on a data lake: versioned, bucketed by its index columns, with history.
 
     Open one with :meth:`for_path` or make one with :meth:`create`. An instance shows
     one version (``version``); writes always commit on top of the newest version and
     move the instance to the version they created.
     """
+
+    # History, indexes, properties and maintenance (optimize, vacuum, restore, the index
+    # lifecycle) are inherited from TableAdmin (table_admin.py).
 
     def __init__(self, snapshot: Snapshot):
         self._snapshot = snapshot
@@ -214,89 +180,7 @@ class IndexedTable:
 
         return native_scan(spark, self.snapshot_at(version, timestamp), columns)
 
-    def history(self, limit: int | None = None) -> list[HistoryEntry]:
-        """Commits, newest first (at most ``limit``): version, timestamp, operation,
-        parameters, metrics."""
-        if limit is not None and limit < 0:
-            raise InvalidOptionError(f"limit must be >= 0, got {limit}")
-        storage = self._snapshot.storage
-        commits, _ = list_log(storage)
-        wanted = commits[::-1] if limit is None else commits[::-1][:limit]
-        out = []
-        for v in wanted:
-            info = read_commit_info(storage, v)
-            if info is None:
-                continue
-            out.append(
-                HistoryEntry(
-                    version=v,
-                    timestamp=dt.datetime.fromtimestamp(info.timestamp / 1000, dt.timezone.utc),
-                    operation=info.operation,
-                    parameters=dict(info.operationParameters),
-                    metrics=dict(info.operationMetrics),
-                    read_version=info.readVersion,
-                    is_blind_append=info.isBlindAppend,
-                    engine_info=info.engineInfo,
-                )
-            )
-        return out
-
-    # -- indexes -------------------------------------------------------------------
-    def indexes(self) -> list[IndexInfo]:
-        """Every index of this version: name, columns, kind, state, covered version,
-        file count and bytes."""
-        return [IndexInfo.of(e) for e in sorted(self._snapshot.indexes.values(), key=lambda e: e.name)]
-
-    def detail(self) -> dict[str, Any]:
-        """Location, table id, version, files, bytes, buckets, properties, and each index
-        with its state and staleness (shares of live bytes not covered, of covered
-        bytes removed)."""
-        snap = self._snapshot
-        indexes = []
-        for info in self.indexes():
-            entry = snap.indexes[info.name]
-            appended, deleted = lookup_plan.staleness(snap, {i for f in entry.files for i in f.fileIds})
-            indexes.append(dataclasses.asdict(info) | {"appended_ratio": appended, "deleted_ratio": deleted})
-        return {
-            "location": self.path,
-            "table_id": self.table_id,
-            "name": snap.metadata.name,
-            "version": snap.version,
-            "timestamp": dt.datetime.fromtimestamp(snap.timestamp / 1000, dt.timezone.utc).isoformat(),
-            "num_files": len(snap.files),
-            "size_bytes": snap.size_bytes(),
-            "num_rows": snap.num_records(),
-            "index_columns": self.index_columns,
-            "num_buckets": self.num_buckets,
-            "properties": self.properties,
-            "indexes": indexes,
-        }
-
-    def create_index(self, name: str, columns: Sequence[str], num_buckets: int | None = None) -> int:
-        """Build a secondary index on ``columns`` over the newest version; returns the
-        version that commits it. ``num_buckets`` defaults to the table's bucket count.
-        Appends then maintain it (``indexeddf.index.autoRefresh``)."""
-        result = index_ops.create_index(update_snapshot(self._snapshot), name, list(columns), num_buckets)
-        self._snapshot = result.snapshot
-        return result.version
-
-    def refresh(self, index: str | None = None, mode: str = "incremental") -> list[int]:
-        """Refresh ``index`` (default: every ACTIVE index) up to the newest version.
-
-        ``mode``: ``"incremental"`` (index the files appended since, drop entries of
-        removed files), ``"full"`` (rebuild) or ``"quick"`` (record the version only;
-        queries keep scanning unindexed files). Returns the versions committed.
-        """
-        snap = update_snapshot(self._snapshot)
-        names = [index] if index is not None else sorted(n for n, e in snap.indexes.items() if e.state == "ACTIVE")
-        versions = []
-        for name in names:
-            result = index_ops.refresh_index(snap, name, mode)
-            snap = result.snapshot
-            versions.append(result.version)
-        self._snapshot = snap
-        return versions
-
+    # -- lookups -------------------------------------------------------------------
     def lookup(
         self,
         keys: Any,
@@ -449,86 +333,6 @@ class IndexedTable:
             return self._snapshot.version
         self._snapshot = result.snapshot
         return result.version
-
-    def set_properties(self, properties: dict[str, str]) -> int:
-        """Set table properties (see ``docs/options.md``); returns the new version."""
-        result = operations.set_properties(update_snapshot(self._snapshot), updates=properties)
-        self._snapshot = result.snapshot
-        return result.version
-
-    def unset_properties(self, names: Sequence[str]) -> int:
-        """Remove table properties (they fall back to their defaults); returns the new version."""
-        result = operations.set_properties(update_snapshot(self._snapshot), removals=list(names))
-        self._snapshot = result.snapshot
-        return result.version
-
-    # -- maintenance (writer/maintenance.py, writer/lifecycle.py; docs/admin.md) ----------
-    def optimize(self, mode: str = "quick", progress=None) -> int:
-        """Compact each bucket's small data files (``"quick"``: files under 32 MiB;
-        ``"full"``: one file per bucket) and the index files that point at them, in one
-        commit that changes no data (concurrent appends still commit). Returns the new
-        version, or the current one when nothing needed compacting. ``progress``: an
-        optional callable receiving one line of text per step."""
-        from .writer import maintenance
-
-        result = maintenance.optimize(update_snapshot(self._snapshot), mode, progress=progress)
-        return self._moved_to(result)
-
-    def vacuum(self, retention_hours: float | None = None, dry_run: bool = False,
-               enforce_retention: bool = True, progress=None):
-        """Delete (or with ``dry_run`` list) the files no version inside the retention
-        needs, and files of failed writes older than it; returns a ``VacuumResult``
-        (``files``, ``bytes``, ``oldest_version_kept``). The retention defaults to, and
-        may not go below unless ``enforce_retention=False``, the table property
-        ``indexeddf.vacuum.minRetentionHours`` (168). Time travel to versions older
-        than the retention may fail afterwards. The log is never touched."""
-        from .writer import maintenance
-
-        return maintenance.vacuum(self._snapshot, retention_hours, dry_run, enforce_retention, progress)
-
-    def restore(self, version: int) -> int:
-        """Commit a new version whose rows and indexes equal those of ``version``;
-        returns it (or the current version when nothing differs). Raises
-        ``VersionNotFoundError`` when files it needs were vacuumed."""
-        from .writer import maintenance
-
-        return self._moved_to(maintenance.restore(update_snapshot(self._snapshot), version))
-
-    def drop_index(self, name: str) -> int:
-        """Soft-drop an index (ACTIVE -> DELETING -> DELETED); its files are kept, so
-        ``restore_index`` can bring it back. Returns the version of the last commit."""
-        from .writer import lifecycle
-
-        return self._moved_to(lifecycle.drop_index(update_snapshot(self._snapshot), name))
-
-    def restore_index(self, name: str) -> int:
-        """Bring a DELETED index back (RESTORING -> ACTIVE) with the files it had."""
-        from .writer import lifecycle
-
-        return self._moved_to(lifecycle.restore_index(update_snapshot(self._snapshot), name))
-
-    def vacuum_index(self, name: str, progress=None) -> int:
-        """Delete the files of a DELETED index for good (VACUUMING -> DELETED)."""
-        from .writer import lifecycle
-
-        return self._moved_to(lifecycle.vacuum_index(update_snapshot(self._snapshot), name, progress))
-
-    def cancel_index(self, name: str, progress=None) -> int:
-        """Return an index stuck in a transient state (its process died) to its last
-        stable state and delete the partial files of the interrupted operation."""
-        from .writer import lifecycle
-
-        return self._moved_to(lifecycle.cancel_index(update_snapshot(self._snapshot), name, progress))
-
-    def optimize_index(self, name: str, mode: str = "quick", progress=None) -> int:
-        """Merge an index's small files per index bucket (OPTIMIZING -> ACTIVE)."""
-        from .writer import lifecycle
-
-        return self._moved_to(lifecycle.optimize_index(update_snapshot(self._snapshot), name, mode, progress))
-
-    def _moved_to(self, result) -> int:
-        self._snapshot = update_snapshot(self._snapshot) if result is None else result.snapshot
-        return self._snapshot.version
 
     def __repr__(self) -> str:
         return f"IndexedTable({self.path!r}, version={self.version})"
