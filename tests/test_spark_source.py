@@ -427,14 +427,25 @@ def test_failed_task_leaves_no_commit_and_no_files(spark, tmp_path):
     path = str(tmp_path / "fail")
     with pytest.raises(Exception, match="boom on row"):
         failing_frame(spark).write.format("indexeddf").option("indexColumns", "id").mode("append").save(path)
-    assert not Path(path, "_indexeddf_log").exists() and data_files(path) == set()
+    assert not Path(path, "_indexeddf_log").exists() and _eventually(lambda: data_files(path) == set())
 
     spark.range(10).selectExpr("id", "id * 2 as v").write.format("indexeddf").option("indexColumns", "id").mode("append").save(path)
     before = data_files(path)
     for mode in ("append", "overwrite"):
         with pytest.raises(Exception, match="boom on row"):
             failing_frame(spark).write.format("indexeddf").mode(mode).save(path)
-        assert IndexedTable.for_path(path).version == 0 and data_files(path) == before
+        assert IndexedTable.for_path(path).version == 0 and _eventually(lambda: data_files(path) == before)
+
+
+def _eventually(check, timeout: float = 30.0) -> bool:
+    """True once ``check()`` holds. A failed job returns while Spark is still stopping
+    its other tasks; such a task finds the job aborted and deletes its own files."""
+    deadline = time.monotonic() + timeout
+    while not check():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.1)
+    return True
 
 
 def test_task_files_are_deleted_by_abort_and_kept_by_commit(tmp_path):
