@@ -62,6 +62,15 @@ def events(rows: int, seed: int = 7) -> str:
     return str(path)
 
 
+def events_empty() -> str:
+    """Path of an indexed table with the events schema and no rows (the fixed cost of a
+    query through indexeddf, whatever the data)."""
+    path = DATA / "events-empty"
+    if not (path / "_indexeddf_log").exists():
+        IndexedTable.create(str(path), chunk(0, 0, 1, seed=1), index_columns=["user_id"], num_buckets=NUM_BUCKETS)
+    return str(path)
+
+
 def some_keys(path: str, n: int, seed: int = 1) -> list[int]:
     """``n`` user ids present in the table."""
     t = IndexedTable.for_path(path)

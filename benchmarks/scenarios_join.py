@@ -75,7 +75,10 @@ def _join_scenario(work: Path, args, size: str) -> Scenario:
                    lambda: _query(t.join(probe, on="user_id", columns=["amount"])))]
     notes = [t.explain_join(probe, on="user_id")]
     if size in ("S", "M"):
+        empty = IndexedTable.for_path(datasets.events_empty())
         candidates += [
+            ("the same join with an empty indexed table (fixed cost)",
+             lambda: _query(empty.join(probe, on="user_id", strategy="shuffle"))),
             ("t.join(..., strategy='shuffle')", lambda: _query(t.join(probe, on="user_id", strategy="shuffle"))),
             ("t.join(..., strategy='broadcast')", lambda: _query(t.join(probe, on="user_id", strategy="broadcast"))),
         ]
