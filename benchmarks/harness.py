@@ -41,6 +41,8 @@ class Scenario:
     candidates: list[tuple[str, Callable[[], object]]]
     target: str = ""
     notes: list[str] = field(default_factory=list)
+    untimed: dict[str, Callable[[], object]] = field(default_factory=dict)
+    """Per candidate name, a set-up run right before each of its calls, outside the timing."""
 
 
 def run_scenario(s: Scenario, rounds: int, warmup: int) -> list[Measurement]:
@@ -49,7 +51,11 @@ def run_scenario(s: Scenario, rounds: int, warmup: int) -> list[Measurement]:
     cands = [Measurement(n) for n, _ in s.candidates]
     for r in range(warmup + rounds):
         b = _time(s.baseline[1])
-        times = [_time(fn) for _, fn in s.candidates]
+        times = []
+        for name, fn in s.candidates:
+            if name in s.untimed:
+                s.untimed[name]()
+            times.append(_time(fn))
         if r < warmup:
             continue
         base.seconds.append(b)
