@@ -202,7 +202,8 @@ class IndexedTable(TableAdmin):
             latest = update_snapshot(self._snapshot)
             if latest.version != snap.version:
                 entry = lookup_plan.serving_index(snap, [entry, latest.indexes.get(entry.name)])
-        plan = lookup_plan.plan_lookup(snap, entry, lookup_plan.keys_table(keys, entry.columns, self._schema_of(snap)))
+        keys_table = lookup_plan.keys_table(keys, entry.columns, self._schema_of(snap))
+        plan = lookup_plan.plan_lookup(snap, entry, keys_table, check_files=version is not None)
         return lookup_mod.run_plan(snap, plan, list(columns) if columns is not None else None)
 
     def explain(self, predicate: str, version: int | None = None) -> str:

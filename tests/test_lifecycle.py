@@ -82,6 +82,7 @@ def test_every_transition_is_a_commit_transient_first(table, table_path):
     kept = {f.path for f in t.snapshot.indexes["by_s"].files}
     assert kept <= files_under(table_path, "_indexes")
     t.restore_index("by_s")
+    active_version = t.version  # by_s ACTIVE, with the files vacuum_index deletes below
     t.drop_index("by_s")
     assert_lookups_right(t)
     t.vacuum_index("by_s")
@@ -95,9 +96,9 @@ def test_every_transition_is_a_commit_transient_first(table, table_path):
     # Re-creating a DELETED index starts from no files.
     t.create_index("by_s", ["s"], num_buckets=3)
     assert t.indexes()[0].state == "ACTIVE" and t.snapshot.indexes["by_s"].numBuckets == 3
-    # Lookups through the vacuumed index at versions before the vacuum would need its
-    # deleted files (docs/admin.md); the rows themselves stay readable everywhere.
-    assert_lookups_right(t, since=t.version - 1)
+    # At versions before the vacuum, lookups through it find its files gone and scan.
+    assert_lookups_right(t)
+    assert "were deleted since (vacuum_index or vacuum)" in t.explain("s = 's1'", version=active_version)
 
 
 def test_transitions_that_cannot_run_are_refused(table):

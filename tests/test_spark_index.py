@@ -96,3 +96,17 @@ def test_a_point_lookup_reads_one_bucket(registered, tmp_path):
     assert [r["v"] for r in df.where(F.col("user_id") == F.lit(42).cast("int")).collect()] == [42]
     # A filter that no index answers is still right.
     assert df.where("v BETWEEN 10 AND 12").count() == 3
+
+
+def test_time_travel_through_a_vacuumed_index_scans(registered, tmp_path):
+    spark = registered
+    path = str(tmp_path / "vac")
+    data = pa.table({"user_id": pa.array(range(300), pa.int64()), "email": [f"u{i % 50}@x" for i in range(300)]})
+    t = IndexedTable.create(path, data, index_columns=["user_id"], num_buckets=4)
+    t.create_index("by_email", ["email"], num_buckets=4)
+    indexed_version = t.version
+    t.drop_index("by_email")
+    t.vacuum_index("by_email")  # deletes the files that indexed_version's state names
+    old = spark.read.format("indexeddf").option("versionAsOf", indexed_version).load(path).where("email = 'u7@x'")
+    want = t.to_arrow(version=indexed_version).filter(pa.compute.equal(t.to_arrow(version=indexed_version)["email"], "u7@x"))
+    assert rows_of(old) == arrow_rows(want) and len(want) == 6

@@ -115,7 +115,11 @@ def explain_predicate(snapshot: Snapshot, text: str, latest: Snapshot | None = N
     except SchemaMismatchError as e:
         lines.append(f"index: none; full scan (the literals do not fit the index columns: {e})")
         return "\n".join(lines)
-    plan = lookup_plan.plan_lookup(snapshot, entry, keys)
+    plan = lookup_plan.plan_lookup(snapshot, entry, keys, check_files=latest is not None and latest.version != snapshot.version)
+    if plan.why_not is not None:  # its files were deleted since this version
+        lines += ["index: none; scan of the keys' data buckets" if tuple(entry.columns) == tuple(snapshot.metadata.indexColumns)
+                  else "index: none; full scan of every live file", f"  why not: {plan.why_not}"]
+        return "\n".join(lines)
     covered = len(plan.live_covered_ids)
     probed = set(plan.buckets)
     index_files = [f for f in entry.files if f.bucket in probed]

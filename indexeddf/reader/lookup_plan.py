@@ -129,7 +129,7 @@ def _distinct(table: pa.Table) -> pa.Table:
 
 
 # -- planning --------------------------------------------------------------------------
-def plan_lookup(snapshot: Snapshot, index: IndexEntry, keys: pa.Table) -> LookupPlan:
+def plan_lookup(snapshot: Snapshot, index: IndexEntry, keys: pa.Table, check_files: bool = False) -> LookupPlan:
     """Tasks of a lookup of ``keys`` (already distinct and typed) through ``index``.
 
     Hybrid scan: the index answers for the live files it covers, and the live files
@@ -138,11 +138,32 @@ def plan_lookup(snapshot: Snapshot, index: IndexEntry, keys: pa.Table) -> Lookup
     table's ``indexeddf.hybridScan.*`` limits, is not used: the plan scans instead
     (``plan.why_not`` says why). Lookups on the table's index columns read only the
     data buckets of the keys either way, since data files are bucketed by them.
+
+    ``check_files`` (for reads of an older version): when an index file the plan
+    would read no longer exists (``vacuum_index`` or ``vacuum`` deleted it since), the
+    plan does not use the index and scans instead.
     """
+    plan = _plan(snapshot, index, keys, None)
+    if check_files and plan.why_not is None:
+        missing = missing_index_files(snapshot, plan)
+        if missing:
+            why = (f"{len(missing)} index file(s) of {index.name!r} that version {snapshot.version} names were deleted "
+                   f"since (vacuum_index or vacuum), e.g. {missing[0]}")
+            plan = _plan(snapshot, index, keys, why)
+    return plan
+
+
+def missing_index_files(snapshot: Snapshot, plan: LookupPlan) -> list[str]:
+    """The index files ``plan`` would read that are not in storage."""
+    storage = snapshot.storage
+    return [f.path for t in plan.tasks for f in t.index_files if not storage.exists(f.path)]
+
+
+def _plan(snapshot: Snapshot, index: IndexEntry, keys: pa.Table, why_not: str | None) -> LookupPlan:
     live = snapshot.files
     covered = {fid for f in index.files for fid in f.fileIds} if index.state in READABLE_STATES else set()
     plan = LookupPlan(index, keys)
-    plan.why_not = unusable_reason(snapshot, index, covered)
+    plan.why_not = why_not or unusable_reason(snapshot, index, covered)
     if plan.why_not is not None:
         covered = set()
     live_ids = np.array(sorted(a.fileId for a in live.values()), dtype=np.int64)

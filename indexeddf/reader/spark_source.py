@@ -247,7 +247,7 @@ class IndexedReader(DataSourceReader):
             if keys is None:
                 continue
             table = keys_table(list(zip(*keys)), entry.columns, schema)
-            plan = plan_lookup(snapshot, entry, table)
+            plan = plan_lookup(snapshot, entry, table, check_files=latest.version != snapshot.version)
             if plan.why_not is not None:
                 continue  # too stale: bucket pruning (above) is the better plan
             # Few partitions: each Spark task costs tens of ms, a bucket probe a few.
