@@ -27,7 +27,7 @@ from ..format.snapshot import Snapshot
 from ..format.storage import TableStorage
 from ..spec.actions import AddFile, IndexFile
 from ..spec.bucketing import key_hash
-from ..spec.schema import arrow_schema, check_columns
+from ..spec.schema import arrow_schema, check_columns, dictionary_columns
 from .cache import cache
 from .lookup_plan import LookupPlan, LookupTask
 from .trie import BucketTrie, Segment
@@ -171,13 +171,6 @@ def fetch_rows(ctx: ReadContext, path: str, rows: np.ndarray, columns: list[str]
     return _decoded(pa.concat_tables(parts), ctx.schema)
 
 
-def _dictionary_columns(schema: pa.Schema, columns: list[str]) -> list[str]:
-    """String and binary columns: cached row groups keep them dictionary-encoded, as
-    Parquet stores them (a third less memory here; decoding is no slower)."""
-    kinds = (pa.types.is_string, pa.types.is_large_string, pa.types.is_binary, pa.types.is_large_binary)
-    return [c for c in columns if any(k(schema.field(c).type) for k in kinds)]
-
-
 def _decoded(rows: pa.Table, schema: pa.Schema) -> pa.Table:
     """``rows`` with dictionary-encoded columns cast back to the table's types (only
     the fetched rows are decoded)."""
@@ -240,7 +233,7 @@ def _row_groups(ctx: ReadContext, path: str, footer: _Footer, groups: list[int],
         storage = ctx.storage
         # The cached footer spares a second read and parse of the file's metadata.
         pf = pq.ParquetFile(storage.full(path), filesystem=storage.arrow_filesystem(), metadata=footer.metadata,
-                            read_dictionary=_dictionary_columns(ctx.schema, columns))
+                            read_dictionary=dictionary_columns(ctx.schema, columns))
         table = pf.read_row_groups(missing, columns=columns)
         start = 0
         for g in missing:

@@ -101,3 +101,12 @@ def check_columns(names: list[str], columns) -> None:
 def arrow_schema(fields: tuple[Field, ...] | list[Field]) -> pa.Schema:
     """The Arrow schema that the table's Parquet files are written with and read as."""
     return pa.schema([pa.field(f.name, arrow_type(f.type), nullable=f.nullable) for f in fields])
+
+
+def dictionary_columns(schema: pa.Schema, columns=None) -> list[str]:
+    """The string and binary columns of ``schema`` (of ``columns`` when given, in that
+    order): data files store them dictionary-encoded, everything else plain, and the
+    reader keeps them dictionary-encoded in its cache."""
+    kinds = (pa.types.is_string, pa.types.is_large_string, pa.types.is_binary, pa.types.is_large_binary)
+    names = schema.names if columns is None else columns
+    return [c for c in names if any(k(schema.field(c).type) for k in kinds)]
