@@ -103,6 +103,52 @@ def scan_count(work, args):
     return _scan(args, "count")
 
 
+def _constant_source(path: str):
+    """A DataFrame read through the least a Python data source can do: a source with the
+    table's schema, one partition, pushFilters that keeps every filter, and a read that
+    returns one constant row. Its query time is the floor of any Python data source query
+    of this shape on this machine (the Python planner round trips and the task), with no
+    table, no log and no index involved."""
+    import pyarrow as pa
+    from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
+
+    s = spark()
+    table = IndexedTable.for_path(path)
+    arrow = table.schema
+    row = datasets.chunk(0, 1, 4, seed=1).cast(arrow).to_batches()[0]
+    ddl = s.createDataFrame([], _spark_schema(table)).schema
+
+    class ConstantReader(DataSourceReader):
+        def pushFilters(self, filters):
+            return filters
+
+        def partitions(self):
+            return [InputPartition(0)]
+
+        def read(self, partition):
+            yield row
+
+    class ConstantSource(DataSource):
+        @classmethod
+        def name(cls):
+            return "bench_constant"
+
+        def schema(self):
+            return ddl
+
+        def reader(self, schema):
+            return ConstantReader()
+
+    s.dataSource.register(ConstantSource)
+    return s.read.format("bench_constant").load()
+
+
+def _spark_schema(table: IndexedTable):
+    from indexeddf.reader.spark_source import spark_schema
+
+    return spark_schema(table.snapshot.metadata.schema_)
+
+
 def _lookup_scenario(args, n_keys: int, name: str, target: str) -> Scenario:
     from pyspark.sql import functions as F
 
@@ -110,12 +156,13 @@ def _lookup_scenario(args, n_keys: int, name: str, target: str) -> Scenario:
     s = spark()
     keys = datasets.some_keys(path, n_keys * 40, seed=11)
     groups = [keys[i : i + n_keys] for i in range(0, len(keys), n_keys)]
-    it = {k: itertools.cycle(groups) for k in ("base", "idx", "cached", "empty")}
+    it = {k: itertools.cycle(groups) for k in ("base", "idx", "cached", "empty", "constant")}
     source = s.read.format("indexeddf").load(path)
     parquet = _parquet_df(path)
     cached = _parquet_df(path).cache()
     cached.count()
     empty = s.read.format("indexeddf").load(datasets.events_empty())
+    constant = _constant_source(path)
 
     def q(df, group):
         return df.where(F.col("user_id").isin(group)).collect()
@@ -127,6 +174,7 @@ def _lookup_scenario(args, n_keys: int, name: str, target: str) -> Scenario:
         ("spark.read.format('indexeddf') (index lookup)", lambda: q(source, next(it["idx"]))),
         ("the same query on an empty indexeddf table", lambda: q(empty, next(it["empty"]))),
         ("the same query on a DataFrame cached in Spark memory", lambda: q(cached, next(it["cached"]))),
+        ("the same query on a do-nothing Python data source (floor)", lambda: q(constant, next(it["constant"]))),
     ]
     return Scenario(
         name=name,
@@ -134,6 +182,9 @@ def _lookup_scenario(args, n_keys: int, name: str, target: str) -> Scenario:
         baseline=("spark.read.parquet(the same files)", lambda: q(parquet, next(it["base"]))),
         candidates=candidates,
         target=target,
+        notes=["The do-nothing source has the table's schema, keeps every pushed filter and returns one "
+               "constant row from one partition: what any Python data source query of this shape costs "
+               "here before it reads anything (Spark's planner round trips to Python and one Python task)."],
     )
 
 
