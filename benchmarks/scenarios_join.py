@@ -82,10 +82,12 @@ def _join_scenario(work: Path, args, size: str) -> Scenario:
             ("t.join(..., strategy='shuffle')", lambda: _query(t.join(probe, on="user_id", strategy="shuffle"))),
             ("t.join(..., strategy='broadcast')", lambda: _query(t.join(probe, on="user_id", strategy="broadcast"))),
         ]
-    else:
-        if size == "L":
-            candidates.append(("t.join(..., strategy='shuffle', columns=['amount'])",
-                               lambda: _query(t.join(probe, on="user_id", strategy="shuffle", columns=["amount"]))))
+    else:  # auto hands these to Spark's own join (spark_join_ratio): time the indexed shuffle too
+        candidates += [
+            ("t.join(..., strategy='shuffle')", lambda: _query(t.join(probe, on="user_id", strategy="shuffle"))),
+            ("t.join(..., strategy='shuffle', columns=['amount'])",
+             lambda: _query(t.join(probe, on="user_id", strategy="shuffle", columns=["amount"]))),
+        ]
         bucketed = _bucketed(work, path)
         candidates.append(("probe.join(Spark bucketed table)", lambda: _query(probe.join(bucketed, "user_id"))))
     candidates.append(("probe.join(DataFrame cached in memory)", lambda: _query(probe.join(cached, "user_id"))))

@@ -219,7 +219,7 @@ class IndexedTable(TableAdmin):
     # -- joins (docs/joins.md) -----------------------------------------------------
     def join(self, df, on=None, how: str = "inner", *, left_on=None, right_on=None, strategy: str = "auto",
              version: int | None = None, broadcast_threshold_rows: int | None = None, partitions: int | None = None,
-             columns=None):
+             columns=None, spark_join_ratio: float | None = None):
         """Join the Spark DataFrame ``df`` with this table; the table is the pre-built side.
 
         Returns exactly what ``df.join(self.to_df(spark, version), on, how)`` returns
@@ -230,30 +230,31 @@ class IndexedTable(TableAdmin):
         ``columns``: the table's columns to join (its key columns always; default all):
         the result then equals the join with ``self.to_df(spark, columns=...)``.
         ``broadcast_threshold_rows`` (default 1,000) bounds ``auto``'s broadcast;
-        ``partitions``: tasks of the shuffle strategy (default: the bucket count, at
-        most twice Spark's default parallelism). See ``docs/joins.md``.
+        ``spark_join_ratio`` (default 0.01): ``auto`` hands the join to Spark's own join
+        of ``to_df`` when Spark estimates df at more than this fraction of the table's
+        rows (``float('inf')``: never); ``partitions``: tasks of the shuffle strategy
+        (default: the bucket count, at most Spark's default parallelism). See
+        ``docs/joins.md``.
         """
-        from .optimizer.join import DEFAULT_BROADCAST_THRESHOLD_ROWS, execute, plan_join
+        from .optimizer.join import execute, plan_join
 
         snap = self.snapshot_at(version)
         plan = plan_join(snap, df, on, how, left_on=left_on, right_on=right_on, strategy=strategy,
-                         broadcast_threshold_rows=DEFAULT_BROADCAST_THRESHOLD_ROWS
-                         if broadcast_threshold_rows is None else broadcast_threshold_rows, partitions=partitions,
-                         columns=columns)
+                         partitions=partitions, columns=columns,
+                         **_join_tuning(broadcast_threshold_rows, spark_join_ratio))
         return execute(plan, snap, df)
 
     def explain_join(self, df, on=None, how: str = "inner", *, left_on=None, right_on=None, strategy: str = "auto",
                      version: int | None = None, broadcast_threshold_rows: int | None = None,
-                     partitions: int | None = None, columns=None) -> str:
+                     partitions: int | None = None, columns=None, spark_join_ratio: float | None = None) -> str:
         """Which strategy ``join`` with these arguments uses, and why (may run the small
         job that collects df's distinct keys, as ``join`` itself would)."""
-        from .optimizer.join import DEFAULT_BROADCAST_THRESHOLD_ROWS, describe, plan_join
+        from .optimizer.join import describe, plan_join
 
         snap = self.snapshot_at(version)
         plan = plan_join(snap, df, on, how, left_on=left_on, right_on=right_on, strategy=strategy,
-                         broadcast_threshold_rows=DEFAULT_BROADCAST_THRESHOLD_ROWS
-                         if broadcast_threshold_rows is None else broadcast_threshold_rows, partitions=partitions,
-                         columns=columns)
+                         partitions=partitions, columns=columns,
+                         **_join_tuning(broadcast_threshold_rows, spark_join_ratio))
         return describe(plan, snap)
 
     def join_table(self, other: "IndexedTable", on=None, how: str = "inner", *, left_on=None, right_on=None,
@@ -345,3 +346,14 @@ def _load(storage: TableStorage, version: int | None, timestamp: Any) -> Snapsho
     if timestamp is not None:
         version = version_at(storage, timestamp)
     return load_snapshot(storage, version)
+
+
+def _join_tuning(broadcast_threshold_rows: int | None, spark_join_ratio: float | None) -> dict:
+    """``auto``'s thresholds for plan_join, defaults where not given."""
+    from .optimizer.join import DEFAULT_BROADCAST_THRESHOLD_ROWS, DEFAULT_SPARK_JOIN_RATIO
+
+    return {
+        "broadcast_threshold_rows": DEFAULT_BROADCAST_THRESHOLD_ROWS if broadcast_threshold_rows is None
+        else broadcast_threshold_rows,
+        "spark_join_ratio": DEFAULT_SPARK_JOIN_RATIO if spark_join_ratio is None else spark_join_ratio,
+    }

@@ -178,15 +178,28 @@ def test_spread_values():
 
 def test_auto_chooses_by_size(s, events):
     t, _, _ = events
+    never = float("inf")  # the table has 540 rows: any probe is over 1 % of it
     small = _probe(s, random.Random(1), 20, 50)
-    assert "strategy: broadcast" in t.explain_join(small, on="k")
-    text = t.explain_join(small, on="k", broadcast_threshold_rows=5)
+    assert "strategy: broadcast" in t.explain_join(small, on="k", spark_join_ratio=never)
+    text = t.explain_join(small, on="k", broadcast_threshold_rows=5, spark_join_ratio=never)
     assert "strategy: shuffle" in text and "more than broadcast_threshold_rows=5 distinct keys" in text
     big = s.range(0, 500_000).selectExpr("cast(id % 50 as bigint) as k")  # Spark knows its size
-    text = t.explain_join(big, on="k")
+    text = t.explain_join(big, on="k", spark_join_ratio=never)
     assert "strategy: shuffle" in text and "Spark estimates" in text
-    _same(t.join(big.limit(1000), on="k", how="semi", broadcast_threshold_rows=10),
+    _same(t.join(big.limit(1000), on="k", how="semi", broadcast_threshold_rows=10, spark_join_ratio=never),
           big.limit(1000).join(t.to_df(s), on="k", how="semi"))
+
+
+def test_auto_hands_large_probes_to_spark(s, events):
+    t, _, _ = events
+    big = s.range(0, 3_000).selectExpr("cast(id % 70 as bigint) as k", "id")  # 5.6x the table's rows
+    text = t.explain_join(big, on="k")
+    assert "strategy: spark" in text and "more than spark_join_ratio=0.01 of the table's 540 rows" in text
+    assert "strategy: shuffle" in t.explain_join(big, on="k", spark_join_ratio=10.0)  # 3,000 < 5,400
+    for how in HOWS:
+        _same(t.join(big, on="k", how=how), big.join(t.to_df(s), on="k", how=how))
+    with pytest.raises(InvalidOptionError, match="spark_join_ratio"):
+        t.join(big, on="k", spark_join_ratio=0)
 
 
 def test_errors(s, events):
