@@ -168,17 +168,23 @@ class IndexedTable(TableAdmin):
         """
         return read_snapshot(self.snapshot_at(version, timestamp), columns, filter)
 
-    def to_df(self, spark, version: int | None = None, timestamp: Any = None, columns: Sequence[str] | None = None):
+    def to_df(self, spark, version: int | None = None, timestamp: Any = None, columns: Sequence[str] | None = None,
+              bucketed: bool = False):
         """The rows of a version as a Spark DataFrame, read by Spark's native Parquet scan.
 
         Spark gets exactly the snapshot's live files, so it prunes columns and pushes
         predicates into Parquet itself (several times faster than a Python data source
         scan). The table must be where Spark's Hadoop filesystems can read it (a local
         disk, HDFS, S3, GCS, Azure); ``InvalidOptionError`` otherwise (e.g. memory://).
+        ``bucketed=True``: Spark also learns the table's bucketing (index columns, bucket
+        count), as for a table written with ``bucketBy``, so joins and aggregations on
+        the index columns do not shuffle this side; where that cannot be done (files
+        written before bucket-suffixed names, floating-point index columns, Spark
+        Connect) the scan is a plain one. See docs/spark.md.
         """
         from .reader.spark_source import native_scan
 
-        return native_scan(spark, self.snapshot_at(version, timestamp), columns)
+        return native_scan(spark, self.snapshot_at(version, timestamp), columns, bucketed=bucketed)
 
     # -- lookups -------------------------------------------------------------------
     def lookup(

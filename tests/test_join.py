@@ -237,3 +237,58 @@ def test_join_table(s, tmp_path, events, how):
     assert plan.strategy != "buckets" and "not co-bucketed" in plan.reasons[0]
     _same(got, differ.to_df(s).join(t.to_df(s), on="k", how=how))
     _same(t.join_table(same, on="k", how=how, spark=s), same.to_df(s).join(t.to_df(s), on="k", how=how))
+
+
+def _plan(df) -> str:
+    return df._jdf.queryExecution().executedPlan().toString()
+
+
+@pytest.fixture()
+def no_broadcast(s):
+    """Sort-merge joins, so Spark's use (or not) of the table's bucketing shows in the plan."""
+    old = s.conf.get("spark.sql.autoBroadcastJoinThreshold")
+    s.conf.set("spark.sql.autoBroadcastJoinThreshold", "-1")
+    yield
+    s.conf.set("spark.sql.autoBroadcastJoinThreshold", old)
+
+
+def test_bucketed_to_df_joins_without_shuffling_the_table(s, events, no_broadcast):
+    t, v1, v3 = events
+    for a in t.snapshot.live_files():  # writers name the bucket where Spark reads it
+        assert a.path.endswith(f"_{a.bucket:05d}.parquet")
+    probe = _probe(s, random.Random(5), 300, 80).selectExpr("cast(k as bigint) as k", "s", "i")
+    for version in (v1, v3):
+        bucketed, plain = t.to_df(s, version=version, bucketed=True), t.to_df(s, version=version)
+        joined = probe.join(bucketed, on="k")
+        assert "Bucketed: true" in _plan(joined)
+        assert "Bucketed: true" not in _plan(probe.join(plain, on="k"))
+        for how in HOWS:
+            _same(probe.join(bucketed, on="k", how=how), probe.join(plain, on="k", how=how))
+    assert t.to_df(s, bucketed=True).count() == t.snapshot.num_records()
+    big = s.range(0, 3_000).selectExpr("cast(id % 70 as bigint) as k", "id")  # Spark knows its size
+    text = t.explain_join(big, on="k")
+    assert "strategy: spark" in text and "bucketed: Spark knows the table's 4 buckets on ['k']" in text
+    _same(t.join(big, on="k", how="left"), big.join(t.to_df(s), on="k", how="left"))
+
+
+def test_unbucketed_fallbacks(s, tmp_path, monkeypatch, no_broadcast):
+    from indexeddf.reader.spark_bucketed import bucketed_scan_reason
+    from indexeddf.writer import files
+
+    rng = random.Random(9)
+    doubles = IndexedTable.create(str(tmp_path / "d"), _events(rng, 50, 0, 9), index_columns=["x"], num_buckets=2)
+    assert "floating point" in bucketed_scan_reason(doubles.snapshot)
+    # Files named as writers before the bucket suffix named them.
+    new_name = files.new_data_file
+    monkeypatch.setattr(files, "new_data_file", lambda b: (new_name(b)[0].rsplit("_", 1)[0] + ".parquet", new_name(b)[1]))
+    t = IndexedTable.create(str(tmp_path / "old"), _events(rng, 200, 0, 30), index_columns=["k"], num_buckets=4)
+    monkeypatch.undo()
+    assert "named without their bucket" in bucketed_scan_reason(t.snapshot)
+    probe = s.range(0, 3_000).selectExpr("cast(id % 40 as bigint) as k", "id")
+    joined = probe.join(t.to_df(s, bucketed=True), on="k")
+    assert "Bucketed: true" not in _plan(joined)
+    _same(joined, probe.join(t.to_df(s), on="k"))
+    assert "not bucketed (" in t.explain_join(probe, on="k")
+    t.optimize(mode="full", progress=None)
+    assert bucketed_scan_reason(t.snapshot) is None
+    assert "Bucketed: true" in _plan(probe.join(t.to_df(s, bucketed=True), on="k"))

@@ -11,7 +11,9 @@ returns (columns, names, types, rows), for ``how`` in inner / left / semi. Strat
   buckets are read (trie probes plus unindexed files), and Spark joins the probe with
   those rows, broadcast.
 - ``spark``: no index or bucketing on the join keys (or key types Spark would coerce
-  in ways a hash cannot follow): Spark's own join of the probe with ``to_df``.
+  in ways a hash cannot follow), or a probe large against the table: Spark's own join
+  of the probe with ``to_df(bucketed=True)`` (Spark knows the table's bucketing, so a
+  join on the index columns shuffles only the probe).
 
 ``auto`` picks broadcast when the probe is small: Spark's size estimate is at most
 ``broadcast_threshold_rows`` rows and its distinct non-null keys (collected with a
@@ -33,6 +35,7 @@ from ..errors import InvalidOptionError, SchemaMismatchError
 from ..format.snapshot import Snapshot
 from ..reader.lookup import ReadContext
 from ..reader.lookup_plan import unusable_reason, usable_indexes
+from ..reader.spark_bucketed import bucketed_scan_reason
 from ..reader.spark_source import spark_schema
 from ..spec.schema import arrow_schema
 from .join_probe import TableSide
@@ -298,6 +301,12 @@ def describe(plan: JoinPlan, snapshot: Snapshot) -> str:
         f"strategy: {plan.strategy}",
     ]
     lines += [f"  {r}" for r in plan.reasons]
+    if plan.strategy == "spark":
+        meta = snapshot.metadata
+        why = bucketed_scan_reason(snapshot)
+        lines.append("  table side: Spark's Parquet scan of the version's files, " + (
+            f"bucketed: Spark knows the table's {meta.numBuckets} buckets on {list(meta.indexColumns)}, so a join "
+            "on those columns shuffles only the DataFrame" if why is None else f"not bucketed ({why})"))
     if plan.side is not None:
         lines.append(f"  table side: {plan.side_text}")
         if plan.strategy == "shuffle":

@@ -22,7 +22,7 @@ def execute(plan: JoinPlan, snapshot: Snapshot, probe_df):
     """The joined DataFrame."""
     spark = probe_df.sparkSession
     if plan.strategy == "spark":
-        return _spark_join(probe_df, native_scan(spark, snapshot, plan.columns), plan)
+        return _spark_join(probe_df, native_scan(spark, snapshot, plan.columns, bucketed=True), plan)
     if plan.strategy == "broadcast":
         return _broadcast(plan, snapshot, probe_df)
     return _shuffle(plan, snapshot, probe_df)

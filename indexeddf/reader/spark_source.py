@@ -441,15 +441,18 @@ def _escape_glob(path: str) -> str:
     return "".join("\\" + ch if ch in _GLOB_CHARS else ch for ch in path)
 
 
-def hadoop_path(storage: TableStorage, rel: str) -> str:
+def hadoop_path(storage: TableStorage, rel: str, glob_escaped: bool = True) -> str:
     """A location Spark's (Hadoop) file readers open for a file of the table.
 
     Local tables give ``file://`` URIs. A remote table keeps its URL with the scheme
     Hadoop uses for that store (``s3://`` is read as ``s3a://``); stores Hadoop has no
     filesystem for (``memory://``, ``http://``, ...) raise ``InvalidOptionError``.
+    ``glob_escaped``: escape glob characters (``spark.read`` expands globs in the paths
+    it is given; a file index built directly does not).
     """
+    esc = _escape_glob if glob_escaped else (lambda p: p)
     if storage.is_local:
-        return "file://" + _escape_glob(storage.full(rel))
+        return "file://" + esc(storage.full(rel))
     scheme, sep, rest = storage.url.partition("://")
     mapped = _HADOOP_SCHEMES.get(scheme.lower()) if sep else None
     if mapped is None:
@@ -459,17 +462,39 @@ def hadoop_path(storage: TableStorage, rel: str) -> str:
             "spark.read.format('indexeddf').load(path) or to_arrow() instead, or keep the table on a "
             "local disk, HDFS, S3, GCS or Azure storage."
         )
-    return f"{mapped}://{_escape_glob(rest.rstrip('/'))}/{_escape_glob(rel)}"
+    return f"{mapped}://{esc(rest.rstrip('/'))}/{esc(rel)}"
 
 
-def native_scan(spark, snapshot: Snapshot, columns: Sequence[str] | None = None):
-    """A Spark DataFrame over exactly the snapshot's live files (Spark's Parquet reader)."""
+def native_scan(spark, snapshot: Snapshot, columns: Sequence[str] | None = None, bucketed: bool = False):
+    """A Spark DataFrame over exactly the snapshot's live files (Spark's Parquet reader).
+
+    ``bucketed``: tell Spark how the files are bucketed (:mod:`.spark_bucketed`), where
+    possible; otherwise, or when False, a plain scan.
+    """
+    return native_scan_explained(spark, snapshot, columns, bucketed)[0]
+
+
+def native_scan_explained(spark, snapshot: Snapshot, columns: Sequence[str] | None = None, bucketed: bool = True):
+    """:func:`native_scan` and, for a scan that is not bucketed, why not (None when it is)."""
+    import warnings
+
+    from .spark_bucketed import bucketed_relation_df, bucketed_scan_reason
+
     schema = spark_schema(snapshot.metadata.schema_)
     check_columns(schema.names, columns)
     files = snapshot.live_files()
-    if not files:
+    why_not = "not asked for" if not bucketed else ("the snapshot has no files" if not files else bucketed_scan_reason(snapshot))
+    df = None
+    if why_not is None:
+        paths = [hadoop_path(snapshot.storage, a.path, glob_escaped=False) for a in files]
+        try:
+            df = bucketed_relation_df(spark, snapshot, paths, schema)
+        except Exception as exc:  # noqa: BLE001 - e.g. Spark Connect: a plain scan is as right
+            why_not = f"Spark's JVM did not build a bucketed relation ({type(exc).__name__}: {str(exc)[:200]})"
+            warnings.warn(f"indexeddf: reading {snapshot.storage.url} unbucketed: {why_not}", stacklevel=3)
+    if df is None and not files:
         df = spark.createDataFrame([], schema)
-    else:
+    elif df is None:
         paths = [hadoop_path(snapshot.storage, a.path) for a in files]
         df = spark.read.schema(schema).parquet(*paths)
-    return df if columns is None else df.select(*columns)
+    return (df if columns is None else df.select(*columns)), why_not

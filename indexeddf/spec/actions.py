@@ -8,6 +8,7 @@ for every line indexeddf writes. ``docs/PROTOCOL.md`` is the normative descripti
 from __future__ import annotations
 
 import json
+import re
 from typing import Any, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field as PField, ValidationError
@@ -51,6 +52,16 @@ class FileStats(_Action):
     minValues: dict[str, Any] = {}
     maxValues: dict[str, Any] = {}
     nullCount: dict[str, int] = {}
+
+
+_BUCKET_SUFFIX = re.compile(r"_(\d+)\.parquet$")
+
+
+def named_with_bucket(path: str, bucket: int) -> bool:
+    """Whether a data file's name ends in ``_<bucket>.parquet`` (PROTOCOL.md 2.2), where
+    Spark's bucketed file scans read a file's bucket from; earlier writers left it out."""
+    m = _BUCKET_SUFFIX.search(path)
+    return m is not None and int(m.group(1)) == bucket
 
 
 class AddFile(_Action):

@@ -34,7 +34,9 @@ def new_data_file(bucket: int) -> tuple[str, int]:
     whose id is already in use.
     """
     u = uuid.uuid4()
-    return f"data/bucket={bucket:05d}/part-{u.hex}.parquet", secrets.randbits(63)
+    # The _NNNNN suffix is where Spark's bucketed file scans read a file's bucket from
+    # (reader/spark_bucketed.py); indexeddf itself takes it from the add action.
+    return f"data/bucket={bucket:05d}/part-{u.hex}_{bucket:05d}.parquet", secrets.randbits(63)
 
 
 def split_by_bucket(table: pa.Table, index_columns: list[str], num_buckets: int) -> list[tuple[int, pa.Table]]:

@@ -26,7 +26,7 @@ from ..format.log import list_log, read_commit
 from ..format.snapshot import Snapshot, load_snapshot, update_snapshot
 from ..format.transaction import ALL_BUCKETS, CommitResult, Transaction
 from ..spec import config
-from ..spec.actions import AddFile, CommitInfo, IndexEntry, RemoveFile
+from ..spec.actions import AddFile, CommitInfo, IndexEntry, RemoveFile, named_with_bucket
 from ..spec.schema import arrow_schema
 from .files import write_bucketed_pieces
 from .index_compaction import compact_index, new_entries
@@ -48,7 +48,8 @@ def optimize(snapshot: Snapshot, mode: str = "quick", small_file_bytes: int = SM
 
     ``quick``: in each bucket, the files under ``small_file_bytes`` (when there are two
     or more) become one file; ``full``: every bucket with two or more files becomes one
-    file. Rows keep their content; the new file is clustered by key hash. The entries of
+    file, and so does a bucket whose one file is named without its bucket (written
+    before bucket-suffixed names; Spark's bucketed scans need the suffix). Rows keep their content; the new file is clustered by key hash. The entries of
     the new files are added to every ACTIVE index, and the index files that named the
     removed files are rewritten without their entries, one file per index bucket
     (``full`` also merges every other index bucket that has several files). Returns
@@ -60,7 +61,8 @@ def optimize(snapshot: Snapshot, mode: str = "quick", small_file_bytes: int = SM
     for a in snapshot.live_files():
         if mode == "full" or a.size < small_file_bytes:
             groups[a.bucket].append(a)
-    groups = {b: files for b, files in sorted(groups.items()) if len(files) >= 2}
+    groups = {b: files for b, files in sorted(groups.items())
+              if len(files) >= 2 or (mode == "full" and not named_with_bucket(files[0].path, b))}
     if not groups:
         _say(progress, "optimize: nothing to compact")
         return None
