@@ -166,7 +166,8 @@ class TableAdmin:
     # -- maintenance (writer/maintenance.py, writer/lifecycle.py; docs/admin.md) ----------
     def optimize(self, mode: str = "quick", progress=None) -> int:
         """Compact each bucket's small data files (``"quick"``: files under 32 MiB;
-        ``"full"``: one file per bucket) and the index files that point at them, in one
+        ``"full"``: one file per bucket, also rewriting a lone file named without its
+        bucket, see ``to_df(bucketed=True)``) and the index files that point at them, in one
         commit that changes no data (concurrent appends still commit). Returns the new
         version, or the current one when nothing needed compacting. ``progress``: an
         optional callable receiving one line of text per step."""
