@@ -195,6 +195,8 @@ def test_auto_hands_large_probes_to_spark(s, events):
     big = s.range(0, 3_000).selectExpr("cast(id % 70 as bigint) as k", "id")  # 5.6x the table's rows
     text = t.explain_join(big, on="k")
     assert "strategy: spark" in text and "more than spark_join_ratio=0.01 of the table's 540 rows" in text
+    # Spark broadcasts a DataFrame this small, so the table is read unbucketed.
+    assert "not bucketed (Spark estimates the DataFrame at" in text and "autoBroadcastJoinThreshold" in text
     assert "strategy: shuffle" in t.explain_join(big, on="k", spark_join_ratio=10.0)  # 3,000 < 5,400
     for how in HOWS:
         _same(t.join(big, on="k", how=how), big.join(t.to_df(s), on="k", how=how))

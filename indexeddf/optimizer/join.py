@@ -63,6 +63,9 @@ class JoinPlan:
     reasons: list[str] = field(default_factory=list)
     side: TableSide | None = None
     side_text: str = ""
+    broadcast_probe: str | None = None
+    """Under the ``spark`` strategy: why Spark will broadcast the DataFrame (then the
+    table is read unbucketed, as its bucketing would spare no shuffle); None otherwise."""
     columns: list[str] | None = None
     """The table's columns the join sees (the keys always; None: all)."""
     partitions: int | None = None
@@ -197,6 +200,7 @@ def plan_join(snapshot: Snapshot, probe_df, on=None, how: str = "inner", *, left
             raise InvalidOptionError(f"strategy={strategy!r} needs an index or bucketing on the join keys: "
                                      + "; ".join(plan.reasons) + ". Use strategy='auto' (Spark's own join)")
         plan.reasons.insert(0, "Spark's own join of the DataFrame with to_df(): no pre-built side")
+        plan.broadcast_probe = _spark_broadcasts(probe_df, *estimate_rows(probe_df))
         return plan
     plan.side = side
     if partitions is not None and (not isinstance(partitions, int) or partitions < 1):
@@ -212,6 +216,7 @@ def plan_join(snapshot: Snapshot, probe_df, on=None, how: str = "inner", *, left
         table_rows = snapshot.num_records()
         if rows is not None and rows > spark_join_ratio * table_rows:
             plan.strategy, plan.side = "spark", None
+            plan.broadcast_probe = _spark_broadcasts(probe_df, rows, size)
             plan.reasons.insert(0, f"spark: Spark estimates the DataFrame at {rows:,} rows ({size:,} bytes), more than "
                                    f"spark_join_ratio={spark_join_ratio:g} of the table's {table_rows:,} rows; probing "
                                    "that many keys decodes about every row group in Python, so Spark's own join "
@@ -249,6 +254,19 @@ def estimate_rows(df) -> tuple[int | None, int | None]:
         return size // width, size
     except Exception:  # noqa: BLE001 - no JVM plan (Spark Connect): decide by the keys alone
         return None, None
+
+
+def _spark_broadcasts(df, rows: int | None, size: int | None) -> str | None:
+    """Why Spark's own join will broadcast ``df`` (its estimate is under
+    ``spark.sql.autoBroadcastJoinThreshold``), or None."""
+    try:
+        limit = int(df.sparkSession.conf.get("spark.sql.autoBroadcastJoinThreshold").rstrip("b"))
+    except Exception:  # noqa: BLE001 - unknown (or "10MB"-style) setting: assume no broadcast
+        return None
+    if size is None or limit < 0 or size > limit:
+        return None
+    return (f"Spark estimates the DataFrame at {size:,} bytes, under spark.sql.autoBroadcastJoinThreshold="
+            f"{limit:,}: it broadcasts the DataFrame, so the table's bucketing would spare no shuffle")
 
 
 def _cast_key(df_col, table_type, probe_type):
@@ -303,7 +321,7 @@ def describe(plan: JoinPlan, snapshot: Snapshot) -> str:
     lines += [f"  {r}" for r in plan.reasons]
     if plan.strategy == "spark":
         meta = snapshot.metadata
-        why = bucketed_scan_reason(snapshot)
+        why = plan.broadcast_probe or bucketed_scan_reason(snapshot)
         lines.append("  table side: Spark's Parquet scan of the version's files, " + (
             f"bucketed: Spark knows the table's {meta.numBuckets} buckets on {list(meta.indexColumns)}, so a join "
             "on those columns shuffles only the DataFrame" if why is None else f"not bucketed ({why})"))

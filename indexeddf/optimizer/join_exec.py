@@ -22,7 +22,8 @@ def execute(plan: JoinPlan, snapshot: Snapshot, probe_df):
     """The joined DataFrame."""
     spark = probe_df.sparkSession
     if plan.strategy == "spark":
-        return _spark_join(probe_df, native_scan(spark, snapshot, plan.columns, bucketed=True), plan)
+        bucketed = plan.broadcast_probe is None
+        return _spark_join(probe_df, native_scan(spark, snapshot, plan.columns, bucketed=bucketed), plan)
     if plan.strategy == "broadcast":
         return _broadcast(plan, snapshot, probe_df)
     return _shuffle(plan, snapshot, probe_df)
