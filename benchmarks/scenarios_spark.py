@@ -109,14 +109,14 @@ def _constant_source(path: str):
     returns one constant row. Its query time is the floor of any Python data source query
     of this shape on this machine (the Python planner round trips and the task), with no
     table, no log and no index involved."""
-    import pyarrow as pa
     from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
+
+    from indexeddf.reader.spark_source import spark_schema
 
     s = spark()
     table = IndexedTable.for_path(path)
-    arrow = table.schema
-    row = datasets.chunk(0, 1, 4, seed=1).cast(arrow).to_batches()[0]
-    ddl = s.createDataFrame([], _spark_schema(table)).schema
+    row = datasets.chunk(0, 1, 4, seed=1).cast(table.schema).to_batches()[0]
+    ddl = spark_schema(table.snapshot.metadata.schema_)
 
     class ConstantReader(DataSourceReader):
         def pushFilters(self, filters):
@@ -141,12 +141,6 @@ def _constant_source(path: str):
 
     s.dataSource.register(ConstantSource)
     return s.read.format("bench_constant").load()
-
-
-def _spark_schema(table: IndexedTable):
-    from indexeddf.reader.spark_source import spark_schema
-
-    return spark_schema(table.snapshot.metadata.schema_)
 
 
 def _lookup_scenario(args, n_keys: int, name: str, target: str) -> Scenario:

@@ -282,7 +282,12 @@ def test_unbucketed_fallbacks(s, tmp_path, monkeypatch, no_broadcast):
     assert "floating point" in bucketed_scan_reason(doubles.snapshot)
     # Files named as writers before the bucket suffix named them.
     new_name = files.new_data_file
-    monkeypatch.setattr(files, "new_data_file", lambda b: (new_name(b)[0].rsplit("_", 1)[0] + ".parquet", new_name(b)[1]))
+
+    def old_name(bucket):
+        path, file_id = new_name(bucket)
+        return path.rsplit("_", 1)[0] + ".parquet", file_id
+
+    monkeypatch.setattr(files, "new_data_file", old_name)
     t = IndexedTable.create(str(tmp_path / "old"), _events(rng, 200, 0, 30), index_columns=["k"], num_buckets=4)
     monkeypatch.undo()
     assert "named without their bucket" in bucketed_scan_reason(t.snapshot)

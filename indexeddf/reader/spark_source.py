@@ -20,6 +20,7 @@ import datetime as dt
 import decimal
 import itertools
 import math
+import warnings
 from collections.abc import Sequence
 from typing import Any, Iterator
 
@@ -469,32 +470,25 @@ def native_scan(spark, snapshot: Snapshot, columns: Sequence[str] | None = None,
     """A Spark DataFrame over exactly the snapshot's live files (Spark's Parquet reader).
 
     ``bucketed``: tell Spark how the files are bucketed (:mod:`.spark_bucketed`), where
-    possible; otherwise, or when False, a plain scan.
+    possible (``bucketed_scan_reason`` says why not); otherwise, or when False, a plain
+    scan. A JVM that cannot build the bucketed relation gives a plain scan and a warning.
     """
-    return native_scan_explained(spark, snapshot, columns, bucketed)[0]
-
-
-def native_scan_explained(spark, snapshot: Snapshot, columns: Sequence[str] | None = None, bucketed: bool = True):
-    """:func:`native_scan` and, for a scan that is not bucketed, why not (None when it is)."""
-    import warnings
-
     from .spark_bucketed import bucketed_relation_df, bucketed_scan_reason
 
     schema = spark_schema(snapshot.metadata.schema_)
     check_columns(schema.names, columns)
     files = snapshot.live_files()
-    why_not = "not asked for" if not bucketed else ("the snapshot has no files" if not files else bucketed_scan_reason(snapshot))
     df = None
-    if why_not is None:
+    if bucketed and files and bucketed_scan_reason(snapshot) is None:
         paths = [hadoop_path(snapshot.storage, a.path, glob_escaped=False) for a in files]
         try:
             df = bucketed_relation_df(spark, snapshot, paths, schema)
         except Exception as exc:  # noqa: BLE001 - e.g. Spark Connect: a plain scan is as right
-            why_not = f"Spark's JVM did not build a bucketed relation ({type(exc).__name__}: {str(exc)[:200]})"
-            warnings.warn(f"indexeddf: reading {snapshot.storage.url} unbucketed: {why_not}", stacklevel=3)
+            warnings.warn(f"indexeddf: reading {snapshot.storage.url} unbucketed: Spark's JVM did not build a "
+                          f"bucketed relation ({type(exc).__name__}: {str(exc)[:200]})", stacklevel=2)
     if df is None and not files:
         df = spark.createDataFrame([], schema)
     elif df is None:
         paths = [hadoop_path(snapshot.storage, a.path) for a in files]
         df = spark.read.schema(schema).parquet(*paths)
-    return (df if columns is None else df.select(*columns)), why_not
+    return df if columns is None else df.select(*columns)

@@ -49,8 +49,8 @@ def optimize(snapshot: Snapshot, mode: str = "quick", small_file_bytes: int = SM
     ``quick``: in each bucket, the files under ``small_file_bytes`` (when there are two
     or more) become one file; ``full``: every bucket with two or more files becomes one
     file, and so does a bucket whose one file is named without its bucket (written
-    before bucket-suffixed names; Spark's bucketed scans need the suffix). Rows keep their content; the new file is clustered by key hash. The entries of
-    the new files are added to every ACTIVE index, and the index files that named the
+    before bucket-suffixed names; Spark's bucketed scans need the suffix). Rows keep
+    their content; the new file is clustered by key hash. The entries of the new files are added to every ACTIVE index, and the index files that named the
     removed files are rewritten without their entries, one file per index bucket
     (``full`` also merges every other index bucket that has several files). Returns
     None, committing nothing, when no bucket needs it.
