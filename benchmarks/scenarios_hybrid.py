@@ -63,7 +63,7 @@ import pyarrow.parquet as pq
 import datasets
 from harness import Scenario
 from indexeddf import IndexedTable
-from indexeddf.reader.lookup_plan import staleness
+from indexeddf.optimizer.planner import staleness
 
 SEED = 11
 LOOKUP_KEYS = 50

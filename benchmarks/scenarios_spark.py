@@ -111,7 +111,7 @@ def _constant_source(path: str):
     table, no log and no index involved."""
     from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
-    from indexeddf.reader.spark_source import spark_schema
+    from indexeddf.spark.native import spark_schema
 
     s = spark()
     table = IndexedTable.for_path(path)

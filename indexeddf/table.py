@@ -15,9 +15,10 @@ from .format.storage import TableStorage
 from .format.timetravel import version_at
 from .reader.direct import read_snapshot
 from .spark import is_spark_dataframe as _is_spark
+from .spec.predicate import parse_predicate
 from .spec.schema import arrow_schema
 from .reader import lookup as lookup_mod
-from .reader import lookup_plan
+from .optimizer import planner
 from .table_admin import HistoryEntry, IndexInfo, TableAdmin
 from .writer import operations
 
@@ -182,7 +183,7 @@ class IndexedTable(TableAdmin):
         written before bucket-suffixed names, floating-point index columns, Spark
         Connect) the scan is a plain one. See docs/spark.md.
         """
-        from .reader.spark_source import native_scan
+        from .spark.native import native_scan
 
         return native_scan(spark, self.snapshot_at(version, timestamp), columns, bucketed=bucketed)
 
@@ -203,13 +204,9 @@ class IndexedTable(TableAdmin):
         cover yet; answers equal a filter over ``to_arrow`` of the same version.
         """
         snap = self.snapshot_at(version)
-        entry = lookup_plan.index_for_lookup(snap, index)
-        if version is not None:  # time travel: a newer state of the index may serve it better
-            latest = update_snapshot(self._snapshot)
-            if latest.version != snap.version:
-                entry = lookup_plan.serving_index(snap, [entry, latest.indexes.get(entry.name)])
-        keys_table = lookup_plan.keys_table(keys, entry.columns, self._schema_of(snap))
-        plan = lookup_plan.plan_lookup(snap, entry, keys_table, check_files=version is not None)
+        # Time travel: a newer state of the index may serve the older version better.
+        latest = update_snapshot(self._snapshot) if version is not None else None
+        plan = planner.plan_keys(snap, keys, index, latest)
         return lookup_mod.run_plan(snap, plan, list(columns) if columns is not None else None)
 
     def explain(self, predicate: str, version: int | None = None) -> str:
@@ -242,7 +239,7 @@ class IndexedTable(TableAdmin):
         (default: the bucket count, at most Spark's default parallelism). See
         ``docs/joins.md``.
         """
-        from .optimizer.join import execute, plan_join
+        from .spark.join import execute, plan_join
 
         snap = self.snapshot_at(version)
         plan = plan_join(snap, df, on, how, left_on=left_on, right_on=right_on, strategy=strategy,
@@ -255,7 +252,7 @@ class IndexedTable(TableAdmin):
                      partitions: int | None = None, columns=None, spark_join_ratio: float | None = None) -> str:
         """Which strategy ``join`` with these arguments uses, and why (may run the small
         job that collects df's distinct keys, as ``join`` itself would)."""
-        from .optimizer.join import describe, plan_join
+        from .spark.join import describe, plan_join
 
         snap = self.snapshot_at(version)
         plan = plan_join(snap, df, on, how, left_on=left_on, right_on=right_on, strategy=strategy,
@@ -274,7 +271,7 @@ class IndexedTable(TableAdmin):
         """
         from pyspark.sql import SparkSession
 
-        from .optimizer.join import join_tables
+        from .spark.join import join_tables
 
         spark = spark or SparkSession.getActiveSession()
         if spark is None:
@@ -335,7 +332,12 @@ class IndexedTable(TableAdmin):
         expression. Copy on write, one commit; earlier versions keep the rows.
         Returns the new version, or the current one when nothing matched.
         """
-        result = operations.delete_rows(update_snapshot(self._snapshot), predicate)
+        snap = update_snapshot(self._snapshot)
+        buckets = None
+        if isinstance(predicate, str):
+            parsed = parse_predicate(predicate, self._schema_of(snap))
+            buckets = planner.data_buckets(snap, {c: k.values for c, k in parsed.keys.items()})
+        result = operations.delete_rows(snap, predicate, buckets)
         if result is None:
             self._snapshot = update_snapshot(self._snapshot)
             return self._snapshot.version
@@ -356,7 +358,7 @@ def _load(storage: TableStorage, version: int | None, timestamp: Any) -> Snapsho
 
 def _join_tuning(broadcast_threshold_rows: int | None, spark_join_ratio: float | None) -> dict:
     """``auto``'s thresholds for plan_join, defaults where not given."""
-    from .optimizer.join import DEFAULT_BROADCAST_THRESHOLD_ROWS, DEFAULT_SPARK_JOIN_RATIO
+    from .spark.join import DEFAULT_BROADCAST_THRESHOLD_ROWS, DEFAULT_SPARK_JOIN_RATIO
 
     return {
         "broadcast_threshold_rows": DEFAULT_BROADCAST_THRESHOLD_ROWS if broadcast_threshold_rows is None

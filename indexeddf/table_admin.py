@@ -20,7 +20,7 @@ from typing import Any
 from .errors import InvalidOptionError
 from .format.log import list_log, read_commit_info
 from .format.snapshot import Snapshot, update_snapshot
-from .reader import lookup_plan
+from .optimizer import planner
 from .spec.actions import IndexEntry
 from .writer import index_ops, operations
 
@@ -108,7 +108,7 @@ class TableAdmin:
         indexes = []
         for info in self.indexes():
             entry = snap.indexes[info.name]
-            appended, deleted = lookup_plan.staleness(snap, {i for f in entry.files for i in f.fileIds})
+            appended, deleted = planner.staleness(snap, planner.covered_ids(entry))
             indexes.append(dataclasses.asdict(info) | {"appended_ratio": appended, "deleted_ratio": deleted})
         return {
             "location": self.path,

@@ -247,7 +247,7 @@ def test_an_index_refreshed_later_serves_an_older_version(table_path):
     assert "maxAppendedRatio" in t.explain("id = 3", version=old)  # the index as of `old` is too stale
     t.refresh()
     t.delete("seq < 5000")  # later changes must not leak into answers about `old`
-    from indexeddf.reader import lookup_plan as L
+    from indexeddf.optimizer import planner as L
 
     snap_old, latest = t.snapshot_at(old), t.snapshot
     chosen = L.serving_index(snap_old, [snap_old.indexes["primary"], latest.indexes["primary"]])

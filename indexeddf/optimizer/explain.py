@@ -1,78 +1,21 @@
-"""``explain``: what a query with a predicate reads through an index, or why no index helps."""
+"""``explain``: what a query with a predicate reads through an index, or why no index helps.
+
+It renders the plan of :func:`.planner.plan_filter`, the planner ``lookup``, ``delete``,
+joins and the Spark connector use, so what it says is what they do.
+"""
 
 from __future__ import annotations
 
-import itertools
-
-import pyarrow as pa
-
-from ..errors import SchemaMismatchError
 from ..format.snapshot import Snapshot, update_snapshot
-from ..reader import lookup_plan
-from ..spec.actions import READABLE_STATES, IndexEntry
-from ..spec.predicate import Predicate, parse_predicate
+from ..spec.actions import IndexEntry
+from ..spec.predicate import parse_predicate
 from ..spec.schema import arrow_schema
+from .planner import FilterPlan, plan_filter
 
-MAX_KEY_COMBINATIONS = 100_000
-"""Key constraints on a composite index expand to their cartesian product, up to this."""
-
-
-def serving_states(snapshot: Snapshot, latest: Snapshot | None = None) -> list[IndexEntry]:
-    """Per index name, the state that would serve a read of ``snapshot``: of its state
-    there and at ``latest`` (a newer version), the one ``lookup_plan.serving_index`` picks,
-    as the Spark source does (which also uses indexes that exist only at ``latest``).
-    Primary first, then by name."""
-    if latest is None or latest.version == snapshot.version:
-        entries = list(snapshot.indexes.values())
-    else:
-        names = dict.fromkeys([*snapshot.indexes, *latest.indexes])
-        entries = [lookup_plan.serving_index(snapshot, [snapshot.indexes.get(n), latest.indexes.get(n)]) for n in names]
-    return sorted(entries, key=lambda e: (e.kind != "primary", e.name))
-
-
-def choose(snapshot: Snapshot, pred: Predicate, latest: Snapshot | None = None) -> tuple[IndexEntry | None, list[str]]:
-    """The index that answers ``pred`` (primary first), and the reasons others don't.
-
-    With ``latest`` (a newer snapshot of the table), an index's newer state may answer
-    for ``snapshot`` (``serving_states``).
-    """
-    why_not = []
-    constrained = set(pred.keys)
-    for entry in serving_states(snapshot, latest):
-        missing = [c for c in entry.columns if c not in constrained]
-        if entry.state not in READABLE_STATES:
-            why_not.append(f"index {entry.name!r} on {list(entry.columns)} is {entry.state}, not readable")
-        elif missing:
-            why_not.append(
-                f"index {entry.name!r} on {list(entry.columns)}: no equality, <=> or IN filter on {missing}"
-            )
-        elif _combinations(pred, entry) > MAX_KEY_COMBINATIONS:
-            why_not.append(f"index {entry.name!r}: more than {MAX_KEY_COMBINATIONS} key combinations")
-        elif (reason := lookup_plan.unusable_reason(snapshot, entry, _covered(entry))) is not None:
-            why_not.append(reason)
-        else:
-            return entry, why_not
-    if not snapshot.indexes:
-        why_not.append("the table has no index")
-    return None, why_not
-
-
-def _covered(entry: IndexEntry) -> set[int]:
-    return {i for f in entry.files for i in f.fileIds}
-
-
-def _combinations(pred: Predicate, entry: IndexEntry) -> int:
-    n = 1
-    for c in entry.columns:
-        n *= len(pred.keys[c].values)
-    return n
-
-
-def key_table(snapshot: Snapshot, pred: Predicate, entry: IndexEntry) -> pa.Table:
-    """The distinct keys ``pred`` asks ``entry`` for (the product of its constraints)."""
-    schema = arrow_schema(snapshot.metadata.schema_)
-    combos = list(itertools.product(*(pred.keys[c].values for c in entry.columns)))
-    return lookup_plan.keys_table(combos, entry.columns, schema)
+SPARK_FALLBACK_LINE = (
+    "spark.read.format('indexeddf') through the Python data source: a scan of every live file; "
+    "Spark 4.3 shares one read plan among all scans of a DataFrame, so that source plans no filter"
+)
 
 
 def index_snapshot_line(snapshot: Snapshot, entry: IndexEntry) -> str:
@@ -92,50 +35,52 @@ def explain_predicate(snapshot: Snapshot, text: str, latest: Snapshot | None = N
     """A readable account of how ``text`` is answered at ``snapshot``.
 
     ``latest``: the newest snapshot of the table (read from the log when None): when
-    ``snapshot`` is older, a newer state of an index may answer, as in ``lookup`` and
-    Spark reads of an older version, and the ``index snapshot`` line says so.
+    ``snapshot`` is older, a newer state of an index may answer, as in ``lookup``, and
+    the ``index snapshot`` line says so.
     """
-    schema = arrow_schema(snapshot.metadata.schema_)
-    pred = parse_predicate(text, schema)
+    pred = parse_predicate(text, arrow_schema(snapshot.metadata.schema_))
     if latest is None:
         latest = update_snapshot(snapshot)
+    fixed = {c: k.values for c, k in pred.keys.items()}
+    plan = plan_filter(snapshot, fixed, latest)
     lines = [
         f"table {snapshot.storage.url} version {snapshot.version}: "
         f"{snapshot.num_records()} rows in {len(snapshot.files)} files, {snapshot.metadata.numBuckets} buckets",
         f"predicate: {text}",
     ]
-    entry, why_not = choose(snapshot, pred, latest)
-    if entry is None:
-        fixed = all(c in pred.keys for c in snapshot.metadata.indexColumns)
-        lines.append("index: none; scan of the keys' data buckets" if fixed else "index: none; full scan of every live file")
-        lines += [f"  why not: {r}" for r in why_not]
-        return "\n".join(lines)
-    try:
-        keys = key_table(snapshot, pred, entry)
-    except SchemaMismatchError as e:
-        lines.append(f"index: none; full scan (the literals do not fit the index columns: {e})")
-        return "\n".join(lines)
-    plan = lookup_plan.plan_lookup(snapshot, entry, keys, check_files=latest is not None and latest.version != snapshot.version)
-    if plan.why_not is not None:  # its files were deleted since this version
-        lines += ["index: none; scan of the keys' data buckets" if tuple(entry.columns) == tuple(snapshot.metadata.indexColumns)
-                  else "index: none; full scan of every live file", f"  why not: {plan.why_not}"]
-        return "\n".join(lines)
-    covered = len(plan.live_covered_ids)
-    probed = set(plan.buckets)
+    if plan.lookup is None:
+        lines.append(_scan_line(snapshot, plan))
+        lines += [f"  why not: {r}" for r in plan.why_not]
+    else:
+        lines += _lookup_lines(snapshot, plan)
+        residual = [k.text for c, k in pred.keys.items() if c not in plan.index.columns] + pred.residual
+        if residual:
+            lines.append(f"  then filtered by: {' AND '.join(residual)}")
+        lines += [f"  not used: {r}" for r in plan.why_not]
+    lines.append(SPARK_FALLBACK_LINE)
+    return "\n".join(lines)
+
+
+def _scan_line(snapshot: Snapshot, plan: FilterPlan) -> str:
+    if plan.data_buckets is None:
+        return "index: none; full scan of every live file"
+    return (f"index: none; scan of the keys' data buckets "
+            f"({len(plan.data_buckets)} of {snapshot.metadata.numBuckets}: {sorted(plan.data_buckets)[:20]})")
+
+
+def _lookup_lines(snapshot: Snapshot, plan: FilterPlan) -> list[str]:
+    lookup, entry = plan.lookup, plan.index
+    probed = set(lookup.buckets)
     index_files = [f for f in entry.files if f.bucket in probed]
-    lines += [
-        f"index: {entry.name!r} ({entry.kind}) on {list(entry.columns)}, {entry.state}, covers {covered} of "
-        f"{len(snapshot.files)} live files",
+    scanned = lookup.scanned_files
+    return [
+        f"index: {entry.name!r} ({entry.kind}) on {list(entry.columns)}, {entry.state}, covers "
+        f"{len(lookup.live_covered_ids)} of {len(snapshot.files)} live files",
         index_snapshot_line(snapshot, entry),
-        f"  keys: {keys.num_rows}",
+        f"  keys: {lookup.keys.num_rows}",
         f"  buckets probed: {sorted(probed)} of {entry.numBuckets}",
         f"  index files read: {len(index_files)} ({sum(f.size for f in index_files)} bytes)",
         "  data files read: only the row groups holding matching rows",
-        f"  unindexed files scanned: {len(plan.scanned_files)}"
-        + (f" ({', '.join(f.path for f in plan.scanned_files[:5])}{', ...' if len(plan.scanned_files) > 5 else ''})" if plan.scanned_files else ""),
+        f"  unindexed files scanned: {len(scanned)}"
+        + (f" ({', '.join(f.path for f in scanned[:5])}{', ...' if len(scanned) > 5 else ''})" if scanned else ""),
     ]
-    residual = [k.text for c, k in pred.keys.items() if c not in entry.columns] + pred.residual
-    if residual:
-        lines.append(f"  then filtered by: {' AND '.join(residual)}")
-    lines += [f"  not used: {r}" for r in why_not]
-    return "\n".join(lines)

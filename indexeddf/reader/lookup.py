@@ -1,6 +1,6 @@
 """Executing index lookups: touched buckets -> trie probes -> rows, verified.
 
-A lookup plan (:mod:`.lookup_plan`) at one snapshot reads two kinds of files:
+A lookup plan (:mod:`.plan`, made by :mod:`indexeddf.optimizer.planner`) at one snapshot reads two kinds of files:
 
 - data files the index covers (their file id is in one of the index's files): found
   through the tries of the touched index buckets only;
@@ -29,7 +29,7 @@ from ..spec.actions import AddFile, IndexFile
 from ..spec.bucketing import key_hash
 from ..spec.schema import arrow_schema, check_columns, dictionary_columns
 from .cache import cache
-from .lookup_plan import LookupPlan, LookupTask
+from .plan import LookupPlan, LookupTask
 from .trie import BucketTrie, Segment
 
 

@@ -35,7 +35,7 @@ def new_data_file(bucket: int) -> tuple[str, int]:
     """
     u = uuid.uuid4()
     # The _NNNNN suffix is where Spark's bucketed file scans read a file's bucket from
-    # (reader/spark_bucketed.py); indexeddf itself takes it from the add action.
+    # (spark/bucketed.py); indexeddf itself takes it from the add action.
     return f"data/bucket={bucket:05d}/part-{u.hex}_{bucket:05d}.parquet", secrets.randbits(63)
 
 

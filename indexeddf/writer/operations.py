@@ -229,36 +229,27 @@ def set_properties(snapshot: Snapshot, updates: dict[str, str] | None = None, re
     return Transaction(snapshot, op, params, read_buckets=()).commit([metadata])
 
 
-def delete_rows(snapshot: Snapshot, predicate) -> CommitResult | None:
+def delete_rows(snapshot: Snapshot, predicate, buckets: set[int] | None = None) -> CommitResult | None:
     """Delete the rows matching ``predicate`` (SQL string or pyarrow expression), copy on write.
 
     Files that hold a matching row are rewritten without it (removes and adds in one
-    commit); files whose every row matches are only removed. When the predicate fixes
-    every index column, only the buckets of those keys are read. Returns None (and
+    commit); files whose every row matches are only removed. ``buckets``: the only
+    buckets that can hold matching rows (the planner's ``data_buckets``; None: all),
+    the only ones read. Returns None (and
     commits nothing) when no row matches. It reads the buckets it rewrites, so an
     append to one of them meanwhile fails it with ``ConcurrentAppendError``.
     """
     import pyarrow.compute as pc
 
     from ..spec.predicate import parse_predicate
-    from ..spec.bucketing import bucket_ids
     from ..spec.schema import arrow_schema
 
     schema = arrow_schema(snapshot.metadata.schema_)
-    keys = None
     if isinstance(predicate, str):
-        parsed = parse_predicate(predicate, schema)
-        expression, text = parsed.expression, predicate
-        index_columns = list(snapshot.metadata.indexColumns)
-        if all(c in parsed.keys for c in index_columns):
-            import itertools
-
-            combos = list(itertools.product(*(parsed.keys[c].values for c in index_columns)))
-            cols = [pa.array([c[i] for c in combos], type=schema.field(n).type) for i, n in enumerate(index_columns)]
-            keys = set(bucket_ids(cols, snapshot.metadata.numBuckets).tolist()) if combos else set()
+        expression, text = parse_predicate(predicate, schema).expression, predicate
     else:
         expression, text = predicate, str(predicate)
-    candidates = [a for a in snapshot.live_files() if keys is None or a.bucket in keys]
+    candidates = [a for a in snapshot.live_files() if buckets is None or a.bucket in buckets]
     storage = snapshot.storage
     transaction = Transaction(snapshot, "DELETE", {"predicate": text}, read_buckets={a.bucket for a in candidates})
     removes, kept_tables, deleted_rows = [], [], 0

@@ -24,7 +24,7 @@ DEFAULT_NUM_BUCKETS = 16
 # -- options ------------------------------------------------------------------------
 # Spark lower-cases option names; these map them back to the names users write.
 _COMMON = ["path", "storageOptions"]
-READ_OPTIONS = _COMMON + ["versionAsOf", "timestampAsOf", "maxPartitionBytes", "indexeddf.cache.maxBytes", "lookupPartitions"]
+READ_OPTIONS = _COMMON + ["versionAsOf", "timestampAsOf", "maxPartitionBytes"]
 _CREATE = ["indexColumns", "numBuckets", "name", "description", "tableProperties"]
 WRITE_OPTIONS = _COMMON + _CREATE + ["saveMode", "overwriteSchema", "txnAppId", "txnVersion", "_commitResultFile"]
 STREAM_OPTIONS = _COMMON + _CREATE + ["txnAppId", "checkpointLocation"]

@@ -1,15 +1,29 @@
-"""Planning index lookups: which index answers, which buckets it probes, which files
-the index does not cover and must be scanned (hybrid scan), and when an index is too
-stale to use.
+"""The one index planner: which index answers a filter, which buckets it probes,
+which files it scans (hybrid scan), and when an index is too stale to use.
 
-The planning lives in reader/ (not optimizer/) because the Spark data source, which
-sits in this layer, plans its pushed-down lookups with it; optimizer/ builds on it
-(explain, joins). Execution is in :mod:`.lookup`.
+Every reader plans here: ``IndexedTable.lookup``, ``explain``, ``delete`` (which
+buckets to read), joins (which index is the pre-built side), and the Spark
+connector's lookups follow the same rules (docs/PROTOCOL.md 13). The rules, each
+written once:
+
+- an index answers only in a readable state (ACTIVE, REFRESHING, OPTIMIZING);
+- it answers a filter only when every one of its columns is fixed by an equality,
+  ``<=>``, IN or IS NULL, and the fixed values combine to at most
+  :data:`MAX_INDEX_KEYS` keys;
+- not when it is staler than the table's ``indexeddf.hybridScan.*`` limits;
+- the primary index first, then the others by name; for an older version, the state
+  of each index (then or newest) that leaves the fewest bytes to scan.
+
+The plans are :mod:`indexeddf.reader.plan` objects; :mod:`indexeddf.reader.lookup`
+executes them.
 """
 
 from __future__ import annotations
 
+import itertools
+import math
 from collections import defaultdict
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -18,58 +32,21 @@ import pyarrow.compute as pc
 
 from ..errors import IndexNotFoundError, InvalidOptionError, SchemaMismatchError
 from ..format.snapshot import Snapshot
-from ..spec.actions import PRIMARY_INDEX, READABLE_STATES, AddFile, IndexEntry, IndexFile
+from ..reader.plan import LookupPlan, LookupTask
+from ..spec.actions import PRIMARY_INDEX, READABLE_STATES, IndexEntry, IndexFile
 from ..spec import config
 from ..spec.bucketing import bucket_ids
+from ..spec.schema import arrow_schema
 
-MAX_LOOKUP_KEYS = 1_000_000
-
-
-@dataclass(frozen=True)
-class LookupTask:
-    """One unit of work: probe one index bucket for ``keys``, or scan ``scan_files``."""
-
-    bucket: int | None
-    keys: pa.Table
-    index_files: tuple[IndexFile, ...] = ()
-    scan_files: tuple[AddFile, ...] = ()
-
-
-@dataclass
-class LookupPlan:
-    """What a lookup reads: the index used, and its tasks."""
-
-    index: IndexEntry
-    keys: pa.Table
-    tasks: list[LookupTask] = field(default_factory=list)
-    live_covered_ids: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))
-    why_not: str | None = None
-    """Why the index is not used (the plan only scans), or None when it is."""
-
-    @property
-    def buckets(self) -> list[int]:
-        """Index buckets probed."""
-        return sorted(t.bucket for t in self.tasks if t.bucket is not None)
-
-    @property
-    def scanned_files(self) -> list[AddFile]:
-        """Live data files the index does not cover, which the lookup scans."""
-        return [f for t in self.tasks for f in t.scan_files]
-
+MAX_INDEX_KEYS = 1_000_000
+"""The most keys one index lookup takes: a filter whose fixed values combine to more
+keys is answered by a scan, and ``lookup()`` refuses more (use a join)."""
 
 # -- choosing an index -----------------------------------------------------------------
 def usable_indexes(snapshot: Snapshot) -> list[IndexEntry]:
     """ACTIVE indexes, the primary one first."""
     active = [i for i in snapshot.indexes.values() if i.state in READABLE_STATES]
     return sorted(active, key=lambda i: (i.kind != "primary", i.name))
-
-
-def find_index(snapshot: Snapshot, columns: set[str]) -> IndexEntry | None:
-    """The first usable index whose columns all have key constraints (primary first)."""
-    for entry in usable_indexes(snapshot):
-        if set(entry.columns) <= columns:
-            return entry
-    return None
 
 
 def index_for_lookup(snapshot: Snapshot, name: str | None) -> IndexEntry:
@@ -110,8 +87,8 @@ def keys_table(keys, columns: tuple[str, ...], schema: pa.Schema) -> pa.Table:
         table = pa.Table.from_arrays([table.column(c).cast(t) for c, t in zip(columns, types)], names=list(columns))
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as e:
         raise SchemaMismatchError(f"lookup keys do not fit the index columns {list(columns)}: {e}", list(columns)) from None
-    if table.num_rows > MAX_LOOKUP_KEYS:
-        raise InvalidOptionError(f"{table.num_rows} lookup keys; at most {MAX_LOOKUP_KEYS} per lookup")
+    if table.num_rows > MAX_INDEX_KEYS:
+        raise InvalidOptionError(f"{table.num_rows} lookup keys; at most {MAX_INDEX_KEYS} per lookup: join a DataFrame of the keys instead (IndexedTable.join)")
     if table.num_rows > 1:
         table = _distinct(table)
     return table
@@ -237,3 +214,131 @@ def unusable_reason(snapshot: Snapshot, index: IndexEntry, covered: set[int]) ->
         return (f"{deleted:.0%} of the bytes index {index.name!r} covers were removed (limit "
                 f"indexeddf.hybridScan.maxDeletedRatio={max_deleted}); refresh it")
     return None
+
+
+# -- choosing the index for a filter -----------------------------------------------------
+def covered_ids(entry: IndexEntry) -> set[int]:
+    """File ids of the data files ``entry``'s index files hold entries for."""
+    return {i for f in entry.files for i in f.fileIds}
+
+
+def serving_states(snapshot: Snapshot, latest: Snapshot | None = None) -> list[IndexEntry]:
+    """Per index name, the state that serves a read of ``snapshot``: of its state there
+    and at ``latest`` (a newer version), the one :func:`serving_index` picks; indexes
+    that exist only at ``latest`` count too. Primary first, then by name."""
+    if latest is None or latest.version == snapshot.version:
+        entries = list(snapshot.indexes.values())
+    else:
+        names = dict.fromkeys([*snapshot.indexes, *latest.indexes])
+        entries = [serving_index(snapshot, [snapshot.indexes.get(n), latest.indexes.get(n)]) for n in names]
+    return sorted(entries, key=lambda e: (e.kind != "primary", e.name))
+
+
+def rejection(snapshot: Snapshot, entry: IndexEntry, fixed: Sequence[str], key_count: int | None = None,
+              not_fixed: str = "no equality, <=> or IN filter on") -> str | None:
+    """Why ``entry`` cannot answer a read that fixes the columns ``fixed`` to
+    ``key_count`` keys (None: no cap), or None when it can: the planner's rules of state,
+    columns, key count and staleness, in that order."""
+    label = f"index {entry.name!r} on {list(entry.columns)}"
+    if entry.state not in READABLE_STATES:
+        return f"{label} is {entry.state}, not readable (ACTIVE, REFRESHING or OPTIMIZING)"
+    missing = [c for c in entry.columns if c not in fixed]
+    if missing:
+        return f"{label}: {not_fixed} {missing}"
+    if key_count is not None and key_count > MAX_INDEX_KEYS:
+        return f"{label}: {key_count} key combinations, more than {MAX_INDEX_KEYS} (answered by a scan)"
+    return unusable_reason(snapshot, entry, covered_ids(entry))
+
+
+def key_count(fixed: Mapping[str, Sequence], columns: Sequence[str]) -> int:
+    """How many keys the values ``fixed`` per column combine to on ``columns``."""
+    return math.prod(len(fixed[c]) for c in columns)
+
+
+@dataclass
+class FilterPlan:
+    """How a filter that fixes some columns is read at one snapshot."""
+
+    lookup: LookupPlan | None
+    """The index lookup that answers it (with its hybrid scan), or None: a scan."""
+    data_buckets: set[int] | None
+    """Table buckets that can hold matching rows (None: every bucket)."""
+    why_not: list[str] = field(default_factory=list)
+    """Why each index passed over was not used."""
+
+    @property
+    def index(self) -> IndexEntry | None:
+        """The index that answers, or None."""
+        return self.lookup.index if self.lookup is not None else None
+
+
+def plan_filter(snapshot: Snapshot, fixed: Mapping[str, Sequence], latest: Snapshot | None = None) -> FilterPlan:
+    """The read of a filter at ``snapshot`` whose conjuncts fix ``fixed`` (column ->
+    the values it may equal; None in them: NULL).
+
+    ``latest``: a newer snapshot of the table, when ``snapshot`` is older: a newer state
+    of an index may serve it, and index files deleted since are checked for.
+    """
+    schema = arrow_schema(snapshot.metadata.schema_)
+    check = latest is not None and latest.version != snapshot.version
+    why_not: list[str] = []
+    for entry in serving_states(snapshot, latest):
+        reason = rejection(snapshot, entry, list(fixed), key_count(fixed, entry.columns) if set(entry.columns) <= set(fixed) else None)
+        if reason is None:
+            try:
+                keys = keys_table(list(itertools.product(*(fixed[c] for c in entry.columns))), entry.columns, schema)
+            except SchemaMismatchError as e:
+                reason = f"index {entry.name!r}: the filter's values do not fit its columns ({e})"
+        if reason is None:
+            plan = plan_lookup(snapshot, entry, keys, check_files=check)
+            if plan.why_not is None:
+                return FilterPlan(plan, data_buckets(snapshot, fixed), why_not)
+            reason = plan.why_not
+        why_not.append(reason)
+    if not snapshot.indexes:
+        why_not.append("the table has no index")
+    return FilterPlan(None, data_buckets(snapshot, fixed), why_not)
+
+
+def data_buckets(snapshot: Snapshot, fixed: Mapping[str, Sequence]) -> set[int] | None:
+    """The table buckets that can hold rows whose columns take the values ``fixed``
+    (None: every bucket, when the table's index columns are not all fixed, their keys
+    exceed :data:`MAX_INDEX_KEYS`, or a value does not fit its column)."""
+    meta = snapshot.metadata
+    columns = list(meta.indexColumns)
+    if not all(c in fixed for c in columns) or key_count(fixed, columns) > MAX_INDEX_KEYS:
+        return None
+    schema = arrow_schema(meta.schema_)
+    try:
+        keys = keys_table(list(itertools.product(*(fixed[c] for c in columns))), tuple(columns), schema)
+    except SchemaMismatchError:
+        return None
+    if keys.num_rows == 0:
+        return set()
+    return set(bucket_ids([keys.column(c) for c in columns], meta.numBuckets).tolist())
+
+
+def join_index(snapshot: Snapshot, key_columns: Sequence[str]) -> tuple[IndexEntry | None, list[str]]:
+    """The index a join on ``key_columns`` probes (all its columns are join keys; the
+    planner's rules of state and staleness; primary first), and why others were not."""
+    why_not = []
+    for entry in serving_states(snapshot):
+        reason = rejection(snapshot, entry, list(key_columns), not_fixed="not all of its columns are join keys; missing")
+        if reason is None:
+            return entry, why_not
+        why_not.append(reason)
+    if not snapshot.indexes:
+        why_not.append("the table has no index")
+    return None, why_not
+
+
+def plan_keys(snapshot: Snapshot, keys, index: str | None = None, latest: Snapshot | None = None) -> LookupPlan:
+    """The plan of ``IndexedTable.lookup(keys, index=...)`` at ``snapshot``: through the
+    named index (default: the primary one) when the planner's rules allow it, else a scan
+    of the keys' buckets (``plan.why_not`` says why). ``latest``: as in :func:`plan_filter`."""
+    entry = index_for_lookup(snapshot, index)
+    check = latest is not None and latest.version != snapshot.version
+    if check:
+        entry = serving_index(snapshot, [entry, latest.indexes.get(entry.name)])
+    table = keys_table(keys, entry.columns, arrow_schema(snapshot.metadata.schema_))
+    return plan_lookup(snapshot, entry, table, check_files=check)

@@ -16,22 +16,21 @@ import tempfile
 from collections.abc import Sequence
 from typing import Any
 
-from . import errors
-from .errors import IndexedDFError
+from .. import errors
+from ..errors import IndexedDFError
 
 __all__ = ["register", "is_spark_dataframe", "write_dataframe", "typed_error"]
 
 
 def register(spark) -> None:
-    """Register the data source ``indexeddf`` with a Spark session.
+    """Register the Python data source ``indexeddf`` with a Spark session.
 
-    Also turns on ``spark.sql.python.filterPushdown.enabled`` (the source prunes buckets
-    from pushed filters; Spark refuses a source that takes filters when it is off).
+    It reads every live file of the version a DataFrame was loaded at and leaves every
+    filter to Spark (:mod:`indexeddf.spark.source` says why); it writes and streams.
     """
-    from .reader.spark_source import IndexedDataSource
+    from .source import IndexedDataSource
 
     spark.dataSource.register(IndexedDataSource)
-    spark.conf.set("spark.sql.python.filterPushdown.enabled", "true")
 
 
 def is_spark_dataframe(data: Any) -> bool:
@@ -80,7 +79,7 @@ def write_dataframe(
     """
     from pyspark.sql import functions as F
 
-    from .writer.operations import MAX_BUCKETS
+    from ..writer.operations import MAX_BUCKETS
 
     if isinstance(num_buckets, bool) or not isinstance(num_buckets, int) or not 1 <= num_buckets <= MAX_BUCKETS:
         raise errors.InvalidOptionError(f"num_buckets must be an integer in 1..{MAX_BUCKETS}, got {num_buckets!r}")

@@ -34,11 +34,11 @@ import pyarrow as pa
 from ..errors import InvalidOptionError, SchemaMismatchError
 from ..format.snapshot import Snapshot
 from ..reader.lookup import ReadContext
-from ..reader.lookup_plan import unusable_reason, usable_indexes
-from ..reader.spark_bucketed import bucketed_scan_reason
-from ..reader.spark_source import spark_schema
+from ..optimizer.planner import covered_ids, join_index
 from ..spec.schema import arrow_schema
-from .join_probe import TableSide
+from ..reader.join_probe import TableSide
+from .bucketed import bucketed_scan_reason
+from .native import spark_schema
 
 DEFAULT_BROADCAST_THRESHOLD_ROWS = 1_000
 """``auto`` broadcasts probes of at most this many rows / distinct keys."""
@@ -112,19 +112,12 @@ def table_side(snapshot: Snapshot, table_keys: list[str]) -> tuple[TableSide | N
     """The pre-built side for a join on ``table_keys``: an ACTIVE, fresh index whose
     columns are all join keys (the primary one first), else the data bucketing when the
     table's index columns are all join keys; None when neither."""
-    why_not = []
     meta = snapshot.metadata
     schema = arrow_schema(meta.schema_)
     live = snapshot.files
-    for entry in usable_indexes(snapshot):
-        if not set(entry.columns) <= set(table_keys):
-            why_not.append(f"index {entry.name!r} on {list(entry.columns)}: not all of its columns are join keys")
-            continue
-        covered = {i for f in entry.files for i in f.fileIds}
-        reason = unusable_reason(snapshot, entry, covered)
-        if reason is not None:
-            why_not.append(reason)
-            continue
+    entry, why_not = join_index(snapshot, table_keys)
+    if entry is not None:
+        covered = covered_ids(entry)
         index_files: dict[int, list] = {}
         for f in entry.files:
             index_files.setdefault(f.bucket, []).append(f)
@@ -152,8 +145,6 @@ def table_side(snapshot: Snapshot, table_keys: list[str]) -> tuple[TableSide | N
         text = (f"no index; the data is bucketed by {list(meta.indexColumns)} into {meta.numBuckets} buckets: "
                 "task i scans data bucket i")
         return side, text, why_not
-    if not snapshot.indexes:
-        why_not.append("the table has no index")
     why_not.append(f"the table's data is bucketed by {list(meta.indexColumns)}, not all join keys")
     return None, "", why_not
 

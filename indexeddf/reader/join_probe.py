@@ -20,7 +20,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..reader.lookup import ReadContext, equal_null_safe, scan_files, bucket_trie, fetch_rows
+from .lookup import ReadContext, equal_null_safe, scan_files, bucket_trie, fetch_rows
 from ..spec.actions import AddFile, IndexFile
 from ..spec.bucketing import bucket_ids, key_hash
 

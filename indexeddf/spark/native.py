@@ -1,0 +1,145 @@
+"""Spark's own Parquet reader over a snapshot's exact files (``IndexedTable.to_df``),
+and the Spark schema of a table.
+
+- :func:`spark_schema`: the Spark schema of a table's log fields.
+- :func:`native_scan`: the snapshot's live files read by Spark's Parquet reader (column
+  pruning, predicate pushdown), bucketed where Spark can be told (:mod:`.bucketed`).
+- :func:`hadoop_path`: where Spark's Hadoop filesystems find a file of the table.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Sequence
+
+import pyarrow as pa
+from pyspark.sql.types import (
+    BinaryType,
+    BooleanType,
+    ByteType,
+    DataType,
+    DateType,
+    DecimalType,
+    DoubleType,
+    FloatType,
+    IntegerType,
+    LongType,
+    ShortType,
+    StringType,
+    StructField,
+    StructType,
+    TimestampNTZType,
+    TimestampType,
+)
+
+from ..errors import InvalidOptionError, SchemaMismatchError
+from ..format.snapshot import Snapshot
+from ..format.storage import TableStorage
+from ..spec.schema import Field, arrow_type, check_columns
+
+_SPARK_TYPES: dict[str, DataType] = {
+    "boolean": BooleanType(),
+    "byte": ByteType(),
+    "short": ShortType(),
+    "integer": IntegerType(),
+    "long": LongType(),
+    "float": FloatType(),
+    "double": DoubleType(),
+    "string": StringType(),
+    "binary": BinaryType(),
+    "date": DateType(),
+    "timestamp": TimestampType(),
+    "timestamp_ntz": TimestampNTZType(),
+}
+
+
+# -- schema ------------------------------------------------------------------------------
+def spark_type(name: str) -> DataType:
+    """The Spark type of a log type name (``spec/schema.py``)."""
+    if name in _SPARK_TYPES:
+        return _SPARK_TYPES[name]
+    t = arrow_type(name)  # raises UnsupportedTypeError for an unknown name
+    if pa.types.is_decimal(t):
+        return DecimalType(t.precision, t.scale)
+    raise SchemaMismatchError(f"type {name!r} has no Spark equivalent", [])
+
+
+def spark_schema(fields: Sequence[Field]) -> StructType:
+    """The Spark schema of a table's log fields."""
+    return StructType([StructField(f.name, spark_type(f.type), f.nullable) for f in fields])
+
+
+def _check_read_schema(given: StructType, table: StructType, url: str, version: int) -> None:
+    """The schema Spark reads with must be the table's (nullable where the table is)."""
+    ok = len(given.fields) == len(table.fields) and all(
+        g.name == t.name and g.dataType == t.dataType and (g.nullable or not t.nullable)
+        for g, t in zip(given.fields, table.fields)
+    )
+    if not ok:
+        raise SchemaMismatchError(
+            f"the schema to read ({given.simpleString()}) is not the schema of {url} at version "
+            f"{version} ({table.simpleString()}). The table's schema changed since the DataFrame "
+            "was created, or .schema(...) was given: load the table again without .schema()."
+        )
+
+
+# -- native scans (IndexedTable.to_df) -----------------------------------------------------
+_HADOOP_SCHEMES = {"s3": "s3a", "s3a": "s3a", "gs": "gs", "gcs": "gs", "hdfs": "hdfs", "abfs": "abfs", "abfss": "abfss"}
+_GLOB_CHARS = "\\*?[]{}"
+
+
+def _escape_glob(path: str) -> str:
+    # Spark expands glob patterns in the paths it is given; a file name is never one.
+    return "".join("\\" + ch if ch in _GLOB_CHARS else ch for ch in path)
+
+
+def hadoop_path(storage: TableStorage, rel: str, glob_escaped: bool = True) -> str:
+    """A location Spark's (Hadoop) file readers open for a file of the table.
+
+    Local tables give ``file://`` URIs. A remote table keeps its URL with the scheme
+    Hadoop uses for that store (``s3://`` is read as ``s3a://``); stores Hadoop has no
+    filesystem for (``memory://``, ``http://``, ...) raise ``InvalidOptionError``.
+    ``glob_escaped``: escape glob characters (``spark.read`` expands globs in the paths
+    it is given; a file index built directly does not).
+    """
+    esc = _escape_glob if glob_escaped else (lambda p: p)
+    if storage.is_local:
+        return "file://" + esc(storage.full(rel))
+    scheme, sep, rest = storage.url.partition("://")
+    mapped = _HADOOP_SCHEMES.get(scheme.lower()) if sep else None
+    if mapped is None:
+        raise InvalidOptionError(
+            f"a native Spark scan needs a location Spark's Hadoop filesystems can read; {storage.url} "
+            f"is not one (memory:// lives only in this Python process). Use "
+            "spark.read.format('indexeddf').load(path) or to_arrow() instead, or keep the table on a "
+            "local disk, HDFS, S3, GCS or Azure storage."
+        )
+    return f"{mapped}://{esc(rest.rstrip('/'))}/{esc(rel)}"
+
+
+def native_scan(spark, snapshot: Snapshot, columns: Sequence[str] | None = None, bucketed: bool = False):
+    """A Spark DataFrame over exactly the snapshot's live files (Spark's Parquet reader).
+
+    ``bucketed``: tell Spark how the files are bucketed (:mod:`.bucketed`), where
+    possible (``bucketed_scan_reason`` says why not); otherwise, or when False, a plain
+    scan. A JVM that cannot build the bucketed relation gives a plain scan and a warning.
+    """
+    from .bucketed import bucketed_relation_df, bucketed_scan_reason
+
+    schema = spark_schema(snapshot.metadata.schema_)
+    check_columns(schema.names, columns)
+    files = snapshot.live_files()
+    df = None
+    if bucketed and files and bucketed_scan_reason(snapshot) is None:
+        paths = [hadoop_path(snapshot.storage, a.path, glob_escaped=False) for a in files]
+        try:
+            df = bucketed_relation_df(spark, snapshot, paths, schema)
+        except Exception as exc:  # noqa: BLE001 - e.g. Spark Connect: a plain scan is as right
+            warnings.warn(f"indexeddf: reading {snapshot.storage.url} unbucketed: Spark's JVM did not build a "
+                          f"bucketed relation ({type(exc).__name__}: {str(exc)[:200]})", stacklevel=2)
+    if df is None and not files:
+        df = spark.createDataFrame([], schema)
+    elif df is None:
+        paths = [hadoop_path(snapshot.storage, a.path) for a in files]
+        df = spark.read.schema(schema).parquet(*paths)
+    return df if columns is None else df.select(*columns)

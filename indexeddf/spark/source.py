@@ -1,0 +1,197 @@
+"""The Python fallback of the Spark data source ``indexeddf`` (PySpark's Python Data
+Source API): batch reads with time travel, batch writes and streaming writes.
+
+- :class:`IndexedDataSource`: ``spark.read.format("indexeddf")`` (with ``versionAsOf`` /
+  ``timestampAsOf``), ``df.write.format("indexeddf")`` and
+  ``df.writeStream.format("indexeddf")``. The writers live in
+  :mod:`indexeddf.writer.spark_write`.
+- :class:`IndexedReader`: one input partition per bucket (split past
+  ``maxPartitionBytes``); ``read()`` yields Arrow record batches.
+
+Why this source plans no filter: Spark 4.3 keeps ONE read plan (the reader and its
+partitions) per loaded relation, replaced by each filter pushdown and used by every
+scan of that relation executed later, whatever its own filters. A plan narrowed to
+one query's keys answered the next query on the same DataFrame (and the other side
+of a union or self-join) with the wrong rows. So every scan reads every live file of
+the version the DataFrame was loaded at, and Spark applies all filters. Index lookups
+from Spark need the JVM connector; ``IndexedTable.lookup`` and ``IndexedTable.join``
+use the indexes without it.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterator
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
+from pyspark.sql.types import StructType
+
+from ..errors import InvalidOptionError, SchemaMismatchError
+from ..format.snapshot import Snapshot, load_snapshot
+from ..format.storage import TableStorage
+from ..format.timetravel import version_at
+from ..writer import spark_options as so
+from ..writer import spark_write as sw
+from .native import spark_schema
+
+DEFAULT_MAX_PARTITION_BYTES = 128 * 1024 * 1024
+"""A read partition holds files of one bucket up to about this many bytes."""
+READ_BATCH_ROWS = 65536
+
+
+def _check_read_schema(given: StructType, table: StructType, url: str, version: int) -> None:
+    """The schema Spark reads with must be the table's (nullable where the table is)."""
+    ok = len(given.fields) == len(table.fields) and all(
+        g.name == t.name and g.dataType == t.dataType and (g.nullable or not t.nullable)
+        for g, t in zip(given.fields, table.fields)
+    )
+    if not ok:
+        raise SchemaMismatchError(
+            f"the schema to read ({given.simpleString()}) is not the schema of {url} at version "
+            f"{version} ({table.simpleString()}). The table's schema changed since the DataFrame "
+            "was created, or .schema(...) was given: load the table again without .schema()."
+        )
+
+
+# -- options -----------------------------------------------------------------------------
+def _read_options(options: Any) -> dict[str, str]:
+    return so.parse_options(options, so.READ_OPTIONS, "read.format('indexeddf')")
+
+
+def _time_travel(opts: dict[str, str], storage: TableStorage) -> int | None:
+    version = so.int_option(opts, "versionAsOf", None, 0)
+    timestamp = opts.get("timestampAsOf")
+    if version is not None and timestamp:
+        raise InvalidOptionError("give versionAsOf or timestampAsOf, not both")
+    if timestamp:
+        return version_at(storage, timestamp)
+    return version
+
+
+# -- the data source ---------------------------------------------------------------------
+class IndexedDataSource(DataSource):
+    """The ``indexeddf`` format: batch read, batch write, streaming write."""
+
+    @classmethod
+    def name(cls) -> str:
+        """The format name, ``indexeddf``."""
+        return "indexeddf"
+
+    def schema(self) -> StructType:
+        """The table's Spark schema at the version this DataFrame reads (resolved now)."""
+        opts = _read_options(self.options)
+        storage = so.shared_storage(so.option_path(opts), so.storage_options(opts))
+        snapshot = load_snapshot(storage, _time_travel(opts, storage))
+        # Spark pickles this instance after schema(): the DataFrame reads the version
+        # resolved now (the newest, or the time-travel one) in every query. Spark 4.3
+        # keeps a relation's first read plan anyway; resolving it here makes which
+        # version that is plain (docs/spark.md).
+        self._version = snapshot.version
+        return spark_schema(snapshot.metadata.schema_)
+
+    def reader(self, schema: StructType) -> "IndexedReader":
+        """A reader of the version :meth:`schema` resolved."""
+        opts = _read_options(self.options)
+        storage = so.shared_storage(so.option_path(opts), so.storage_options(opts))
+        version = getattr(self, "_version", None)
+        if version is None:
+            version = _time_travel(opts, storage)
+        snapshot = load_snapshot(storage, version)
+        _check_read_schema(schema, spark_schema(snapshot.metadata.schema_), storage.url, snapshot.version)
+        max_bytes = so.int_option(opts, "maxPartitionBytes", DEFAULT_MAX_PARTITION_BYTES, 1)
+        return IndexedReader(snapshot, schema, max_bytes)
+
+    def writer(self, schema: StructType, overwrite: bool):
+        """The batch writer (:mod:`indexeddf.writer.spark_write`)."""
+        return sw.batch_writer(self.options, schema, overwrite)
+
+    def streamWriter(self, schema: StructType, overwrite: bool):
+        """The exactly-once streaming sink (:mod:`indexeddf.writer.spark_write`)."""
+        return sw.stream_writer(self.options, schema, overwrite)
+
+
+class BucketPartition(InputPartition):
+    """Files of one bucket to read in one task (paths relative to the table root)."""
+
+    def __init__(self, bucket: int, paths: list[str], url: str, storage_options: dict[str, Any]):
+        self.bucket = bucket
+        self.paths = paths
+        self.url = url
+        self.storage_options = storage_options
+
+
+class IndexedReader(DataSourceReader):
+    """Reads every live file of one snapshot; picklable (Spark ships it to the tasks).
+
+    It has no ``pushFilters`` (the module docstring says why): Spark applies every
+    filter, and the partitions depend only on the version read.
+    """
+
+    def __init__(self, snapshot: Snapshot, schema: StructType, max_partition_bytes: int):
+        self.url = snapshot.storage.url
+        self.storage_options = dict(snapshot.storage.storage_options)
+        self.version = snapshot.version
+        self.files: list[tuple[int, str, int]] | None = _file_list(snapshot)
+        self.max_partition_bytes = max_partition_bytes
+        self.arrow_schema = _spark_arrow_schema(schema)
+
+    def __getstate__(self) -> dict:
+        # Spark pickles the reader into every read task; the file list is only needed
+        # for planning, so it stays behind (partitions() reloads it if ever called on a copy).
+        state = dict(self.__dict__)
+        state["files"] = None
+        return state
+
+    def partitions(self) -> list[InputPartition]:
+        """One partition per bucket (split past ``maxPartitionBytes``), in bucket order."""
+        files = self.files
+        if files is None:
+            files = _file_list(load_snapshot(TableStorage(self.url, self.storage_options), self.version))
+        by_bucket: dict[int, list[tuple[str, int]]] = {}
+        for bucket, path, size in files:
+            by_bucket.setdefault(bucket, []).append((path, size))
+        parts = []
+        for bucket in sorted(by_bucket):
+            chunk, chunk_bytes = [], 0
+            for path, size in by_bucket[bucket]:
+                if chunk and chunk_bytes + size > self.max_partition_bytes:
+                    parts.append(BucketPartition(bucket, chunk, self.url, self.storage_options))
+                    chunk, chunk_bytes = [], 0
+                chunk.append(path)
+                chunk_bytes += size
+            if chunk:
+                parts.append(BucketPartition(bucket, chunk, self.url, self.storage_options))
+        return parts
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        """The rows of one partition's files, as Arrow batches of Spark's schema."""
+        if not isinstance(partition, BucketPartition):
+            return iter(())  # an empty table: Spark plans one partition with no value
+        return _read_files(partition, self.arrow_schema)
+
+
+def _file_list(snapshot: Snapshot) -> list[tuple[int, str, int]]:
+    """(bucket, path, size) of the live files in file-id order (the order rows are read in)."""
+    return [(a.bucket, a.path, a.size) for a in snapshot.live_files()]
+
+
+def _spark_arrow_schema(schema: StructType) -> pa.Schema:
+    """The Arrow schema Spark expects of returned batches (it checks it exactly)."""
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    return to_arrow_schema(schema, timezone="UTC")
+
+
+def _read_files(partition: BucketPartition, target: pa.Schema) -> Iterator[pa.RecordBatch]:
+    storage = TableStorage(partition.url, partition.storage_options)
+    fs = storage.arrow_filesystem()
+    names = target.names
+    for rel in partition.paths:
+        pf = pq.ParquetFile(storage.full(rel), filesystem=fs)
+        for batch in pf.iter_batches(batch_size=READ_BATCH_ROWS, columns=names):
+            arrays = []
+            for f in target:
+                col = batch.column(f.name)
+                arrays.append(col if col.type == f.type else col.cast(f.type))
+            yield pa.RecordBatch.from_arrays(arrays, schema=target)
