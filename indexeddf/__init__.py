@@ -4,8 +4,7 @@ Public names: :class:`IndexedTable` (the Python API of a table), :class:`History
 :func:`register` (the Spark data source ``indexeddf``), and the typed errors in :mod:`indexeddf.errors`.
 """
 
-__version__ = "0.1.0"
-
+from ._version import __version__
 from . import errors  # noqa: E402
 from .errors import *  # noqa: E402,F401,F403
 from .spark import register  # noqa: E402

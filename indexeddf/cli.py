@@ -77,16 +77,7 @@ def _progress(args):
 
 
 def cmd_refresh(args) -> None:
-    from .format.snapshot import update_snapshot
-    from .writer import index_ops
-
-    snap = update_snapshot(IndexedTable.for_path(args.path).snapshot)
-    names = [args.index] if args.index is not None else sorted(n for n, e in snap.indexes.items() if e.state == "ACTIVE")
-    versions = []
-    for name in names:
-        result = index_ops.refresh_index(snap, name, args.mode, progress=_progress(args))
-        snap = result.snapshot
-        versions.append(result.version)
+    versions = IndexedTable.for_path(args.path).refresh(args.index, mode=args.mode, progress=_progress(args))
     _emit(args, {"versions": versions}, f"refreshed ({args.mode}): committed versions {versions}")
 
 
@@ -147,9 +138,6 @@ def _parse_key(text: str, types) -> Any:
 
 
 def cmd_index(args) -> None:
-    from .format.snapshot import update_snapshot
-    from .writer import index_ops
-
     t = IndexedTable.for_path(args.path)
     name = args.name or args.index_name
     if args.action == "list":
@@ -163,9 +151,7 @@ def cmd_index(args) -> None:
     if args.action == "create":
         if not args.columns:
             raise InvalidOptionError("index create needs --columns")
-        result = index_ops.create_index(update_snapshot(t.snapshot), name, args.columns.split(","),
-                                        args.num_buckets, progress=_progress(args))
-        v = result.version
+        v = t.create_index(name, args.columns.split(","), args.num_buckets, progress=_progress(args))
     elif args.action == "optimize":
         v = t.optimize_index(name, mode=args.mode or "quick", progress=_progress(args))
     else:
@@ -174,7 +160,7 @@ def cmd_index(args) -> None:
             v = run(name)
         else:
             v = {"vacuum": t.vacuum_index, "cancel": t.cancel_index}[args.action](name, progress=_progress(args))
-    state = update_snapshot(t.snapshot).indexes[name].state
+    state = t.update().snapshot.indexes[name].state
     done = {"create": "created", "drop": "dropped", "restore": "restored", "vacuum": "vacuumed",
             "cancel": "cancelled", "optimize": "optimized"}[args.action]
     _emit(args, {"version": v, "name": name, "state": state}, f"index {name!r} {done} at version {v}; now {state}")

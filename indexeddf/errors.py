@@ -80,10 +80,6 @@ class ProtocolChangedError(ConcurrentModificationError):
     """Another writer changed the protocol version since this transaction read it."""
 
 
-class ConcurrentTransactionError(ConcurrentModificationError):
-    """Another writer committed the same idempotent ``txn`` application id."""
-
-
 class ConcurrentIndexError(ConcurrentModificationError):
     """Another writer changed an index that this transaction also changes."""
 

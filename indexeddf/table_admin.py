@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -125,26 +125,31 @@ class TableAdmin:
             "indexes": indexes,
         }
 
-    def create_index(self, name: str, columns: Sequence[str], num_buckets: int | None = None) -> int:
+    def create_index(self, name: str, columns: Sequence[str], num_buckets: int | None = None,
+                     progress: Callable[[str], None] | None = None) -> int:
         """Build a secondary index on ``columns`` over the newest version; returns the
         version that commits it. ``num_buckets`` defaults to the table's bucket count.
-        Appends then maintain it (``indexeddf.index.autoRefresh``)."""
-        result = index_ops.create_index(update_snapshot(self._snapshot), name, list(columns), num_buckets)
+        Appends then maintain it (``indexeddf.index.autoRefresh``). ``progress``: called
+        with a line of text at each step of the build."""
+        result = index_ops.create_index(update_snapshot(self._snapshot), name, list(columns), num_buckets,
+                                        progress=progress)
         self._snapshot = result.snapshot
         return result.version
 
-    def refresh(self, index: str | None = None, mode: str = "incremental") -> list[int]:
+    def refresh(self, index: str | None = None, mode: str = "incremental",
+                progress: Callable[[str], None] | None = None) -> list[int]:
         """Refresh ``index`` (default: every ACTIVE index) up to the newest version.
 
         ``mode``: ``"incremental"`` (index the files appended since, drop entries of
         removed files), ``"full"`` (rebuild) or ``"quick"`` (record the version only;
-        queries keep scanning unindexed files). Returns the versions committed.
+        queries keep scanning unindexed files). ``progress``: called with a line of
+        text at each step. Returns the versions committed.
         """
         snap = update_snapshot(self._snapshot)
         names = [index] if index is not None else sorted(n for n, e in snap.indexes.items() if e.state == "ACTIVE")
         versions = []
         for name in names:
-            result = index_ops.refresh_index(snap, name, mode)
+            result = index_ops.refresh_index(snap, name, mode, progress=progress)
             snap = result.snapshot
             versions.append(result.version)
         self._snapshot = snap

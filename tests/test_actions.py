@@ -8,8 +8,8 @@ from hypothesis import strategies as st
 
 from indexeddf.errors import CorruptLogError, UnsafePathError
 from indexeddf.format.log import parse_commit
+from indexeddf.spec.states import INDEX_STATES
 from indexeddf.spec.actions import (
-    INDEX_STATES,
     AddFile,
     CommitInfo,
     FileStats,

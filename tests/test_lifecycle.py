@@ -15,6 +15,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 
+from indexeddf.spec.states import TRANSIENT_STATES
+
 from indexeddf import IndexedTable
 from indexeddf.errors import ConcurrentIndexError, IndexExistsError, InvalidIndexStateError, InvalidOptionError
 from indexeddf.format.snapshot import load_snapshot
@@ -132,7 +134,7 @@ def test_transitions_that_cannot_run_are_refused(table):
                                               ("DELETING", "ACTIVE"), ("RESTORING", "DELETED"), ("VACUUMING", "DELETED")])
 def test_cancel_returns_each_transient_state_to_its_stable_one(table, table_path, transient, stable):
     t = table
-    if lifecycle.TRANSIENT_STATES[transient] == "DELETED":
+    if TRANSIENT_STATES[transient] == "DELETED":
         t.drop_index("by_s")
     snap = t.update().snapshot
     entry = snap.indexes["by_s"]

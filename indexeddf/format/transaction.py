@@ -30,7 +30,7 @@ import warnings
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
-from .. import __version__
+from .._version import __version__
 from ..errors import (
     CommitRetriesExceededError,
     ConcurrentModificationError,

@@ -33,7 +33,8 @@ import pyarrow.compute as pc
 from ..errors import IndexNotFoundError, InvalidOptionError, SchemaMismatchError
 from ..format.snapshot import Snapshot
 from ..reader.plan import LookupPlan, LookupTask
-from ..spec.actions import PRIMARY_INDEX, READABLE_STATES, IndexEntry, IndexFile
+from ..spec.actions import PRIMARY_INDEX, IndexEntry, IndexFile
+from ..spec.states import READABLE_STATES
 from ..spec import config
 from ..spec.bucketing import bucket_ids
 from ..spec.schema import arrow_schema

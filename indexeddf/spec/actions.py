@@ -14,6 +14,7 @@ from typing import Any, Literal, Union
 from pydantic import BaseModel, ConfigDict, Field as PField, ValidationError
 
 from .schema import Field
+from .states import INDEX_STATES
 
 READER_VERSION = 1
 """The newest ``minReaderVersion`` this library can read."""
@@ -100,15 +101,6 @@ class IndexFile(_Action):
 
 PRIMARY_INDEX = "primary"
 """Name of the index on the table's own index columns, built with the data."""
-
-INDEX_STATES = ("CREATING", "ACTIVE", "REFRESHING", "OPTIMIZING", "DELETING", "DELETED", "RESTORING", "VACUUMING")
-"""Index lifecycle states (after Hyperspace); ACTIVE and DELETED are the stable ones."""
-
-
-READABLE_STATES = ("ACTIVE", "REFRESHING", "OPTIMIZING")
-"""States in which readers use an index. A transient state adds no files until its
-stable commit, so during a refresh or optimize readers keep the last stable files."""
-
 
 class IndexEntry(_Action):
     """A change to one index. Replay keeps the latest fields per ``name`` and reconciles

@@ -90,7 +90,3 @@ def _entries(columns: list[str], num_buckets: int, pieces: list[DataPiece]):
     rows = np.concatenate([np.arange(p.rows.num_rows, dtype=np.int32) for p in parts])
     return hashes, file_ids, rows, buckets
 
-
-def read_index_file(storage: TableStorage, rel: str) -> pa.Table:
-    """The entries of one index file."""
-    return pq.read_table(io.BytesIO(storage.read_bytes(rel)))

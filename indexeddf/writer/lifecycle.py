@@ -46,21 +46,11 @@ from ..format.snapshot import Snapshot, update_snapshot
 from ..format.transaction import CommitResult, Transaction
 from ..spec.actions import PRIMARY_INDEX, IndexEntry, IndexFile
 from ..spec.schema import arrow_schema
+from ..spec.states import STABLE_STATES, TRANSIENT_STATES
 from .index_files import INDEX_DIR, DataPiece, build_index_files
 
 Progress = Callable[[str], None] | None
 
-STABLE_STATES = ("ACTIVE", "DELETED")
-TRANSIENT_STATES = {
-    "CREATING": "NONE",
-    "REFRESHING": "ACTIVE",
-    "OPTIMIZING": "ACTIVE",
-    "DELETING": "ACTIVE",
-    "RESTORING": "DELETED",
-    "VACUUMING": "DELETED",
-}
-"""Each transient state and the stable state an interrupted operation goes back to
-(``NONE``: the index did not exist; cancelling leaves it DELETED and vacuumed)."""
 
 STABLE = "stableState"
 PENDING = "pendingDir"

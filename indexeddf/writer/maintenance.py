@@ -31,7 +31,8 @@ from ..spec.schema import arrow_schema
 from .files import write_bucketed_pieces
 from .index_compaction import compact_index, new_entries
 from .index_files import INDEX_DIR, DataPiece
-from .lifecycle import PENDING, STABLE, TRANSIENT_STATES, VACUUMED, Progress, _say, stable_props
+from ..spec.states import TRANSIENT_STATES
+from .lifecycle import PENDING, STABLE, VACUUMED, Progress, _say, stable_props
 from .tree import list_tree, remove_empty_dirs
 
 SMALL_FILE_BYTES = 32 << 20
