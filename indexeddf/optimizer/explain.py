@@ -13,9 +13,10 @@ from ..spec.schema import arrow_schema
 from .planner import FilterPlan, plan_filter
 
 SPARK_FALLBACK_LINE = (
-    "spark.read.format('indexeddf') through the Python data source: a scan of every live file; "
-    "Spark 4.3 shares one read plan among all scans of a DataFrame, so that source plans no filter"
+    "spark.read.format('indexeddf') (Python data source): scans every live file, Spark filters; "
+    "Spark 4.3 shares one read plan among all scans of a DataFrame, so it plans no filter (docs/spark.md)"
 )
+"""The last line of an explain whose filter an index or the bucketing narrows."""
 
 
 def index_snapshot_line(snapshot: Snapshot, entry: IndexEntry) -> str:
@@ -57,7 +58,8 @@ def explain_predicate(snapshot: Snapshot, text: str, latest: Snapshot | None = N
         if residual:
             lines.append(f"  then filtered by: {' AND '.join(residual)}")
         lines += [f"  not used: {r}" for r in plan.why_not]
-    lines.append(SPARK_FALLBACK_LINE)
+    if plan.lookup is not None or plan.data_buckets is not None:
+        lines.append(SPARK_FALLBACK_LINE)
     return "\n".join(lines)
 
 
