@@ -2,7 +2,8 @@
 
 Generates its own data, runs the named scenarios, prints one table per scenario
 (medians, spreads, ratios to the baseline measured in the same run) and writes every
-figure to a JSON file (``--out``, default benchmarks/results/latest.json).
+figure to a JSON file (``--out``, default benchmarks/results/latest.json) and draws them
+as a chart beside it (``--chart``, default the same path ending in .png; ``chart.py``).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 
+from chart import draw  # noqa: E402
 from harness import as_json, format_table, run_scenario  # noqa: E402
 import scenarios_format  # noqa: E402
 import scenarios_index  # noqa: E402
@@ -42,6 +44,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--warmup", type=int, default=2, help="uncounted rounds first (default 2)")
     p.add_argument("--rows", type=int, default=20_000_000, help="rows of the generated events table (default 20M)")
     p.add_argument("--out", default=str(Path(__file__).parent / "results" / "latest.json"), help="JSON output path")
+    p.add_argument("--chart", default=None, help="PNG chart path (default: --out with .png; 'none' for no chart)")
     args = p.parse_args(argv)
     names = [n for n in args.only.split(",") if n] or list(GROUPS)
     unknown = [n for n in names if n not in GROUPS]
@@ -66,6 +69,9 @@ def main(argv: list[str] | None = None) -> int:
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps({"machine": machine, "results": results}, indent=2))
     print(f"Results written to {out}")
+    if args.chart != "none" and results:
+        chart = draw({"machine": machine, "results": results}, args.chart or out.with_suffix(".png"))
+        print(f"Chart drawn in {chart}")
     return 0
 
 

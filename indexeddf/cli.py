@@ -1,9 +1,10 @@
 """The ``indexeddf`` admin command: inspect and maintain tables without writing Spark code.
 
 Exit codes: 0 success, 1 a user error (its message on stderr), 2 a concurrency
-conflict (another writer won; retry). ``--json`` prints machine-readable output.
-Long commands (refresh, optimize, vacuum, index create/vacuum/cancel) print progress
-lines on stderr (``-q`` silences them). See docs/admin.md.
+conflict (another writer won; retry). ``--json`` prints machine-readable output; it
+and ``-q`` go before or after the command's own arguments. Long commands (refresh,
+optimize, vacuum, index create/vacuum/cancel) show progress on stderr: a bar on a
+terminal, plain lines otherwise (``-q`` silences them). See docs/admin.md.
 """
 
 from __future__ import annotations
@@ -12,10 +13,12 @@ import argparse
 import dataclasses
 import datetime as dt
 import json
+import re
+import shutil
 import sys
-from typing import Any
+from typing import Any, TextIO
 
-from . import IndexedTable
+from . import IndexedTable, __version__
 from .errors import ConcurrentModificationError, IndexedDFError, InvalidOptionError
 
 
@@ -69,11 +72,46 @@ def cmd_history(args) -> None:
     _emit(args, entries, _table(rows, ["version", "timestamp", "operation", "parameters", "rows"]))
 
 
+class Progress:
+    """Progress of a long command on ``stream``: on a terminal one line redrawn in place,
+    with a bar when the message counts ``done/total``; elsewhere one plain line each."""
+
+    _COUNT = re.compile(r"(\d+)/(\d+)")
+
+    def __init__(self, stream: TextIO):
+        self.stream = stream
+        self.live = stream.isatty()
+        self.drawn = False
+
+    def __call__(self, message: str) -> None:
+        if not self.live:
+            print(message, file=self.stream, flush=True)
+            return
+        width = shutil.get_terminal_size((80, 24)).columns
+        m = self._COUNT.search(message)
+        bar = ""
+        if m and int(m.group(2)) > 0:
+            done, total = int(m.group(1)), int(m.group(2))
+            filled = min(20, 20 * done // total)
+            bar = "[" + "#" * filled + "." * (20 - filled) + "] "
+        self.stream.write("\r\x1b[K" + (bar + message)[: max(10, width - 1)])
+        self.stream.flush()
+        self.drawn = True
+
+    def close(self) -> None:
+        """End the redrawn line, so what follows starts on a line of its own."""
+        if self.drawn:
+            self.stream.write("\n")
+            self.stream.flush()
+            self.drawn = False
+
+
 def _progress(args):
-    """A callable printing one progress line to stderr (None with --quiet)."""
+    """The progress display of a command (None with --quiet)."""
     if getattr(args, "quiet", False):
         return None
-    return lambda message: print(message, file=sys.stderr, flush=True)
+    args.progress_display = Progress(sys.stderr)
+    return args.progress_display
 
 
 def cmd_refresh(args) -> None:
@@ -170,40 +208,50 @@ def build_parser() -> argparse.ArgumentParser:
     """The argument parser of the command (every option documented in --help)."""
     p = argparse.ArgumentParser(prog="indexeddf", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--json", action="store_true", help="print JSON instead of tables")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
+    p.add_argument("--version", action="version", version=f"indexeddf {__version__}")
+    # Each command takes --json and -q too, where people type them: after its arguments.
+    # SUPPRESS keeps a command's default from undoing the same flag given before it.
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--json", action="store_true", default=argparse.SUPPRESS, help="print JSON instead of tables")
+    common.add_argument("-q", "--quiet", action="store_true", default=argparse.SUPPRESS, help="no progress on stderr")
     sub = p.add_subparsers(dest="command", required=True)
+    add = sub.add_parser
 
-    s = sub.add_parser("describe", help="location, id, version, files, bytes, buckets, properties, indexes")
+    def command(name: str, **kw):
+        return add(name, parents=[common], **kw)
+
+
+    s = command("describe", help="location, id, version, files, bytes, buckets, properties, indexes")
     s.add_argument("path", help="table location (folder or fsspec URL)")
     s.set_defaults(run=cmd_describe)
 
-    s = sub.add_parser("history", help="commits, newest first")
+    s = command("history", help="commits, newest first")
     s.add_argument("path", help="table location")
     s.add_argument("--limit", type=int, default=None, help="at most N commits")
     s.set_defaults(run=cmd_history)
 
-    s = sub.add_parser("refresh", help="bring indexes up to the newest version (REFRESHING, then ACTIVE)")
+    s = command("refresh", help="bring indexes up to the newest version (REFRESHING, then ACTIVE)")
     s.add_argument("path", help="table location")
     s.add_argument("--index", default=None, help="one index (default: every ACTIVE index)")
     s.add_argument("--mode", choices=["incremental", "full", "quick"], default="incremental",
                    help="incremental: index appended files; full: rebuild; quick: record the version only")
-    s.add_argument("-q", "--quiet", action="store_true", help="no progress lines on stderr")
     s.set_defaults(run=cmd_refresh)
 
-    s = sub.add_parser("lookup", help="rows whose index key equals KEY (composite keys: comma-separated)")
+    s = command("lookup", help="rows whose index key equals KEY (composite keys: comma-separated)")
     s.add_argument("path", help="table location")
     s.add_argument("keys", nargs="+", metavar="KEY", help="key values; 'null' for NULL")
     s.add_argument("--index", default=None, help="index name (default: primary)")
     s.add_argument("--version", type=int, default=None, help="table version (default: newest)")
     s.set_defaults(run=cmd_lookup)
 
-    s = sub.add_parser("optimize", help="compact small data files per bucket, and their index files (one commit, no data change)")
+    s = command("optimize", help="compact small data files per bucket, and their index files (one commit, no data change)")
     s.add_argument("path", help="table location")
     s.add_argument("--mode", choices=["quick", "full"], default="quick",
                    help="quick: merge the files under 32 MiB of each bucket; full: one file per bucket (default quick)")
-    s.add_argument("-q", "--quiet", action="store_true", help="no progress lines on stderr")
     s.set_defaults(run=cmd_optimize)
 
-    s = sub.add_parser("vacuum", help="delete files that no version inside the retention needs (never the log)")
+    s = command("vacuum", help="delete files that no version inside the retention needs (never the log)")
     s.add_argument("path", help="table location")
     s.add_argument("--retention-hours", type=float, default=None,
                    help="keep every file of the versions of the last H hours (default and minimum: the table "
@@ -211,15 +259,14 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--dry-run", action="store_true", help="list the files that would be deleted; delete nothing")
     s.add_argument("--no-enforce-retention", action="store_true",
                    help="allow a retention below indexeddf.vacuum.minRetentionHours (may delete files of running writes)")
-    s.add_argument("-q", "--quiet", action="store_true", help="no progress lines on stderr")
     s.set_defaults(run=cmd_vacuum)
 
-    s = sub.add_parser("restore", help="commit a new version whose content (files, indexes) equals VERSION's")
+    s = command("restore", help="commit a new version whose content (files, indexes) equals VERSION's")
     s.add_argument("path", help="table location")
     s.add_argument("version", type=int, metavar="VERSION", help="the version to go back to")
     s.set_defaults(run=cmd_restore)
 
-    s = sub.add_parser("index", help="list, create, drop, restore, vacuum, cancel or optimize indexes",
+    s = command("index", help="list, create, drop, restore, vacuum, cancel or optimize indexes",
                        description="list: every index and its state. create: build a secondary index (--columns). "
                                    "drop: soft delete (DELETED, files kept). restore: DELETED -> ACTIVE. vacuum: "
                                    "delete a DELETED index's files for good. cancel: return an index stuck in a "
@@ -232,7 +279,6 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--columns", help="comma-separated columns (create)")
     s.add_argument("--num-buckets", type=int, default=None, help="index buckets (create; default: the table's)")
     s.add_argument("--mode", choices=["quick", "full"], default=None, help="optimize: quick (small files) or full")
-    s.add_argument("-q", "--quiet", action="store_true", help="no progress lines on stderr")
     s.set_defaults(run=cmd_index)
     return p
 
@@ -246,12 +292,21 @@ def main(argv: list[str] | None = None) -> int:
     try:
         args.run(args)
     except ConcurrentModificationError as e:
+        _close_progress(args)
         print(f"error: {e}", file=sys.stderr)
         return 2
     except IndexedDFError as e:
+        _close_progress(args)
         print(f"error: {e}", file=sys.stderr)
         return 1
+    _close_progress(args)
     return 0
+
+
+def _close_progress(args) -> None:
+    display = getattr(args, "progress_display", None)
+    if display is not None:
+        display.close()
 
 
 if __name__ == "__main__":

@@ -118,3 +118,46 @@ def test_conflict_exits_2_and_usage_errors_exit_1(table_path, monkeypatch, capsy
         assert "--help" in text or "-h" in text
     text = run("vacuum", "--help").stdout
     assert all(o in text for o in ("--retention-hours", "--dry-run", "--no-enforce-retention", "--quiet"))
+
+
+def test_options_go_where_people_type_them(table_path):
+    make(table_path)
+    after = json.loads(run("history", table_path, "--json").stdout)
+    before = json.loads(run("--json", "history", table_path).stdout)
+    assert after == before and [e["version"] for e in after] == [1, 0]
+    assert json.loads(run("describe", table_path, "--json").stdout)["version"] == 1
+    assert run("optimize", table_path, "--mode", "full", "-q").returncode == 0
+    version = run("--version")
+    assert version.returncode == 0 and version.stdout.strip() == f"indexeddf {__import__('indexeddf').__version__}"
+
+
+def test_progress_is_a_bar_on_a_terminal_and_lines_elsewhere(table_path):
+    """Run under a real pseudo-terminal: progress redraws one line with a bar."""
+    import os
+    import pty
+
+    t = make(table_path)
+    for i in range(3):
+        t.append(pa.table({"k": pa.array([10 + i], pa.int64()), "s": ["x"]}))
+    plain = run("vacuum", table_path, "--retention-hours", "0", "--no-enforce-retention")
+    assert plain.returncode == 0
+    assert "\r" not in plain.stderr and "\x1b[K" not in plain.stderr
+    t.optimize(mode="full")  # leaves files for vacuum to delete
+    main, child = pty.openpty()
+    proc = subprocess.Popen([sys.executable, "-m", "indexeddf.cli", "vacuum", table_path, "--retention-hours", "0",
+                             "--no-enforce-retention"], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=child)
+    os.close(child)
+    out = b""
+    while True:
+        try:
+            chunk = os.read(main, 4096)
+        except OSError:  # the child closed the terminal
+            break
+        if not chunk:
+            break
+        out += chunk
+    proc.wait(timeout=120)
+    os.close(main)
+    text = out.decode()
+    assert proc.returncode == 0
+    assert "\r\x1b[K[" in text and "] vacuum: deleted " in text and text.endswith("\n"), text

@@ -69,20 +69,6 @@ def spark_schema(fields: Sequence[Field]) -> StructType:
     return StructType([StructField(f.name, spark_type(f.type), f.nullable) for f in fields])
 
 
-def _check_read_schema(given: StructType, table: StructType, url: str, version: int) -> None:
-    """The schema Spark reads with must be the table's (nullable where the table is)."""
-    ok = len(given.fields) == len(table.fields) and all(
-        g.name == t.name and g.dataType == t.dataType and (g.nullable or not t.nullable)
-        for g, t in zip(given.fields, table.fields)
-    )
-    if not ok:
-        raise SchemaMismatchError(
-            f"the schema to read ({given.simpleString()}) is not the schema of {url} at version "
-            f"{version} ({table.simpleString()}). The table's schema changed since the DataFrame "
-            "was created, or .schema(...) was given: load the table again without .schema()."
-        )
-
-
 # -- native scans (IndexedTable.to_df) -----------------------------------------------------
 _HADOOP_SCHEMES = {"s3": "s3a", "s3a": "s3a", "gs": "gs", "gcs": "gs", "hdfs": "hdfs", "abfs": "abfs", "abfss": "abfss"}
 _GLOB_CHARS = "\\*?[]{}"

@@ -49,8 +49,8 @@ def _check_read_schema(given: StructType, table: StructType, url: str, version: 
     if not ok:
         raise SchemaMismatchError(
             f"the schema to read ({given.simpleString()}) is not the schema of {url} at version "
-            f"{version} ({table.simpleString()}). The table's schema changed since the DataFrame "
-            "was created, or .schema(...) was given: load the table again without .schema()."
+            f"{version} ({table.simpleString()}): .schema(...) may only repeat the table's schema; "
+            "load the table without .schema()."
         )
 
 
