@@ -8,18 +8,29 @@ exactly one succeeds.
   disk, then hard-linked to the final name. ``link`` fails when the name exists, and
   a reader never sees a half-written file (the temporary name is not a log name).
 - ``memory://`` (tests): a process-wide lock around exists-then-write.
-- Other fsspec filesystems: an exclusive-create open (``mode="xb"``), which object
-  stores implement with a conditional put (S3 ``If-None-Match: *``, GCS
-  ``ifGenerationMatch=0``, Azure ``If-None-Match``). A filesystem without it raises
-  :class:`UnsupportedStorageError` rather than risk two writers winning one version.
+- Other fsspec filesystems: an exclusive create, which object stores implement with
+  a conditional put (S3 ``If-None-Match: *``, GCS ``ifGenerationMatch=0``, Azure
+  ``If-None-Match``). On S3 the put goes straight to the endpoint (``pipe_file`` with
+  ``mode="create"``: no existence check that a stale view could answer); elsewhere an
+  exclusive-create open (``mode="xb"``).
+
+Before the first write to an object store, :meth:`TableStorage.check_conditional_put`
+proves that the endpoint honours the condition (a probe object, created twice; the
+second must be refused) and raises :class:`UnsupportedStorageError` otherwise: an
+endpoint that silently ignored it would let two writers win one version.
+
+Object stores are opened without fsspec's listings cache (``use_listings_cache=False``,
+unless the storage options say otherwise): a writer that lost a race must see the
+winner's commit, and a cached listing of the log folder hid it.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import threading
 import uuid
-from typing import Any
+from typing import Any, Callable
 
 import fsspec
 import pyarrow.fs as pafs
@@ -29,6 +40,11 @@ from fsspec.implementations.memory import MemoryFileSystem
 from ..errors import UnsupportedStorageError
 
 _MEMORY_LOCK = threading.Lock()
+_CHECKED_LOCK = threading.Lock()
+_CHECKED: set[tuple[str, str]] = set()
+"""(filesystem instance token, bucket) pairs whose conditional put this process proved."""
+PROBE_PREFIX = ".indexeddf-probe-"
+"""Name of the short-lived object the conditional-put check writes at the table root."""
 
 
 class TableStorage:
@@ -37,10 +53,11 @@ class TableStorage:
     def __init__(self, url: str, storage_options: dict[str, Any] | None = None):
         self.url = str(url)
         self.storage_options = dict(storage_options or {})
-        fs, root = fsspec.core.url_to_fs(self.url, **self.storage_options)
+        fs, root = fsspec.core.url_to_fs(self.url, **_open_options(self.url, self.storage_options))
         self.fs: fsspec.AbstractFileSystem = fs
         self.root: str = root.rstrip("/") if root != "/" else root
         self.is_local = isinstance(fs, LocalFileSystem)
+        self.is_object_store = not self.is_local and not isinstance(fs, MemoryFileSystem)
 
     # -- paths -------------------------------------------------------------------
     def full(self, rel: str) -> str:
@@ -82,6 +99,7 @@ class TableStorage:
     def write_bytes(self, rel: str, data: bytes) -> None:
         """Create or replace a file (data files, whose names are unique, and hints)."""
         path = self.full(rel)
+        self.check_conditional_put()
         if self.is_local:
             os.makedirs(os.path.dirname(path), exist_ok=True)
             with open(path, "wb") as f:
@@ -113,9 +131,14 @@ class TableStorage:
                     return False
                 self.write_bytes(rel, data)
                 return True
+        self.check_conditional_put()
+        return self._create_exclusively(path, data)
+
+    def _create_exclusively(self, path: str, data: bytes) -> bool:
+        """One conditional put of an object store; False when the object exists."""
         try:
-            with self.fs.open(path, "xb") as f:
-                f.write(data)
+            self.fs.makedirs(path.rsplit("/", 1)[0], exist_ok=True)
+            _exclusive_writer(self.fs)(path, data)
             return True
         except FileExistsError:
             return False
@@ -123,8 +146,37 @@ class TableStorage:
             raise UnsupportedStorageError(
                 f"{type(self.fs).__name__} cannot create {path} exclusively ({e}); commits "
                 "need an atomic put-if-absent. Use a local path or an object store whose "
-                "fsspec driver supports mode='xb' (conditional put)."
+                "fsspec driver supports conditional puts (mode='xb')."
             ) from e
+
+    def check_conditional_put(self) -> None:
+        """Prove, once per process and bucket, that this object store refuses to create
+        an object that exists (the conditional put commits rely on); raise
+        ``UnsupportedStorageError`` before anything of the table is written otherwise."""
+        if not self.is_object_store:
+            return
+        key = (str(getattr(self.fs, "_fs_token", id(self.fs))), self.root.split("/", 1)[0])
+        with _CHECKED_LOCK:
+            if key in _CHECKED:
+                return
+        probe = self.full(f"{PROBE_PREFIX}{uuid.uuid4().hex}")
+        try:
+            if not self._create_exclusively(probe, b"1"):
+                raise UnsupportedStorageError(f"{self.url}: a new probe object {probe} already existed")
+            if self._create_exclusively(probe, b"2"):
+                raise UnsupportedStorageError(
+                    f"{self.url}: the endpoint overwrote an existing object although the write was "
+                    "conditional (If-None-Match: *). Commits need that condition honoured, or two "
+                    "writers could both win a version. Use an endpoint with conditional writes "
+                    "(AWS S3 has them since 2024; MinIO, Ceph RGW and moto have them too)."
+                )
+        finally:
+            try:
+                self.fs.rm_file(probe)
+            except FileNotFoundError:
+                pass
+        with _CHECKED_LOCK:
+            _CHECKED.add(key)
 
     def delete(self, rel: str) -> None:
         """Delete a file; a missing file is not an error."""
@@ -135,6 +187,38 @@ class TableStorage:
                 self.fs.rm_file(self.full(rel))
         except FileNotFoundError:
             pass
+
+
+def frozen_options(options: dict[str, Any]) -> str:
+    """Storage options as a hashable, picklable key (canonical JSON; they may nest,
+    e.g. s3fs's ``client_kwargs``). :func:`thawed_options` inverts it."""
+    return json.dumps(options, sort_keys=True, default=str)
+
+
+def thawed_options(key: str) -> dict[str, Any]:
+    """The storage options a :func:`frozen_options` key stands for."""
+    return json.loads(key)
+
+
+def _open_options(url: str, options: dict[str, Any]) -> dict[str, Any]:
+    """Storage options for opening ``url``: object stores list without a cache."""
+    scheme = url.split("://", 1)[0].lower() if "://" in url else "file"
+    if scheme in ("file", "local", "memory"):
+        return options
+    return {"use_listings_cache": False, **options}
+
+
+def _exclusive_writer(fs: fsspec.AbstractFileSystem) -> Callable[[str, bytes], None]:
+    """How ``fs`` creates an object only if it is absent (raises FileExistsError)."""
+    if type(fs).__name__ == "S3FileSystem":
+        # One PutObject with If-None-Match: *, straight to the endpoint.
+        return lambda path, data: fs.pipe_file(path, data, mode="create")
+
+    def via_open(path: str, data: bytes) -> None:
+        with fs.open(path, "xb") as f:
+            f.write(data)
+
+    return via_open
 
 
 def _local_put_if_absent(path: str, data: bytes) -> bool:

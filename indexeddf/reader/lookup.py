@@ -24,7 +24,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from ..format.snapshot import Snapshot
-from ..format.storage import TableStorage
+from ..format.storage import TableStorage, frozen_options, thawed_options
 from ..spec.actions import AddFile, IndexFile
 from ..spec.bucketing import key_hash
 from ..spec.schema import arrow_schema, check_columns, dictionary_columns
@@ -40,7 +40,7 @@ class ReadContext:
     task gets it with its partition instead of replaying the log."""
 
     url: str
-    storage_options: tuple
+    storage_options: str  # frozen_options(...): hashable even when options nest
     table_id: str
     schema: pa.Schema
     index_columns: tuple[str, ...]
@@ -57,7 +57,7 @@ class ReadContext:
         paths = {a.fileId: a.path for a in snapshot.files.values() if wanted is None or a.fileId in wanted}
         live = plan.live_covered_ids if wanted is None else plan.live_covered_ids[np.isin(plan.live_covered_ids, list(wanted))]
         return cls(
-            snapshot.storage.url, tuple(sorted(snapshot.storage.storage_options.items())), snapshot.metadata.id,
+            snapshot.storage.url, frozen_options(snapshot.storage.storage_options), snapshot.metadata.id,
             arrow_schema(snapshot.metadata.schema_), tuple(plan.index.columns), paths, live,
         )
 
@@ -67,8 +67,8 @@ class ReadContext:
 
 
 @lru_cache(maxsize=64)
-def _storage(url: str, options: tuple) -> TableStorage:
-    return TableStorage(url, dict(options))
+def _storage(url: str, options: str) -> TableStorage:
+    return TableStorage(url, thawed_options(options))
 
 
 def run_task(ctx: ReadContext, task: LookupTask, columns: list[str] | None) -> pa.Table:

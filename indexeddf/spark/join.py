@@ -33,6 +33,7 @@ import pyarrow as pa
 
 from ..errors import InvalidOptionError, SchemaMismatchError
 from ..format.snapshot import Snapshot
+from ..format.storage import frozen_options
 from ..reader.lookup import ReadContext
 from ..optimizer.planner import covered_ids, join_index
 from ..spec.schema import arrow_schema
@@ -127,7 +128,7 @@ def table_side(snapshot: Snapshot, table_keys: list[str]) -> tuple[TableSide | N
         for a in uncovered:
             scan.setdefault(a.bucket if bucketed else -1, []).append(a)
         live_ids = np.array(sorted(a.fileId for a in live.values() if a.fileId in covered), dtype=np.int64)
-        ctx = ReadContext(snapshot.storage.url, tuple(sorted(snapshot.storage.storage_options.items())), meta.id,
+        ctx = ReadContext(snapshot.storage.url, frozen_options(snapshot.storage.storage_options), meta.id,
                           schema, tuple(entry.columns), {a.fileId: a.path for a in live.values() if a.fileId in covered}, live_ids)
         side = TableSide(ctx, tuple(entry.columns), entry.numBuckets,
                          {b: tuple(fs) for b, fs in index_files.items()}, {b: tuple(fs) for b, fs in scan.items()},
@@ -139,7 +140,7 @@ def table_side(snapshot: Snapshot, table_keys: list[str]) -> tuple[TableSide | N
         scan = {}
         for a in sorted(live.values(), key=lambda a: a.path):
             scan.setdefault(a.bucket, []).append(a)
-        ctx = ReadContext(snapshot.storage.url, tuple(sorted(snapshot.storage.storage_options.items())), meta.id,
+        ctx = ReadContext(snapshot.storage.url, frozen_options(snapshot.storage.storage_options), meta.id,
                           schema, tuple(meta.indexColumns), {}, np.empty(0, np.int64))
         side = TableSide(ctx, tuple(meta.indexColumns), meta.numBuckets, {}, {b: tuple(fs) for b, fs in scan.items()})
         text = (f"no index; the data is bucketed by {list(meta.indexColumns)} into {meta.numBuckets} buckets: "

@@ -10,6 +10,7 @@ import pyarrow as pa
 
 from ..errors import InvalidOptionError
 from ..format.snapshot import Snapshot
+from ..format.storage import frozen_options
 from ..reader.lookup import ReadContext
 from ..spec.schema import arrow_schema
 from .native import native_scan, spark_schema
@@ -175,7 +176,7 @@ def join_tables(a: Snapshot, b: Snapshot, spark, on=None, how: str = "inner", *,
     for f in sorted(b.files.values(), key=lambda f: f.path):
         files.setdefault(f.bucket, []).append(f)
     other = OtherSide(
-        ReadContext(b.storage.url, tuple(sorted(b.storage.storage_options.items())), b.metadata.id,
+        ReadContext(b.storage.url, frozen_options(b.storage.storage_options), b.metadata.id,
                     arrow_schema(b.metadata.schema_), tuple(b.metadata.indexColumns), {}, np.empty(0, np.int64)),
         {k: tuple(v) for k, v in files.items()}, tuple(f.name for f in b_fields),
         tuple(f"_p{i}" for i in range(len(b_fields))), tuple(b_arrow.types),
