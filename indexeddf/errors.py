@@ -105,5 +105,10 @@ class UnsafePathError(CorruptLogError):
     """A log action names a path outside the table root (absolute, or with ``..``)."""
 
 
+class MissingFileError(IndexedDFError):
+    """A data or index file that the log names is not in storage (deleted outside
+    indexeddf, or by a vacuum of versions older than its retention)."""
+
+
 class UnsupportedStorageError(IndexedDFError):
     """The filesystem cannot provide the atomic put-if-absent that commits need."""

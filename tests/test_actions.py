@@ -27,6 +27,7 @@ from indexeddf.spec.schema import Field
 
 names = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), min_size=1, max_size=12)
 ints = st.integers(min_value=0, max_value=2**62)
+millis = st.integers(min_value=0, max_value=253_402_300_799_999)  # up to year 9999
 json_scalars = st.one_of(st.none(), st.booleans(), st.integers(-(2**53), 2**53), st.text(max_size=8))
 rel_paths = st.builds(lambda b, u: f"data/bucket={b:05d}/part-{u}.parquet", st.integers(0, 999), st.uuids())
 
@@ -48,11 +49,11 @@ actions = st.one_of(
         indexColumns=st.lists(names, min_size=1, max_size=3).map(tuple),
         numBuckets=st.integers(1, 1024),
         configuration=st.dictionaries(names, names, max_size=3),
-        createdTime=ints,
+        createdTime=millis,
     ),
-    st.builds(AddFile, path=rel_paths, size=ints, modificationTime=ints, dataChange=st.booleans(), bucket=st.integers(0, 999), fileId=ints, stats=stats),
-    st.builds(RemoveFile, path=rel_paths, deletionTimestamp=ints, dataChange=st.booleans(), bucket=st.integers(0, 999), fileId=ints, size=ints),
-    st.builds(Txn, appId=names, version=ints, lastUpdated=ints),
+    st.builds(AddFile, path=rel_paths, size=ints, modificationTime=millis, dataChange=st.booleans(), bucket=st.integers(0, 999), fileId=ints, stats=stats),
+    st.builds(RemoveFile, path=rel_paths, deletionTimestamp=millis, dataChange=st.booleans(), bucket=st.integers(0, 999), fileId=ints, size=ints),
+    st.builds(Txn, appId=names, version=ints, lastUpdated=millis),
     st.builds(
         IndexEntry,
         name=names,
@@ -66,7 +67,7 @@ actions = st.one_of(
     ),
     st.builds(
         CommitInfo,
-        timestamp=ints,
+        timestamp=millis,
         operation=names,
         operationParameters=st.dictionaries(names, json_scalars, max_size=3),
         readVersion=st.none() | ints,

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any, Literal, Union
+from typing import Annotated, Any, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field as PField, ValidationError
 
@@ -22,6 +22,16 @@ WRITER_VERSION = 1
 """The newest ``minWriterVersion`` this library can write."""
 
 
+MAX_MILLIS = 253_402_300_799_999
+"""9999-12-31T23:59:59.999Z: the latest instant a timestamp in the log may name."""
+Millis = Annotated[int, PField(ge=0, le=MAX_MILLIS)]
+"""Milliseconds since the epoch, within what a date-time can show."""
+Count = Annotated[int, PField(ge=0, le=2**63 - 1)]
+"""A size, count, version or bucket: never negative, within int64."""
+Int64 = Annotated[int, PField(ge=-(2**63), le=2**63 - 1)]
+"""What Parquet and Spark can hold as a long (file ids)."""
+
+
 class _Action(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
 
@@ -29,8 +39,8 @@ class _Action(BaseModel):
 class Protocol(_Action):
     """The reader and writer versions a client needs to read or write this table."""
 
-    minReaderVersion: int = READER_VERSION
-    minWriterVersion: int = WRITER_VERSION
+    minReaderVersion: Count = READER_VERSION
+    minWriterVersion: Count = WRITER_VERSION
 
 
 class Metadata(_Action):
@@ -41,18 +51,18 @@ class Metadata(_Action):
     description: str | None = None
     schema_: tuple[Field, ...] = PField(alias="schema")
     indexColumns: tuple[str, ...]
-    numBuckets: int
+    numBuckets: Annotated[int, PField(ge=1, le=2**31 - 1)]
     configuration: dict[str, str] = {}
-    createdTime: int
+    createdTime: Millis
 
 
 class FileStats(_Action):
     """Per-file statistics. Values are JSON renderings (see PROTOCOL.md, "Statistics")."""
 
-    numRecords: int
+    numRecords: Count
     minValues: dict[str, Any] = {}
     maxValues: dict[str, Any] = {}
-    nullCount: dict[str, int] = {}
+    nullCount: dict[str, Count] = {}
 
 
 _BUCKET_SUFFIX = re.compile(r"_(\d+)\.parquet$")
@@ -69,11 +79,11 @@ class AddFile(_Action):
     """A row-batch file that becomes part of the table."""
 
     path: str
-    size: int
-    modificationTime: int
+    size: Count
+    modificationTime: Millis
     dataChange: bool = True
-    bucket: int
-    fileId: int
+    bucket: Count
+    fileId: Int64
     stats: FileStats
 
 
@@ -81,21 +91,21 @@ class RemoveFile(_Action):
     """A row-batch file that leaves the table (kept on disk until vacuum)."""
 
     path: str
-    deletionTimestamp: int
+    deletionTimestamp: Millis
     dataChange: bool = True
-    bucket: int
-    fileId: int
-    size: int
+    bucket: Count
+    fileId: Int64
+    size: Count
 
 
 class IndexFile(_Action):
     """One file of an index: the entries of one index bucket for some data files."""
 
     path: str
-    size: int
-    bucket: int
-    numEntries: int
-    fileIds: tuple[int, ...] = ()
+    size: Count
+    bucket: Count
+    numEntries: Count
+    fileIds: tuple[Int64, ...] = ()
     """The data files (by file id) whose rows this index file holds entries for."""
 
 
@@ -110,8 +120,8 @@ class IndexEntry(_Action):
     columns: tuple[str, ...]
     kind: Literal["primary", "secondary"]
     state: Literal[INDEX_STATES]  # type: ignore[valid-type]
-    numBuckets: int
-    coveredVersion: int
+    numBuckets: Annotated[int, PField(ge=1, le=2**31 - 1)]
+    coveredVersion: Annotated[int, PField(ge=-1, le=2**63 - 1)]
     """The table version whose live files this index covers (after this commit)."""
     files: tuple[IndexFile, ...] = ()
     """Index files added by this action."""
@@ -124,17 +134,17 @@ class Txn(_Action):
     """The last committed version of an idempotent writer (``appId``)."""
 
     appId: str
-    version: int
-    lastUpdated: int
+    version: Int64
+    lastUpdated: Millis
 
 
 class CommitInfo(_Action):
     """Provenance of a commit: what ran, on which version, when (ms since the epoch, UTC)."""
 
-    timestamp: int
+    timestamp: Millis
     operation: str
     operationParameters: dict[str, Any] = {}
-    readVersion: int | None = None
+    readVersion: Count | None = None
     isolationLevel: str = "Serializable"
     isBlindAppend: bool = False
     engineInfo: str = ""
