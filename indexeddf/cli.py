@@ -49,6 +49,7 @@ def _emit(args, payload: Any, text: str) -> None:
 
 
 def cmd_describe(args) -> None:
+    """``describe``: location, id, version, files, bytes, buckets, properties, indexes."""
     t = IndexedTable.for_path(args.path)
     d = t.detail()
     indexes = [
@@ -63,6 +64,7 @@ def cmd_describe(args) -> None:
 
 
 def cmd_history(args) -> None:
+    """``history``: commits, newest first."""
     entries = IndexedTable.for_path(args.path).history(limit=args.limit)
     rows = [
         {"version": e.version, "timestamp": e.timestamp.isoformat(timespec="milliseconds"), "operation": e.operation,
@@ -115,11 +117,13 @@ def _progress(args):
 
 
 def cmd_refresh(args) -> None:
+    """``refresh``: bring indexes up to the newest version."""
     versions = IndexedTable.for_path(args.path).refresh(args.index, mode=args.mode, progress=_progress(args))
     _emit(args, {"versions": versions}, f"refreshed ({args.mode}): committed versions {versions}")
 
 
 def cmd_optimize(args) -> None:
+    """``optimize``: compact small data files per bucket, and their index files."""
     t = IndexedTable.for_path(args.path)
     before = t.version
     v = t.optimize(mode=args.mode, progress=_progress(args))
@@ -133,6 +137,7 @@ def cmd_optimize(args) -> None:
 
 
 def cmd_vacuum(args) -> None:
+    """``vacuum``: delete files that no version inside the retention needs."""
     t = IndexedTable.for_path(args.path)
     r = t.vacuum(retention_hours=args.retention_hours, dry_run=args.dry_run,
                  enforce_retention=not args.no_enforce_retention, progress=_progress(args))
@@ -144,6 +149,7 @@ def cmd_vacuum(args) -> None:
 
 
 def cmd_restore(args) -> None:
+    """``restore``: commit a new version whose content equals an older one's."""
     t = IndexedTable.for_path(args.path)
     before = t.update().version
     v = t.restore(args.version)
@@ -153,6 +159,7 @@ def cmd_restore(args) -> None:
 
 
 def cmd_lookup(args) -> None:
+    """``lookup``: rows whose index key equals the keys given."""
     t = IndexedTable.for_path(args.path, version=args.version)
     index = t.snapshot.indexes.get(args.index or "primary")
     types = [t.schema.field(c).type for c in index.columns] if index else []
@@ -176,6 +183,7 @@ def _parse_key(text: str, types) -> Any:
 
 
 def cmd_index(args) -> None:
+    """``index``: list, create, drop, restore, vacuum, cancel or optimize indexes."""
     t = IndexedTable.for_path(args.path)
     name = args.name or args.index_name
     if args.action == "list":

@@ -29,6 +29,7 @@ USERS_PER_ROW = 4
 
 
 def step(title: str, proves: str) -> None:
+    """Print a step's title and the one line of what it proves."""
     print(f"\n== {title}\n   proves: {proves}", flush=True)
 
 
@@ -44,6 +45,7 @@ def timed(fn, runs: int = 3) -> tuple[float, object]:
 
 
 def ms(seconds: float) -> str:
+    """Seconds as right-aligned milliseconds."""
     return f"{seconds * 1000:8.1f} ms"
 
 
@@ -62,6 +64,7 @@ def start_spark():
 
 
 def build(spark, path: Path, rows: int) -> IndexedTable:
+    """Write the events table with Spark and compact it: one file per bucket."""
     step(f"build a table of {rows:,} events with Spark, bucketed by user_id into 16 buckets",
          "a Spark DataFrame becomes a versioned table with its primary index in one write")
     users = max(1, rows // USERS_PER_ROW)
@@ -81,6 +84,7 @@ def build(spark, path: Path, rows: int) -> IndexedTable:
 
 
 def lookups(spark, t: IndexedTable, path: Path, rows: int) -> None:
+    """Time a point lookup and an IN-list every way a user can run them."""
     import indexeddf
     from pyspark.sql import functions as F
 
@@ -108,6 +112,7 @@ def lookups(spark, t: IndexedTable, path: Path, rows: int) -> None:
 
 
 def explain_and_join(spark, t: IndexedTable, path: Path, rows: int) -> None:
+    """Show explain of two filters, then time an indexed join against Spark's."""
     step("explain an indexed and a non-indexed filter", "explain says which index answers, what it reads, and why not")
     print("   " + t.explain("user_id IN (7, 8, 9) AND amount > 10").replace("\n", "\n   "))
     print("   " + t.explain("amount > 99.5").replace("\n", "\n   "))
@@ -127,6 +132,7 @@ def explain_and_join(spark, t: IndexedTable, path: Path, rows: int) -> None:
 
 
 def lifecycle(t: IndexedTable, path: Path) -> int:
+    """An unindexed append, refresh, time travel and optimize; returns the version before the append."""
     step("append 3 rows with index maintenance off, then look them up",
          "appends stay cheap; a lookup still finds them through a hybrid scan of the unindexed file")
     t.set_properties({"indexeddf.index.autoRefresh": "false"})
@@ -154,6 +160,7 @@ def lifecycle(t: IndexedTable, path: Path) -> int:
 
 
 def cli(path: Path) -> None:
+    """Vacuum's dry run and the history, through the indexeddf command."""
     command = [sys.executable, "-m", "indexeddf.cli"]
     step("vacuum --dry-run and the history, through the indexeddf command",
          "the files optimize replaced are what vacuum would delete; the history says who did what")
@@ -165,6 +172,7 @@ def cli(path: Path) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run the demo; returns the exit code."""
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("folder", nargs="?", default="./demo-lake", help="where the table goes (default ./demo-lake)")
     p.add_argument("--rows", type=int, default=DEFAULT_ROWS, help=f"events to generate (default {DEFAULT_ROWS:,})")
