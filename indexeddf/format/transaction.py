@@ -46,7 +46,7 @@ from ..errors import (
 from ..spec import config
 from ..spec.actions import WRITER_VERSION, Action, AddFile, CommitInfo, IndexEntry, IndexFile, Metadata, Protocol, RemoveFile, Txn, to_lines
 from .checkpoint import write_checkpoint
-from .log import commit_path, list_log, read_commit
+from .log import commit_path, read_commit
 from .snapshot import Snapshot, initial_snapshot, update_snapshot
 from .storage import TableStorage
 
@@ -132,8 +132,7 @@ class Transaction:
                 return self._finish(current.apply(version, body))
             # Lost the race: read every winner up to the newest and check each.
             time.sleep(random.uniform(0, min(0.2, 0.002 * 2**attempt)))
-            for v in range(version, _latest_version(self.storage, version) + 1):
-                winning = read_commit(self.storage, v)
+            for v, winning in _winners(self.storage, version):
                 duplicate = self._check_conflicts(v, winning, actions, current)
                 current = current.apply(v, winning)
                 if duplicate:
@@ -287,7 +286,17 @@ def _delete_all(storage: TableStorage, paths: list[str]) -> None:
         storage.delete(rel)
 
 
-def _latest_version(storage, at_least: int) -> int:
-    commits, _ = list_log(storage)
-    return max(commits[-1] if commits else at_least, at_least)
+def _winners(storage, first: int):
+    """(version, actions) of the commits from ``first`` on, read until the first absent
+    version. Versions are dense, so this needs no listing of the log folder: a listing
+    costs O(commits) (paged on object stores) at every lost race, a read only the winners."""
+    v = first
+    while True:
+        try:
+            yield v, read_commit(storage, v)
+        except FileNotFoundError:
+            if v == first:  # the put said the version exists: read it, it cannot be absent
+                raise
+            return
+        v += 1
 
