@@ -85,7 +85,7 @@ def write_bucketed_pieces(
 
     def write_one(i: int) -> tuple[AddFile, pa.Table]:
         bucket, rows = parts[i]
-        return write_file(storage, files[i], bucket, rows, rows_per_group), rows
+        return write_file(storage, files[i], bucket, rows, rows_per_group, index_columns), rows
 
     if len(parts) == 1:
         return [write_one(0)]
@@ -93,14 +93,21 @@ def write_bucketed_pieces(
         return list(pool.map(write_one, range(len(parts))))
 
 
-def write_file(storage: TableStorage, file: tuple[str, int], bucket: int, rows: pa.Table, rows_per_group: int) -> AddFile:
-    """Write one row-batch file (``file``: path and id) and describe it as an ``add`` action."""
+def write_file(storage: TableStorage, file: tuple[str, int], bucket: int, rows: pa.Table, rows_per_group: int,
+               bloom_columns: list[str] = ()) -> AddFile:
+    """Write one row-batch file (``file``: path and id) and describe it as an ``add`` action.
+
+    ``bloom_columns`` (the table's index columns) get a Parquet bloom filter per row
+    group, so any Parquet reader (Spark, DuckDB, Trino, ...) skips the row groups
+    of a file that cannot hold a key it looks for, index or no index.
+    """
     rel, file_id = file
     buf = io.BytesIO()
     pq.write_table(rows, buf, row_group_size=rows_per_group, compression="zstd",
                    # Dictionaries for strings only: numbers written plain are about as small
                    # under zstd, and decode faster (docs/benchmarks.md, data bytes per row).
-                   use_dictionary=dictionary_columns(rows.schema))
+                   use_dictionary=dictionary_columns(rows.schema),
+                   bloom_filter_options=bloom_options(rows, bloom_columns, rows_per_group))
     data = buf.getvalue()
     storage.write_bytes(rel, data)
     return AddFile(
@@ -111,6 +118,22 @@ def write_file(storage: TableStorage, file: tuple[str, int], bucket: int, rows: 
         fileId=file_id,
         stats=file_stats(rows),
     )
+
+
+BLOOM_FPP = 0.01
+"""False-positive rate of the bloom filters on index columns (about 1.2 bytes a distinct key)."""
+
+
+def bloom_options(rows: pa.Table, columns, rows_per_group: int) -> dict | None:
+    """pyarrow's ``bloom_filter_options`` for ``columns`` of ``rows``: each row group's
+    filter sized for the distinct values it can hold (the file's distinct count, at most
+    a row group's rows), at :data:`BLOOM_FPP`."""
+    import pyarrow.compute as pc
+
+    names = [c for c in columns if c in rows.column_names and not pa.types.is_boolean(rows.schema.field(c).type)]
+    if not names or rows.num_rows == 0:
+        return None
+    return {c: {"ndv": max(1, min(pc.count_distinct(rows[c]).as_py(), rows_per_group)), "fpp": BLOOM_FPP} for c in names}
 
 
 def _rows_per_group(table: pa.Table, row_group_bytes: int) -> int:
