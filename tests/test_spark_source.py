@@ -42,7 +42,7 @@ from indexeddf import IndexedTable
 from indexeddf.errors import IndexedDFError, InvalidOptionError, SchemaMismatchError, TableExistsError
 from indexeddf.spark.native import spark_schema
 from indexeddf.spark.source import IndexedReader
-from indexeddf.writer import spark_write as sw
+from indexeddf.spark import write as sw
 
 pytestmark = pytest.mark.spark
 
@@ -466,7 +466,7 @@ def test_two_spark_applications_append_concurrently(tmp_path):
 
 
 def test_every_option_is_documented():
-    from indexeddf.writer import spark_options as so
+    from indexeddf.spark import options as so
 
     text = (Path(__file__).parent.parent / "docs" / "spark.md").read_text()
     for name in set(so.READ_OPTIONS + so.WRITE_OPTIONS + so.STREAM_OPTIONS) - {"path"}:

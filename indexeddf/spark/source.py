@@ -4,7 +4,7 @@ Source API): batch reads with time travel, batch writes and streaming writes.
 - :class:`IndexedDataSource`: ``spark.read.format("indexeddf")`` (with ``versionAsOf`` /
   ``timestampAsOf``), ``df.write.format("indexeddf")`` and
   ``df.writeStream.format("indexeddf")``. The writers live in
-  :mod:`indexeddf.writer.spark_write`.
+  :mod:`indexeddf.spark.write`.
 - :class:`IndexedReader`: one input partition per bucket (split past
   ``maxPartitionBytes``); ``read()`` yields Arrow record batches.
 
@@ -31,8 +31,8 @@ from ..errors import InvalidOptionError, SchemaMismatchError
 from ..format.snapshot import Snapshot, load_snapshot
 from ..format.storage import TableStorage
 from ..format.timetravel import version_at
-from ..writer import spark_options as so
-from ..writer import spark_write as sw
+from . import options as so
+from . import write as sw
 from .native import spark_schema
 
 DEFAULT_MAX_PARTITION_BYTES = 128 * 1024 * 1024
@@ -103,11 +103,11 @@ class IndexedDataSource(DataSource):
         return IndexedReader(snapshot, schema, max_bytes)
 
     def writer(self, schema: StructType, overwrite: bool):
-        """The batch writer (:mod:`indexeddf.writer.spark_write`)."""
+        """The batch writer (:mod:`indexeddf.spark.write`)."""
         return sw.batch_writer(self.options, schema, overwrite)
 
     def streamWriter(self, schema: StructType, overwrite: bool):
-        """The exactly-once streaming sink (:mod:`indexeddf.writer.spark_write`)."""
+        """The exactly-once streaming sink (:mod:`indexeddf.spark.write`)."""
         return sw.stream_writer(self.options, schema, overwrite)
 
 

@@ -129,7 +129,7 @@ def commit_files(
     every live file of the transaction's snapshot is removed and each of those indexes
     starts afresh with ``index_files`` (:func:`replace_all_actions`). ``new_metadata``
     (a schema change) goes first, ``txn_actions`` last. Serves the Python writes here
-    and the Spark driver's commit (``spark_commit``).
+    and the Spark driver's commit (``indexeddf.spark.write_commit``).
     """
     snapshot = transaction.snapshot
     actions: list[Action] = [new_metadata] if new_metadata is not None else []

@@ -9,7 +9,7 @@ Once its files are written, the task records them in a manifest
 ``data/_staging/<write id>/<uuid>.json`` and then looks for the abort marker
 ``data/_staging/<write id>/_ABORTED`` (PROTOCOL.md §2.5); if the write was aborted, or
 anything fails, the task deletes what it wrote. The driver's side of this protocol is
-in :mod:`indexeddf.writer.spark_commit`.
+in :mod:`indexeddf.spark.write_commit`.
 """
 
 from __future__ import annotations
@@ -24,9 +24,9 @@ from pyspark.sql.datasource import WriterCommitMessage
 
 from ..errors import IndexedDFError
 from ..spec.actions import AddFile, IndexFile
-from .data import conform
-from .operations import write_rows
-from .spark_plan import WritePlan
+from ..writer.data import conform
+from ..writer.operations import write_rows
+from .write_plan import WritePlan
 
 TASK_FLUSH_BYTES = 128 * 1024 * 1024
 """A write task buffers this many bytes of Arrow input before it writes files."""

@@ -6,7 +6,7 @@ micro-batches commit with ``txn=(txnAppId, batchId)``: a batch the table already
 is dropped. :func:`abort_write` deletes everything the tasks of a write created,
 through the staging manifests and the abort marker (PROTOCOL.md §2.5); after a commit
 ``_clean_staging`` drops the manifests and the files of task attempts whose results
-Spark dropped. The overview of a Spark write is in :mod:`indexeddf.writer.spark_write`.
+Spark dropped. The overview of a Spark write is in :mod:`indexeddf.spark.write`.
 """
 
 from __future__ import annotations
@@ -20,9 +20,9 @@ from ..format.snapshot import Snapshot, load_snapshot
 from ..format.storage import TableStorage
 from ..format.transaction import ALL_BUCKETS, CommitResult, Transaction, commit_create
 from ..spec.actions import Action, AddFile, IndexEntry, IndexFile, Metadata, Protocol, Txn
-from .operations import commit_files, write_metrics
-from .spark_plan import WritePlan, load_or_none
-from .spark_task import ABORTED, FilesMessage, staging_path
+from ..writer.operations import commit_files, write_metrics
+from .write_plan import WritePlan, load_or_none
+from .write_task import ABORTED, FilesMessage, staging_path
 
 
 def files_messages(messages: Iterable[Any]) -> list[FilesMessage]:

@@ -5,7 +5,7 @@ and the DataFrame's schema, and fixes what the tasks write with (metadata, the i
 to maintain) and the version the write is based on, in a :class:`WritePlan` that is
 pickled to the executors. Errors are typed (``SchemaMismatchError``,
 ``InvalidOptionError``, ``TableExistsError``) and stop the job before any task runs.
-The overview of a Spark write is in :mod:`indexeddf.writer.spark_write`.
+The overview of a Spark write is in :mod:`indexeddf.spark.write`.
 """
 
 from __future__ import annotations
@@ -19,9 +19,9 @@ from ..errors import InvalidOptionError, SchemaMismatchError, TableExistsError, 
 from ..format.snapshot import Snapshot, load_snapshot
 from ..format.storage import TableStorage
 from ..spec.actions import PRIMARY_INDEX, IndexEntry, Metadata
-from . import spark_options as so
-from .data import conform
-from .operations import maintained_indexes
+from . import options as so
+from ..writer.data import conform
+from ..writer.operations import maintained_indexes
 
 
 @dataclass

@@ -17,7 +17,7 @@ from ..errors import InvalidOptionError, SchemaMismatchError
 from ..spec import config
 from ..spec.schema import Field, fields_from_arrow
 
-from .operations import MAX_BUCKETS  # noqa: F401 - re-exported for the Spark writer
+from ..writer.operations import MAX_BUCKETS  # noqa: F401 - re-exported for the Spark writer
 
 DEFAULT_NUM_BUCKETS = 16
 

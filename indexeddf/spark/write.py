@@ -3,17 +3,17 @@
 One write, in PySpark's Python data source API, in three steps of their own modules
 (this module holds the writer classes Spark calls, and re-exports the steps' names):
 
-1. Driver, planning (:func:`plan_write`, ``spark_plan.py``): read the table (or see
+1. Driver, planning (:func:`plan_write`, ``write_plan.py``): read the table (or see
    that it is missing), validate the options and the DataFrame's schema, and fix what
    the tasks write with (metadata, the indexes to maintain) and the version the write
    is based on. Errors are typed (``SchemaMismatchError``, ``InvalidOptionError``,
    ``TableExistsError``) and stop the job before any task runs.
-2. Executors (:func:`write_task`, ``spark_task.py``): conform the Arrow batches to the
+2. Executors (:func:`write_task`, ``write_task.py``): conform the Arrow batches to the
    table schema and write them like ``operations.append`` does (``write_rows``: one
    data file per touched bucket per ~128 MB of input, plus the entries of every
    maintained index). The ``add`` actions and index files go back to the driver in a
    :class:`FilesMessage`.
-3. Driver (:func:`commit_plan` or :func:`abort_write`, ``spark_commit.py``): ONE log
+3. Driver (:func:`commit_plan` or :func:`abort_write`, ``write_commit.py``): ONE log
    commit through :class:`Transaction` (blind append; overwrite reads everything), or
    ``commit_create`` for a new table.
 
@@ -42,15 +42,15 @@ from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamArrowW
 from ..errors import IndexedDFError
 from ..format.snapshot import load_snapshot
 from ..spec.actions import PRIMARY_INDEX, IndexEntry
-from . import spark_options as so
-from .operations import maintained_indexes
-from .spark_commit import abort_write, commit_plan, delete_uncommitted, files_messages, gather_files
-from .spark_plan import WritePlan, plan_write
-from .spark_task import TASK_FLUSH_BYTES, FilesMessage, write_task
+from . import options as so
+from ..writer.operations import maintained_indexes
+from .write_commit import abort_write, commit_plan, delete_uncommitted, files_messages, gather_files
+from .write_plan import WritePlan, plan_write
+from .write_task import TASK_FLUSH_BYTES, FilesMessage, write_task
 
 __all__ = [
     "IndexedBatchWriter", "IndexedStreamWriter", "batch_writer", "stream_writer",
-    # the steps, defined in spark_plan, spark_task and spark_commit
+    # the steps, defined in write_plan, write_task and write_commit
     "WritePlan", "plan_write", "FilesMessage", "TASK_FLUSH_BYTES", "write_task",
     "commit_plan", "abort_write", "delete_uncommitted",
 ]
