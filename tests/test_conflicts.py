@@ -57,15 +57,42 @@ def test_append_rebases_over_an_overwrite(table):
     assert keys(table) == [200, 201, 500, 501, 502]
 
 
-def test_overwrite_fails_after_a_concurrent_append_and_cleans_up(table, table_path):
-    read = table.snapshot
+def test_serializable_overwrite_fails_after_a_concurrent_append_and_cleans_up(table, table_path):
+    table.set_properties({"delta.isolationLevel": "Serializable"})
+    read = table.update().snapshot
     operations.append(read, rows(100, 5))
     before = data_files(table_path)
     with pytest.raises(ConcurrentAppendError) as e:
         operations.overwrite(read, rows(900, 5))
     assert "retry" in str(e.value)
     assert data_files(table_path) == before  # the loser's files are gone
-    assert table.update().version == 1
+    assert table.update().version == 2
+
+
+def test_write_serializable_lets_deletes_and_overwrites_pass_blind_appends(table):
+    """Delta's default: a blind append that won counts as after the delete or overwrite
+    that read before it, and its rows stay (the report: delete("k = 3") failed because a
+    concurrent append added only keys above 100,000)."""
+    read = table.snapshot
+    operations.append(read, rows(100_000, 50))  # lands in every bucket, the one of k = 3 too
+    operations.delete_rows(read, "k = 3")
+    assert keys(table) == [k for k in range(40) if k != 3] + list(range(100_000, 100_050))
+    read = table.update().snapshot
+    operations.append(read, rows(200_000, 2))
+    operations.overwrite(read, rows(900, 2))
+    assert keys(table) == [900, 901, 200_000, 200_001]
+    text = table.snapshot.storage.read_bytes(f"_indexeddf_log/{table.version:020d}.json").decode()
+    assert '"isolationLevel":"WriteSerializable"' in text
+
+
+def test_serializable_deletes_fail_on_appends_to_the_buckets_they_read(table):
+    table.set_properties({"delta.isolationLevel": "Serializable"})
+    read = table.update().snapshot
+    operations.append(read, rows(100_000, 50))
+    with pytest.raises(ConcurrentAppendError):
+        operations.delete_rows(read, "k = 3")
+    with pytest.raises(Exception, match="delta.isolationLevel"):
+        table.set_properties({"delta.isolationLevel": "Snapshot"})
 
 
 def test_two_overwrites_conflict(table, table_path):

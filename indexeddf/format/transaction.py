@@ -69,7 +69,9 @@ class Transaction:
     """One optimistic transaction against ``snapshot`` (the version it read).
 
     ``read_buckets``: the buckets whose data the transaction's outcome depends on, or
-    ``ALL_BUCKETS`` (the whole table); ``()`` for a blind append.
+    ``ALL_BUCKETS`` (the whole table); ``()`` for a blind append. ``isolation``: the
+    level this transaction commits at (default: the table's ``delta.isolationLevel``);
+    RESTORE is always Serializable, since it promises an older version's exact content.
     """
 
     snapshot: Snapshot
@@ -77,6 +79,11 @@ class Transaction:
     parameters: dict[str, Any] = field(default_factory=dict)
     read_buckets: Iterable[int] | None = ()
     written_paths: list[str] = field(default_factory=list)
+    isolation: str | None = None
+
+    def isolation_level(self, snap: Snapshot) -> str:
+        """``Serializable`` or ``WriteSerializable``: this transaction's, else the table's."""
+        return self.isolation or config.get(snap.metadata.configuration, "delta.isolationLevel", lenient=True)
 
     @property
     def storage(self):
@@ -165,6 +172,7 @@ class Transaction:
             isBlindAppend=blind,
             engineInfo=f"indexeddf/{__version__}",
             operationMetrics=metrics,
+            isolationLevel=self.isolation_level(current),
         )
 
     def _reads_data(self) -> bool:
@@ -188,6 +196,10 @@ class Transaction:
         our_ids = {a.fileId for a in ours if isinstance(a, AddFile)}
         winner_op = next((a.operation for a in winning if isinstance(a, CommitInfo)), "")
         buckets = None if self.read_buckets is None else set(self.read_buckets)
+        # WriteSerializable (Delta's default): a blind append that won is serialized after
+        # this commit, so what it added never conflicts with what this commit read.
+        blind = any(isinstance(a, CommitInfo) and a.isBlindAppend for a in winning)
+        appends_conflict = not blind or self.isolation_level(before) == "Serializable"
         # An idempotent commit that the winner already made is a duplicate, whatever else
         # the two commits would conflict on.
         if any(isinstance(a, Txn) and a.appId in our_txns and a.version >= our_txns[a.appId] for a in winning):
@@ -204,7 +216,7 @@ class Transaction:
                     raise ConcurrentDeleteReadError(f"{what}, which removed {a.path} that this commit read; retry")
             if isinstance(a, AddFile) and a.fileId in our_ids:
                 raise ConcurrentModificationError(f"{what}, which added file id {a.fileId} too; retry")
-            if isinstance(a, AddFile) and a.dataChange and (buckets is None or a.bucket in buckets):
+            if isinstance(a, AddFile) and a.dataChange and appends_conflict and (buckets is None or a.bucket in buckets):
                 raise ConcurrentAppendError(
                     f"{what}, which added {a.path} to bucket {a.bucket} that this commit read; retry"
                 )

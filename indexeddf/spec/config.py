@@ -43,6 +43,15 @@ def _non_negative(s: str) -> float:
     return v
 
 
+ISOLATION_LEVELS = ("WriteSerializable", "Serializable")
+
+
+def _isolation(s: str) -> str:
+    if s not in ISOLATION_LEVELS:
+        raise ValueError(f"must be one of {', '.join(ISOLATION_LEVELS)}")
+    return s
+
+
 def _bool(s: str) -> bool:
     if s.lower() not in ("true", "false"):
         raise ValueError("must be 'true' or 'false'")
@@ -64,6 +73,12 @@ PROPERTIES: dict[str, Property] = {
         Property(
             "indexeddf.commit.maxRetries", "100", _positive_int,
             "How many times a commit that lost a race is rebased and retried before it fails.",
+        ),
+        Property(
+            "delta.isolationLevel", "WriteSerializable", _isolation,
+            "WriteSerializable (Delta's default): a delete, overwrite or optimize commits although "
+            "another writer blind-appended meanwhile (the append counts as after it). Serializable: "
+            "such a commit fails with ConcurrentAppendError when the append touched what it read.",
         ),
         Property(
             "indexeddf.index.autoRefresh", "true", _bool,

@@ -273,7 +273,7 @@ def restore(snapshot: Snapshot, version: int) -> CommitResult | None:
     # transaction's check of new file ids skip their tombstones.
     readd_paths = {a.path for a in readds}
     base = dataclasses.replace(current, tombstones={p: r for p, r in current.tombstones.items() if p not in readd_paths})
-    tx = Transaction(base, "RESTORE", {"version": version}, read_buckets=ALL_BUCKETS)
+    tx = Transaction(base, "RESTORE", {"version": version}, read_buckets=ALL_BUCKETS, isolation="Serializable")
     metrics = {"numRemovedFiles": len(removes), "numRestoredFiles": len(readds),
                "numIndexesRestored": len(index_actions), "tableSizeAfterRestore": old.size_bytes()}
     return tx.commit(actions, metrics)

@@ -236,8 +236,10 @@ def delete_rows(snapshot: Snapshot, predicate, buckets: set[int] | None = None) 
     commit); files whose every row matches are only removed. ``buckets``: the only
     buckets that can hold matching rows (the planner's ``data_buckets``; None: all),
     the only ones read. Returns None (and
-    commits nothing) when no row matches. It reads the buckets it rewrites, so an
-    append to one of them meanwhile fails it with ``ConcurrentAppendError``.
+    commits nothing) when no row matches. It reads the buckets it rewrites: a blind
+    append to one of them meanwhile counts as after it (``WriteSerializable``, the
+    default), or fails it with ``ConcurrentAppendError`` (``delta.isolationLevel =
+    Serializable``).
     """
     import pyarrow.compute as pc
 
