@@ -39,7 +39,7 @@ from ..optimizer.planner import covered_ids, join_index
 from ..spec.schema import arrow_schema
 from ..reader.join_probe import TableSide
 from .bucketed import bucketed_scan_reason
-from .native import spark_schema
+from .native import JVM_UNAVAILABLE, spark_schema
 
 DEFAULT_BROADCAST_THRESHOLD_ROWS = 1_000
 """``auto`` broadcasts probes of at most this many rows / distinct keys."""
@@ -244,7 +244,7 @@ def estimate_rows(df) -> tuple[int | None, int | None]:
             return int(str(count.get())), size
         width = max(1, int(df._jdf.schema().defaultSize()))
         return size // width, size
-    except Exception:  # noqa: BLE001 - no JVM plan (Spark Connect): decide by the keys alone
+    except JVM_UNAVAILABLE:  # no JVM plan (Spark Connect): decide by the keys alone
         return None, None
 
 
@@ -253,7 +253,7 @@ def _spark_broadcasts(df, rows: int | None, size: int | None) -> str | None:
     ``spark.sql.autoBroadcastJoinThreshold``), or None."""
     try:
         limit = int(df.sparkSession.conf.get("spark.sql.autoBroadcastJoinThreshold").rstrip("b"))
-    except Exception:  # noqa: BLE001 - unknown (or "10MB"-style) setting: assume no broadcast
+    except ValueError:  # a "10MB"-style or unparsable setting: assume no broadcast
         return None
     if size is None or limit < 0 or size > limit:
         return None
@@ -290,7 +290,7 @@ def default_partitions(probe_df, num_buckets: int) -> int:
     (measured: 2 tasks on 2 cores ~0.4 s where 4 tasks took 0.7-1.5 s, warm)."""
     try:
         par = probe_df.sparkSession.sparkContext.defaultParallelism
-    except Exception:  # noqa: BLE001 - Spark Connect: one task per bucket
+    except JVM_UNAVAILABLE:  # Spark Connect: one task per bucket
         return num_buckets
     return max(1, min(num_buckets, par))
 

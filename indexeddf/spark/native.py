@@ -13,6 +13,7 @@ import warnings
 from collections.abc import Sequence
 
 import pyarrow as pa
+from py4j.protocol import Py4JError
 from pyspark.sql.types import (
     BinaryType,
     BooleanType,
@@ -36,6 +37,10 @@ from ..errors import InvalidOptionError, SchemaMismatchError
 from ..format.snapshot import Snapshot
 from ..format.storage import TableStorage
 from ..spec.schema import Field, arrow_type, check_columns
+
+JVM_UNAVAILABLE = (AttributeError, NotImplementedError, Py4JError)
+"""What building Spark objects through py4j raises where it cannot be done: no JVM
+(Spark Connect: no ``_jvm``) or a JVM whose classes changed (another pyspark)."""
 
 _SPARK_TYPES: dict[str, DataType] = {
     "boolean": BooleanType(),
@@ -120,7 +125,7 @@ def native_scan(spark, snapshot: Snapshot, columns: Sequence[str] | None = None,
         paths = [hadoop_path(snapshot.storage, a.path, glob_escaped=False) for a in files]
         try:
             df = bucketed_relation_df(spark, snapshot, paths, schema)
-        except Exception as exc:  # noqa: BLE001 - e.g. Spark Connect: a plain scan is as right
+        except JVM_UNAVAILABLE as exc:  # a plain scan is as right; anything else is a bug and raises
             warnings.warn(f"indexeddf: reading {snapshot.storage.url} unbucketed: Spark's JVM did not build a "
                           f"bucketed relation ({type(exc).__name__}: {str(exc)[:200]})", stacklevel=2)
     if df is None and not files:
