@@ -66,7 +66,7 @@ def events_empty() -> str:
     """Path of an indexed table with the events schema and no rows (the fixed cost of a
     query through indexeddf, whatever the data)."""
     path = DATA / "events-empty"
-    if not (path / "_indexeddf_log").exists():
+    if not (path / "_delta_log").exists():
         IndexedTable.create(str(path), chunk(0, 0, 1, seed=1), index_columns=["user_id"], num_buckets=NUM_BUCKETS)
     return str(path)
 

@@ -4,8 +4,8 @@ Every scenario starts from the indexed events table (``datasets.events(args.rows
 32 buckets on ``user_id``), which it never modifies: each state below lives in a
 private copy under the run's work folder. A copy hard-links the Parquet files of
 ``data/`` and ``_indexes/`` (data and index files are written once under fresh uuid
-names and never rewritten) and copies ``_indexeddf_log/`` (the only file the format
-rewrites in place is ``_indexeddf_log/_last_checkpoint``, through an atomic replace;
+names and never rewritten) and copies ``_delta_log/`` (the only file the format
+rewrites in place is ``_delta_log/_last_checkpoint``, through an atomic replace;
 commits and checkpoints are put-if-absent, but the folder is small and a real copy
 keeps every copy's log its own). Copies share the table id, so the in-process cache
 of index segments, footers and row groups (keyed by table id and relative path)
@@ -68,7 +68,7 @@ from indexeddf.optimizer.planner import staleness
 SEED = 11
 LOOKUP_KEYS = 50
 MIN_ROWS_PER_BUCKET = 20
-LOG_DIR = "_indexeddf_log"
+LOG_DIR = "_delta_log"
 LOOKUP_TARGET_CLOSE = "hybrid scan within 1.5x of the refreshed index, and faster than the full scan"
 LOOKUP_TARGET_FAR = "hybrid scan faster than the full scan"
 

@@ -16,6 +16,10 @@ class TableNotFoundError(IndexedDFError):
     """The path holds no indexeddf table (no ``_indexeddf_log`` with a version 0)."""
 
 
+class NotIndexedError(TableNotFoundError):
+    """The path holds a Delta table that indexeddf has not indexed yet (``IndexedTable.convert``)."""
+
+
 class TableExistsError(IndexedDFError):
     """``create`` was asked for a path that already holds a table."""
 
@@ -99,6 +103,19 @@ class CorruptLogError(IndexedDFError):
 
 class UnsupportedProtocolError(IndexedDFError):
     """The table needs a newer reader or writer than this version of indexeddf."""
+
+
+class UnsupportedFeatureError(UnsupportedProtocolError):
+    """The table uses a Delta feature indexeddf does not implement (named in ``feature``)."""
+
+    def __init__(self, feature: str, message: str | None = None):
+        self.feature = feature
+        super().__init__(
+            message
+            or f"the table uses the Delta feature {feature}, which indexeddf does not implement; "
+            "read it with a Delta engine that does (delta-rs, Spark with delta-spark), or rewrite "
+            "the table without the feature"
+        )
 
 
 class UnsafePathError(CorruptLogError):

@@ -7,6 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from indexeddf.errors import CorruptLogError, UnsafePathError
+from indexeddf.spec.delta import encode_commit
 from indexeddf.format.log import parse_commit
 from indexeddf.spec.states import INDEX_STATES
 from indexeddf.spec.actions import (
@@ -21,7 +22,6 @@ from indexeddf.spec.actions import (
     Txn,
     parse_line,
     to_line,
-    to_lines,
 )
 from indexeddf.spec.schema import Field
 
@@ -39,7 +39,8 @@ stats = st.builds(
     nullCount=st.dictionaries(names, ints, max_size=3),
 )
 actions = st.one_of(
-    st.builds(Protocol, minReaderVersion=st.integers(1, 3), minWriterVersion=st.integers(1, 3)),
+    st.sampled_from([Protocol(), Protocol(minReaderVersion=1, minWriterVersion=1),
+                     Protocol(minReaderVersion=3, minWriterVersion=7, readerFeatures=("timestampNtz",), writerFeatures=("timestampNtz",))]),
     st.builds(
         Metadata,
         id=st.uuids().map(str),
@@ -78,6 +79,20 @@ actions = st.one_of(
 )
 
 
+@settings(max_examples=200, deadline=None)
+@given(st.lists(actions, min_size=1, max_size=6))
+def test_every_commit_round_trips_through_the_delta_form(body):
+    """encode_commit -> parse_commit gives the same actions: index actions ride in the
+    commitInfo line (so a commit with index actions has one) and come back after the rest,
+    which keep their order."""
+    info = [a for a in body if isinstance(a, CommitInfo)][:1] or [CommitInfo(timestamp=0, operation="X")]
+    rest = [a for a in body if not isinstance(a, CommitInfo)]
+    parsed = parse_commit(encode_commit(info + rest), "x.json")
+    indexes = [a for a in rest if isinstance(a, IndexEntry)]
+    others = [a for a in rest if not isinstance(a, IndexEntry)]
+    assert parsed == info + others + indexes
+
+
 @settings(max_examples=300, deadline=None)
 @given(actions)
 def test_every_action_round_trips_exactly(action):
@@ -100,7 +115,7 @@ def _add(path: str) -> AddFile:
 
 @pytest.mark.parametrize("path", ["/etc/passwd", "../outside.parquet", "data/../../x.parquet", "s3://bucket/x", "file:///x", "C:/x", "\\\\server\\x"])
 def test_paths_outside_the_root_are_refused(path):
-    text = to_lines([Protocol(), _add(path)])
+    text = encode_commit([Protocol(), _add(path)])
     with pytest.raises(UnsafePathError) as e:
         parse_commit(text, "00000000000000000003.json")
     assert "00000000000000000003.json line 2" in str(e.value)
@@ -109,7 +124,7 @@ def test_paths_outside_the_root_are_refused(path):
 def test_an_inner_dotdot_that_stays_inside_is_still_refused():
     # '..' anywhere is refused: a reader must not need path arithmetic to stay safe.
     with pytest.raises(UnsafePathError):
-        parse_commit(to_lines([_add("data/a/../b.parquet")]), "x.json")
+        parse_commit(encode_commit([_add("data/a/../b.parquet")]), "x.json")
 
 
 @pytest.mark.parametrize(
@@ -120,12 +135,14 @@ def test_an_inner_dotdot_that_stays_inside_is_still_refused():
         ('{"txn":{"appId":"a","version":1,"lastUpdated":0}}\n[1,2]\n', 2),
         ('{"mystery":{}}\n', 1),
         ('{"txn":{"appId":"a"}}\n', 1),  # missing fields
-        ('{"txn":{"appId":"a","version":1,"lastUpdated":0,"extra":1}}\n', 1),
+        ('{"txn":{"appId":"a","version":"one","lastUpdated":0}}\n', 1),  # wrong type
+        ('{"add":{"path":"data/x","size":1,"modificationTime":0,"dataChange":true,"stats":"{"}}\n', 1),
+        ('{"add":{"path":"data/x","size":1,"modificationTime":0,"tags":{"indexeddf.bucket":"x"}}}\n', 1),
     ],
 )
 def test_corrupt_lines_name_file_and_line(text, line):
     with pytest.raises(CorruptLogError) as e:
-        parse_commit(text, "/t/_indexeddf_log/00000000000000000007.json")
+        parse_commit(text, "/t/_delta_log/00000000000000000007.json")
     assert e.value.line == line
     assert e.value.path.endswith("00000000000000000007.json")
     assert f"line {line}" in str(e.value)

@@ -81,7 +81,7 @@ def test_write_serializable_lets_deletes_and_overwrites_pass_blind_appends(table
     operations.append(read, rows(200_000, 2))
     operations.overwrite(read, rows(900, 2))
     assert keys(table) == [900, 901, 200_000, 200_001]
-    text = table.snapshot.storage.read_bytes(f"_indexeddf_log/{table.version:020d}.json").decode()
+    text = table.snapshot.storage.read_bytes(f"_delta_log/{table.version:020d}.json").decode()
     assert '"isolationLevel":"WriteSerializable"' in text
 
 

@@ -16,7 +16,8 @@ from indexeddf.errors import CorruptLogError, UnsafePathError, UnsupportedProtoc
 from indexeddf.format.log import commit_path, list_log, read_commit
 from indexeddf.format.snapshot import initial_snapshot, load_snapshot
 from indexeddf.format.storage import TableStorage
-from indexeddf.spec.actions import AddFile, CommitInfo, FileStats, Protocol, to_lines
+from indexeddf.spec.actions import AddFile, CommitInfo, FileStats, Protocol
+from indexeddf.spec.delta import encode_commit
 
 
 def rows(start: int, n: int) -> pa.Table:
@@ -88,18 +89,18 @@ def test_open_after_1000_commits_reads_one_checkpoint_and_few_json(tmp_path, mon
     assert opened.version == 1005 and opened.snapshot.num_records() == 1006
     assert [r for r in reads if r.endswith(".checkpoint.parquet")] == [commit_path(1000).replace(".json", ".checkpoint.parquet")]
     assert len([r for r in reads if r.endswith(".json")]) < 10
-    assert os.path.exists(os.path.join(path, "_indexeddf_log", "_last_checkpoint"))
+    assert os.path.exists(os.path.join(path, "_delta_log", "_last_checkpoint"))
 
 
 def _write_raw(path: str, version: int, text: str) -> None:
-    with open(os.path.join(path, "_indexeddf_log", f"{version:020d}.json"), "w") as f:
+    with open(os.path.join(path, "_delta_log", f"{version:020d}.json"), "w") as f:
         f.write(text)
 
 
 def test_reader_refuses_newer_protocol(table_path):
     IndexedTable.create(table_path, rows(0, 3), index_columns=["k"])
     info = CommitInfo(timestamp=int(time.time() * 1000) + 10, operation="UPGRADE")
-    _write_raw(table_path, 1, to_lines([info, Protocol(minReaderVersion=99, minWriterVersion=99)]))
+    _write_raw(table_path, 1, encode_commit([info, Protocol(minReaderVersion=99, minWriterVersion=99)]))
     with pytest.raises(UnsupportedProtocolError) as e:
         IndexedTable.for_path(table_path)
     assert "99" in str(e.value)
@@ -113,7 +114,7 @@ def test_reader_refuses_corrupt_and_unsafe_commits(table_path):
         IndexedTable.for_path(table_path)
     assert e.value.path.endswith(f"{1:020d}.json") and e.value.line == 2
     bad = AddFile(path="../../etc/passwd", size=1, modificationTime=0, bucket=0, fileId=9, stats=FileStats(numRecords=1))
-    _write_raw(table_path, 1, to_lines([bad]))
+    _write_raw(table_path, 1, encode_commit([bad]))
     with pytest.raises(UnsafePathError):
         IndexedTable.for_path(table_path)
 
@@ -122,7 +123,7 @@ def test_missing_commit_is_reported(table_path):
     t = IndexedTable.create(table_path, rows(0, 3), index_columns=["k"])
     t.append(rows(3, 3))
     t.append(rows(6, 3))
-    os.remove(os.path.join(table_path, "_indexeddf_log", f"{1:020d}.json"))
+    os.remove(os.path.join(table_path, "_delta_log", f"{1:020d}.json"))
     with pytest.raises(VersionNotFoundError):
         IndexedTable.for_path(table_path)
 
@@ -130,7 +131,7 @@ def test_missing_commit_is_reported(table_path):
 def test_temporary_files_are_ignored(table_path):
     t = IndexedTable.create(table_path, rows(0, 3), index_columns=["k"])
     # What a writer killed mid-commit leaves: a dot-named temporary file.
-    with open(os.path.join(table_path, "_indexeddf_log", f".{1:020d}.json.abc.tmp"), "w") as f:
+    with open(os.path.join(table_path, "_delta_log", f".{1:020d}.json.abc.tmp"), "w") as f:
         f.write('{"add":')
     assert IndexedTable.for_path(table_path).version == 0
     assert t.append(rows(3, 3)) == 1
@@ -162,7 +163,7 @@ def test_empty_commit_is_corrupt(table_path):
 def test_newer_protocol_with_unknown_actions_says_upgrade(table_path):
     IndexedTable.create(table_path, rows(0, 3), index_columns=["k"])
     info = CommitInfo(timestamp=int(time.time() * 1000) + 10, operation="UPGRADE")
-    text = to_lines([info, Protocol(minReaderVersion=7, minWriterVersion=7)]) + '{"deletionVector":{"x":1}}\n'
+    text = encode_commit([info, Protocol(minReaderVersion=7, minWriterVersion=7)]) + '{"deletionVector":{"x":1}}\n'
     _write_raw(table_path, 1, text)
     with pytest.raises(UnsupportedProtocolError, match="reader version 7"):
         IndexedTable.for_path(table_path)

@@ -208,11 +208,11 @@ def test_vacuum_keeps_every_version_inside_the_retention(table, table_path):
     dry = maintenance.vacuum(t.snapshot, hours, dry_run=True, enforce_retention=False, now_ms=now)
     assert dry.files and all(os.path.exists(os.path.join(table_path, p)) for p in dry.files)
     assert set(aborted) <= set(dry.files) and young not in dry.files
-    log = disk_files(table_path, "_indexeddf_log")
+    log = disk_files(table_path, "_delta_log")
     result = maintenance.vacuum(t.snapshot, hours, enforce_retention=False, now_ms=now)
     assert result.files == dry.files and result.oldest_version_kept == boundary
     assert not any(os.path.exists(os.path.join(table_path, p)) for p in result.files)
-    assert disk_files(table_path, "_indexeddf_log") == log  # the log is untouched
+    assert disk_files(table_path, "_delta_log") == log  # the log is untouched
     assert not os.path.exists(os.path.join(table_path, "data/_staging/w1"))
     for v in range(boundary, t.version + 1):  # time travel inside the retention still works
         assert content(t.to_arrow(version=v)) == expected[v]

@@ -103,7 +103,7 @@ def rows_of(data) -> list[str]:
 def data_files(path) -> set[str]:
     """Every Parquet file under the table root: data files and index files."""
     root = Path(path)
-    return {str(p.relative_to(path)) for p in root.rglob("*.parquet") if "_indexeddf_log" not in p.parts}
+    return {str(p.relative_to(path)) for p in root.rglob("*.parquet") if "_delta_log" not in p.parts}
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -278,7 +278,7 @@ def test_save_modes(spark, tmp_path):
     df = spark.range(5)
     with pytest.raises(Exception, match="InvalidOptionError.*indexColumns"):
         df.write.format("indexeddf").mode("append").save(path)
-    assert not Path(path, "_indexeddf_log").exists()
+    assert not Path(path, "_delta_log").exists()
     df.write.format("indexeddf").option("indexColumns", "id").option("saveMode", "errorifexists").mode("append").save(path)
     with pytest.raises(Exception, match="TableExistsError: a table already exists"):
         df.write.format("indexeddf").option("saveMode", "errorIfExists").mode("append").save(path)
@@ -389,7 +389,7 @@ def test_failed_task_leaves_no_commit_and_no_files(spark, tmp_path):
     path = str(tmp_path / "fail")
     with pytest.raises(Exception, match="boom on row"):
         failing_frame(spark).write.format("indexeddf").option("indexColumns", "id").mode("append").save(path)
-    assert not Path(path, "_indexeddf_log").exists() and _eventually(lambda: data_files(path) == set())
+    assert not Path(path, "_delta_log").exists() and _eventually(lambda: data_files(path) == set())
 
     spark.range(10).selectExpr("id", "id * 2 as v").write.format("indexeddf").option("indexColumns", "id").mode("append").save(path)
     before = data_files(path)

@@ -249,7 +249,7 @@ def test_errors_for_missing_and_existing_tables(table_path):
 def test_bad_create_arguments(table_path, kwargs):
     with pytest.raises((InvalidOptionError, SchemaMismatchError)):
         IndexedTable.create(table_path, rows(0, 1), **kwargs)
-    assert not os.path.exists(os.path.join(table_path, "_indexeddf_log"))
+    assert not os.path.exists(os.path.join(table_path, "_delta_log"))
 
 
 def test_empty_table_and_empty_append(table_path):

@@ -1,84 +1,183 @@
-"""Parquet checkpoints: the whole replayed state at one version, in one file.
+"""Checkpoints: the whole replayed state at one version, in Delta's checkpoint format.
 
-A checkpoint has one row per action of the snapshot (protocol, metaData, the commit's
-commitInfo, every live add, every tombstone, every txn and index) with columns
-``kind``, ``path``, ``bucket``, ``fileId`` (so tools can list files without parsing
-JSON) and ``line``, the action's canonical JSON line. ``_last_checkpoint`` names the
-newest checkpoint; readers also find checkpoints by listing, so a stale or missing
-hint only costs time.
+``_delta_log/<v>.checkpoint.parquet`` is Delta's classic single-file checkpoint: one row
+per action (``protocol``, ``metaData``, every ``txn``, every live ``add``, every
+``remove`` tombstone), one struct column per action type, so every Delta engine starts
+from it. Delta checkpoints hold no ``commitInfo``, and indexeddf's index actions ride in
+``commitInfo``: their state at ``v`` (and the commit timestamp of ``v``) goes beside it,
+in ``_indexes/_state/<v>.json``. A checkpoint another engine wrote has no such file;
+the index state is then replayed from the commits (:func:`index_state`).
+``_delta_log/_last_checkpoint`` names the newest checkpoint.
 """
 
 from __future__ import annotations
 
 import io
 import json
+import warnings
 from typing import TYPE_CHECKING
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ..errors import CorruptLogError
-from ..spec.actions import KEYS, Action, ActionParseError, AddFile, CommitInfo, RemoveFile, parse_line, to_line
-from .log import LAST_CHECKPOINT, check_action_paths, checkpoint_path
+from ..spec.actions import Action, ActionParseError, AddFile, CommitInfo, IndexEntry, RemoveFile
+from ..spec.delta import DECODERS, metadata_object, protocol_object, stats_string, encode_path
+from .log import LAST_CHECKPOINT, check_action_paths, checkpoint_path, read_commit
 
 if TYPE_CHECKING:
     from .snapshot import Snapshot
     from .storage import TableStorage
 
-_SCHEMA = pa.schema(
-    [("kind", pa.string()), ("path", pa.string()), ("bucket", pa.int32()), ("fileId", pa.int64()), ("line", pa.string())]
-)
+INDEX_STATE_DIR = "_indexes/_state"
+"""Where the index state at each checkpoint version is kept (JSON)."""
+
+_MAP = pa.map_(pa.string(), pa.string())
+_SCHEMA = pa.schema([
+    ("txn", pa.struct([("appId", pa.string()), ("version", pa.int64()), ("lastUpdated", pa.int64())])),
+    ("add", pa.struct([
+        ("path", pa.string()), ("partitionValues", _MAP), ("size", pa.int64()), ("modificationTime", pa.int64()),
+        ("dataChange", pa.bool_()), ("stats", pa.string()), ("tags", _MAP),
+    ])),
+    ("remove", pa.struct([
+        ("path", pa.string()), ("deletionTimestamp", pa.int64()), ("dataChange", pa.bool_()),
+        ("extendedFileMetadata", pa.bool_()), ("partitionValues", _MAP), ("size", pa.int64()), ("tags", _MAP),
+    ])),
+    ("metaData", pa.struct([
+        ("id", pa.string()), ("name", pa.string()), ("description", pa.string()),
+        ("format", pa.struct([("provider", pa.string()), ("options", _MAP)])),
+        ("schemaString", pa.string()), ("partitionColumns", pa.list_(pa.string())),
+        ("configuration", _MAP), ("createdTime", pa.int64()),
+    ])),
+    ("protocol", pa.struct([
+        ("minReaderVersion", pa.int32()), ("minWriterVersion", pa.int32()),
+        ("readerFeatures", pa.list_(pa.string())), ("writerFeatures", pa.list_(pa.string())),
+    ])),
+])
+_MAP_FIELDS = ("partitionValues", "tags", "configuration", "options")
 
 
-def snapshot_actions(snapshot: "Snapshot") -> list[Action]:
-    """The actions that replay to ``snapshot`` (its checkpoint content)."""
-    actions: list[Action] = [snapshot.protocol, snapshot.metadata]
-    actions.append(CommitInfo(timestamp=snapshot.timestamp, operation="CHECKPOINT", readVersion=snapshot.version))
-    actions.extend(snapshot.txns.values())
-    actions.extend(snapshot.indexes.values())
-    actions.extend(snapshot.tombstones.values())
-    actions.extend(snapshot.live_files())
-    return actions
+def index_state_path(version: int) -> str:
+    """Relative path of the index state kept with the checkpoint of ``version``."""
+    return f"{INDEX_STATE_DIR}/{version:020d}.json"
+
+
+def _file_row(a: AddFile | RemoveFile) -> dict:
+    tags = {}
+    if a.bucket is not None:
+        tags["indexeddf.bucket"] = str(a.bucket)
+    tags["indexeddf.fileId"] = str(a.fileId)
+    if isinstance(a, AddFile):
+        return {"path": encode_path(a.path), "partitionValues": [], "size": a.size,
+                "modificationTime": a.modificationTime, "dataChange": a.dataChange,
+                "stats": stats_string(a.stats), "tags": list(tags.items())}
+    return {"path": encode_path(a.path), "deletionTimestamp": a.deletionTimestamp, "dataChange": a.dataChange,
+            "extendedFileMetadata": True, "partitionValues": [], "size": a.size, "tags": list(tags.items())}
+
+
+def _rows(snapshot: "Snapshot") -> list[dict]:
+    meta = metadata_object(snapshot.metadata)
+    meta["format"] = {"provider": "parquet", "options": []}
+    meta["configuration"] = list(meta["configuration"].items())
+    proto = protocol_object(snapshot.protocol)
+    proto.setdefault("readerFeatures", None)
+    proto.setdefault("writerFeatures", None)
+    rows = [{"protocol": proto}, {"metaData": meta}]
+    rows += [{"txn": t.model_dump()} for t in snapshot.txns.values()]
+    rows += [{"remove": _file_row(r)} for r in snapshot.tombstones.values()]
+    rows += [{"add": _file_row(a)} for a in snapshot.live_files()]
+    return rows
 
 
 def write_checkpoint(storage: "TableStorage", snapshot: "Snapshot") -> None:
-    """Write the checkpoint of ``snapshot`` and point ``_last_checkpoint`` at it."""
-    actions = snapshot_actions(snapshot)
-    files = [a if isinstance(a, (AddFile, RemoveFile)) else None for a in actions]
-    table = pa.table(
-        {
-            "kind": [KEYS[type(a)] for a in actions],
-            "path": [f.path if f else None for f in files],
-            "bucket": [f.bucket if f else None for f in files],
-            "fileId": [f.fileId if f else None for f in files],
-            "line": [to_line(a) for a in actions],
-        },
-        schema=_SCHEMA,
-    )
+    """Write the checkpoint of ``snapshot`` (and its index state), then point
+    ``_last_checkpoint`` at it."""
+    rows = _rows(snapshot)
+    table = pa.Table.from_pylist(rows, schema=_SCHEMA)
     buf = io.BytesIO()
-    pq.write_table(table, buf, compression="zstd")
+    pq.write_table(table, buf, compression="snappy")
+    state = {
+        "version": snapshot.version,
+        "timestamp": snapshot.timestamp,
+        "indexes": [e.model_dump(mode="json") for e in snapshot.indexes.values()],
+    }
+    # The index state first: a checkpoint that exists always has it beside it.
+    storage.put_if_absent(index_state_path(snapshot.version), json.dumps(state, separators=(",", ":")).encode())
     # Whoever committed the version writes its checkpoint; a lost race means it exists.
     storage.put_if_absent(checkpoint_path(snapshot.version), buf.getvalue())
-    hint = json.dumps({"version": snapshot.version, "size": len(actions)}).encode()
-    storage.replace_atomically(LAST_CHECKPOINT, hint)
+    hint = json.dumps({"version": snapshot.version, "size": len(rows), "sizeInBytes": len(buf.getvalue())})
+    storage.replace_atomically(LAST_CHECKPOINT, hint.encode())
+
+
+def _dicts(value):
+    """pyarrow gives maps as lists of (key, value) pairs: turn the known ones into dicts."""
+    if isinstance(value, dict):
+        return {k: (dict(v) if k in _MAP_FIELDS and isinstance(v, list) else _dicts(v)) for k, v in value.items()}
+    return value
 
 
 def read_checkpoint(storage: "TableStorage", version: int) -> list[Action]:
-    """The actions stored in the checkpoint of ``version``."""
+    """The actions stored in the checkpoint of ``version``, with the index state and
+    commit timestamp of that version."""
     rel = checkpoint_path(version)
     source = storage.full(rel)
     try:
         # ParquetFile, not read_table: read_table imports pyarrow.dataset (and pandas), ~250 ms
         # of a fresh process that only wants to open the table.
-        lines = pq.ParquetFile(io.BytesIO(storage.read_bytes(rel))).read(columns=["line"]).column("line").to_pylist()
+        pf = pq.ParquetFile(io.BytesIO(storage.read_bytes(rel)))
+        names = [n for n in ("protocol", "metaData", "txn", "remove", "add") if n in pf.schema_arrow.names]
+        table = pf.read(columns=names)
     except (pa.ArrowInvalid, OSError, KeyError) as e:
         raise CorruptLogError(f"{source}: not a readable checkpoint ({e}); delete it to replay from JSON", source) from None
-    actions = []
-    for row, line in enumerate(lines, start=1):
-        try:
-            action = parse_line(line)
-        except (ActionParseError, TypeError) as e:
-            raise CorruptLogError(f"{source} row {row}: {e}", source, row) from None
-        check_action_paths(action, f"{source} row {row}")
-        actions.append(action)
-    return actions
+    actions: list[Action] = []
+    for name in names:
+        for row, body in enumerate(table.column(name).to_pylist(), start=1):
+            if body is None:
+                continue
+            try:
+                decoded = DECODERS[name](_dicts(body))
+            except (ActionParseError, TypeError, ValueError, KeyError) as e:
+                raise CorruptLogError(f"{source} row {row}: {e}", source, row) from None
+            for a in decoded:
+                check_action_paths(a, f"{source} row {row}")
+                actions.append(a)
+    return actions + index_state(storage, version)
+
+
+def index_state(storage: "TableStorage", version: int) -> list[Action]:
+    """The ``index`` actions that replay to the index state at ``version``, and the
+    ``commitInfo`` timestamp of that version: from ``_indexes/_state`` when indexeddf
+    wrote the checkpoint, else replayed from the commits since the newest index state
+    before it. Commits a log clean-up removed leave the indexes unknown: they are
+    dropped with a warning (answers stay right, by scans) until ``create_index``."""
+    try:
+        state = json.loads(storage.read_bytes(index_state_path(version)))
+        indexes = [IndexEntry.model_validate(e) for e in state["indexes"]]
+        return [CommitInfo(timestamp=state["timestamp"], operation="CHECKPOINT", readVersion=version), *indexes]
+    except FileNotFoundError:
+        pass
+    except (ValueError, KeyError, TypeError) as e:
+        raise CorruptLogError(f"{storage.full(index_state_path(version))}: {e}", storage.full(index_state_path(version))) from None
+    from .snapshot import merge_index
+
+    earlier = [int(n[:20]) for n in storage.list_names(INDEX_STATE_DIR) if n[:20].isdigit() and int(n[:20]) < version]
+    start, indexes, timestamp = 0, {}, 0
+    if earlier:
+        base = index_state(storage, max(earlier))
+        indexes = {e.name: e for e in base if isinstance(e, IndexEntry)}
+        start = max(earlier) + 1
+    try:
+        for v in range(start, version + 1):
+            for a in read_commit(storage, v):
+                if isinstance(a, IndexEntry):
+                    indexes[a.name] = merge_index(indexes.get(a.name), a)
+                elif isinstance(a, CommitInfo):
+                    timestamp = a.timestamp
+    except FileNotFoundError:
+        warnings.warn(
+            f"{storage.url}: the commits before the checkpoint of version {version} are gone, so the "
+            "index state there is unknown; indexes are not used at this version (recreate them)",
+            stacklevel=2,
+        )
+        return [CommitInfo(timestamp=timestamp, operation="CHECKPOINT", readVersion=version)]
+    return [CommitInfo(timestamp=timestamp, operation="CHECKPOINT", readVersion=version), *indexes.values()]

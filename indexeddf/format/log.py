@@ -1,16 +1,21 @@
-"""The operation log's files: naming, listing and parsing commits into actions."""
+"""The log's files (Delta's ``_delta_log/``): naming, listing and parsing commits into actions.
+
+The wire format of each line is ``spec/delta.py``'s; this module frames files and
+names the file and line of every error.
+"""
 
 from __future__ import annotations
 
-import json
 import posixpath
 import re
 
-from ..errors import CorruptLogError, UnsafePathError, UnsupportedProtocolError
-from ..spec.actions import READER_VERSION, Action, ActionParseError, AddFile, CommitInfo, IndexEntry, RemoveFile, parse_line
+from ..errors import CorruptLogError, NotIndexedError, UnsafePathError
+from ..spec.actions import Action, ActionParseError, AddFile, CommitInfo, IndexEntry, Protocol, RemoveFile
+from ..spec.delta import NotIndexedTable, decode_line
+from ..spec.features import check_readable
 from .storage import TableStorage
 
-LOG_DIR = "_indexeddf_log"
+LOG_DIR = "_delta_log"
 LAST_CHECKPOINT = f"{LOG_DIR}/_last_checkpoint"
 _COMMIT_NAME = re.compile(r"^(\d{20})\.json$")
 _CHECKPOINT_NAME = re.compile(r"^(\d{20})\.checkpoint\.parquet$")
@@ -70,31 +75,33 @@ def check_action_paths(action: Action, where: str) -> None:
 
 def parse_commit(text: str, source: str) -> list[Action]:
     """Parse a commit file's text; every error names the file and line."""
-    if text and not text.endswith("\n"):
-        # Writers always end the last line; a missing newline means a truncated file.
-        last = text.count("\n") + 1
-        raise CorruptLogError(
-            f"{source} line {last}: truncated (no final newline). The commit was cut short; "
-            "restore it from a backup.",
-            source,
-            last,
-        )
-    lines = text.split("\n")[:-1]
+    # Delta writers need not end the last line (delta-rs does not): a cut commit shows
+    # as a last line that is not JSON. Commits are put whole, so only damage cuts them.
+    lines = text.split("\n")
     _refuse_newer_protocol(lines, source)
     actions: list[Action] = []
     for number, line in enumerate(lines, start=1):
         if not line.strip():
             continue
         try:
-            action = parse_line(line)
+            decoded = decode_line(line)
+        except NotIndexedTable:
+            raise NotIndexedError(
+                f"{source}: a Delta table that indexeddf has not indexed; index it with "
+                "IndexedTable.convert(path, index_columns=[...], num_buckets=N)"
+            ) from None
         except ActionParseError as e:
             raise CorruptLogError(
                 f"{source} line {number}: {e}. The log file is damaged; restore it from a backup.",
                 source,
                 number,
             ) from None
-        check_action_paths(action, f"{source} line {number}")
-        actions.append(action)
+        for action in decoded:
+            check_action_paths(action, f"{source} line {number}")
+            actions.append(action)
+    # Index actions ride in the commitInfo line, first in the file; they apply after the
+    # commit's file actions, where they stood before they moved there.
+    actions = [a for a in actions if not isinstance(a, IndexEntry)] + [a for a in actions if isinstance(a, IndexEntry)]
     if not actions:
         raise CorruptLogError(f"{source}: empty commit (every commit holds at least its commitInfo)", source, 1)
     return actions
@@ -104,16 +111,14 @@ def _refuse_newer_protocol(lines: list[str], source: str) -> None:
     """A commit that upgrades the protocol past what we read may hold actions or fields
     we do not know: say so before trying to parse them."""
     for line in lines:
-        if line.startswith('{"protocol":'):
+        if '"protocol"' in line[:20]:
             try:
-                version = json.loads(line)["protocol"].get("minReaderVersion", 0)
-            except (ValueError, AttributeError, TypeError):
-                continue
-            if isinstance(version, int) and version > READER_VERSION:
-                raise UnsupportedProtocolError(
-                    f"{source} upgrades the table to reader version {version}; this indexeddf reads "
-                    f"up to {READER_VERSION}. Upgrade indexeddf to read versions from here on."
-                )
+                actions = decode_line(line)
+            except ActionParseError:
+                continue  # reported with its line number by the parse
+            for a in actions:
+                if isinstance(a, Protocol):
+                    check_readable(a, source)
 
 
 def read_commit(storage: TableStorage, version: int) -> list[Action]:

@@ -11,9 +11,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from functools import cached_property
 
-from ..errors import CorruptLogError, TableNotFoundError, UnsupportedProtocolError, VersionNotFoundError
+from ..errors import CorruptLogError, TableNotFoundError, VersionNotFoundError
+from ..spec.features import check_readable
 from ..spec.actions import (
-    READER_VERSION,
     Action,
     AddFile,
     CommitInfo,
@@ -107,11 +107,7 @@ class _ReplayState:
             elif isinstance(a, Metadata):
                 self.metadata = a
             elif isinstance(a, Protocol):
-                if a.minReaderVersion > READER_VERSION:
-                    raise UnsupportedProtocolError(
-                        f"the table needs reader version {a.minReaderVersion}; this indexeddf reads "
-                        f"up to {READER_VERSION}. Upgrade indexeddf to read it."
-                    )
+                check_readable(a, "the table")
                 self.protocol = a
             elif isinstance(a, CommitInfo):
                 self.timestamp = a.timestamp
@@ -123,11 +119,7 @@ class _ReplayState:
                 "log is damaged or was not written by indexeddf",
                 storage.url,
             )
-        if self.protocol.minReaderVersion > READER_VERSION:
-            raise UnsupportedProtocolError(
-                f"{storage.url} needs reader version {self.protocol.minReaderVersion}; this "
-                f"indexeddf reads up to {READER_VERSION}. Upgrade indexeddf to read it."
-            )
+        check_readable(self.protocol, storage.url)
         return Snapshot(
             storage, version, self.protocol, self.metadata, self.files,
             self.tombstones, self.txns, self.indexes, self.timestamp,
@@ -157,7 +149,7 @@ def load_snapshot(storage: TableStorage, version: int | None = None) -> Snapshot
     commits, checkpoints = list_log(storage)
     if not commits and not checkpoints:
         raise TableNotFoundError(
-            f"no indexeddf table at {storage.url} (no {storage.full('_indexeddf_log')}); "
+            f"no indexeddf table at {storage.url} (no {storage.full('_delta_log')}); "
             "create one with IndexedTable.create(path, data, index_columns=[...])"
         )
     latest = max(commits[-1] if commits else -1, checkpoints[-1] if checkpoints else -1)

@@ -41,10 +41,12 @@ from ..errors import (
     MetadataChangedError,
     TableExistsError,
     ProtocolChangedError,
-    UnsupportedProtocolError,
+    UnsupportedFeatureError,
 )
 from ..spec import config
-from ..spec.actions import WRITER_VERSION, Action, AddFile, CommitInfo, IndexEntry, IndexFile, Metadata, Protocol, RemoveFile, Txn, to_lines
+from ..spec.actions import Action, AddFile, CommitInfo, IndexEntry, IndexFile, Metadata, Protocol, RemoveFile, Txn
+from ..spec.delta import encode_commit
+from ..spec.features import append_only, check_writable
 from .checkpoint import write_checkpoint
 from .log import commit_path, read_commit
 from .snapshot import Snapshot, initial_snapshot, update_snapshot
@@ -119,7 +121,7 @@ class Transaction:
 
     # -- internals ---------------------------------------------------------------
     def _commit(self, actions: list[Action], metrics: dict[str, Any], index_appends) -> CommitResult:
-        self._check_writable(self.snapshot)
+        self._check_writable(self.snapshot, actions)
         _check_new_file_ids(actions, self.snapshot.file_ids | {t.fileId for t in self.snapshot.tombstones.values()})
         max_retries = config.get(self.snapshot.metadata.configuration, "indexeddf.commit.maxRetries", lenient=True)
         current = self.snapshot  # the read snapshot with every winner applied
@@ -128,7 +130,7 @@ class Transaction:
             body = [self._commit_info(current, actions, metrics)] + [_covering(a, version) for a in actions]
             body += _index_actions(current, index_appends, version)
             try:
-                won = self.storage.put_if_absent(commit_path(version), to_lines(body).encode("utf-8"))
+                won = self.storage.put_if_absent(commit_path(version), encode_commit(body).encode("utf-8"))
             except BaseException:
                 # The put may have landed (an object store can time out after a write):
                 # keep the files; a vacuum removes them if no version names them.
@@ -179,11 +181,13 @@ class Transaction:
         return self.read_buckets is None or bool(list(self.read_buckets))
 
 
-    def _check_writable(self, snap: Snapshot) -> None:
-        if snap.protocol.minWriterVersion > WRITER_VERSION:
-            raise UnsupportedProtocolError(
-                f"{self.storage.url} needs writer version {snap.protocol.minWriterVersion}; this "
-                f"indexeddf writes up to {WRITER_VERSION}. Upgrade indexeddf to write to it."
+    def _check_writable(self, snap: Snapshot, actions: list[Action]) -> None:
+        check_writable(snap.protocol, snap.metadata, self.storage.url)
+        if append_only(snap.metadata) and any(isinstance(a, RemoveFile) and a.dataChange for a in actions):
+            raise UnsupportedFeatureError(
+                "appendOnly",
+                f"{self.storage.url} has delta.appendOnly = true: {self.operation} would remove data. "
+                "Set the property to false first if the table may lose rows.",
             )
 
     def _check_conflicts(self, version: int, winning: list[Action], ours: list[Action], before: Snapshot) -> bool:
@@ -212,17 +216,24 @@ class Transaction:
             if isinstance(a, RemoveFile):
                 if a.path in our_removes:
                     raise ConcurrentDeleteDeleteError(f"{what}, which removed {a.path} that this commit removes too; retry")
-                if a.dataChange and (buckets is None or a.bucket in buckets):
+                if a.dataChange and _touches(a.bucket, buckets):
                     raise ConcurrentDeleteReadError(f"{what}, which removed {a.path} that this commit read; retry")
             if isinstance(a, AddFile) and a.fileId in our_ids:
                 raise ConcurrentModificationError(f"{what}, which added file id {a.fileId} too; retry")
-            if isinstance(a, AddFile) and a.dataChange and appends_conflict and (buckets is None or a.bucket in buckets):
+            if isinstance(a, AddFile) and a.dataChange and appends_conflict and _touches(a.bucket, buckets):
                 raise ConcurrentAppendError(
                     f"{what}, which added {a.path} to bucket {a.bucket} that this commit read; retry"
                 )
             if isinstance(a, IndexEntry) and a.name in our_indexes and not _is_index_append(before, a, winner_op):
                 raise ConcurrentIndexError(f"{what}, which changed index {a.name!r} too; retry")
         return False
+
+
+def _touches(bucket: int | None, read: set[int] | None) -> bool:
+    """Whether a file of ``bucket`` (None: a file of every bucket) is in what was read."""
+    if read is None:
+        return True
+    return bool(read) if bucket is None else bucket in read
 
 
 def commit_create(storage: TableStorage, actions: list[Action], parameters: dict[str, Any],
@@ -235,7 +246,7 @@ def commit_create(storage: TableStorage, actions: list[Action], parameters: dict
     _check_new_file_ids(actions, set())
     body = [info] + actions
     try:
-        created = storage.put_if_absent(commit_path(0), to_lines(body).encode("utf-8"))
+        created = storage.put_if_absent(commit_path(0), encode_commit(body).encode("utf-8"))
     except BaseException:
         _delete_all(storage, written_paths)
         raise

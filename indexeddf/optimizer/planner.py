@@ -152,8 +152,9 @@ def _plan(snapshot: Snapshot, index: IndexEntry, keys: pa.Table, why_not: str | 
     meta = snapshot.metadata
     if tuple(index.columns) == tuple(meta.indexColumns):
         # Data files are bucketed by these columns: only the keys' buckets can match.
+        # A file another Delta writer added has no bucket (None): it may hold any key.
         wanted = set(bucket_ids([keys.column(c) for c in index.columns], meta.numBuckets).tolist())
-        to_scan = [a for a in to_scan if a.bucket in wanted]
+        to_scan = [a for a in to_scan if a.bucket is None or a.bucket in wanted]
     if covered:
         buckets = bucket_ids([keys.column(c) for c in index.columns], index.numBuckets)
         files_by_bucket: dict[int, list[IndexFile]] = defaultdict(list)

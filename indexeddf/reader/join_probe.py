@@ -40,8 +40,9 @@ class TableSide:
     index_files: dict = field(default_factory=dict)
     """bucket -> index files of that bucket's trie (empty when no index is used)."""
     scan_files: dict = field(default_factory=dict)
-    """bucket -> data files to scan whole (key -1: files to scan for every bucket)."""
-    filter_scan: bool = False
+    """bucket -> data files to scan whole (key -1: files that may hold rows of any
+    bucket, such as files other Delta writers added or a table not bucketed like the
+    index; each task keeps only its bucket's rows of them)."""
     """Scanned rows must be filtered to the bucket (files not bucketed by ``hash_columns``)."""
 
 
@@ -78,11 +79,14 @@ def table_rows(side: TableSide, bucket: int, probe_keys: pa.Table, read_cols: li
     if scanned is not None and bucket in scanned:
         rows = scanned[bucket]
     else:
-        to_scan = tuple(side.scan_files.get(bucket, ())) + tuple(side.scan_files.get(-1, ()))
-        rows = scan_files(side.read, to_scan, read_cols) if to_scan else None
-        if rows is not None and side.filter_scan and rows.num_rows:
-            ids = bucket_ids([rows.column(c) for c in side.hash_columns], side.num_buckets)
-            rows = rows.filter(pa.array(ids == bucket))
+        own = tuple(side.scan_files.get(bucket, ()))
+        anywhere = tuple(side.scan_files.get(-1, ()))
+        rows = scan_files(side.read, own, read_cols) if own else None
+        if anywhere:
+            more = scan_files(side.read, anywhere, read_cols)
+            ids = bucket_ids([more.column(c) for c in side.hash_columns], side.num_buckets)
+            more = more.filter(pa.array(ids == bucket))
+            rows = more if rows is None else pa.concat_tables([rows, more])
         if scanned is not None:
             scanned[bucket] = rows
     if rows is not None and rows.num_rows:

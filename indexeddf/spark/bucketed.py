@@ -31,6 +31,10 @@ def bucketed_scan_reason(snapshot: Snapshot) -> str | None:
     if floating:
         # Spark normalises -0.0 and NaN in join keys; a file's bucket hashes the raw value.
         return f"index column(s) {floating} are floating point"
+    foreign = [a.path for a in snapshot.live_files() if a.bucket is None]
+    if foreign:
+        return (f"{len(foreign)} live file(s) have no bucket (added by another Delta writer, e.g. {foreign[0]}); "
+                "optimize(mode='full') rewrites them into buckets")
     unnamed = [a.path for a in snapshot.live_files() if not named_with_bucket(a.path, a.bucket)]
     if unnamed:
         return (f"{len(unnamed)} live file(s) are named without their bucket (written before the _NNNNN "

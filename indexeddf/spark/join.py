@@ -125,21 +125,20 @@ def table_side(snapshot: Snapshot, table_keys: list[str]) -> tuple[TableSide | N
         uncovered = sorted((a for a in live.values() if a.fileId not in covered), key=lambda a: a.path)
         bucketed = tuple(entry.columns) == tuple(meta.indexColumns) and entry.numBuckets == meta.numBuckets
         scan: dict[int, list] = {}
-        for a in uncovered:
-            scan.setdefault(a.bucket if bucketed else -1, []).append(a)
+        for a in uncovered:  # -1: rows of any bucket (see TableSide.scan_files)
+            scan.setdefault(a.bucket if bucketed and a.bucket is not None else -1, []).append(a)
         live_ids = np.array(sorted(a.fileId for a in live.values() if a.fileId in covered), dtype=np.int64)
         ctx = ReadContext(snapshot.storage.url, frozen_options(snapshot.storage.storage_options), meta.id,
                           schema, tuple(entry.columns), {a.fileId: a.path for a in live.values() if a.fileId in covered}, live_ids)
         side = TableSide(ctx, tuple(entry.columns), entry.numBuckets,
-                         {b: tuple(fs) for b, fs in index_files.items()}, {b: tuple(fs) for b, fs in scan.items()},
-                         filter_scan=not bucketed)
+                         {b: tuple(fs) for b, fs in index_files.items()}, {b: tuple(fs) for b, fs in scan.items()})
         text = (f"index {entry.name!r} on {list(entry.columns)}, {entry.numBuckets} buckets; "
                 f"{len(uncovered)} unindexed file(s) scanned" + (" in their bucket's task" if bucketed else " by every task"))
         return side, text, why_not
     if set(meta.indexColumns) <= set(table_keys):
         scan = {}
         for a in sorted(live.values(), key=lambda a: a.path):
-            scan.setdefault(a.bucket, []).append(a)
+            scan.setdefault(-1 if a.bucket is None else a.bucket, []).append(a)
         ctx = ReadContext(snapshot.storage.url, frozen_options(snapshot.storage.storage_options), meta.id,
                           schema, tuple(meta.indexColumns), {}, np.empty(0, np.int64))
         side = TableSide(ctx, tuple(meta.indexColumns), meta.numBuckets, {}, {b: tuple(fs) for b, fs in scan.items()})

@@ -199,6 +199,10 @@ def _co_bucketed(a: Snapshot, b: Snapshot, b_fields, on, how, left_on, right_on)
     side, text, _ = table_side(a, table_keys)
     if side is None:
         return None, "the table has no index or bucketing on the join keys"
+    foreign = [f.path for f in b.files.values() if f.bucket is None]
+    if foreign:
+        return None, (f"the other table has {len(foreign)} file(s) without a bucket (added by another Delta "
+                      f"writer, e.g. {foreign[0]}); optimize(mode='full') buckets them")
     mapped = tuple(probe_keys[table_keys.index(c)] for c in side.hash_columns)
     if mapped != tuple(b.metadata.indexColumns) or b.metadata.numBuckets != side.num_buckets:
         return None, (f"the other table is bucketed by {list(b.metadata.indexColumns)} into {b.metadata.numBuckets}, "

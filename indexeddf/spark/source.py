@@ -172,8 +172,9 @@ class IndexedReader(DataSourceReader):
 
 
 def _file_list(snapshot: Snapshot) -> list[tuple[int, str, int]]:
-    """(bucket, path, size) of the live files in file-id order (the order rows are read in)."""
-    return [(a.bucket, a.path, a.size) for a in snapshot.live_files()]
+    """(bucket, path, size) of the live files in file-id order (the order rows are read in);
+    bucket -1 for files another Delta writer added (they have none)."""
+    return [(-1 if a.bucket is None else a.bucket, a.path, a.size) for a in snapshot.live_files()]
 
 
 def _spark_arrow_schema(schema: StructType) -> pa.Schema:

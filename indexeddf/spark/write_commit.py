@@ -20,6 +20,7 @@ from ..format.snapshot import Snapshot, load_snapshot
 from ..format.storage import TableStorage
 from ..format.transaction import ALL_BUCKETS, CommitResult, Transaction, commit_create
 from ..spec.actions import Action, AddFile, IndexEntry, IndexFile, Metadata, Protocol, Txn
+from ..spec.features import protocol_for
 from ..writer.operations import commit_files, write_metrics
 from .write_plan import WritePlan, load_or_none
 from .write_task import ABORTED, FilesMessage, staging_path
@@ -81,7 +82,7 @@ def _commit(plan: WritePlan, storage: TableStorage, adds, index_files, written, 
         primary = plan.indexes()[0]
         primary = primary.model_copy(update={"files": tuple(index_files.get(primary.name, ()))})
         try:
-            return commit_create(storage, [Protocol(), plan.metadata(), *adds, primary, *txn_actions],
+            return commit_create(storage, [protocol_for(plan.metadata().schema_), plan.metadata(), *adds, primary, *txn_actions],
                                  params, [], write_metrics(adds))
         except TableExistsError:
             existing = load_snapshot(storage)

@@ -17,9 +17,11 @@ from .schema import Field
 from .states import INDEX_STATES
 
 READER_VERSION = 1
-"""The newest ``minReaderVersion`` this library can read."""
-WRITER_VERSION = 1
-"""The newest ``minWriterVersion`` this library can write."""
+"""The ``minReaderVersion`` of a table indexeddf creates (Delta's lowest; 3 with the
+``timestampNtz`` feature when a column needs it). What it reads: ``spec/features.py``."""
+WRITER_VERSION = 2
+"""The ``minWriterVersion`` of a table indexeddf creates (Delta's default, 2; 7 with
+``timestampNtz``). What it writes to: ``spec/features.py``."""
 
 
 MAX_MILLIS = 253_402_300_799_999
@@ -41,6 +43,10 @@ class Protocol(_Action):
 
     minReaderVersion: Count = READER_VERSION
     minWriterVersion: Count = WRITER_VERSION
+    readerFeatures: tuple[str, ...] | None = None
+    """Delta table features a reader must support (reader version 3 only)."""
+    writerFeatures: tuple[str, ...] | None = None
+    """Delta table features a writer must support (writer version 7 only)."""
 
 
 class Metadata(_Action):
@@ -59,7 +65,8 @@ class Metadata(_Action):
 class FileStats(_Action):
     """Per-file statistics. Values are JSON renderings (see PROTOCOL.md, "Statistics")."""
 
-    numRecords: Count
+    numRecords: Count | None = None
+    """Rows in the file; None when the writer (not indexeddf) left it out."""
     minValues: dict[str, Any] = {}
     maxValues: dict[str, Any] = {}
     nullCount: dict[str, Count] = {}
@@ -82,9 +89,11 @@ class AddFile(_Action):
     size: Count
     modificationTime: Millis
     dataChange: bool = True
-    bucket: Count
+    bucket: Count | None
+    """The file's bucket; None for a file another Delta writer added (it may hold rows
+    of every bucket until ``optimize(mode="full")`` rewrites it)."""
     fileId: Int64
-    stats: FileStats
+    stats: FileStats | None = None
 
 
 class RemoveFile(_Action):
@@ -93,7 +102,7 @@ class RemoveFile(_Action):
     path: str
     deletionTimestamp: Millis
     dataChange: bool = True
-    bucket: Count
+    bucket: Count | None
     fileId: Int64
     size: Count
 
@@ -149,6 +158,8 @@ class CommitInfo(_Action):
     isBlindAppend: bool = False
     engineInfo: str = ""
     operationMetrics: dict[str, Any] = {}
+    extra: dict[str, Any] = {}
+    """Fields other writers put in their commitInfo (kept for ``history``)."""
 
 
 Action = Union[Protocol, Metadata, AddFile, RemoveFile, IndexEntry, Txn, CommitInfo]

@@ -142,24 +142,35 @@ def _rows_per_group(table: pa.Table, row_group_bytes: int) -> int:
 
 
 def file_stats(rows: pa.Table) -> FileStats:
-    """numRecords and, per column, min, max and null count (PROTOCOL.md, "Statistics")."""
+    """numRecords and, per column, min, max and null count, as Delta's ``stats``
+    (PROTOCOL.md, "Statistics"): any Delta reader skips files with them, so a value
+    is written only where its rendering is exact (see :func:`stat_value`)."""
     mins, maxs, nulls = {}, {}, {}
     for name, col in zip(rows.column_names, rows.columns):
         nulls[name] = col.null_count
-        if col.null_count == len(col) or pa.types.is_binary(col.type):
+        if col.null_count == len(col) or not _has_stats(col):
             continue
         mm = pc.min_max(col)
-        try:
-            lo, hi = stat_value(mm["min"].as_py()), stat_value(mm["max"].as_py())
-        except (OverflowError, ValueError):
-            continue  # e.g. a date past year 9999: no statistic for this column
+        lo, hi = stat_value(mm["min"].as_py()), stat_value(mm["max"].as_py())
         if lo is not None and hi is not None:
             mins[name], maxs[name] = lo, hi
     return FileStats(numRecords=rows.num_rows, minValues=mins, maxValues=maxs, nullCount=nulls)
 
 
+def _has_stats(col) -> bool:
+    """Columns whose min/max go into the stats: not binary, boolean or decimal (Delta
+    renders decimals as JSON numbers, which a float would round), and floats only
+    without NaN (min_max skips NaN, which Spark orders above every number)."""
+    t = col.type
+    if pa.types.is_binary(t) or pa.types.is_large_binary(t) or pa.types.is_boolean(t) or pa.types.is_decimal(t):
+        return False
+    if pa.types.is_floating(t):
+        return not pc.any(pc.is_nan(col)).as_py()
+    return True
+
+
 def stat_value(v):
-    """The JSON rendering of a statistic, or None when it has none."""
+    """The JSON rendering of a statistic (Delta's), or None when it has none."""
     try:
         return _stat_value(v)
     except (OverflowError, ValueError):
@@ -170,9 +181,14 @@ def _stat_value(v):
     if isinstance(v, float):
         return v if math.isfinite(v) else None
     if isinstance(v, decimal.Decimal):
-        return format(v, "f")  # plain notation, never exponent form
+        return None
     if isinstance(v, dt.datetime):
-        return v.isoformat()
+        # Microseconds, never cut to milliseconds: a cut max would let readers skip a
+        # file holding the value. UTC instants end in Z; timestamp_ntz has no zone.
+        if v.tzinfo is not None:
+            v = v.astimezone(dt.timezone.utc)
+        text = v.replace(tzinfo=None).isoformat(timespec="microseconds")
+        return text + "Z" if v.tzinfo is not None else text
     if isinstance(v, dt.date):
         return v.isoformat()
     if isinstance(v, str):

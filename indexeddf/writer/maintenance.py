@@ -50,23 +50,40 @@ def optimize(snapshot: Snapshot, mode: str = "quick", small_file_bytes: int = SM
     ``quick``: in each bucket, the files under ``small_file_bytes`` (when there are two
     or more) become one file; ``full``: every bucket with two or more files becomes one
     file, and so does a bucket whose one file is named without its bucket (written
-    before bucket-suffixed names; Spark's bucketed scans need the suffix). Rows keep
-    their content; the new file is clustered by key hash. The entries of the new files are added to every ACTIVE index, and the index files that named the
-    removed files are rewritten without their entries, one file per index bucket
-    (``full`` also merges every other index bucket that has several files). Returns
-    None, committing nothing, when no bucket needs it.
+    before bucket-suffixed names; Spark's bucketed scans need the suffix). Files another
+    Delta writer added have no bucket: ``quick`` rewrites the small ones into buckets
+    (when there are two or more), ``full`` rewrites all of them first (one commit) and
+    then compacts the buckets (a second commit). Rows keep their content; a new file is
+    clustered by key hash. The entries of the new files are added to every ACTIVE index,
+    and the index files that named the removed files are rewritten without their
+    entries, one file per index bucket (``full`` also merges every other index bucket
+    that has several files). Returns the last commit, or None when nothing needed it.
     """
     if mode not in OPTIMIZE_MODES:
         raise InvalidOptionError(f"optimize mode {mode!r}: use one of {list(OPTIMIZE_MODES)}")
+    foreign = [a for a in snapshot.live_files() if a.bucket is None]
+    if mode == "full" and foreign:
+        first = _compact(snapshot, mode, {FOREIGN: foreign}, progress)
+        return optimize(first.snapshot, mode, small_file_bytes, progress) or first
     groups: dict[int, list[AddFile]] = defaultdict(list)
     for a in snapshot.live_files():
         if mode == "full" or a.size < small_file_bytes:
-            groups[a.bucket].append(a)
+            groups[FOREIGN if a.bucket is None else a.bucket].append(a)
     groups = {b: files for b, files in sorted(groups.items())
               if len(files) >= 2 or (mode == "full" and not named_with_bucket(files[0].path, b))}
     if not groups:
         _say(progress, "optimize: nothing to compact")
         return None
+    return _compact(snapshot, mode, groups, progress)
+
+
+FOREIGN = -1
+"""Group key of the files without a bucket (added by other Delta writers)."""
+
+
+def _compact(snapshot: Snapshot, mode: str, groups: dict[int, list[AddFile]], progress: Progress) -> CommitResult:
+    """One commit that rewrites the files of ``groups`` (bucket -> files) into bucketed
+    files and updates every ACTIVE index to match."""
     storage, meta = snapshot.storage, snapshot.metadata
     schema = arrow_schema(meta.schema_)
     indexes = sorted((i for i in snapshot.indexes.values() if i.state == "ACTIVE"), key=lambda i: i.name)
@@ -76,16 +93,14 @@ def optimize(snapshot: Snapshot, mode: str = "quick", small_file_bytes: int = SM
         adds, pieces = [], []
         rg_bytes = config.get(meta.configuration, "indexeddf.targetRowGroupBytes")
         for batch in _batches(groups):
-            tables = []
-            for b in batch:
-                for a in groups[b]:
-                    tables.append(pq.read_table(storage.full(a.path), schema=schema, filesystem=storage.arrow_filesystem()))
+            tables = [pq.read_table(storage.full(a.path), schema=schema, filesystem=storage.arrow_filesystem())
+                      for a in batch]
             written = write_bucketed_pieces(storage, pa.concat_tables(tables), list(meta.indexColumns), meta.numBuckets,
                                             rg_bytes, tx.written_paths)
             for add, rows in written:
                 adds.append(add.model_copy(update={"dataChange": False}))
                 pieces.append(DataPiece(add.fileId, rows.select(key_columns)))
-                _say(progress, f"optimize: bucket {add.bucket}: {len(groups[add.bucket])} files -> 1 ({add.size} bytes)")
+                _say(progress, f"optimize: bucket {add.bucket}: {rows.num_rows} rows -> 1 file ({add.size} bytes)")
         removed = [a for b in groups for a in groups[b]]
         removed_ids = {a.fileId for a in removed}
         keep_ids = set(snapshot.file_ids) - removed_ids
@@ -119,10 +134,16 @@ def optimize(snapshot: Snapshot, mode: str = "quick", small_file_bytes: int = SM
 
 
 def _batches(groups: dict[int, list[AddFile]]):
+    """The files of ``groups`` in batches of about OPTIMIZE_BATCH_BYTES: a bucket's files
+    stay in one batch (it becomes one file); files without a bucket may be split."""
     batch, size = [], 0
     for b, files in groups.items():
-        batch.append(b)
-        size += sum(a.size for a in files)
+        for a in files:
+            batch.append(a)
+            size += a.size
+            if b == FOREIGN and size >= OPTIMIZE_BATCH_BYTES:
+                yield batch
+                batch, size = [], 0
         if size >= OPTIMIZE_BATCH_BYTES:
             yield batch
             batch, size = [], 0

@@ -16,6 +16,7 @@ from ..format.storage import TableStorage
 from ..format.transaction import ALL_BUCKETS, CommitResult, Transaction, commit_create
 from ..spec import config
 from ..spec.actions import Action, AddFile, IndexEntry, IndexFile, Metadata, Protocol, RemoveFile, Txn
+from ..spec.features import protocol_for
 from .data import conform, table_fields, to_arrow_table
 from .files import write_bucketed_pieces
 from .index_files import PRIMARY, DataPiece, build_index_files
@@ -67,7 +68,7 @@ def create_table(
         raise
     primary = primary.model_copy(update={"files": tuple(index_files[PRIMARY])})
     params = {"indexColumns": index_columns, "numBuckets": num_buckets}
-    return commit_create(storage, [Protocol(), metadata, *adds, primary], params, written, write_metrics(adds))
+    return commit_create(storage, [protocol_for(metadata.schema_), metadata, *adds, primary], params, written, write_metrics(adds))
 
 
 def append(snapshot: Snapshot, data: Any, txn: tuple[str, int] | None = None) -> CommitResult:
@@ -251,7 +252,7 @@ def delete_rows(snapshot: Snapshot, predicate, buckets: set[int] | None = None) 
         expression, text = parse_predicate(predicate, schema).expression, predicate
     else:
         expression, text = predicate, str(predicate)
-    candidates = [a for a in snapshot.live_files() if buckets is None or a.bucket in buckets]
+    candidates = [a for a in snapshot.live_files() if buckets is None or a.bucket is None or a.bucket in buckets]
     storage = snapshot.storage
     transaction = Transaction(snapshot, "DELETE", {"predicate": text}, read_buckets={a.bucket for a in candidates})
     removes, kept_tables, deleted_rows = [], [], 0

@@ -1,0 +1,108 @@
+"""Delta protocol versions and table features: which ones indexeddf writes, reads and refuses.
+
+A table indexeddf creates uses Delta's lowest versions that can hold it: reader 1 /
+writer 2 (Delta's defaults; delta-rs and Spark create the same), or reader 3 / writer 7
+with the single feature ``timestampNtz`` when a column is a timestamp without time
+zone (Delta requires the feature for that type). indexeddf declares no feature of its
+own: everything it adds lives where Delta lets any writer put it (tags,
+configuration, commitInfo), so every Delta writer can keep appending.
+
+Anything a feature would change about reading (deletion vectors, column mapping, ...)
+or writing (check constraints, generated or identity columns, change data feed, ...)
+that indexeddf does not implement is refused with :class:`UnsupportedFeatureError`
+naming the feature: never a wrong answer, never a commit that breaks a rule another
+engine relies on.
+"""
+
+from __future__ import annotations
+
+from ..errors import UnsupportedFeatureError, UnsupportedProtocolError
+from .actions import Metadata, Protocol
+
+READ_FEATURES = frozenset({"timestampNtz", "vacuumProtocolCheck", "appendOnly", "invariants"})
+"""Reader features indexeddf reads correctly."""
+WRITE_FEATURES = frozenset({
+    "appendOnly",            # honoured: no data-changing remove while delta.appendOnly is true
+    "invariants",            # only without invariants (columns with delta.invariants are refused)
+    "checkConstraints",      # only without constraints (delta.constraints.* refused)
+    "changeDataFeed",        # only while delta.enableChangeDataFeed is not true
+    "generatedColumns",      # only without generated columns (refused in the schema)
+    "timestampNtz",
+    "vacuumProtocolCheck",   # vacuum checks the protocol as every write does
+})
+"""Writer features indexeddf can write under (each with the condition next to it)."""
+
+# The features a legacy writer version implies (Delta PROTOCOL.md, "Table Features").
+_LEGACY_WRITER = {
+    2: {"appendOnly", "invariants"},
+    3: {"checkConstraints"},
+    4: {"changeDataFeed", "generatedColumns"},
+    5: {"columnMapping"},
+    6: {"identityColumns"},
+}
+
+
+def protocol_for(fields) -> Protocol:
+    """The protocol of a new table with these fields (see the module docstring)."""
+    if any(f.type == "timestamp_ntz" for f in fields):
+        return Protocol(minReaderVersion=3, minWriterVersion=7,
+                        readerFeatures=("timestampNtz",), writerFeatures=("timestampNtz",))
+    return Protocol(minReaderVersion=1, minWriterVersion=2)
+
+
+def check_readable(p: Protocol, where: str) -> None:
+    """Refuse a protocol whose reading needs something indexeddf does not do."""
+    if p.minReaderVersion <= 1:
+        return
+    if p.minReaderVersion == 2:
+        raise UnsupportedFeatureError("columnMapping")
+    if p.minReaderVersion == 3:
+        for feature in p.readerFeatures or ():
+            if feature not in READ_FEATURES:
+                raise UnsupportedFeatureError(feature)
+        return
+    raise UnsupportedProtocolError(
+        f"{where} needs Delta reader version {p.minReaderVersion}; indexeddf reads versions 1 and 3 "
+        "(with the features it implements). Read it with a newer Delta engine."
+    )
+
+
+def writer_features(p: Protocol) -> set[str]:
+    """The writer features a protocol asks for (explicit at 7, implied below)."""
+    if p.minWriterVersion >= 7:
+        return set(p.writerFeatures or ())
+    out: set[str] = set()
+    for version, features in _LEGACY_WRITER.items():
+        if p.minWriterVersion >= version:
+            out |= features
+    return out
+
+
+def check_writable(p: Protocol, m: Metadata, where: str) -> None:
+    """Refuse writing where a feature's rules would be broken by an indexeddf commit."""
+    if p.minWriterVersion > 7:
+        raise UnsupportedProtocolError(
+            f"{where} needs Delta writer version {p.minWriterVersion}; indexeddf writes up to 7. "
+            "Write to it with a newer Delta engine."
+        )
+    conf = m.configuration
+    for feature in sorted(writer_features(p)):
+        if feature == "columnMapping" and conf.get("delta.columnMapping.mode", "none") == "none":
+            continue
+        if feature == "identityColumns":
+            continue  # identity columns are refused where the schema is read
+        if feature not in WRITE_FEATURES:
+            raise UnsupportedFeatureError(feature)
+    if any(k.startswith("delta.constraints.") for k in conf):
+        raise UnsupportedFeatureError("checkConstraints")
+    if conf.get("delta.enableChangeDataFeed", "false").lower() == "true":
+        raise UnsupportedFeatureError(
+            "changeDataFeed",
+            f"{where} has delta.enableChangeDataFeed = true; indexeddf does not write change data "
+            "files, so it refuses to write to it (set the property to false to let it).",
+        )
+
+
+def append_only(m: Metadata) -> bool:
+    """Whether ``delta.appendOnly`` forbids removing data (deletes, overwrites)."""
+    return m.configuration.get("delta.appendOnly", "false").lower() == "true"
