@@ -106,13 +106,14 @@ class UnsupportedProtocolError(IndexedDFError):
 
 
 class UnsupportedFeatureError(UnsupportedProtocolError):
-    """The table uses a Delta feature indexeddf does not implement (named in ``feature``)."""
+    """The table uses a Delta feature indexeddf does not implement (``feature`` names it;
+    several, comma-separated, when the table asks for several)."""
 
     def __init__(self, feature: str, message: str | None = None):
         self.feature = feature
         super().__init__(
             message
-            or f"the table uses the Delta feature {feature}, which indexeddf does not implement; "
+            or f"the table uses the Delta feature(s) {feature}, which indexeddf does not implement; "
             "read it with a Delta engine that does (delta-rs, Spark with delta-spark), or rewrite "
             "the table without the feature"
         )

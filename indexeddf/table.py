@@ -88,6 +88,36 @@ class IndexedTable(TableAdmin):
         return cls(result.snapshot)
 
     @classmethod
+    def convert(
+        cls,
+        path: str,
+        index_columns: Sequence[str],
+        num_buckets: int = 16,
+        *,
+        properties: dict[str, str] | None = None,
+        storage_options: dict[str, Any] | None = None,
+        progress: Any = None,
+    ) -> "IndexedTable":
+        """Index, in place, a Delta table that another engine wrote (delta-rs, Spark with
+        Delta, ...): one commit adds the indexeddf settings (``index_columns``,
+        ``num_buckets``, ``properties``) to its metaData and a primary index over its live
+        files. No data file is rewritten; they carry no bucket, so reads treat each as
+        holding rows of any bucket until ``optimize(mode="full")`` rewrites them into
+        buckets. Other Delta writers may keep appending: their files are unindexed
+        appends (hybrid scans find their rows, ``refresh`` indexes them).
+
+        ``progress``: called with a line of text as the index is built. Raises
+        ``TableNotFoundError`` when there is no Delta table, ``TableExistsError`` when it
+        is indexed already, ``UnsupportedFeatureError`` naming a Delta feature indexeddf
+        does not implement (deletion vectors, column mapping, partition columns, ...).
+        """
+        from .writer.convert import convert_table
+
+        storage = TableStorage(path, storage_options)
+        snapshot = load_snapshot(storage, unindexed_ok=True)
+        return cls(convert_table(snapshot, list(index_columns), num_buckets, properties, progress).snapshot)
+
+    @classmethod
     def for_path(
         cls,
         path: str,

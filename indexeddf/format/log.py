@@ -9,9 +9,9 @@ from __future__ import annotations
 import posixpath
 import re
 
-from ..errors import CorruptLogError, NotIndexedError, UnsafePathError
+from ..errors import CorruptLogError, UnsafePathError
 from ..spec.actions import Action, ActionParseError, AddFile, CommitInfo, IndexEntry, Protocol, RemoveFile
-from ..spec.delta import NotIndexedTable, decode_line
+from ..spec.delta import decode_line
 from ..spec.features import check_readable
 from .storage import TableStorage
 
@@ -85,11 +85,6 @@ def parse_commit(text: str, source: str) -> list[Action]:
             continue
         try:
             decoded = decode_line(line)
-        except NotIndexedTable:
-            raise NotIndexedError(
-                f"{source}: a Delta table that indexeddf has not indexed; index it with "
-                "IndexedTable.convert(path, index_columns=[...], num_buckets=N)"
-            ) from None
         except ActionParseError as e:
             raise CorruptLogError(
                 f"{source} line {number}: {e}. The log file is damaged; restore it from a backup.",

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from functools import cached_property
 
-from ..errors import CorruptLogError, TableNotFoundError, VersionNotFoundError
+from ..errors import CorruptLogError, NotIndexedError, TableNotFoundError, VersionNotFoundError
 from ..spec.features import check_readable
 from ..spec.actions import (
     Action,
@@ -112,7 +112,7 @@ class _ReplayState:
             elif isinstance(a, CommitInfo):
                 self.timestamp = a.timestamp
 
-    def freeze(self, storage: TableStorage, version: int) -> Snapshot:
+    def freeze(self, storage: TableStorage, version: int, unindexed_ok: bool = False) -> Snapshot:
         if self.protocol is None or self.metadata is None:
             raise CorruptLogError(
                 f"{storage.url}: version {version} has no protocol or metaData action; the "
@@ -120,6 +120,13 @@ class _ReplayState:
                 storage.url,
             )
         check_readable(self.protocol, storage.url)
+        if not self.metadata.indexColumns and not unindexed_ok:
+            raise NotIndexedError(
+                f"{storage.url} version {version} is a Delta table that indexeddf has not indexed (its "
+                "metaData has no indexeddf.indexColumns): index it with IndexedTable.convert(path, "
+                "index_columns=[...], num_buckets=N); versions before the conversion are read by any "
+                "Delta reader (delta-rs, DuckDB, Spark with Delta)"
+            )
         return Snapshot(
             storage, version, self.protocol, self.metadata, self.files,
             self.tombstones, self.txns, self.indexes, self.timestamp,
@@ -144,8 +151,11 @@ def initial_snapshot(storage: TableStorage, actions: list[Action]) -> Snapshot:
     return state.freeze(storage, 0)
 
 
-def load_snapshot(storage: TableStorage, version: int | None = None) -> Snapshot:
-    """Replay the newest checkpoint at or before the target, then the commits after it."""
+def load_snapshot(storage: TableStorage, version: int | None = None, unindexed_ok: bool = False) -> Snapshot:
+    """Replay the newest checkpoint at or before the target, then the commits after it.
+
+    A version whose table is not indexed raises ``NotIndexedError`` unless
+    ``unindexed_ok`` (for ``convert``, which indexes it)."""
     commits, checkpoints = list_log(storage)
     if not commits and not checkpoints:
         raise TableNotFoundError(
@@ -172,7 +182,7 @@ def load_snapshot(storage: TableStorage, version: int | None = None) -> Snapshot
                 "cannot be reconstructed; pick a version at or after the oldest checkpoint"
             )
         state.apply(read_commit(storage, v))
-    return state.freeze(storage, target)
+    return state.freeze(storage, target, unindexed_ok)
 
 
 def update_snapshot(snapshot: Snapshot) -> Snapshot:
@@ -182,9 +192,9 @@ def update_snapshot(snapshot: Snapshot) -> Snapshot:
     if not newer:
         return snapshot
     if newer != list(range(snapshot.version + 1, newer[-1] + 1)):
-        return load_snapshot(snapshot.storage)
+        return load_snapshot(snapshot.storage, unindexed_ok=not snapshot.metadata.indexColumns)
     state = _ReplayState.from_snapshot(snapshot)
     for v in newer:
         state.apply(read_commit(snapshot.storage, v))
-    return state.freeze(snapshot.storage, newer[-1])
+    return state.freeze(snapshot.storage, newer[-1], unindexed_ok=not snapshot.metadata.indexColumns)
 

@@ -57,10 +57,6 @@ _FORMAT = {"provider": "parquet", "options": {}}
 _PATH_SAFE = "/=-_.~"  # kept as is in a path; everything else is percent-encoded (Delta paths are URIs)
 
 
-class NotIndexedTable(ActionParseError):
-    """The log is a Delta table's, but indexeddf never indexed it (no configuration keys)."""
-
-
 # -- encoding -------------------------------------------------------------------------------
 
 
@@ -343,7 +339,11 @@ def _decode_metadata(b: dict) -> list[Action]:
         raise ActionParseError(f"data files in format {fmt!r}; Delta tables hold Parquet")
     fields = parse_schema_string(b["schemaString"])
     if CONF_INDEX_COLUMNS not in conf or CONF_NUM_BUCKETS not in conf:
-        raise NotIndexedTable("the table's metaData has no indexeddf configuration")
+        # A Delta table nobody indexed (yet): no index columns. Readers refuse it with
+        # NotIndexedError; IndexedTable.convert reads it this way to index it.
+        return [Metadata(id=b["id"], name=b.get("name"), description=b.get("description"), schema=fields,
+                         indexColumns=(), numBuckets=1, configuration=dict(conf),
+                         createdTime=b.get("createdTime") or 0)]
     try:
         columns = json.loads(conf[CONF_INDEX_COLUMNS])
         buckets = int(conf[CONF_NUM_BUCKETS])

@@ -57,9 +57,9 @@ def check_readable(p: Protocol, where: str) -> None:
     if p.minReaderVersion == 2:
         raise UnsupportedFeatureError("columnMapping")
     if p.minReaderVersion == 3:
-        for feature in p.readerFeatures or ():
-            if feature not in READ_FEATURES:
-                raise UnsupportedFeatureError(feature)
+        unknown = sorted(set(p.readerFeatures or ()) - READ_FEATURES)
+        if unknown:
+            raise UnsupportedFeatureError(", ".join(unknown))  # all of them, so none surprises later
         return
     raise UnsupportedProtocolError(
         f"{where} needs Delta reader version {p.minReaderVersion}; indexeddf reads versions 1 and 3 "
@@ -86,13 +86,16 @@ def check_writable(p: Protocol, m: Metadata, where: str) -> None:
             "Write to it with a newer Delta engine."
         )
     conf = m.configuration
+    refused = []
     for feature in sorted(writer_features(p)):
         if feature == "columnMapping" and conf.get("delta.columnMapping.mode", "none") == "none":
             continue
         if feature == "identityColumns":
             continue  # identity columns are refused where the schema is read
         if feature not in WRITE_FEATURES:
-            raise UnsupportedFeatureError(feature)
+            refused.append(feature)
+    if refused:
+        raise UnsupportedFeatureError(", ".join(refused))
     if any(k.startswith("delta.constraints.") for k in conf):
         raise UnsupportedFeatureError("checkConstraints")
     if conf.get("delta.enableChangeDataFeed", "false").lower() == "true":

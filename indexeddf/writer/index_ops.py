@@ -49,6 +49,14 @@ def _validate(snapshot: Snapshot, name: str, columns: list[str], num_buckets: in
     existing = snapshot.indexes.get(name)
     if existing is not None and existing.state != "DELETED":
         raise IndexExistsError(f"index {name!r} already exists (state {existing.state}); pick another name or drop it first")
+    validate_columns(snapshot, columns)
+    if not isinstance(num_buckets, int) or not 1 <= num_buckets <= MAX_BUCKETS:
+        raise InvalidOptionError(f"num_buckets must be an integer in 1..{MAX_BUCKETS}, got {num_buckets!r}")
+
+
+def validate_columns(snapshot: Snapshot, columns: list[str]) -> None:
+    """Refuse index ``columns`` that are none, not in the table, or of a type that
+    cannot be hashed into buckets."""
     if not columns:
         raise InvalidOptionError("an index needs at least one column")
     schema = arrow_schema(snapshot.metadata.schema_)
@@ -58,8 +66,6 @@ def _validate(snapshot: Snapshot, name: str, columns: list[str], num_buckets: in
     unhashable = [c for c in columns if not is_hashable_type(schema.field(c).type)]
     if unhashable:
         raise SchemaMismatchError(f"columns {unhashable} cannot be indexed (type not hashable)", unhashable)
-    if not isinstance(num_buckets, int) or not 1 <= num_buckets <= MAX_BUCKETS:
-        raise InvalidOptionError(f"num_buckets must be an integer in 1..{MAX_BUCKETS}, got {num_buckets!r}")
 
 
 REFRESH_MODES = ("incremental", "full", "quick")
