@@ -148,6 +148,24 @@ def cmd_vacuum(args) -> None:
     _emit(args, r, "\n".join(lines))
 
 
+def cmd_convert(args) -> None:
+    """``convert``: index, in place, a Delta table another engine wrote."""
+    t = IndexedTable.convert(args.path, [c.strip() for c in args.index_columns.split(",") if c.strip()],
+                             num_buckets=args.num_buckets, progress=_progress(args))
+    _emit(args, {"version": t.version, "indexColumns": t.index_columns, "numBuckets": args.num_buckets},
+          f"indexed by {t.index_columns} into {args.num_buckets} buckets at version {t.version}; "
+          "its files get buckets with: indexeddf optimize PATH --mode full")
+
+
+def cmd_upgrade(args) -> None:
+    """``upgrade``: an ``_indexeddf_log`` table becomes a Delta table in place."""
+    r = IndexedTable.upgrade(args.path, progress=_progress(args))
+    _emit(args, {"commits": r.commits, "checkpoints": r.checkpoints},
+          f"upgraded: {len(r.commits)} commits ({r.commits[0] if r.commits else '-'}..{r.commits[-1] if r.commits else '-'}) "
+          f"and {len(r.checkpoints)} checkpoints written to _delta_log/; _indexeddf_log/ is untouched "
+          "(delete it when you no longer need it)")
+
+
 def cmd_restore(args) -> None:
     """``restore``: commit a new version whose content equals an older one's."""
     t = IndexedTable.for_path(args.path)
@@ -273,6 +291,20 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("path", help="table location")
     s.add_argument("version", type=int, metavar="VERSION", help="the version to go back to")
     s.set_defaults(run=cmd_restore)
+
+    s = command("convert", help="index, in place, a Delta table another engine wrote (no data rewritten)")
+    s.add_argument("path", help="location of the Delta table")
+    s.add_argument("--index-columns", required=True, help="comma-separated columns to bucket and index by")
+    s.add_argument("--num-buckets", type=int, default=16, help="buckets (default 16)")
+    s.set_defaults(run=cmd_convert)
+
+    s = command("upgrade", help="turn a table of the first layout (_indexeddf_log/) into a Delta table in place",
+                description="Every version still in _indexeddf_log/ is rewritten to _delta_log/ under the same "
+                            "number (actions, timestamps, indexes kept; statistics reduced to integer, string "
+                            "and date min/max); old checkpoints become Delta checkpoints; no data file is "
+                            "rewritten and _indexeddf_log/ is left untouched. Stop the table's writers first.")
+    s.add_argument("path", help="table location")
+    s.set_defaults(run=cmd_upgrade)
 
     s = command("index", help="list, create, drop, restore, vacuum, cancel or optimize indexes",
                        description="list: every index and its state. create: build a secondary index (--columns). "

@@ -117,6 +117,20 @@ class IndexedTable(TableAdmin):
         snapshot = load_snapshot(storage, unindexed_ok=True)
         return cls(convert_table(snapshot, list(index_columns), num_buckets, properties, progress).snapshot)
 
+    @staticmethod
+    def upgrade(path: str, storage_options: dict[str, Any] | None = None, progress: Any = None):
+        """Turn a table of indexeddf's first layout (``_indexeddf_log/``) into a Delta
+        table in place, no data rewritten: every version still in the old log keeps its
+        number, actions, timestamp and indexes; old checkpoints become Delta checkpoints.
+        File statistics keep min/max only where both layouts render them alike (integers,
+        strings, dates). The old log is left untouched. Stop the table's writers first.
+        Returns an ``UpgradeResult`` (``commits``, ``checkpoints``: versions written);
+        ``progress``: called with a line of text per version.
+        """
+        from .format.upgrade import upgrade
+
+        return upgrade(TableStorage(path, storage_options), progress)
+
     @classmethod
     def for_path(
         cls,

@@ -197,12 +197,15 @@ def test_vacuum_keeps_every_version_inside_the_retention(table, table_path):
     # An aborted write: a data file and a Spark staging manifest no version names.
     aborted = ["data/bucket=00001/part-aborted.parquet", "data/_staging/w1/m.json", "_indexes/by_s/x/bucket=00000/part-a.parquet"]
     young = "data/bucket=00002/part-inflight.parquet"
-    for rel in aborted + [young]:
+    # Old files vacuum does not recognise as its own: index state beside a checkpoint,
+    # and a file some other tool left in data/.
+    foreign = ["_indexes/_state/00000000000000000001.json", "data/notes.txt"]
+    for rel in aborted + [young] + foreign:
         t.snapshot.storage.write_bytes(rel, b"x")
     ts = {h.version: h.timestamp.timestamp() * 1000 for h in t.history()}
     now = int(time.time() * 1000)
     hours = (now - ts[boundary]) / 3_600_000
-    for rel in aborted:
+    for rel in aborted + foreign:
         old = (ts[boundary] - 10_000) / 1000
         os.utime(os.path.join(table_path, rel), (old, old))
     dry = maintenance.vacuum(t.snapshot, hours, dry_run=True, enforce_retention=False, now_ms=now)
@@ -213,6 +216,7 @@ def test_vacuum_keeps_every_version_inside_the_retention(table, table_path):
     assert result.files == dry.files and result.oldest_version_kept == boundary
     assert not any(os.path.exists(os.path.join(table_path, p)) for p in result.files)
     assert disk_files(table_path, "_delta_log") == log  # the log is untouched
+    assert all(os.path.exists(os.path.join(table_path, p)) for p in foreign)
     assert not os.path.exists(os.path.join(table_path, "data/_staging/w1"))
     for v in range(boundary, t.version + 1):  # time travel inside the retention still works
         assert content(t.to_arrow(version=v)) == expected[v]
