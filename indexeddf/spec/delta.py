@@ -323,7 +323,17 @@ def parse_stats(text) -> FileStats | None:
     # Nested columns give nested nullCount objects: keep the flat columns only.
     if isinstance(known.get("nullCount"), dict):
         known["nullCount"] = {k: v for k, v in known["nullCount"].items() if not isinstance(v, dict)}
-    return FileStats.model_validate(known)
+    # Checked by hand, not by the model: a table opens by decoding one of these per live
+    # file, and the model's validation doubled that cost.
+    n = known.get("numRecords")
+    if n is not None and (not isinstance(n, int) or isinstance(n, bool) or n < 0):
+        raise ActionParseError(f"stats.numRecords must be a count, got {n!r}")
+    for k in ("minValues", "maxValues", "nullCount"):
+        if not isinstance(known.setdefault(k, {}), dict):
+            raise ActionParseError(f"stats.{k} must be a JSON object")
+    if not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in known["nullCount"].values()):
+        raise ActionParseError("stats.nullCount values must be counts")
+    return FileStats.model_construct(**known)
 
 
 def _decode_metadata(b: dict) -> list[Action]:
