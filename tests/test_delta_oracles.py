@@ -187,3 +187,22 @@ def test_delta_rs_appends_to_an_indexeddf_table_and_indexeddf_reads_them(tmp_pat
     t.delete("k = 700 OR k = 5")
     assert same_rows(t.to_arrow(), deltalake.DeltaTable(path).to_pyarrow_table())
     assert t.to_arrow().num_rows == 130 + 1 + 2 - 2
+
+
+def test_a_commit_without_commit_info_is_dated_by_its_file(tmp_path):
+    """Delta writers may leave commitInfo out; time travel then uses the file's time."""
+    import time
+
+    path = str(tmp_path / "t")
+    t = IndexedTable.create(path, batch([1, 2]), index_columns=["k"], num_buckets=2)
+    t.append(batch([3]))
+    commit = os.path.join(path, "_delta_log", f"{1:020d}.json")
+    with open(commit) as f:
+        kept = [line for line in f if not line.startswith('{"commitInfo"')]
+    with open(commit, "w") as f:
+        f.write("".join(kept))
+    later = time.time() + 3600
+    os.utime(commit, (later, later))
+    now_ms = int(time.time() * 1000)
+    assert IndexedTable.for_path(path, timestamp=now_ms).version == 0
+    assert IndexedTable.for_path(path, timestamp=now_ms + 2 * 3_600_000).to_arrow().num_rows == 3

@@ -82,6 +82,19 @@ class TableStorage:
         """Whether the file or folder exists."""
         return self.fs.exists(self.full(rel))
 
+    def modified_ms(self, rel: str) -> int | None:
+        """A file's modification time in ms since the epoch (None when the store does
+        not say)."""
+        if self.is_local:
+            return int(os.stat(self.full(rel)).st_mtime * 1000)
+        info = self.fs.info(self.full(rel))
+        value = info.get("mtime") or info.get("LastModified") or info.get("last_modified")
+        if value is None:
+            return None
+        if hasattr(value, "timestamp"):
+            return int(value.timestamp() * 1000)
+        return int(float(value) * 1000)
+
     def list_names(self, rel_dir: str) -> list[str]:
         """The names (not paths) of the entries of a folder; empty when it is missing."""
         if self.is_local:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import datetime as dt
 
 from ..errors import InvalidOptionError, VersionNotFoundError
-from .log import list_log, read_commit_info
+from .log import commit_path, list_log, read_commit_info
 from .storage import TableStorage
 
 
@@ -47,7 +47,11 @@ def version_at(storage: TableStorage, timestamp) -> int:
 
     def ts(v: int) -> int:
         info = read_commit_info(storage, v)
-        return info.timestamp if info else 0
+        if info is not None and info.timestamp:
+            return info.timestamp
+        # A Delta writer may leave commitInfo (or its timestamp) out: Delta then dates a
+        # commit by its file's modification time.
+        return storage.modified_ms(commit_path(v)) or 0
 
     if ts(commits[0]) > ms:
         first = dt.datetime.fromtimestamp(ts(commits[0]) / 1000, dt.timezone.utc)
