@@ -66,8 +66,10 @@ def explain_predicate(snapshot: Snapshot, text: str, latest: Snapshot | None = N
 def _scan_line(snapshot: Snapshot, plan: FilterPlan) -> str:
     if plan.data_buckets is None:
         return "index: none; full scan of every live file"
+    foreign = sum(1 for a in snapshot.files.values() if a.bucket is None)
     return (f"index: none; scan of the keys' data buckets "
-            f"({len(plan.data_buckets)} of {snapshot.metadata.numBuckets}: {sorted(plan.data_buckets)[:20]})")
+            f"({len(plan.data_buckets)} of {snapshot.metadata.numBuckets}: {sorted(plan.data_buckets)[:20]})"
+            + (f" and of the {foreign} file(s) without a bucket (added by other Delta writers)" if foreign else ""))
 
 
 def _lookup_lines(snapshot: Snapshot, plan: FilterPlan) -> list[str]:
