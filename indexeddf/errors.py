@@ -13,7 +13,8 @@ class IndexedDFError(Exception):
 
 
 class TableNotFoundError(IndexedDFError):
-    """The path holds no indexeddf table (no ``_indexeddf_log`` with a version 0)."""
+    """The path holds no table (no ``_delta_log/``), or one of the first layout (then
+    the message says to run ``indexeddf upgrade``)."""
 
 
 class NotIndexedError(TableNotFoundError):

@@ -189,6 +189,24 @@ def test_delta_rs_appends_to_an_indexeddf_table_and_indexeddf_reads_them(tmp_pat
     assert t.to_arrow().num_rows == 130 + 1 + 2 - 2
 
 
+def test_a_delta_rs_delete_of_indexeddf_files_keeps_their_ids(tmp_path):
+    """delta-rs removes files without our tags: the tombstones still carry the ids the
+    index knows the files by, so the index's deleted share is counted right."""
+    path = str(tmp_path / "t")
+    t = IndexedTable.create(path, batch(list(range(100))), index_columns=["k"], num_buckets=4)
+    ids = {a.path: a.fileId for a in t._snapshot.live_files()}
+    sizes = {a.path: a.size for a in t._snapshot.live_files()}
+    deltalake.DeltaTable(path).delete("k < 10")
+    t = IndexedTable.for_path(path)
+    assert t._snapshot.tombstones and all(r.fileId == ids[p] for p, r in t._snapshot.tombstones.items())
+    from indexeddf.optimizer.planner import covered_ids, staleness
+
+    # The share of the index's bytes that delta-rs removed (with path-derived ids it was 0).
+    gone = sum(sizes[p] for p in t._snapshot.tombstones) / sum(sizes.values())
+    assert 0 < gone == pytest.approx(staleness(t._snapshot, covered_ids(t._snapshot.indexes["primary"]))[1])
+    assert sorted(t.lookup(list(range(0, 20)))["k"].to_pylist()) == list(range(10, 20))
+
+
 def test_a_commit_without_commit_info_is_dated_by_its_file(tmp_path):
     """Delta writers may leave commitInfo out; time travel then uses the file's time."""
     import time

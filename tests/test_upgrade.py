@@ -33,7 +33,7 @@ def old_table(tmp_path):
 
 
 def test_upgrade_keeps_every_version_and_index(old_table, capsys):
-    with pytest.raises(TableNotFoundError):
+    with pytest.raises(TableNotFoundError, match="indexeddf upgrade"):
         IndexedTable.for_path(old_table)
     assert cli.main(["upgrade", old_table, "-q"]) == 0
     assert "8 commits" in capsys.readouterr().out

@@ -59,8 +59,9 @@ class Snapshot:
         return frozenset(a.fileId for a in self.files.values())
 
     def num_records(self) -> int:
-        """Rows in the snapshot, from file statistics."""
-        return sum(a.stats.numRecords for a in self.files.values())
+        """Rows in the snapshot, from file statistics (a file another Delta writer added
+        without ``numRecords`` counts as 0: an estimate, never used for answers)."""
+        return sum(a.stats.numRecords or 0 for a in self.files.values() if a.stats is not None)
 
     def size_bytes(self) -> int:
         """Bytes of the live row-batch files."""
@@ -98,7 +99,11 @@ class _ReplayState:
                 self.files[a.path] = a
                 self.tombstones.pop(a.path, None)
             elif isinstance(a, RemoveFile):
-                self.files.pop(a.path, None)
+                live = self.files.pop(a.path, None)
+                if live is not None and (a.fileId != live.fileId or a.bucket != live.bucket):
+                    # Other Delta writers remove files without our tags: the tombstone
+                    # keeps the id and bucket the file had (index coverage counts by id).
+                    a = a.model_copy(update={"fileId": live.fileId, "bucket": live.bucket, "size": a.size or live.size})
                 self.tombstones[a.path] = a
             elif isinstance(a, Txn):
                 self.txns[a.appId] = a
@@ -158,6 +163,11 @@ def load_snapshot(storage: TableStorage, version: int | None = None, unindexed_o
     ``unindexed_ok`` (for ``convert``, which indexes it)."""
     commits, checkpoints = list_log(storage)
     if not commits and not checkpoints:
+        if storage.list_names("_indexeddf_log"):
+            raise TableNotFoundError(
+                f"{storage.url} is a table of indexeddf's first layout (_indexeddf_log/): turn it into a "
+                "Delta table in place with `indexeddf upgrade PATH` (or IndexedTable.upgrade(path))"
+            )
         raise TableNotFoundError(
             f"no indexeddf table at {storage.url} (no {storage.full('_delta_log')}); "
             "create one with IndexedTable.create(path, data, index_columns=[...])"

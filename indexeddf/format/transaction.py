@@ -241,6 +241,7 @@ def commit_create(storage: TableStorage, actions: list[Action], parameters: dict
     """Commit version 0 of a new table; ``TableExistsError`` when another writer has one."""
     info = CommitInfo(
         timestamp=int(time.time() * 1000), operation="CREATE TABLE", operationParameters=parameters,
+        isolationLevel="WriteSerializable",
         isBlindAppend=True, engineInfo=f"indexeddf/{__version__}", operationMetrics=metrics or {},
     )
     _check_new_file_ids(actions, set())

@@ -44,8 +44,8 @@ def create_index(snapshot: Snapshot, name: str, columns: list[str], num_buckets:
 
 
 def _validate(snapshot: Snapshot, name: str, columns: list[str], num_buckets: int) -> None:
-    if not isinstance(name, str) or not _NAME.match(name):
-        raise InvalidOptionError(f"index name {name!r} must be letters, digits and _ (not starting with a digit)")
+    if not isinstance(name, str) or not _NAME.match(name) or name.startswith("_"):
+        raise InvalidOptionError(f"index name {name!r} must be letters, digits and _ (not starting with a digit or _: _indexes/_state is taken)")
     existing = snapshot.indexes.get(name)
     if existing is not None and existing.state != "DELETED":
         raise IndexExistsError(f"index {name!r} already exists (state {existing.state}); pick another name or drop it first")
