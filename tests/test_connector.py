@@ -145,6 +145,7 @@ def test_every_version_reads_as_to_arrow_on_one_reused_dataframe(spark, tmp_path
             sub = pa.schema([SCHEMA.field(name) for name in columns])
             got = df.where(where).select(*columns).toArrow()
             want = con.execute(f"SELECT {', '.join(columns)} FROM expected WHERE {where}").arrow()
+            want = want.read_all() if isinstance(want, pa.RecordBatchReader) else want
             assert rows(got, sub) == rows(want, sub), (v, where, columns)
             assert df.count() == expected.num_rows, (v, "a full count after a filtered query")
         assert rows(df.toArrow(), SCHEMA) == rows(expected, SCHEMA), v
@@ -161,12 +162,12 @@ def bucketed(spark, tmp_path_factory):
 
 
 def test_a_scan_is_spark_parquet_with_pruned_columns_and_pushed_filters(spark, bucketed):
-    df = read(spark, bucketed).where("k = 42").select("s")
+    df = read(spark, bucketed).where("k = 43").select("s")
     text = plan(df)
     assert "FileScan parquet" in text and "SnapshotFileIndex" in text
     assert "ReadSchema: struct<k:bigint,s:string>" in text  # 2 of the table's 6 columns
-    assert "EqualTo(k,42)" in text
-    assert [r.s for r in df.collect()] == ["s3"]
+    assert "EqualTo(k,43)" in text
+    assert [r.s for r in df.collect()] == ["s4"]
 
 
 def test_bucket_pruning_on_a_key_equality(spark, bucketed):
