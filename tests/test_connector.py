@@ -12,6 +12,8 @@ from __future__ import annotations
 import datetime as dt
 import decimal
 import json
+import subprocess
+import sys
 import time
 import warnings
 from pathlib import Path
@@ -312,3 +314,16 @@ def test_sql_on_a_path_and_a_catalog_table(spark, bucketed):
 def test_the_jar_is_built_from_the_current_sources():
     assert build_jar() == jar_path() and is_built()
     assert Path(str(jar_path()) .replace(".jar", ".sha256")).read_text().strip() == sources_hash()
+
+
+def test_streaming_reads_are_refused(spark, bucketed):
+    with pytest.raises(Exception, match="readStream.format\\('indexeddf'\\) is not supported"):
+        spark.readStream.format("indexeddf").load(bucketed)
+
+
+@pytest.mark.slow
+def test_a_session_without_the_connector_falls_back_to_the_python_source(tmp_path):
+    done = subprocess.run([sys.executable, str(Path(__file__).parent / "workers" / "fallback_session.py"),
+                           str(tmp_path)], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, (done.stdout[-2000:], done.stderr[-4000:])
+    assert "fallback: all checks passed" in done.stdout

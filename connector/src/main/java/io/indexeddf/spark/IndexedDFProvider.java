@@ -28,6 +28,9 @@ import org.apache.spark.sql.sources.DataSourceRegister;
 import org.apache.spark.sql.sources.RelationProvider;
 import org.apache.spark.sql.sources.SchemaRelationProvider;
 import org.apache.spark.sql.sources.StreamSinkProvider;
+import org.apache.spark.sql.sources.StreamSourceProvider;
+import org.apache.spark.sql.execution.streaming.Source;
+import scala.Tuple2;
 import org.apache.spark.sql.streaming.OutputMode;
 import org.apache.spark.sql.types.DataType;
 import org.apache.spark.sql.types.DoubleType;
@@ -53,7 +56,7 @@ import scala.jdk.javaapi.CollectionConverters;
  * Spark's save modes first (Spark refuses errorifexists / ignore for Python sources).
  */
 public final class IndexedDFProvider extends ParquetFileFormat implements DataSourceRegister, RelationProvider, SchemaRelationProvider,
-        CreatableRelationProvider, StreamSinkProvider {
+        CreatableRelationProvider, StreamSinkProvider, StreamSourceProvider {
     /** The format name. */
     public static final String NAME = "indexeddf";
     /** The name the Python data source is registered under next to this provider. */
@@ -268,6 +271,27 @@ public final class IndexedDFProvider extends ParquetFileFormat implements DataSo
         }
         requirePythonSource(classic(sqlContext));
         return new IndexedDFSink(opts, outputMode == OutputMode.Complete());
+    }
+
+    // -- streaming reads: refused ------------------------------------------------------------
+    // Without this, Spark would treat the provider (a ParquetFileFormat, for SQL on paths) as
+    // a file stream source and read every Parquet file under the folder, of every version.
+    @Override
+    public Tuple2<String, StructType> sourceSchema(SQLContext sqlContext, Option<StructType> schema,
+                                                   String providerName,
+                                                   scala.collection.immutable.Map<String, String> parameters) {
+        throw streamingReads();
+    }
+
+    @Override
+    public Source createSource(SQLContext sqlContext, String metadataPath, Option<StructType> schema,
+                               String providerName, scala.collection.immutable.Map<String, String> parameters) {
+        throw streamingReads();
+    }
+
+    private static IndexedDFException streamingReads() {
+        return new IndexedDFException("IndexedDFError", "readStream.format('indexeddf') is not supported: "
+            + "read a version with spark.read.format('indexeddf') (versionAsOf / timestampAsOf)");
     }
 
     // -- helpers ----------------------------------------------------------------------------
