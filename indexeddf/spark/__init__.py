@@ -34,8 +34,8 @@ _FALLBACK_WARNING = (
     "indexeddf: this Spark session has no indexeddf JVM connector (build it with ./dev.sh set-up or "
     "indexeddf.spark.connector.build_jar(), and put it on the session with indexeddf.configure(builder)); "
     "format('indexeddf') is the Python data source: no column pruning, no filter pushdown, no bucket "
-    "pruning, about 140 ms more per query than Spark's native Parquet reader, and errorifexists / ignore "
-    "save modes are refused by Spark"
+    "pruning, scans several times slower than Spark's native Parquet reader (docs/spark.md), and the "
+    "errorifexists / ignore save modes are refused by Spark"
 )
 
 
@@ -75,7 +75,8 @@ def configure(builder):
         indexeddf.register(spark)
 
     Appends the connector's jar to ``spark.jars`` (building it first if its sources
-    changed, see :mod:`indexeddf.spark.connector`), as delta-spark's
+    changed, see :mod:`indexeddf.spark.connector`) and its session extensions (for
+    ``SELECT ... FROM indexeddf.`/path```) to ``spark.sql.extensions``, as delta-spark's
     ``configure_spark_with_delta_pip`` does. Without a JDK the builder comes back
     unchanged, with a warning, and the session reads through the Python data source.
     """
