@@ -3,7 +3,8 @@
 #   ./dev.sh demo [FOLDER]   set up .venv if needed, then run the demo (default folder ./demo-lake)
 #   ./dev.sh test [ARGS...]  set up .venv if needed, then run the whole test suite (pytest ARGS)
 # Set-up creates a virtual environment in .venv and installs the package with its test
-# dependencies into it; it is redone whenever pyproject.toml changes.
+# dependencies into it (redone whenever pyproject.toml changes), then builds the JVM
+# connector's jar (indexeddf/spark/jars/, rebuilt when connector/ changes; needs javac).
 set -euo pipefail
 cd "$(dirname "$0")"
 
@@ -30,6 +31,10 @@ setup() {
         fi
         touch "$stamp"
     fi
+    # The JVM connector (format "indexeddf" in Spark): compiled with the JDK's javac against
+    # pyspark's jars, rebuilt only when its sources change. Without javac this warns and the
+    # Python data source stays the fallback.
+    "$PY" -m indexeddf.spark.connector
     # Spark starts its Python workers with this interpreter, so they see the package.
     export PYSPARK_PYTHON="$PWD/$PY"
     export PYSPARK_DRIVER_PYTHON="$PWD/$PY"

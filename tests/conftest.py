@@ -15,10 +15,13 @@ os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
 
 @pytest.fixture(scope="session")
 def spark():
-    """A real local Spark session, started once for the whole run."""
+    """A real local Spark session, started once for the whole run, with the JVM connector
+    (``indexeddf.configure``): ``format("indexeddf")`` is the connector in every Spark test."""
     from pyspark.sql import SparkSession
 
-    session = (
+    import indexeddf
+
+    builder = (
         SparkSession.builder.master("local[2]")
         .appName("indexeddf-tests")
         .config("spark.ui.enabled", "false")
@@ -27,8 +30,8 @@ def spark():
         .config("spark.sql.session.timeZone", "UTC")
         .config("spark.driver.memory", "2g")
         .config("spark.sql.execution.arrow.pyspark.enabled", "true")
-        .getOrCreate()
     )
+    session = indexeddf.configure(builder).getOrCreate()
     session.sparkContext.setLogLevel("ERROR")
     yield session
     session.stop()

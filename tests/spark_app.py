@@ -20,18 +20,17 @@ os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
 def session():
     from pyspark.sql import SparkSession
 
-    spark = (
+    import indexeddf
+
+    spark = indexeddf.configure(
         SparkSession.builder.master("local[1]")
         .appName("indexeddf-test-app")
         .config("spark.ui.enabled", "false")
         .config("spark.sql.shuffle.partitions", "2")
         .config("spark.sql.session.timeZone", "UTC")
         .config("spark.driver.memory", "1g")
-        .getOrCreate()
-    )
+    ).getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
-    import indexeddf
-
     indexeddf.register(spark)
     return spark
 

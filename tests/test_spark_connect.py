@@ -22,6 +22,9 @@ pytestmark = [pytest.mark.spark, pytest.mark.slow]
 def connect(tmp_path_factory):
     import pyspark
 
+    from indexeddf.spark.connector import EXTENSIONS, build_jar
+
+    jar = build_jar()  # the server owns format("indexeddf") through the JVM connector
     home = Path(pyspark.__file__).parent
     port = free_port()
     log = tmp_path_factory.mktemp("connect") / "server.log"
@@ -29,7 +32,7 @@ def connect(tmp_path_factory):
     with open(log, "w") as out:
         server = subprocess.Popen(
             [str(home / "bin" / "spark-submit"), "--class", "org.apache.spark.sql.connect.service.SparkConnectServer",
-             "--master", "local[2]", "--conf", f"spark.connect.grpc.binding.port={port}",
+             "--master", "local[2]", "--jars", str(jar), "--conf", f"spark.sql.extensions={EXTENSIONS}", "--conf", f"spark.connect.grpc.binding.port={port}",
              "--conf", "spark.connect.grpc.binding.address=127.0.0.1", "--conf", "spark.ui.enabled=false",
              "--conf", "spark.sql.session.timeZone=UTC", "spark-internal"],
             stdout=out, stderr=subprocess.STDOUT, env=env)

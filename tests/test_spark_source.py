@@ -284,9 +284,14 @@ def test_save_modes(spark, tmp_path):
         df.write.format("indexeddf").option("saveMode", "errorIfExists").mode("append").save(path)
     df.write.format("indexeddf").option("saveMode", "ignore").mode("append").save(path)
     assert IndexedTable.for_path(path).version == 0
-    # Spark itself refuses its own ErrorIfExists / Ignore modes for Python data sources.
+    # Spark itself refuses its own ErrorIfExists / Ignore modes for Python data sources; the JVM
+    # connector (which owns "indexeddf" in this session) handles them, then writes through Python.
     with pytest.raises(Exception, match="UNSUPPORTED_DATA_SOURCE_SAVE_MODE"):
-        df.write.format("indexeddf").mode("ignore").save(path)
+        df.write.format("indexeddf_python").mode("ignore").save(path)
+    df.write.format("indexeddf").mode("ignore").save(path)
+    with pytest.raises(Exception, match="TableExistsError: a table already exists"):
+        df.write.format("indexeddf").mode("errorifexists").save(path)
+    assert IndexedTable.for_path(path).version == 0
     spark.range(5, 8).write.format("indexeddf").mode("append").save(path)
     spark.range(100, 102).write.format("indexeddf").mode("overwrite").save(path)
     table = IndexedTable.for_path(path)

@@ -19,18 +19,70 @@ from typing import Any
 from .. import errors
 from ..errors import IndexedDFError
 
-__all__ = ["register", "is_spark_dataframe", "write_dataframe", "typed_error"]
+__all__ = ["register", "configure", "is_spark_dataframe", "write_dataframe", "typed_error", "CONNECTOR", "PYTHON",
+           "PYTHON_NAME"]
 
 
-def register(spark) -> None:
-    """Register the Python data source ``indexeddf`` with a Spark session.
+CONNECTOR = "connector"
+"""What :func:`register` returns when the JVM connector owns ``indexeddf``."""
+PYTHON = "python"
+"""What :func:`register` returns when the Python data source is ``indexeddf`` (no jar)."""
+PYTHON_NAME = "indexeddf_python"
+"""The name of the Python data source next to the JVM connector (which writes through it)."""
 
-    It reads every live file of the version a DataFrame was loaded at and leaves every
-    filter to Spark (:mod:`indexeddf.spark.source` says why); it writes and streams.
+_FALLBACK_WARNING = (
+    "indexeddf: this Spark session has no indexeddf JVM connector (build it with ./dev.sh set-up or "
+    "indexeddf.spark.connector.build_jar(), and put it on the session with indexeddf.configure(builder)); "
+    "format('indexeddf') is the Python data source: no column pruning, no filter pushdown, no bucket "
+    "pruning, scans several times slower than Spark's native Parquet reader (docs/spark.md), and the "
+    "errorifexists / ignore save modes are refused by Spark"
+)
+
+
+def register(spark) -> str:
+    """Register the Python data source with a Spark session; returns which path the session has.
+
+    - ``"connector"``: the JVM connector (:func:`configure` put its jar on the session) owns
+      ``indexeddf``; the Python source is registered as ``indexeddf_python``, through which
+      the connector writes and streams (a Python source cannot take a name a JVM provider
+      has: ``DATA_SOURCE_ALREADY_EXISTS``).
+    - ``"python"``: no connector; the Python source is ``indexeddf`` (and ``indexeddf_python``),
+      with a warning that says what is lost. It reads every live file of the version a
+      DataFrame was loaded at and leaves every filter to Spark (:mod:`indexeddf.spark.source`).
+
+    Works with classic and Spark Connect sessions (the connector must then be on the server).
     """
-    from .source import IndexedDataSource
+    from .source import IndexedDataSource, PythonNamedDataSource
 
-    spark.dataSource.register(IndexedDataSource)
+    spark.dataSource.register(PythonNamedDataSource)
+    try:
+        spark.dataSource.register(IndexedDataSource)
+    except Exception as e:  # noqa: BLE001 - only the one error below means "the JVM provider is here"
+        if "DATA_SOURCE_ALREADY_EXISTS" not in str(e):
+            raise
+        return CONNECTOR
+    import warnings
+
+    warnings.warn(_FALLBACK_WARNING, stacklevel=2)
+    return PYTHON
+
+
+def configure(builder):
+    """Put the indexeddf JVM connector on a ``SparkSession.Builder`` and return the builder.
+
+        import indexeddf
+        spark = indexeddf.configure(SparkSession.builder.master("local[2]")).getOrCreate()
+        indexeddf.register(spark)
+
+    Appends the connector's jar to ``spark.jars`` (building it first if its sources
+    changed, see :mod:`indexeddf.spark.connector`) and its session extensions (for
+    ``SELECT ... FROM indexeddf.`/path```) to ``spark.sql.extensions``, as delta-spark's
+    ``configure_spark_with_delta_pip`` does. Without a JDK the builder comes back
+    unchanged, with a warning, and the session reads through the Python data source.
+    """
+    from .connector import configure as _configure
+
+    return _configure(builder)
 
 
 def is_spark_dataframe(data: Any) -> bool:
@@ -84,13 +136,13 @@ def write_dataframe(
     if isinstance(num_buckets, bool) or not isinstance(num_buckets, int) or not 1 <= num_buckets <= MAX_BUCKETS:
         raise errors.InvalidOptionError(f"num_buckets must be an integer in 1..{MAX_BUCKETS}, got {num_buckets!r}")
     spark = df.sparkSession
-    register(spark)
+    register(spark)  # the Python source writes either way; the connector would only pass the write on
     fd, result_file = tempfile.mkstemp(prefix="indexeddf-commit-", suffix=".json")
     os.close(fd)
     try:
         writer = (
             df.repartition(num_buckets, *[F.col(f"`{c}`") for c in index_columns])
-            .write.format("indexeddf")
+            .write.format(PYTHON_NAME)
             .mode("overwrite" if mode == "overwrite" else "append")
             .option("_commitResultFile", result_file)
         )

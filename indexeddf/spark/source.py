@@ -111,6 +111,16 @@ class IndexedDataSource(DataSource):
         return sw.stream_writer(self.options, schema, overwrite)
 
 
+class PythonNamedDataSource(IndexedDataSource):
+    """The same source under the name ``indexeddf_python``: next to the JVM connector (which
+    owns ``indexeddf`` and writes through this one), and for explicit use."""
+
+    @classmethod
+    def name(cls) -> str:
+        """The format name, ``indexeddf_python``."""
+        return "indexeddf_python"
+
+
 class BucketPartition(InputPartition):
     """Files of one bucket to read in one task (paths relative to the table root)."""
 

@@ -49,7 +49,7 @@ from .write_plan import WritePlan, plan_write
 from .write_task import TASK_FLUSH_BYTES, FilesMessage, write_task
 
 __all__ = [
-    "IndexedBatchWriter", "IndexedStreamWriter", "batch_writer", "stream_writer",
+    "IndexedBatchWriter", "IndexedStreamWriter", "MicroBatchWriter", "batch_writer", "stream_writer",
     # the steps, defined in write_plan, write_task and write_commit
     "WritePlan", "plan_write", "FilesMessage", "TASK_FLUSH_BYTES", "write_task",
     "commit_plan", "abort_write", "delete_uncommitted",
@@ -127,9 +127,44 @@ def _task_plan(current: WritePlan, write_id: str, action: str, read_version: int
                    indexes_json=[i.model_dump_json() for i in indexes])
 
 
-def batch_writer(options: Any, spark_schema, overwrite: bool) -> IndexedBatchWriter:
-    """The writer of ``df.write.format("indexeddf")``."""
+STREAM_BATCH_OPTION = "_streamBatchId"
+"""Private batch-write option: this batch write is micro-batch N of a stream (the JVM
+connector's stream sink passes each micro-batch on as a batch write with it)."""
+
+
+def batch_writer(options: Any, spark_schema, overwrite: bool):
+    """The writer of ``df.write.format("indexeddf")``; with ``_streamBatchId`` the stream
+    writer of that micro-batch (:class:`MicroBatchWriter`)."""
+    batch_id = None
+    rest = {}
+    for key, value in dict(options or {}).items():
+        if key.lower() == STREAM_BATCH_OPTION.lower():
+            batch_id = value
+        else:
+            rest[key] = value
+    if batch_id is not None:
+        batch = so.int_option({"batch": batch_id}, "batch", None, 0)
+        return MicroBatchWriter(stream_writer(rest, spark_schema, overwrite), batch)
     return IndexedBatchWriter(plan_write(options, spark_schema, overwrite, streaming=False))
+
+
+class MicroBatchWriter(DataSourceArrowWriter):
+    """One micro-batch written as a batch write, committed exactly as
+    :class:`IndexedStreamWriter` commits it (``txn=(txnAppId, batchId)``, "STREAMING UPDATE",
+    an empty append commits nothing): the JVM connector's stream sink uses it."""
+
+    def __init__(self, stream: IndexedStreamWriter, batch_id: int):
+        self.stream = stream
+        self.batch_id = batch_id
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> FilesMessage:
+        return self.stream.write(iterator)
+
+    def commit(self, messages: list[WriterCommitMessage | None]) -> None:
+        self.stream.commit(messages, self.batch_id)
+
+    def abort(self, messages: list[WriterCommitMessage | None]) -> None:
+        self.stream.abort(messages, self.batch_id)
 
 
 def stream_writer(options: Any, spark_schema, overwrite: bool) -> IndexedStreamWriter:

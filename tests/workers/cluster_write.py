@@ -20,11 +20,11 @@ def main() -> None:
     import indexeddf
     from indexeddf import IndexedTable
 
-    spark = (SparkSession.builder.master(master).appName("indexeddf-executor-loss")
+    spark = indexeddf.configure(SparkSession.builder.master(master).appName("indexeddf-executor-loss")
              .config("spark.ui.enabled", "false").config("spark.executor.memory", "512m")
              .config("spark.executor.cores", "1").config("spark.driver.memory", "1g")
              .config("spark.task.maxFailures", "4").config("spark.sql.shuffle.partitions", "4")
-             .getOrCreate())
+             ).getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     indexeddf.register(spark)
 

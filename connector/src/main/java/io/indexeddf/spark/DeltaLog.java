@@ -1,0 +1,611 @@
+package io.indexeddf.spark;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
+import com.fasterxml.jackson.databind.node.ArrayNode;
+import com.fasterxml.jackson.databind.node.JsonNodeFactory;
+import com.fasterxml.jackson.databind.node.ObjectNode;
+
+import java.io.BufferedReader;
+import java.io.FileNotFoundException;
+import java.io.IOException;
+import java.io.InputStreamReader;
+import java.net.URI;
+import java.net.URISyntaxException;
+import java.nio.charset.StandardCharsets;
+import java.time.Instant;
+import java.time.LocalDate;
+import java.time.LocalDateTime;
+import java.time.OffsetDateTime;
+import java.time.ZoneOffset;
+import java.time.format.DateTimeParseException;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.HashSet;
+import java.util.Iterator;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Set;
+import java.util.TreeMap;
+import java.util.regex.Matcher;
+import java.util.regex.Pattern;
+
+import org.apache.hadoop.conf.Configuration;
+import org.apache.hadoop.fs.FSDataInputStream;
+import org.apache.hadoop.fs.FileStatus;
+import org.apache.hadoop.fs.FileSystem;
+import org.apache.hadoop.fs.Path;
+import org.apache.parquet.example.data.Group;
+import org.apache.parquet.hadoop.ParquetReader;
+import org.apache.parquet.hadoop.example.GroupReadSupport;
+import org.apache.parquet.schema.GroupType;
+import org.apache.parquet.schema.LogicalTypeAnnotation;
+import org.apache.parquet.schema.Type;
+
+/**
+ * Replays a table's Delta log ({@code _delta_log/}) into a {@link Snapshot}: the newest
+ * classic checkpoint at or before the target version ({@code _last_checkpoint} names the
+ * newest one), then the JSON commits after it; {@code add}/{@code remove} are reconciled by
+ * path, the latest {@code protocol} and {@code metaData} win. Time travel by version, or by
+ * timestamp (the newest version committed at or before it; a commit's time is its
+ * {@code commitInfo.timestamp}, else its file's modification time).
+ *
+ * <p>What the Python reader refuses is refused here too, with the same error names: reader
+ * features it does not implement, deletion vectors, column mapping, partition columns,
+ * nested columns, Delta tables indexeddf has not indexed.
+ */
+public final class DeltaLog {
+    static final ObjectMapper JSON = new ObjectMapper();
+    static final String CONF_INDEX_COLUMNS = "indexeddf.indexColumns";
+    static final String CONF_NUM_BUCKETS = "indexeddf.numBuckets";
+    static final String TAG_BUCKET = "indexeddf.bucket";
+    static final Set<String> READ_FEATURES =
+        new HashSet<>(Arrays.asList("timestampNtz", "vacuumProtocolCheck", "appendOnly", "invariants"));
+
+    private static final Pattern COMMIT = Pattern.compile("^(\\d{20})\\.json$");
+    private static final Pattern CHECKPOINT = Pattern.compile("^(\\d{20})\\.checkpoint\\.parquet$");
+    private static final Pattern CHECKPOINT_PART =
+        Pattern.compile("^(\\d{20})\\.checkpoint\\.(\\d{10})\\.(\\d{10})\\.parquet$");
+
+    /** A live data file of a snapshot. */
+    public static final class AddFile {
+        /** Decoded relative path (or absolute URI) as the log names it. */
+        public final String path;
+        /** Where Hadoop reads it. */
+        public final Path location;
+        public final long size;
+        public final long modificationTime;
+        /** The file's bucket ({@code indexeddf.bucket} tag), or null for files other Delta writers added. */
+        public final Integer bucket;
+
+        AddFile(String path, Path location, long size, long modificationTime, Integer bucket) {
+            this.path = path;
+            this.location = location;
+            this.size = size;
+            this.modificationTime = modificationTime;
+            this.bucket = bucket;
+        }
+    }
+
+    /** One version of a table: its protocol, metadata and live files (in log order). */
+    public static final class Snapshot {
+        public final Path root;
+        public final long version;
+        public final JsonNode protocol;
+        public final JsonNode metadata;
+        public final List<AddFile> files;
+
+        Snapshot(Path root, long version, JsonNode protocol, JsonNode metadata, List<AddFile> files) {
+            this.root = root;
+            this.version = version;
+            this.protocol = protocol;
+            this.metadata = metadata;
+            this.files = files;
+        }
+
+        /** {@code metaData.schemaString}. */
+        public String schemaString() {
+            return metadata.path("schemaString").asText();
+        }
+
+        /** A {@code metaData.configuration} value, or null. */
+        public String configuration(String key) {
+            JsonNode v = metadata.path("configuration").get(key);
+            return v == null || v.isNull() ? null : v.asText();
+        }
+
+        /** The index (bucketing) columns. */
+        public List<String> indexColumns() {
+            List<String> out = new ArrayList<>();
+            try {
+                for (JsonNode n : JSON.readTree(configuration(CONF_INDEX_COLUMNS))) {
+                    out.add(n.asText());
+                }
+            } catch (IOException e) {
+                throw corrupt(root, CONF_INDEX_COLUMNS + " is not a JSON array");
+            }
+            return out;
+        }
+
+        /** The bucket count. */
+        public int numBuckets() {
+            return Integer.parseInt(configuration(CONF_NUM_BUCKETS).trim());
+        }
+    }
+
+    private final Path root;
+    private final Path logDir;
+    private final FileSystem fs;
+    private final TreeMap<Long, FileStatus> commits = new TreeMap<>();
+    private final TreeMap<Long, List<FileStatus>> checkpoints = new TreeMap<>();
+
+    private DeltaLog(Path root, Configuration conf) throws IOException {
+        this.root = root;
+        this.logDir = new Path(root, "_delta_log");
+        this.fs = root.getFileSystem(conf);
+        FileStatus[] listed;
+        try {
+            listed = fs.listStatus(logDir);
+        } catch (FileNotFoundException e) {
+            listed = new FileStatus[0];
+        }
+        Map<Long, List<FileStatus>> parts = new TreeMap<>();
+        Map<Long, Integer> partCounts = new TreeMap<>();
+        for (FileStatus st : listed) {
+            String name = st.getPath().getName();
+            Matcher m = COMMIT.matcher(name);
+            if (m.matches()) {
+                commits.put(Long.parseLong(m.group(1)), st);
+                continue;
+            }
+            m = CHECKPOINT.matcher(name);
+            if (m.matches()) {
+                checkpoints.put(Long.parseLong(m.group(1)), new ArrayList<>(List.of(st)));
+                continue;
+            }
+            m = CHECKPOINT_PART.matcher(name);
+            if (m.matches()) {
+                long v = Long.parseLong(m.group(1));
+                parts.computeIfAbsent(v, k -> new ArrayList<>()).add(st);
+                partCounts.put(v, Integer.parseInt(m.group(3)));
+            }
+        }
+        for (Map.Entry<Long, List<FileStatus>> e : parts.entrySet()) {
+            // A multi-part checkpoint counts only when every part is there.
+            if (!checkpoints.containsKey(e.getKey()) && e.getValue().size() == partCounts.get(e.getKey())) {
+                e.getValue().sort((a, b) -> a.getPath().getName().compareTo(b.getPath().getName()));
+                checkpoints.put(e.getKey(), e.getValue());
+            }
+        }
+        if (commits.isEmpty() && checkpoints.isEmpty()) {
+            throw new IndexedDFException("TableNotFoundError",
+                "no indexeddf table at " + root + " (no _delta_log/ commits); create one with "
+                + "IndexedTable.create or df.write.format('indexeddf').option('indexColumns', ...)");
+        }
+    }
+
+    /** Opens the log of the table at {@code root} (lists {@code _delta_log/} once). */
+    public static DeltaLog open(Path root, Configuration conf) {
+        try {
+            return new DeltaLog(root, conf);
+        } catch (IOException e) {
+            throw new IndexedDFException("CorruptLogError", "cannot list " + root + "/_delta_log: " + e, e);
+        }
+    }
+
+    /** The newest version in the log. */
+    public long latestVersion() {
+        long c = commits.isEmpty() ? -1 : commits.lastKey();
+        long k = checkpoints.isEmpty() ? -1 : checkpoints.lastKey();
+        return Math.max(c, k);
+    }
+
+    /** The snapshot at {@code version} (null: the newest). */
+    public Snapshot snapshot(Long version) {
+        long latest = latestVersion();
+        long target = version == null ? latest : version;
+        if (target > latest || target < 0) {
+            throw new IndexedDFException("VersionNotFoundError",
+                root + " has no version " + target + "; its newest version is " + latest);
+        }
+        Long start = null;
+        Long hinted = lastCheckpointHint();
+        if (hinted != null && hinted <= target && checkpoints.containsKey(hinted)) {
+            start = hinted;
+        }
+        Long floor = checkpoints.floorKey(target);
+        if (floor != null && (start == null || floor > start)) {
+            start = floor;
+        }
+        Replay state = new Replay();
+        long from = 0;
+        if (start != null) {
+            for (FileStatus part : checkpoints.get(start)) {
+                readCheckpoint(part, state);
+            }
+            from = start + 1;
+        }
+        for (long v = from; v <= target; v++) {
+            FileStatus st = commits.get(v);
+            if (st == null) {
+                throw new IndexedDFException("VersionNotFoundError",
+                    root + ": commit " + v + " is missing from the log, so version " + target
+                    + " cannot be reconstructed; pick a version at or after the oldest checkpoint");
+            }
+            for (String line : readLines(st.getPath())) {
+                if (!line.trim().isEmpty()) {
+                    state.apply(parse(line, st.getPath()), false, st.getPath());
+                }
+            }
+        }
+        if (state.protocol == null || state.metadata == null) {
+            throw corrupt(root, "version " + target + " has no protocol or metaData action");
+        }
+        checkReadable(state.protocol, state.metadata);
+        List<AddFile> files = new ArrayList<>(state.adds.values());
+        return new Snapshot(root, target, state.protocol, state.metadata, files);
+    }
+
+    /** The newest version committed at or before {@code timestamp} (Delta's rule). */
+    public long versionAt(String timestamp) {
+        long ms = toMillis(timestamp);
+        List<Long> versions = new ArrayList<>(commits.keySet());
+        if (versions.isEmpty()) {
+            throw new IndexedDFException("VersionNotFoundError", root + " has no commits");
+        }
+        if (commitTime(versions.get(0)) > ms) {
+            throw new IndexedDFException("VersionNotFoundError",
+                root + " did not exist at " + timestamp + "; its oldest version (" + versions.get(0)
+                + ") was committed at " + Instant.ofEpochMilli(commitTime(versions.get(0))));
+        }
+        int lo = 0;
+        int hi = versions.size() - 1;
+        while (lo < hi) {
+            int mid = (lo + hi + 1) / 2;
+            if (commitTime(versions.get(mid)) <= ms) {
+                lo = mid;
+            } else {
+                hi = mid - 1;
+            }
+        }
+        return versions.get(lo);
+    }
+
+    /** A commit's time: {@code commitInfo.timestamp} (or inCommitTimestamp), else the file's modification time. */
+    long commitTime(long version) {
+        FileStatus st = commits.get(version);
+        for (String line : readLines(st.getPath())) {
+            if (line.trim().isEmpty()) {
+                continue;
+            }
+            JsonNode info = parse(line, st.getPath()).get("commitInfo");
+            if (info != null) {
+                JsonNode ts = info.get("inCommitTimestamp");
+                if (ts == null || !ts.isNumber()) {
+                    ts = info.get("timestamp");
+                }
+                if (ts != null && ts.isNumber()) {
+                    return ts.asLong();
+                }
+            }
+        }
+        return st.getModificationTime();
+    }
+
+    /** Milliseconds since the epoch of an ISO 8601 timestamp (no zone: UTC) or a number of ms. */
+    static long toMillis(String text) {
+        String t = text.trim();
+        if (t.matches("-?\\d+")) {
+            return Long.parseLong(t);
+        }
+        String iso = t.replace(' ', 'T');
+        try {
+            return OffsetDateTime.parse(iso.endsWith("Z") ? iso.substring(0, iso.length() - 1) + "+00:00" : iso)
+                .toInstant().toEpochMilli();
+        } catch (DateTimeParseException ignored) {
+            // no zone: below
+        }
+        try {
+            return LocalDateTime.parse(iso).toInstant(ZoneOffset.UTC).toEpochMilli();
+        } catch (DateTimeParseException ignored) {
+            // a date: below
+        }
+        try {
+            return LocalDate.parse(iso).atStartOfDay().toInstant(ZoneOffset.UTC).toEpochMilli();
+        } catch (DateTimeParseException e) {
+            throw IndexedDFException.option("timestamp '" + text + "' is not ISO 8601 (e.g. "
+                + "'2026-11-21T10:00:00Z' or '2026-11-21 10:00:00')");
+        }
+    }
+
+    // -- replay -----------------------------------------------------------------------------
+    private final class Replay {
+        JsonNode protocol;
+        JsonNode metadata;
+        final LinkedHashMap<String, AddFile> adds = new LinkedHashMap<>();
+
+        void apply(JsonNode line, boolean fromCheckpoint, Path source) {
+            Iterator<Map.Entry<String, JsonNode>> it = line.fields();
+            while (it.hasNext()) {
+                Map.Entry<String, JsonNode> e = it.next();
+                JsonNode body = e.getValue();
+                if (body == null || body.isNull()) {
+                    continue;
+                }
+                switch (e.getKey()) {
+                    case "protocol":
+                        protocol = body;
+                        // Refuse early: later actions may use what the feature changes.
+                        checkProtocol(body);
+                        break;
+                    case "metaData":
+                        metadata = body;
+                        break;
+                    case "add": {
+                        refuseFileFeatures(body);
+                        String encoded = body.path("path").asText();
+                        String path = decodePath(encoded, source);
+                        JsonNode tags = body.path("tags");
+                        Integer bucket = null;
+                        JsonNode b = tags.get(TAG_BUCKET);
+                        if (b != null && !b.isNull()) {
+                            try {
+                                bucket = Integer.parseInt(b.asText().trim());
+                            } catch (NumberFormatException ex) {
+                                throw corrupt(root, source + ": tag " + TAG_BUCKET + " must be a decimal string");
+                            }
+                        }
+                        adds.put(path, new AddFile(path, location(encoded, source), body.path("size").asLong(),
+                            body.path("modificationTime").asLong(), bucket));
+                        break;
+                    }
+                    case "remove":
+                        if (!fromCheckpoint) {
+                            refuseFileFeatures(body);
+                            adds.remove(decodePath(body.path("path").asText(), source));
+                        }
+                        break;
+                    default:
+                        break;  // txn, commitInfo, cdc, domainMetadata, ...: nothing a scan needs
+                }
+            }
+        }
+    }
+
+    private static void refuseFileFeatures(JsonNode body) {
+        JsonNode dv = body.get("deletionVector");
+        if (dv != null && !dv.isNull()) {
+            throw IndexedDFException.unsupportedFeature("deletionVectors");
+        }
+        JsonNode pv = body.get("partitionValues");
+        if (pv != null && pv.size() > 0) {
+            throw IndexedDFException.unsupportedFeature("partitionColumns");
+        }
+    }
+
+    private static String decodePath(String encoded, Path source) {
+        try {
+            URI uri = new URI(encoded);
+            return uri.isAbsolute() ? uri.toString() : uri.getPath();
+        } catch (URISyntaxException e) {
+            throw corrupt(source, "add/remove path " + encoded + " is not a URI: " + e.getMessage());
+        }
+    }
+
+    /** Where Hadoop reads a file the log names by {@code encoded} (a relative URI, or an absolute one). */
+    private Path location(String encoded, Path source) {
+        try {
+            URI uri = new URI(encoded);
+            if (uri.isAbsolute()) {
+                return new Path(uri);
+            }
+            return new Path(root, new Path(null, null, uri.getPath()));
+        } catch (URISyntaxException e) {
+            throw corrupt(source, "file path " + encoded + " is not a URI: " + e.getMessage());
+        }
+    }
+
+    static void checkProtocol(JsonNode p) {
+        int reader = p.path("minReaderVersion").asInt(1);
+        if (reader <= 1) {
+            return;
+        }
+        if (reader == 2) {
+            throw IndexedDFException.unsupportedFeature("columnMapping");
+        }
+        if (reader == 3) {
+            for (JsonNode f : p.path("readerFeatures")) {
+                if (!READ_FEATURES.contains(f.asText())) {
+                    throw IndexedDFException.unsupportedFeature(f.asText());
+                }
+            }
+            return;
+        }
+        throw new IndexedDFException("UnsupportedProtocolError",
+            "the table needs Delta reader version " + reader + "; indexeddf reads versions 1 and 3 "
+            + "(with the features it implements). Read it with a newer Delta engine.");
+    }
+
+    private void checkReadable(JsonNode protocol, JsonNode metadata) {
+        checkProtocol(protocol);
+        JsonNode conf = metadata.path("configuration");
+        String mode = conf.path("delta.columnMapping.mode").asText("none");
+        if (!"none".equals(mode)) {
+            throw IndexedDFException.unsupportedFeature("columnMapping");
+        }
+        JsonNode parts = metadata.get("partitionColumns");
+        if (parts != null && parts.size() > 0) {
+            throw IndexedDFException.unsupportedFeature("partitionColumns");
+        }
+        String provider = metadata.path("format").path("provider").asText("parquet");
+        if (!"parquet".equals(provider)) {
+            throw corrupt(root, "data files in format '" + provider + "'; Delta tables hold Parquet");
+        }
+        JsonNode schema;
+        try {
+            schema = JSON.readTree(metadata.path("schemaString").asText());
+        } catch (IOException e) {
+            throw corrupt(root, "schemaString is not valid JSON");
+        }
+        for (JsonNode f : schema.path("fields")) {
+            if (!f.path("type").isTextual()) {
+                throw IndexedDFException.unsupportedFeature(
+                    "nested column '" + f.path("name").asText() + "'");
+            }
+            Iterator<String> keys = f.path("metadata").fieldNames();
+            while (keys.hasNext()) {
+                String key = keys.next();
+                if (key.startsWith("delta.columnMapping") || key.startsWith("delta.generationExpression")
+                        || key.startsWith("delta.identity") || key.equals("delta.invariants")) {
+                    throw IndexedDFException.unsupportedFeature(key + " on column '" + f.path("name").asText() + "'");
+                }
+            }
+        }
+        if (!conf.has(CONF_INDEX_COLUMNS) || !conf.has(CONF_NUM_BUCKETS)) {
+            throw new IndexedDFException("NotIndexedError",
+                root + ": a Delta table that indexeddf has not indexed; index it with "
+                + "IndexedTable.convert(path, index_columns=[...], num_buckets=N)");
+        }
+    }
+
+    static IndexedDFException corrupt(Object where, String what) {
+        return new IndexedDFException("CorruptLogError", where + ": " + what);
+    }
+
+    // -- files ------------------------------------------------------------------------------
+    private Long lastCheckpointHint() {
+        Path p = new Path(logDir, "_last_checkpoint");
+        try (FSDataInputStream in = fs.open(p)) {
+            JsonNode hint = JSON.readTree(in);
+            JsonNode v = hint.get("version");
+            return v != null && v.canConvertToLong() ? v.asLong() : null;
+        } catch (IOException e) {
+            return null;  // absent or unreadable: the listing names the checkpoints
+        }
+    }
+
+    private List<String> readLines(Path p) {
+        List<String> lines = new ArrayList<>();
+        try (BufferedReader r = new BufferedReader(new InputStreamReader(fs.open(p), StandardCharsets.UTF_8))) {
+            String line;
+            while ((line = r.readLine()) != null) {
+                lines.add(line);
+            }
+        } catch (IOException e) {
+            throw corrupt(p, "cannot be read: " + e);
+        }
+        return lines;
+    }
+
+    private static JsonNode parse(String line, Path source) {
+        try {
+            JsonNode n = JSON.readTree(line);
+            if (n == null || !n.isObject()) {
+                throw corrupt(source, "a line must be a JSON object holding one action");
+            }
+            return n;
+        } catch (IOException e) {
+            throw corrupt(source, "not valid JSON (" + e.getMessage() + ")");
+        }
+    }
+
+    private void readCheckpoint(FileStatus st, Replay state) {
+        Configuration conf = fs.getConf();
+        try (ParquetReader<Group> reader = ParquetReader.builder(new GroupReadSupport(), st.getPath())
+                .withConf(conf).build()) {
+            Group row;
+            List<ObjectNode> adds = new ArrayList<>();
+            while ((row = reader.read()) != null) {
+                ObjectNode obj = groupToJson(row);
+                // Apply protocol and metaData first, then every add (removes are tombstones).
+                if (obj.has("add")) {
+                    adds.add(obj);
+                } else {
+                    state.apply(obj, true, st.getPath());
+                }
+            }
+            for (ObjectNode a : adds) {
+                state.apply(a, true, st.getPath());
+            }
+        } catch (IOException | RuntimeException e) {
+            if (e instanceof IndexedDFException) {
+                throw (IndexedDFException) e;
+            }
+            throw corrupt(st.getPath(), "not a readable checkpoint (" + e + "); delete it to replay from JSON");
+        }
+    }
+
+    /** A Parquet record as JSON: structs as objects, MAPs as objects, LISTs as arrays. */
+    static ObjectNode groupToJson(Group g) {
+        ObjectNode out = JsonNodeFactory.instance.objectNode();
+        GroupType type = g.getType();
+        for (int i = 0; i < type.getFieldCount(); i++) {
+            if (g.getFieldRepetitionCount(i) == 0) {
+                continue;
+            }
+            out.set(type.getFieldName(i), value(g, i, 0, type.getType(i)));
+        }
+        return out;
+    }
+
+    private static JsonNode value(Group g, int field, int index, Type t) {
+        JsonNodeFactory f = JsonNodeFactory.instance;
+        if (t.isPrimitive()) {
+            switch (t.asPrimitiveType().getPrimitiveTypeName()) {
+                case BINARY:
+                case FIXED_LEN_BYTE_ARRAY:
+                    return f.textNode(g.getString(field, index));
+                case INT32:
+                    return f.numberNode(g.getInteger(field, index));
+                case INT64:
+                    return f.numberNode(g.getLong(field, index));
+                case BOOLEAN:
+                    return f.booleanNode(g.getBoolean(field, index));
+                case DOUBLE:
+                    return f.numberNode(g.getDouble(field, index));
+                case FLOAT:
+                    return f.numberNode(g.getFloat(field, index));
+                default:
+                    return f.nullNode();
+            }
+        }
+        Group sub = g.getGroup(field, index);
+        GroupType gt = t.asGroupType();
+        LogicalTypeAnnotation ann = gt.getLogicalTypeAnnotation();
+        boolean isMap = ann instanceof LogicalTypeAnnotation.MapLogicalTypeAnnotation
+            || ann instanceof LogicalTypeAnnotation.MapKeyValueTypeAnnotation;
+        boolean isList = ann instanceof LogicalTypeAnnotation.ListLogicalTypeAnnotation;
+        if (isMap && gt.getFieldCount() == 1) {
+            ObjectNode m = f.objectNode();
+            int n = sub.getFieldRepetitionCount(0);
+            for (int j = 0; j < n; j++) {
+                Group kv = sub.getGroup(0, j);
+                String key = kv.getString(0, 0);
+                GroupType kvt = kv.getType();
+                if (kvt.getFieldCount() > 1 && kv.getFieldRepetitionCount(1) > 0) {
+                    m.set(key, value(kv, 1, 0, kvt.getType(1)));
+                } else {
+                    m.set(key, f.nullNode());
+                }
+            }
+            return m;
+        }
+        if (isList && gt.getFieldCount() == 1) {
+            ArrayNode arr = f.arrayNode();
+            Type rep = gt.getType(0);
+            int n = sub.getFieldRepetitionCount(0);
+            for (int j = 0; j < n; j++) {
+                if (!rep.isPrimitive() && rep.asGroupType().getFieldCount() == 1) {
+                    Group el = sub.getGroup(0, j);
+                    arr.add(el.getFieldRepetitionCount(0) > 0 ? value(el, 0, 0, rep.asGroupType().getType(0))
+                        : f.nullNode());
+                } else {
+                    arr.add(value(sub, 0, j, rep));
+                }
+            }
+            return arr;
+        }
+        return groupToJson(sub);
+    }
+}

@@ -1,0 +1,43 @@
+package io.indexeddf.spark;
+
+import java.util.Map;
+
+import org.apache.spark.sql.Dataset;
+import org.apache.spark.sql.Row;
+import org.apache.spark.sql.execution.streaming.Sink;
+
+/**
+ * {@code writeStream.format("indexeddf")}: each micro-batch is written by the Python data
+ * source {@code indexeddf_python} as one batch write that commits like its stream writer
+ * ({@code _streamBatchId}: one commit with {@code txn=(txnAppId, batchId)}, an empty
+ * append commits nothing, a replayed batch the table already holds is dropped), so every
+ * micro-batch lands exactly once.
+ */
+final class IndexedDFSink implements Sink {
+    private final Map<String, String> options;
+    private final boolean complete;
+
+    IndexedDFSink(Map<String, String> options, boolean complete) {
+        this.options = options;
+        this.complete = complete;
+    }
+
+    @Override
+    public void addBatch(long batchId, Dataset<Row> data) {
+        // The batch's rows through its own (incremental) execution, as a plain batch frame.
+        org.apache.spark.sql.classic.SparkSession session =
+            (org.apache.spark.sql.classic.SparkSession) data.sparkSession();
+        IndexedDFProvider.requirePythonSource(session);
+        Dataset<Row> rows = session.internalCreateDataFrame(data.queryExecution().toRdd(), data.schema(), false);
+        rows.write().format(IndexedDFProvider.PYTHON_NAME)
+            .mode(complete ? "overwrite" : "append")
+            .options(options)
+            .option("_streamBatchId", Long.toString(batchId))
+            .save();
+    }
+
+    @Override
+    public String toString() {
+        return "IndexedDFSink[" + options.get("path") + "]";
+    }
+}

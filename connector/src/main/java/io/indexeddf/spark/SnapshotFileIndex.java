@@ -1,0 +1,86 @@
+package io.indexeddf.spark;
+
+import java.util.ArrayList;
+import java.util.List;
+
+import org.apache.hadoop.fs.FileStatus;
+import org.apache.hadoop.fs.Path;
+import org.apache.spark.sql.catalyst.InternalRow;
+import org.apache.spark.sql.catalyst.expressions.Expression;
+import org.apache.spark.sql.execution.datasources.FileIndex;
+import org.apache.spark.sql.execution.datasources.FileStatusWithMetadata;
+import org.apache.spark.sql.execution.datasources.PartitionDirectory;
+import org.apache.spark.sql.types.StructType;
+import scala.collection.immutable.Seq;
+import scala.jdk.javaapi.CollectionConverters;
+
+/**
+ * Exactly the live files of one snapshot, as the log describes them (size, modification
+ * time): no listing, no file system call, whatever the query. The table is unpartitioned;
+ * Spark's Parquet reader prunes columns and row groups, and a bucketed relation prunes
+ * files by bucket.
+ */
+public final class SnapshotFileIndex implements FileIndex {
+    private static final long BLOCK_SIZE = 128L * 1024 * 1024;
+
+    private final Path root;
+    private final long version;
+    private final List<FileStatusWithMetadata> files;
+    private final long size;
+
+    /** The index of a snapshot's live files. */
+    public SnapshotFileIndex(DeltaLog.Snapshot snapshot) {
+        this.root = snapshot.root;
+        this.version = snapshot.version;
+        List<FileStatusWithMetadata> out = new ArrayList<>(snapshot.files.size());
+        long total = 0;
+        scala.collection.immutable.Map<String, Object> noMetadata = scala.collection.immutable.Map$.MODULE$.empty();
+        for (DeltaLog.AddFile a : snapshot.files) {
+            FileStatus st = new FileStatus(a.size, false, 1, BLOCK_SIZE, a.modificationTime, a.location);
+            out.add(new FileStatusWithMetadata(st, noMetadata));
+            total += a.size;
+        }
+        this.files = out;
+        this.size = total;
+    }
+
+    @Override
+    public Seq<Path> rootPaths() {
+        return CollectionConverters.asScala(List.of(root)).toList();
+    }
+
+    @Override
+    public Seq<PartitionDirectory> listFiles(Seq<Expression> partitionFilters, Seq<Expression> dataFilters) {
+        PartitionDirectory dir = new PartitionDirectory(InternalRow.empty(), CollectionConverters.asScala(files).toList());
+        return CollectionConverters.asScala(List.of(dir)).toList();
+    }
+
+    @Override
+    public String[] inputFiles() {
+        String[] out = new String[files.size()];
+        for (int i = 0; i < out.length; i++) {
+            out[i] = files.get(i).getPath().toString();
+        }
+        return out;
+    }
+
+    @Override
+    public void refresh() {
+        // A snapshot never changes.
+    }
+
+    @Override
+    public long sizeInBytes() {
+        return size;
+    }
+
+    @Override
+    public StructType partitionSchema() {
+        return new StructType();
+    }
+
+    @Override
+    public String toString() {
+        return "IndexedDFSnapshot[" + root + " v" + version + ", " + files.size() + " files]";
+    }
+}

@@ -1,0 +1,178 @@
+"""The JVM connector: building its jar and putting it on a Spark session.
+
+The connector (``connector/src/main/java/io/indexeddf/spark/``) is the Spark data source
+``indexeddf`` in the JVM: it replays the Delta log itself and reads with Spark's own
+Parquet reader (docs/spark.md). It is compiled here with the JDK's ``javac`` against the
+jars pyspark ships (no Maven, no Scala compiler), into
+``indexeddf/spark/jars/indexeddf-connector.jar``, and rebuilt whenever the sources'
+content hash (kept next to the jar) changes.
+
+- :func:`build_jar`: compile the jar if it is missing or stale; returns its path.
+- :func:`jar_path`: where the jar is (built or not).
+- :func:`configure`: add the jar to a ``SparkSession.Builder``'s ``spark.jars``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+import tempfile
+import warnings
+import zipfile
+from pathlib import Path
+
+__all__ = ["build_jar", "jar_path", "configure", "sources_dir", "ConnectorBuildError"]
+
+JAR_NAME = "indexeddf-connector.jar"
+_HERE = Path(__file__).resolve().parent
+
+
+class ConnectorBuildError(RuntimeError):
+    """The connector's jar could not be built (``javac`` missing or failing)."""
+
+
+def sources_dir() -> Path:
+    """The connector's source tree (``connector/src/main``) next to the package."""
+    return _HERE.parent.parent / "connector" / "src" / "main"
+
+
+def jar_path() -> Path:
+    """Where the connector's jar is built (``indexeddf/spark/jars/indexeddf-connector.jar``);
+    it may not exist yet (see :func:`build_jar`)."""
+    return _HERE / "jars" / JAR_NAME
+
+
+def _hash_path() -> Path:
+    return jar_path().with_suffix(".sha256")
+
+
+def _source_files() -> list[Path]:
+    root = sources_dir()
+    return sorted(p for p in root.rglob("*") if p.is_file())
+
+
+def sources_hash() -> str:
+    """The SHA-256 of the connector's sources (names and contents) and the pyspark version
+    they compile against."""
+    import pyspark
+
+    h = hashlib.sha256(f"pyspark {pyspark.__version__}\n".encode())
+    root = sources_dir()
+    for p in _source_files():
+        h.update(str(p.relative_to(root)).encode() + b"\0" + p.read_bytes() + b"\0")
+    return h.hexdigest()
+
+
+def _pyspark_jars() -> Path:
+    import pyspark
+
+    return Path(pyspark.__file__).resolve().parent / "jars"
+
+
+def is_built() -> bool:
+    """Whether the jar exists and was built from the current sources."""
+    try:
+        return jar_path().is_file() and _hash_path().read_text().strip() == sources_hash()
+    except OSError:
+        return False
+
+
+def build_jar(force: bool = False) -> Path:
+    """Compile the connector into :func:`jar_path` unless it is already built from the
+    current sources; returns the jar's path.
+
+    Runs ``javac --release 17 -cp <pyspark's jars>/*`` and packs the classes and
+    ``META-INF/services`` into the jar (written atomically). Raises
+    :class:`ConnectorBuildError` when there is no ``javac`` or it fails.
+    """
+    if not sources_dir().is_dir():
+        raise ConnectorBuildError(f"the connector's sources are not at {sources_dir()} (an installed package "
+                                  "without the source tree: build the jar from a clone)")
+    digest = sources_hash()
+    if not force and is_built():
+        return jar_path()
+    javac = shutil.which("javac")
+    if javac is None and os.environ.get("JAVA_HOME"):
+        candidate = Path(os.environ["JAVA_HOME"]) / "bin" / "javac"
+        javac = str(candidate) if candidate.exists() else None
+    if javac is None:
+        raise ConnectorBuildError("javac (a JDK, 17 or newer) is not on PATH: the JVM connector cannot be built")
+    java_files = [str(p) for p in _source_files() if p.suffix == ".java"]
+    with tempfile.TemporaryDirectory(prefix="indexeddf-javac-") as tmp:
+        classes = Path(tmp) / "classes"
+        classes.mkdir()
+        done = subprocess.run(
+            [javac, "--release", "17", "-nowarn", "-encoding", "UTF-8", "-cp", str(_pyspark_jars() / "*"),
+             "-d", str(classes), *java_files],
+            capture_output=True, text=True,
+        )
+        if done.returncode != 0:
+            raise ConnectorBuildError(f"javac failed:\n{done.stdout}{done.stderr}")
+        resources = sources_dir() / "resources"
+        jar = jar_path()
+        jar.parent.mkdir(parents=True, exist_ok=True)
+        partial = jar.with_suffix(f".{os.getpid()}.tmp")
+        with zipfile.ZipFile(partial, "w", zipfile.ZIP_DEFLATED) as z:
+            z.writestr("META-INF/MANIFEST.MF", "Manifest-Version: 1.0\nCreated-By: indexeddf build_jar\n\n")
+            for p in sorted(classes.rglob("*.class")):
+                z.write(p, str(p.relative_to(classes)))
+            if resources.is_dir():
+                for p in sorted(resources.rglob("*")):
+                    if p.is_file():
+                        z.write(p, str(p.relative_to(resources)))
+        os.replace(partial, jar)
+        _hash_path().write_text(digest + "\n")
+    return jar_path()
+
+
+def configure(builder, build: bool = True):
+    """Put the connector's jar on a ``SparkSession.Builder`` and return the builder.
+
+    Appends the jar to ``spark.jars`` and the connector's session extensions (for
+    ``SELECT ... FROM indexeddf.`/path```) to ``spark.sql.extensions``, keeping any values
+    already set on the builder, as delta-spark's ``configure_spark_with_delta_pip`` does. With ``build`` the jar is
+    built first when missing or stale; when it cannot be (no JDK), the builder is
+    returned unchanged with a warning, and ``indexeddf.register(spark)`` then registers
+    the Python data source as ``indexeddf``.
+    """
+    try:
+        jar = build_jar() if build else jar_path()
+    except ConnectorBuildError as e:
+        warnings.warn(f"indexeddf: the JVM connector is not available ({e}); Spark will read through the "
+                      "Python data source (no column pruning, no native Parquet speed)", stacklevel=2)
+        return builder
+    if not jar.is_file():
+        warnings.warn(f"indexeddf: no connector jar at {jar}; run indexeddf.spark.connector.build_jar()",
+                      stacklevel=2)
+        return builder
+    return builder.config("spark.jars", _appended(builder, "spark.jars", str(jar))).config(
+        "spark.sql.extensions", _appended(builder, "spark.sql.extensions", EXTENSIONS))
+
+
+EXTENSIONS = "io.indexeddf.spark.IndexedDFExtensions"
+"""The connector's session extensions (``SELECT ... FROM indexeddf.`/path```)."""
+
+
+def _appended(builder, key: str, value: str) -> str:
+    """``key``'s value on the builder with ``value`` appended (comma-separated), once."""
+    options = getattr(builder, "_options", {}) or {}
+    parts = [p for p in str(options.get(key) or "").split(",") if p.strip()]
+    if value not in parts:
+        parts.append(value)
+    return ",".join(parts)
+
+
+def _main() -> None:
+    """``python -m indexeddf.spark.connector``: build the jar (set-up runs this); warns
+    and exits 0 without a JDK."""
+    try:
+        print(f"indexeddf: connector jar at {build_jar()}")
+    except ConnectorBuildError as e:
+        print(f"warning: indexeddf: the JVM connector was not built: {e}. Spark will use the Python data "
+              "source (no column pruning, no native Parquet speed).")
+
+
+if __name__ == "__main__":
+    _main()

@@ -1,0 +1,329 @@
+"""The JVM connector (``connector/``, format ``indexeddf`` in the test session): its answers
+are ``to_arrow()``'s for every version of random tables, its scans are Spark's own Parquet
+scans (pruned columns, pushed filters, bucket pruning), and it reads by timestamp, refuses
+what the Python reader refuses, handles every save mode and answers SQL on a path.
+
+Reference answers come from indexeddf's Python reader (``to_arrow``) filtered by DuckDB
+(an independent SQL engine), never from the connector itself.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import decimal
+import json
+import subprocess
+import sys
+import time
+import warnings
+from pathlib import Path
+
+import duckdb
+import pyarrow as pa
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import indexeddf
+from indexeddf import IndexedTable
+from indexeddf.errors import UnsupportedFeatureError
+from indexeddf.spark.connector import build_jar, is_built, jar_path, sources_hash
+
+pytestmark = pytest.mark.spark
+
+SCHEMA = pa.schema([
+    ("k", pa.int64()),
+    ("s", pa.string()),
+    ("f", pa.float64()),
+    ("d", pa.decimal128(12, 3)),
+    ("day", pa.date32()),
+    ("flag", pa.bool_()),
+])
+
+
+def batch(keys: list[int]) -> pa.Table:
+    return pa.table({
+        "k": pa.array(keys, pa.int64()),
+        "s": [None if k % 7 == 0 else f"s{k % 13}" for k in keys],
+        "f": [k / 3 for k in keys],
+        "d": [decimal.Decimal(k) / 1000 for k in keys],
+        "day": [dt.date(2026, 1, 1) + dt.timedelta(days=k % 40) for k in keys],
+        "flag": [k % 2 == 0 for k in keys],
+    }, schema=SCHEMA)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def registered(spark):
+    assert indexeddf.register(spark) == "connector"
+    return spark
+
+
+def read(spark, path, **options):
+    reader = spark.read.format("indexeddf")
+    for k, v in options.items():
+        reader = reader.option(k, v)
+    return reader.load(str(path))
+
+
+def rows(t: pa.Table, schema: pa.Schema) -> list[str]:
+    """A table's rows as a sorted list (a multiset), in ``schema``'s types."""
+    return sorted(repr(tuple(r.values())) for r in t.select(schema.names).cast(schema).to_pylist())
+
+
+def plan(df) -> str:
+    return df._jdf.queryExecution().executedPlan().toString()
+
+
+# -- every version of random tables -----------------------------------------------------------
+FILTERS = [
+    "k = {n}",
+    "k IN ({n}, {m}, 7)",
+    "k > {n} AND k <= {m}",
+    "k = {n} OR s = 's3'",
+    "s = 's{small}'",
+    "s IS NULL",
+    "flag AND k < {m}",
+    "d > {n} / 1000.0",
+    "day = DATE '2026-01-{day:02d}'",
+    "f < {n}",
+    "k IS NOT NULL",
+]
+COLUMN_SETS = [["k"], ["s"], ["k", "s"], ["d", "day"], ["flag", "f", "k"], SCHEMA.names]
+
+ops = st.lists(
+    st.one_of(
+        st.tuples(st.just("append"), st.integers(0, 300), st.integers(1, 40)),
+        st.tuples(st.just("delete"), st.integers(0, 300)),
+        st.tuples(st.just("overwrite"), st.integers(0, 300), st.integers(0, 30)),
+        st.tuples(st.just("optimize"), st.sampled_from(["quick", "full"])),
+        st.tuples(st.just("restore"), st.integers(0, 50)),
+    ),
+    min_size=1,
+    max_size=6,
+)
+queries = st.lists(
+    st.tuples(st.integers(0, len(FILTERS) - 1), st.integers(0, len(COLUMN_SETS) - 1),
+              st.integers(0, 320), st.integers(0, 320), st.integers(0, 12), st.integers(1, 28)),
+    min_size=2,
+    max_size=5,
+)
+
+
+def run(t: IndexedTable, op) -> None:
+    kind = op[0]
+    if kind == "append":
+        t.append(batch(list(range(op[1], op[1] + op[2]))))
+    elif kind == "delete":
+        t.delete(f"k < {op[1]} AND k > {op[1] // 2}")
+    elif kind == "overwrite":
+        t.overwrite(batch(list(range(op[1], op[1] + op[2]))))
+    elif kind == "optimize":
+        t.optimize(mode=op[1])
+    elif kind == "restore":
+        t.restore(op[1] % (t.version + 1))
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(ops, st.integers(1, 4), st.data())
+def test_every_version_reads_as_to_arrow_on_one_reused_dataframe(spark, tmp_path_factory, sequence, checkpoint_every,
+                                                                  data):
+    path = str(tmp_path_factory.mktemp("connector"))
+    t = IndexedTable.create(path, batch(list(range(0, 60))), index_columns=["k"], num_buckets=4)
+    t.set_properties({"indexeddf.checkpointInterval": str(checkpoint_every)})
+    for op in sequence:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            run(t, op)
+    con = duckdb.connect()
+    versions = list(range(t.version + 1))
+    for v in data.draw(st.permutations(versions), label="version order"):
+        expected = IndexedTable.for_path(path, version=v).to_arrow()
+        con.register("expected", expected)
+        df = read(spark, path, versionAsOf=v)  # ONE DataFrame per version, queried many ways
+        assert df.schema.names == SCHEMA.names
+        for f, c, n, m, small, day in data.draw(queries, label=f"queries of version {v}"):
+            where = FILTERS[f].format(n=n, m=m, small=small, day=day)
+            columns = COLUMN_SETS[c]
+            sub = pa.schema([SCHEMA.field(name) for name in columns])
+            got = df.where(where).select(*columns).toArrow()
+            want = con.execute(f"SELECT {', '.join(columns)} FROM expected WHERE {where}").arrow()
+            want = want.read_all() if isinstance(want, pa.RecordBatchReader) else want
+            assert rows(got, sub) == rows(want, sub), (v, where, columns)
+            assert df.count() == expected.num_rows, (v, "a full count after a filtered query")
+        assert rows(df.toArrow(), SCHEMA) == rows(expected, SCHEMA), v
+        con.unregister("expected")
+
+
+# -- native scans -----------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def bucketed(spark, tmp_path_factory):
+    path = str(tmp_path_factory.mktemp("bucketed") / "t")
+    t = IndexedTable.create(path, batch(list(range(200))), index_columns=["k"], num_buckets=4)
+    t.append(batch(list(range(200, 260))))
+    return path
+
+
+def test_a_scan_is_spark_parquet_with_pruned_columns_and_pushed_filters(spark, bucketed):
+    df = read(spark, bucketed).where("k = 43").select("s")
+    text = plan(df)
+    assert "FileScan parquet" in text and "SnapshotFileIndex" in text
+    assert "ReadSchema: struct<k:bigint,s:string>" in text  # 2 of the table's 6 columns
+    assert "EqualTo(k,43)" in text
+    assert [r.s for r in df.collect()] == ["s4"]
+
+
+def test_bucket_pruning_on_a_key_equality(spark, bucketed):
+    t = IndexedTable.for_path(bucketed)
+    spark.conf.set("spark.sql.sources.bucketing.autoBucketedScan.enabled", "false")
+    try:
+        df = read(spark, bucketed).where("k = 42")
+        text = plan(df)
+        assert "Bucketed: true" in text and "SelectedBucketsCount: 1 out of 4" in text, text
+        assert [r.k for r in df.collect()] == [42]
+        # Spark's bucketed scan of the whole table: one task per bucket, each row in its bucket.
+        whole = read(spark, bucketed)
+        assert whole.rdd.getNumPartitions() == 4
+        per_task = whole.rdd.mapPartitionsWithIndex(lambda i, it: [(i, r.k) for r in it]).collect()
+    finally:
+        spark.conf.unset("spark.sql.sources.bucketing.autoBucketedScan.enabled")
+    spark_bucket = {r.k: r.b for r in spark.range(260).selectExpr("id as k", "pmod(hash(id), 4) as b").collect()}
+    assert all(spark_bucket[k] == i for i, k in per_task)  # task i read exactly bucket i
+    assert sorted(k for _, k in per_task) == list(range(260))
+    assert len(t.snapshot.live_files()) > 4  # two writes: buckets of several files each
+
+
+def test_join_on_the_index_column_shuffles_only_the_other_side(spark, bucketed):
+    spark.conf.set("spark.sql.autoBroadcastJoinThreshold", "-1")
+    try:
+        probe = spark.range(0, 300, 3).selectExpr("id as k")
+        joined = read(spark, bucketed).join(probe, "k")
+        text = plan(joined)
+        assert text.count("Exchange hashpartitioning") == 1, text  # the probe side only
+        assert sorted(r.k for r in joined.collect()) == list(range(0, 260, 3))
+    finally:
+        spark.conf.unset("spark.sql.autoBroadcastJoinThreshold")
+
+
+def test_no_bucketing_for_floating_point_index_columns(spark, tmp_path):
+    path = str(tmp_path / "f")
+    IndexedTable.create(path, batch(list(range(50))), index_columns=["f"], num_buckets=4)
+    spark.conf.set("spark.sql.sources.bucketing.autoBucketedScan.enabled", "false")
+    try:
+        df = read(spark, path).where("f = 1.0")
+        assert "SelectedBucketsCount" not in plan(df) and "Bucketed: true" not in plan(df)
+        assert [r.k for r in df.collect()] == [3]
+    finally:
+        spark.conf.unset("spark.sql.sources.bucketing.autoBucketedScan.enabled")
+
+
+# -- time travel by timestamp -----------------------------------------------------------------
+def test_timestamp_as_of_is_the_newest_version_committed_at_or_before(spark, tmp_path):
+    path = str(tmp_path / "tt")
+    t = IndexedTable.create(path, batch(list(range(10))), index_columns=["k"], num_buckets=2)
+    for start in (10, 20):
+        time.sleep(0.02)
+        t.append(batch(list(range(start, start + 10))))
+    stamps = {h.version: h.timestamp for h in t.history()}
+    for v, stamp in stamps.items():
+        want = IndexedTable.for_path(path, version=v).to_arrow().num_rows
+        assert read(spark, path, timestampAsOf=stamp.strftime("%Y-%m-%d %H:%M:%S.%f")).count() == want
+        assert read(spark, path, timestampAsOf=stamp.isoformat().replace("+00:00", "Z")).count() == want
+        later = (stamp + dt.timedelta(milliseconds=1)).strftime("%Y-%m-%dT%H:%M:%S.%f")
+        assert read(spark, path, timestampAsOf=later).count() == want  # between two commits: the earlier
+    with pytest.raises(Exception, match="VersionNotFoundError"):
+        read(spark, path, timestampAsOf="2000-01-01")
+    with pytest.raises(Exception, match="InvalidOptionError: .*not ISO 8601"):
+        read(spark, path, timestampAsOf="yesterday")
+
+
+# -- refusals -----------------------------------------------------------------------------------
+def _commit(path: str, version: int, *actions: dict) -> None:
+    text = "".join(json.dumps(a) + "\n" for a in actions)
+    (Path(path) / "_delta_log" / f"{version:020d}.json").write_text(text)
+
+
+@pytest.mark.parametrize("case", ["reader feature", "deletion vector", "column mapping"])
+def test_what_the_python_reader_refuses_the_connector_refuses(spark, tmp_path, case):
+    path = str(tmp_path / "refused")
+    t = IndexedTable.create(path, batch(list(range(10))), index_columns=["k"], num_buckets=2)
+    info = {"commitInfo": {"timestamp": int(time.time() * 1000) + 1000, "operation": "WRITE"}}
+    if case == "reader feature":
+        feature = "fancyNewFeature"
+        _commit(path, 1, info, {"protocol": {"minReaderVersion": 3, "minWriterVersion": 7,
+                                             "readerFeatures": [feature], "writerFeatures": [feature]}})
+    elif case == "deletion vector":
+        feature = "deletionVectors"
+        live = t.snapshot.live_files()[0]
+        _commit(path, 1, info, {"add": {"path": live.path, "partitionValues": {}, "size": live.size,
+                                        "modificationTime": live.modificationTime, "dataChange": True,
+                                        "deletionVector": {"storageType": "u", "pathOrInlineDv": "ab^-aqEH.-t@S}K{vb[*k^",
+                                                           "offset": 4, "sizeInBytes": 40, "cardinality": 6}}})
+    else:
+        feature = "columnMapping"
+        _commit(path, 1, info, {"protocol": {"minReaderVersion": 2, "minWriterVersion": 5}})
+    with pytest.raises(UnsupportedFeatureError, match=feature):
+        IndexedTable.for_path(path)
+    with pytest.raises(Exception, match=f"UnsupportedFeatureError: .*{feature}") as refused:
+        read(spark, path).collect()
+    assert "indexeddf does not implement" in str(refused.value)
+    assert read(spark, path, versionAsOf=0).count() == 10  # the version before it stays readable
+
+
+# -- writes -----------------------------------------------------------------------------------
+def test_every_save_mode(spark, tmp_path):
+    path = str(tmp_path / "modes")
+    df = spark.range(5).selectExpr("id as k", "'a' as s")
+
+    def ids():
+        return sorted(IndexedTable.for_path(path).to_arrow()["k"].to_pylist())
+
+    df.write.format("indexeddf").option("indexColumns", "k").save(path)  # errorifexists, the default: creates
+    assert ids() == list(range(5))
+    with pytest.raises(Exception, match="TableExistsError: a table already exists"):
+        df.write.format("indexeddf").save(path)
+    with pytest.raises(Exception, match="TableExistsError"):
+        df.write.format("indexeddf").mode("error").save(path)
+    df.write.format("indexeddf").mode("ignore").save(path)
+    assert IndexedTable.for_path(path).version == 0 and ids() == list(range(5))
+    spark.range(5, 8).selectExpr("id as k", "'b' as s").write.format("indexeddf").mode("append").save(path)
+    assert ids() == list(range(8))
+    spark.range(100, 102).selectExpr("id as k", "'c' as s").write.format("indexeddf").mode("overwrite").save(path)
+    assert ids() == [100, 101] and IndexedTable.for_path(path).version == 2
+    fresh = str(tmp_path / "ignored-new")
+    df.write.format("indexeddf").option("indexColumns", "k").option("numBuckets", 2).mode("ignore").save(fresh)
+    assert IndexedTable.for_path(fresh).num_buckets == 2  # ignore creates a missing table
+    assert [h.parameters.get("mode") for h in IndexedTable.for_path(fresh).history()] == ["ignore"]
+    # What the connector reads after each write is the newest version.
+    assert sorted(r.k for r in read(spark, path).collect()) == [100, 101]
+
+
+def test_sql_on_a_path_and_a_catalog_table(spark, bucketed):
+    want = IndexedTable.for_path(bucketed).to_arrow()
+    got = spark.sql(f"SELECT * FROM indexeddf.`{bucketed}` WHERE k < 100").toArrow()
+    assert rows(got, SCHEMA) == rows(want.filter(pa.compute.less(want["k"], 100)), SCHEMA)
+    assert spark.sql(f"SELECT count(*) AS n FROM indexeddf.`{bucketed}`").collect()[0].n == want.num_rows
+    spark.sql(f"CREATE TABLE connector_events USING indexeddf LOCATION '{bucketed}'")
+    try:
+        assert spark.sql("SELECT count(*) AS n FROM connector_events WHERE k = 7").collect()[0].n == 1
+    finally:
+        spark.sql("DROP TABLE connector_events")
+    assert IndexedTable.for_path(bucketed).to_arrow().num_rows == want.num_rows  # dropping the entry keeps the data
+
+
+# -- the jar ----------------------------------------------------------------------------------
+def test_the_jar_is_built_from_the_current_sources():
+    assert build_jar() == jar_path() and is_built()
+    assert Path(str(jar_path()) .replace(".jar", ".sha256")).read_text().strip() == sources_hash()
+
+
+def test_streaming_reads_are_refused(spark, bucketed):
+    with pytest.raises(Exception, match="readStream.format\\('indexeddf'\\) is not supported"):
+        spark.readStream.format("indexeddf").load(bucketed)
+
+
+@pytest.mark.slow
+def test_a_session_without_the_connector_falls_back_to_the_python_source(tmp_path):
+    done = subprocess.run([sys.executable, str(Path(__file__).parent / "workers" / "fallback_session.py"),
+                           str(tmp_path)], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, (done.stdout[-2000:], done.stderr[-4000:])
+    assert "fallback: all checks passed" in done.stdout
