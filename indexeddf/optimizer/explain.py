@@ -13,8 +13,9 @@ from ..spec.schema import arrow_schema
 from .planner import FilterPlan, plan_filter
 
 SPARK_FALLBACK_LINE = (
-    "spark.read.format('indexeddf') (Python data source): scans every live file, Spark filters; "
-    "Spark 4.3 shares one read plan among all scans of a DataFrame, so it plans no filter (docs/spark.md)"
+    "spark.read.format('indexeddf'): through the JVM connector (indexeddf.configure), Spark's Parquet scan "
+    "of the version's files, pruned to the keys' buckets when every file has one; through the Python "
+    "fallback, every live file (docs/spark.md)"
 )
 """The last line of an explain whose filter an index or the bucketing narrows."""
 
