@@ -22,7 +22,7 @@ import pyarrow.parquet as pq
 
 from ..errors import CorruptLogError
 from ..spec.actions import Action, ActionParseError, AddFile, CommitInfo, IndexEntry, RemoveFile
-from ..spec.delta import DECODERS, TAG_BUCKET, TAG_FILE_ID, metadata_object, protocol_object, stats_string, encode_path
+from ..spec.delta import DECODERS, TAG_BUCKET, TAG_FILE_ID, checkpoint_add, metadata_object, protocol_object, stats_string, encode_path
 from .log import LAST_CHECKPOINT, check_action_paths, checkpoint_path, read_commit
 
 if TYPE_CHECKING:
@@ -121,40 +121,45 @@ class _NotPlain(Exception):
 
 
 _ADD_FIELDS = ("path", "size", "modificationTime", "dataChange", "stats", "tags")
+_TYPED = ("path", "size", "modificationTime", "dataChange", "stats")
+_TYPES = ["string", "int64", "int64", "bool", "string"]
 
 
 def _decode_adds(column: pa.ChunkedArray, source: str) -> list[AddFile]:
     """The add actions of a checkpoint, read column by column: a table's checkpoint holds
-    one add per live file, and turning each row into a dict first cost most of an open."""
-    import pyarrow.compute as pc
+    one add per live file, and turning each row into a dict first cost most of an open.
 
+    Only plain Arrow accessors here: compute kernels and ``to_numpy`` import pandas
+    (a few hundred ms of a fresh process that only opens a table)."""
     adds = column.combine_chunks() if column.num_chunks != 1 else column.chunk(0)
     if not isinstance(adds, pa.StructArray) or any(adds.type.get_field_index(f) < 0 for f in _ADD_FIELDS):
         raise _NotPlain()
-    adds = adds.filter(adds.is_valid())
     for refused in ("deletionVector", "partitionValues"):
         i = adds.type.get_field_index(refused)
         if i >= 0 and len(adds):
             values = adds.field(i)
             if refused == "deletionVector":
-                present = pc.any(values.is_valid()).as_py()
-            else:  # a map: any non-empty one (offsets grow)
-                offsets = values.offsets.to_numpy(zero_copy_only=False)
-                present = bool((offsets[1:] > offsets[:-1]).any())
+                present = values.null_count < len(values)
+            else:  # maps: any entry at all
+                present = not isinstance(values, pa.MapArray) or len(values.keys) > 0
             if present:
                 raise _NotPlain()  # the row decoder raises the feature's own error
     tags = adds.field("tags")
-    if not isinstance(tags, pa.MapArray):
+    if not isinstance(tags, pa.MapArray) or tags.offset != 0 or [str(adds.type.field(f).type) for f in _TYPED] != _TYPES:
         raise _NotPlain()
-    columns = [adds.field(f).to_pylist() for f in ("path", "size", "modificationTime", "dataChange", "stats")]
-    buckets = pc.map_lookup(tags, pa.scalar(TAG_BUCKET), "first").to_pylist()
-    file_ids = pc.map_lookup(tags, pa.scalar(TAG_FILE_ID), "first").to_pylist()
+    # flatten() gives the children with the struct's own nulls applied: rows of other
+    # actions come out as a null path (delta-rs writes "" under a null struct).
+    flat = adds.flatten()
+    columns = [flat[adds.type.get_field_index(f)].to_pylist() for f in _TYPED]
+    offsets, keys, items = tags.offsets.to_pylist(), tags.keys.to_pylist(), tags.items.to_pylist()
     out = []
-    for row, (path, size, mtime, change, stats, bucket, fid) in enumerate(zip(*columns, buckets, file_ids), start=1):
+    for row, (path, size, mtime, change, stats) in enumerate(zip(*columns), start=1):
+        if path is None:
+            continue  # a row of another action
+        ours = {k: v for k, v in zip(keys[offsets[row - 1]:offsets[row]], items[offsets[row - 1]:offsets[row]])
+                if k in (TAG_BUCKET, TAG_FILE_ID)}
         try:
-            body = {"path": path, "size": size, "modificationTime": mtime, "dataChange": change, "stats": stats,
-                    "tags": {k: v for k, v in ((TAG_BUCKET, bucket), (TAG_FILE_ID, fid)) if v is not None}}
-            (a,) = DECODERS["add"](body)
+            a = checkpoint_add(path, size, mtime, change, stats, ours)
         except (ActionParseError, TypeError, ValueError, KeyError) as e:
             raise CorruptLogError(f"{source} add row {row}: {e}", source, row) from None
         check_action_paths(a, f"{source} add row {row}")

@@ -47,9 +47,11 @@ def list_log(storage: TableStorage) -> tuple[list[int], list[int]]:
 
 
 def check_relative_path(path: str, where: str) -> None:
-    """Refuse a path that is absolute, has a URL scheme, or climbs out with ``..``."""
+    """Refuse a path that is absolute, has a URL scheme, climbs out with ``..`` or holds
+    a NUL character (no filesystem takes one)."""
     if (
         not path
+        or "\x00" in path
         or path.startswith("/")
         or path.startswith("\\")
         or _SCHEME.match(path)

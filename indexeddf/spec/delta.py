@@ -34,6 +34,7 @@ from .actions import (
     AddFile,
     CommitInfo,
     FileStats,
+    MAX_MILLIS,
     IndexEntry,
     Metadata,
     Protocol,
@@ -258,6 +259,19 @@ def _decode_add(b: dict) -> list[Action]:
         fileId=_file_id(tags, path),
         stats=parse_stats(b.get("stats")),
     )]
+
+
+def checkpoint_add(path: str, size: int, mtime: int, change: bool | None, stats: str | None, tags: dict) -> AddFile:
+    """An add from a checkpoint row whose column types the caller checked (string path,
+    int64 size and time, boolean dataChange): built without the model's validation,
+    which cost a third of opening a table; the ranges are checked here instead."""
+    if size is None or mtime is None or size < 0 or not 0 <= mtime <= MAX_MILLIS:
+        raise ActionParseError(f"add {path!r}: size and modificationTime must be counts, got {size!r}, {mtime!r}")
+    path = unquote(path)
+    return AddFile.model_construct(
+        path=path, size=size, modificationTime=mtime, dataChange=True if change is None else change,
+        bucket=_int_tag(tags, TAG_BUCKET), fileId=_file_id(tags, path), stats=parse_stats(stats),
+    )
 
 
 def _decode_remove(b: dict) -> list[Action]:
