@@ -139,10 +139,51 @@ def _tags(bucket: int | None, file_id: int, path: str) -> dict[str, str] | None:
     return tags or None
 
 
-def stats_string(s: FileStats | None) -> str | None:
+class LazyStats:
+    """A file's Delta ``stats`` string, parsed into :class:`FileStats` on first use.
+
+    Opening a table decodes one add per live file from its checkpoint, and parsing
+    every ``stats`` string there was most of the cost; reads need them only for
+    row counts. Attribute access and equality behave as the parsed ``FileStats``."""
+
+    __slots__ = ("text", "_parsed")
+
+    def __init__(self, text: str):
+        self.text = text
+        self._parsed = None
+
+    def parsed(self) -> FileStats:
+        if self._parsed is None:
+            try:
+                self._parsed = parse_stats(self.text)
+            except ActionParseError as e:
+                from ..errors import CorruptLogError
+
+                raise CorruptLogError(f"a checkpoint's add holds damaged stats ({e}); delete the checkpoint "
+                                      "to replay from the JSON commits") from None
+        return self._parsed
+
+    def __getattr__(self, name: str):
+        if name.startswith("_"):  # pickle and copy probe dunders before the slots are set
+            raise AttributeError(name)
+        return getattr(self.parsed(), name)
+
+    def __reduce__(self):
+        return (LazyStats, (self.text,))
+
+    def __eq__(self, other) -> bool:
+        return self.parsed() == (other.parsed() if isinstance(other, LazyStats) else other)
+
+    def __hash__(self) -> int:
+        return hash(self.text)
+
+
+def stats_string(s: FileStats | LazyStats | None) -> str | None:
     """Delta's ``stats`` string of a file's statistics."""
     if s is None:
         return None
+    if isinstance(s, LazyStats):
+        return s.text
     body: dict[str, Any] = {}
     if s.numRecords is not None:
         body["numRecords"] = s.numRecords
@@ -270,7 +311,8 @@ def checkpoint_add(path: str, size: int, mtime: int, change: bool | None, stats:
     path = unquote(path)
     return AddFile.model_construct(
         path=path, size=size, modificationTime=mtime, dataChange=True if change is None else change,
-        bucket=_int_tag(tags, TAG_BUCKET), fileId=_file_id(tags, path), stats=parse_stats(stats),
+        bucket=_int_tag(tags, TAG_BUCKET), fileId=_file_id(tags, path),
+        stats=None if stats is None else LazyStats(stats),
     )
 
 
