@@ -32,10 +32,11 @@ def checkpoint_path(version: int) -> str:
     return f"{LOG_DIR}/{version:020d}.checkpoint.parquet"
 
 
-def list_log(storage: TableStorage) -> tuple[list[int], list[int]]:
-    """Sorted commit versions and checkpoint versions present in the log folder."""
+def list_log(storage: TableStorage, log_dir: str = LOG_DIR) -> tuple[list[int], list[int]]:
+    """Sorted commit versions and checkpoint versions present in the log folder
+    (``log_dir``: another one, such as the first layout's for ``upgrade``)."""
     commits, checkpoints = [], []
-    for name in storage.list_names(LOG_DIR):
+    for name in storage.list_names(log_dir):
         m = _COMMIT_NAME.match(name)
         if m:
             commits.append(int(m.group(1)))

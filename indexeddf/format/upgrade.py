@@ -45,18 +45,6 @@ class UpgradeResult:
     """Versions whose old checkpoint became a Delta checkpoint."""
 
 
-def _old_versions(storage: TableStorage) -> tuple[list[int], list[int]]:
-    commits, checkpoints = set(), set()
-    for name in storage.list_names(OLD_LOG_DIR):
-        stem = name.split(".", 1)[0]
-        if len(stem) == 20 and stem.isdigit():
-            if name.endswith(".checkpoint.parquet"):
-                checkpoints.add(int(stem))
-            elif name.endswith(".json"):
-                commits.add(int(stem))
-    return sorted(commits), sorted(checkpoints)
-
-
 def _parse_lines(lines: list[str], source: str) -> list[Action]:
     out = []
     for number, line in enumerate(lines, start=1):
@@ -118,7 +106,7 @@ def upgrade(storage: TableStorage, progress=None) -> UpgradeResult:
     ``TableExistsError``).
     """
     say = progress or (lambda _m: None)
-    commits, checkpoints = _old_versions(storage)
+    commits, checkpoints = list_log(storage, OLD_LOG_DIR)
     if not commits and not checkpoints:
         raise TableNotFoundError(f"no {OLD_LOG_DIR}/ at {storage.url}: nothing to upgrade")
     newest = max(commits[-1] if commits else -1, checkpoints[-1] if checkpoints else -1)

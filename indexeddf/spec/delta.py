@@ -363,16 +363,21 @@ def _file_id(tags: dict, path: str) -> int:
     return path_file_id(path) if tagged is None else tagged
 
 
+def _json_string(text, field: str):
+    """The value of a field that Delta stores as a JSON document inside a string."""
+    if not isinstance(text, str):
+        raise ActionParseError(f"{field} must be a JSON string")
+    try:
+        return json.loads(text)
+    except (json.JSONDecodeError, RecursionError):
+        raise ActionParseError(f"{field} is not valid JSON") from None
+
+
 def parse_stats(text) -> FileStats | None:
     """A file's statistics from Delta's ``stats`` string (None when absent)."""
     if text is None:
         return None
-    if not isinstance(text, str):
-        raise ActionParseError("stats must be a JSON string")
-    try:
-        body = json.loads(text)
-    except (json.JSONDecodeError, RecursionError):
-        raise ActionParseError("stats is not valid JSON") from None
+    body = _json_string(text, "stats")
     if not isinstance(body, dict):
         raise ActionParseError("stats must be a JSON object")
     known = {k: body[k] for k in ("numRecords", "minValues", "maxValues", "nullCount") if body.get(k) is not None}
@@ -432,12 +437,7 @@ def _decode_metadata(b: dict) -> list[Action]:
 
 def parse_schema_string(text) -> tuple[Field, ...]:
     """The table's fields from Spark's JSON schema; nested types are refused by name."""
-    if not isinstance(text, str):
-        raise ActionParseError("schemaString must be a string")
-    try:
-        schema = json.loads(text)
-    except (json.JSONDecodeError, RecursionError):
-        raise ActionParseError("schemaString is not valid JSON") from None
+    schema = _json_string(text, "schemaString")
     if not isinstance(schema, dict) or schema.get("type") != "struct" or not isinstance(schema.get("fields"), list):
         raise ActionParseError("schemaString must be a struct type with a list of fields")
     fields = []

@@ -11,7 +11,7 @@ appending; their files are unindexed appends, found by hybrid scans and indexed 
 
 from __future__ import annotations
 
-from ..errors import InvalidOptionError, TableExistsError
+from ..errors import TableExistsError
 from ..format.snapshot import Snapshot
 from ..format.transaction import CommitResult, Transaction
 from ..spec import config
@@ -21,7 +21,7 @@ from . import lifecycle
 from .index_files import INDEX_DIR, PRIMARY
 from .index_ops import validate_columns
 from .lifecycle import Progress
-from .operations import MAX_BUCKETS
+from .operations import check_num_buckets
 
 
 def convert_table(snapshot: Snapshot, index_columns: list[str], num_buckets: int,
@@ -33,8 +33,7 @@ def convert_table(snapshot: Snapshot, index_columns: list[str], num_buckets: int
             f"{snapshot.storage.url} is already an indexeddf table (indexed by {list(snapshot.metadata.indexColumns)}); "
             "open it with IndexedTable.for_path"
         )
-    if not isinstance(num_buckets, int) or not 1 <= num_buckets <= MAX_BUCKETS:
-        raise InvalidOptionError(f"num_buckets must be an integer in 1..{MAX_BUCKETS}, got {num_buckets!r}")
+    check_num_buckets(num_buckets)
     columns = list(index_columns)
     validate_columns(snapshot, columns)
     check_writable(snapshot.protocol, snapshot.metadata, snapshot.storage.url)

@@ -11,7 +11,7 @@ from ..spec.actions import IndexEntry
 from ..spec.bucketing import is_hashable_type
 from ..spec.schema import arrow_schema
 from . import lifecycle
-from .operations import MAX_BUCKETS
+from .operations import check_num_buckets
 
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
 
@@ -50,8 +50,7 @@ def _validate(snapshot: Snapshot, name: str, columns: list[str], num_buckets: in
     if existing is not None and existing.state != "DELETED":
         raise IndexExistsError(f"index {name!r} already exists (state {existing.state}); pick another name or drop it first")
     validate_columns(snapshot, columns)
-    if not isinstance(num_buckets, int) or not 1 <= num_buckets <= MAX_BUCKETS:
-        raise InvalidOptionError(f"num_buckets must be an integer in 1..{MAX_BUCKETS}, got {num_buckets!r}")
+    check_num_buckets(num_buckets)
 
 
 def validate_columns(snapshot: Snapshot, columns: list[str]) -> None:

@@ -24,6 +24,12 @@ from .index_files import PRIMARY, DataPiece, build_index_files
 MAX_BUCKETS = 1 << 16
 
 
+def check_num_buckets(num_buckets) -> None:
+    """Refuse a bucket count that is not an integer in 1..MAX_BUCKETS."""
+    if not isinstance(num_buckets, int) or not 1 <= num_buckets <= MAX_BUCKETS:
+        raise InvalidOptionError(f"num_buckets must be an integer in 1..{MAX_BUCKETS}, got {num_buckets!r}")
+
+
 def create_table(
     storage: TableStorage,
     data: Any,
@@ -35,8 +41,7 @@ def create_table(
     properties: dict[str, str] | None = None,
 ) -> CommitResult:
     """Write version 0: protocol, metadata and the first rows."""
-    if not isinstance(num_buckets, int) or not 1 <= num_buckets <= MAX_BUCKETS:
-        raise InvalidOptionError(f"num_buckets must be an integer in 1..{MAX_BUCKETS}, got {num_buckets!r}")
+    check_num_buckets(num_buckets)
     if list_log(storage)[0]:
         raise TableExistsError(
             f"a table already exists at {storage.url}; open it with IndexedTable.for_path, "
