@@ -87,6 +87,8 @@ FILTERS = [
     "day = DATE '2026-01-{day:02d}'",
     "f < {n}",
     "k IS NOT NULL",
+    "k <=> {n} AND f > 1",
+    "s IN ('s{small}', 's1') AND k < {m}",
 ]
 COLUMN_SETS = [["k"], ["s"], ["k", "s"], ["d", "day"], ["flag", "f", "k"], SCHEMA.names]
 
@@ -97,6 +99,9 @@ ops = st.lists(
         st.tuples(st.just("overwrite"), st.integers(0, 300), st.integers(0, 30)),
         st.tuples(st.just("optimize"), st.sampled_from(["quick", "full"])),
         st.tuples(st.just("restore"), st.integers(0, 50)),
+        # index states: hybrid scans of unindexed appends, a secondary index, its lifecycle
+        st.tuples(st.just("autoRefresh"), st.booleans()),
+        st.tuples(st.just("index_s"), st.sampled_from(["create", "drop", "refresh", "vacuum"])),
     ),
     min_size=1,
     max_size=6,
@@ -121,6 +126,18 @@ def run(t: IndexedTable, op) -> None:
         t.optimize(mode=op[1])
     elif kind == "restore":
         t.restore(op[1] % (t.version + 1))
+    elif kind == "autoRefresh":
+        t.set_properties({"indexeddf.index.autoRefresh": str(op[1]).lower()})
+    elif kind == "index_s":
+        state = {i.name: i.state for i in t.indexes()}.get("by_s")
+        if op[1] == "create" and state in (None, "DELETED"):
+            t.create_index("by_s", ["s"])
+        elif op[1] == "drop" and state == "ACTIVE":
+            t.drop_index("by_s")
+        elif op[1] == "refresh":
+            t.refresh()
+        elif op[1] == "vacuum" and state == "DELETED":
+            t.vacuum_index("by_s")
 
 
 @settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -146,7 +163,8 @@ def test_every_version_reads_as_to_arrow_on_one_reused_dataframe(spark, tmp_path
             columns = COLUMN_SETS[c]
             sub = pa.schema([SCHEMA.field(name) for name in columns])
             got = df.where(where).select(*columns).toArrow()
-            want = con.execute(f"SELECT {', '.join(columns)} FROM expected WHERE {where}").arrow()
+            sql_where = where.replace("<=>", "IS NOT DISTINCT FROM")  # DuckDB's words for Spark's <=>
+            want = con.execute(f"SELECT {', '.join(columns)} FROM expected WHERE {sql_where}").arrow()
             want = want.read_all() if isinstance(want, pa.RecordBatchReader) else want
             assert rows(got, sub) == rows(want, sub), (v, where, columns)
             assert df.count() == expected.num_rows, (v, "a full count after a filtered query")
@@ -163,7 +181,15 @@ def bucketed(spark, tmp_path_factory):
     return path
 
 
-def test_a_scan_is_spark_parquet_with_pruned_columns_and_pushed_filters(spark, bucketed):
+@pytest.fixture
+def no_driver_lookup(spark):
+    """Spark's own scan answers key equalities (the driver-side lookup steps aside)."""
+    spark.conf.set("spark.indexeddf.driverLookup.enabled", "false")
+    yield
+    spark.conf.unset("spark.indexeddf.driverLookup.enabled")
+
+
+def test_a_scan_is_spark_parquet_with_pruned_columns_and_pushed_filters(spark, bucketed, no_driver_lookup):
     df = read(spark, bucketed).where("k = 43").select("s")
     text = plan(df)
     assert "FileScan parquet" in text and "SnapshotFileIndex" in text
@@ -172,7 +198,7 @@ def test_a_scan_is_spark_parquet_with_pruned_columns_and_pushed_filters(spark, b
     assert [r.s for r in df.collect()] == ["s4"]
 
 
-def test_bucket_pruning_on_a_key_equality(spark, bucketed):
+def test_bucket_pruning_on_a_key_equality(spark, bucketed, no_driver_lookup):
     t = IndexedTable.for_path(bucketed)
     spark.conf.set("spark.sql.sources.bucketing.autoBucketedScan.enabled", "false")
     try:

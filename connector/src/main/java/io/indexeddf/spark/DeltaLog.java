@@ -78,13 +78,16 @@ public final class DeltaLog {
         public final long modificationTime;
         /** The file's bucket ({@code indexeddf.bucket} tag), or null for files other Delta writers added. */
         public final Integer bucket;
+        /** The file id index entries name it by ({@code indexeddf.fileId} tag, else derived from the path). */
+        public final long fileId;
 
-        AddFile(String path, Path location, long size, long modificationTime, Integer bucket) {
+        AddFile(String path, Path location, long size, long modificationTime, Integer bucket, long fileId) {
             this.path = path;
             this.location = location;
             this.size = size;
             this.modificationTime = modificationTime;
             this.bucket = bucket;
+            this.fileId = fileId;
         }
     }
 
@@ -95,13 +98,20 @@ public final class DeltaLog {
         public final JsonNode protocol;
         public final JsonNode metadata;
         public final List<AddFile> files;
+        /** Bytes of each removed file (tombstone), by file id. */
+        public final Map<Long, Long> tombstoneSizes;
+        /** The indexes at this version by name, or null when the log does not say (see {@link #snapshot}). */
+        public final Map<String, IndexLog.Entry> indexes;
 
-        Snapshot(Path root, long version, JsonNode protocol, JsonNode metadata, List<AddFile> files) {
+        Snapshot(Path root, long version, JsonNode protocol, JsonNode metadata, List<AddFile> files,
+                 Map<Long, Long> tombstoneSizes, Map<String, IndexLog.Entry> indexes) {
             this.root = root;
             this.version = version;
             this.protocol = protocol;
             this.metadata = metadata;
             this.files = files;
+            this.tombstoneSizes = tombstoneSizes;
+            this.indexes = indexes;
         }
 
         /** {@code metaData.schemaString}. */
@@ -224,6 +234,9 @@ public final class DeltaLog {
             for (FileStatus part : checkpoints.get(start)) {
                 readCheckpoint(part, state);
             }
+            // The index state of a checkpoint indexeddf wrote; another engine's checkpoint has
+            // none, and the indexes stay unknown (null): readers then scan, which is always right.
+            state.indexes = readIndexState(start);
             from = start + 1;
         }
         for (long v = from; v <= target; v++) {
@@ -244,7 +257,7 @@ public final class DeltaLog {
         }
         checkReadable(state.protocol, state.metadata);
         List<AddFile> files = new ArrayList<>(state.adds.values());
-        return new Snapshot(root, target, state.protocol, state.metadata, files);
+        return new Snapshot(root, target, state.protocol, state.metadata, files, state.tombstones, state.indexes);
     }
 
     /** The newest version committed at or before {@code timestamp} (Delta's rule). */
@@ -324,6 +337,9 @@ public final class DeltaLog {
         JsonNode protocol;
         JsonNode metadata;
         final LinkedHashMap<String, AddFile> adds = new LinkedHashMap<>();
+        final Map<String, Long> tombstoneIds = new java.util.HashMap<>();
+        final Map<Long, Long> tombstones = new java.util.HashMap<>();
+        Map<String, IndexLog.Entry> indexes = new LinkedHashMap<>();
 
         void apply(JsonNode line, boolean fromCheckpoint, Path source) {
             Iterator<Map.Entry<String, JsonNode>> it = line.fields();
@@ -357,19 +373,72 @@ public final class DeltaLog {
                             }
                         }
                         adds.put(path, new AddFile(path, location(encoded, source), body.path("size").asLong(),
-                            body.path("modificationTime").asLong(), bucket));
+                            body.path("modificationTime").asLong(), bucket, fileId(tags, path, source)));
+                        Long was = tombstoneIds.remove(path);
+                        if (was != null) {
+                            tombstones.remove(was);
+                        }
                         break;
                     }
-                    case "remove":
-                        if (!fromCheckpoint) {
-                            refuseFileFeatures(body);
-                            adds.remove(decodePath(body.path("path").asText(), source));
+                    case "remove": {
+                        refuseFileFeatures(body);
+                        String path = decodePath(body.path("path").asText(), source);
+                        AddFile live = fromCheckpoint ? null : adds.remove(path);
+                        // A remove without our tags keeps the id the live file had.
+                        long id = live != null ? live.fileId : fileId(body.path("tags"), path, source);
+                        long size = body.hasNonNull("size") ? body.path("size").asLong() : live != null ? live.size : 0;
+                        tombstoneIds.put(path, id);
+                        tombstones.put(id, size);
+                        break;
+                    }
+                    case "commitInfo":
+                        if (indexes != null && !fromCheckpoint) {
+                            IndexLog.apply(indexes, body, source);
                         }
                         break;
                     default:
                         break;  // txn, commitInfo, cdc, domainMetadata, ...: nothing a scan needs
                 }
             }
+        }
+    }
+
+    /** The {@code indexeddf.fileId} tag, or the id derived from the path (PROTOCOL.md 5). */
+    static long fileId(JsonNode tags, String path, Path source) {
+        JsonNode t = tags == null ? null : tags.get("indexeddf.fileId");
+        if (t != null && !t.isNull()) {
+            try {
+                return Long.parseLong(t.asText().trim());
+            } catch (NumberFormatException e) {
+                throw corrupt(source, "tag indexeddf.fileId must be a decimal string, got " + t);
+            }
+        }
+        return pathFileId(path);
+    }
+
+    /** {@code int.from_bytes(sha256(path)[0:8], "big") & (2^63 - 1)}. */
+    static long pathFileId(String path) {
+        try {
+            byte[] d = java.security.MessageDigest.getInstance("SHA-256").digest(path.getBytes(StandardCharsets.UTF_8));
+            long v = 0;
+            for (int i = 0; i < 8; i++) {
+                v = (v << 8) | (d[i] & 0xFF);
+            }
+            return v & Long.MAX_VALUE;
+        } catch (java.security.NoSuchAlgorithmException e) {
+            throw new IllegalStateException(e);
+        }
+    }
+
+    /** The index state beside the checkpoint of {@code version}, or null when there is none. */
+    private Map<String, IndexLog.Entry> readIndexState(long version) {
+        Path p = new Path(root, String.format("_indexes/_state/%020d.json", version));
+        try (FSDataInputStream in = fs.open(p)) {
+            return IndexLog.fromState(JSON.readTree(in), p);
+        } catch (FileNotFoundException e) {
+            return null;
+        } catch (IOException e) {
+            throw corrupt(p, "cannot be read: " + e);
         }
     }
 

@@ -20,7 +20,8 @@ import scala.runtime.BoxedUnit;
  * which {@code indexeddf.configure(builder)} sets): resolves
  * {@code SELECT ... FROM indexeddf.`/path`} to the table at that path. Spark's own
  * SQL-on-files rule gives a V1 provider no path (only the options), so the connector
- * resolves these names itself.
+ * resolves these names itself. It also adds {@link DriverLookup}, which answers index lookups
+ * on the driver with no Spark job.
  */
 public final class IndexedDFExtensions extends AbstractFunction1<SparkSessionExtensions, BoxedUnit> {
     @Override
@@ -29,6 +30,12 @@ public final class IndexedDFExtensions extends AbstractFunction1<SparkSessionExt
             @Override
             public Rule<LogicalPlan> apply(SparkSession session) {
                 return new ResolvePath(session);
+            }
+        });
+        extensions.injectOptimizerRule(new AbstractFunction1<SparkSession, Rule<LogicalPlan>>() {
+            @Override
+            public Rule<LogicalPlan> apply(SparkSession session) {
+                return new DriverLookup(session);
             }
         });
         return BoxedUnit.UNIT;

@@ -23,6 +23,7 @@ import scala.jdk.javaapi.CollectionConverters;
 public final class SnapshotFileIndex implements FileIndex {
     private static final long BLOCK_SIZE = 128L * 1024 * 1024;
 
+    private final DeltaLog.Snapshot snapshot;
     private final Path root;
     private final long version;
     private final List<FileStatusWithMetadata> files;
@@ -30,6 +31,7 @@ public final class SnapshotFileIndex implements FileIndex {
 
     /** The index of a snapshot's live files. */
     public SnapshotFileIndex(DeltaLog.Snapshot snapshot) {
+        this.snapshot = snapshot;
         this.root = snapshot.root;
         this.version = snapshot.version;
         List<FileStatusWithMetadata> out = new ArrayList<>(snapshot.files.size());
@@ -42,6 +44,11 @@ public final class SnapshotFileIndex implements FileIndex {
         }
         this.files = out;
         this.size = total;
+    }
+
+    /** The snapshot whose files these are (the driver-side lookup plans on it). */
+    public DeltaLog.Snapshot snapshot() {
+        return snapshot;
     }
 
     @Override

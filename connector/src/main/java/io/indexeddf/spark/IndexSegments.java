@@ -1,0 +1,216 @@
+package io.indexeddf.spark;
+
+import java.io.IOException;
+import java.util.Arrays;
+import java.util.HashMap;
+import java.util.LinkedHashMap;
+import java.util.Map;
+
+import org.apache.hadoop.conf.Configuration;
+import org.apache.hadoop.fs.FileSystem;
+import org.apache.hadoop.fs.Path;
+import org.apache.spark.sql.SparkSession;
+import org.apache.spark.sql.catalyst.InternalRow;
+import org.apache.spark.sql.execution.datasources.PartitionedFile;
+import org.apache.spark.sql.types.DataTypes;
+import org.apache.spark.sql.types.StructType;
+import org.apache.spark.sql.vectorized.ColumnarBatch;
+import scala.Function1;
+import scala.collection.Iterator;
+import scala.collection.immutable.Seq;
+import scala.jdk.javaapi.CollectionConverters;
+
+/**
+ * Index segments in this JVM: the entries of one index file (docs/PROTOCOL.md 4.5.1) as
+ * sorted primitive arrays, probed by key hash, and the JVM-wide cache that keeps them
+ * (least recently used first out, bounded in bytes; shared by every query of the JVM).
+ * An entry costs 12 bytes: the key hash, the position of its data file in the segment's
+ * small table of file ids, and the row ordinal.
+ */
+final class IndexSegments {
+    /** Default bound of the cache: a quarter of the heap, at most 1 GiB. */
+    static final long DEFAULT_MAX_BYTES = Math.min(1L << 30, Runtime.getRuntime().maxMemory() / 4);
+
+    private static final StructType ENTRY_SCHEMA = new StructType()
+        .add("hash", DataTypes.LongType)      // uint32 in the file; Spark reads it as a long
+        .add("file_id", DataTypes.LongType)
+        .add("row", DataTypes.IntegerType);
+
+    private static final Cache CACHE = new Cache();
+
+    private IndexSegments() {
+    }
+
+    /** The entries of one index file, sorted by key hash (unsigned). */
+    static final class Segment {
+        /** Key hashes with the sign bit flipped, so signed order is the unsigned order. */
+        final int[] hashes;
+        final int[] filePos;
+        final int[] rows;
+        final long[] fileIds;
+
+        Segment(int[] hashes, int[] filePos, int[] rows, long[] fileIds) {
+            this.hashes = hashes;
+            this.filePos = filePos;
+            this.rows = rows;
+            this.fileIds = fileIds;
+        }
+
+        long bytes() {
+            return 64L + 4L * hashes.length + 4L * filePos.length + 4L * rows.length + 8L * fileIds.length;
+        }
+
+        /** Calls {@code out} with (file id, row) of every entry whose key hash is {@code keyHash}. */
+        void probe(int keyHash, EntryConsumer out) {
+            int h = keyHash ^ Integer.MIN_VALUE;
+            int lo = 0;
+            int hi = hashes.length;
+            while (lo < hi) {
+                int mid = (lo + hi) >>> 1;
+                if (hashes[mid] < h) {
+                    lo = mid + 1;
+                } else {
+                    hi = mid;
+                }
+            }
+            for (int i = lo; i < hashes.length && hashes[i] == h; i++) {
+                out.accept(fileIds[filePos[i]], rows[i]);
+            }
+        }
+    }
+
+    /** Receives index entries. */
+    interface EntryConsumer {
+        void accept(long fileId, int row);
+    }
+
+    /** Entries held by the cache now, and its bytes (for tests and benchmarks). */
+    static long[] cacheStats() {
+        return CACHE.stats();
+    }
+
+    /** The segment of the index file at {@code path}, from the cache or read now. */
+    static Segment segment(SparkSession session, Path path, long numEntries, Configuration conf, long maxBytes)
+            throws IOException {
+        String key = path.toString();
+        Segment s = CACHE.get(key);
+        if (s == null) {
+            s = read(session, path, numEntries, conf);
+            CACHE.put(key, s, maxBytes);
+        }
+        return s;
+    }
+
+    private static Segment read(SparkSession session, Path path, long numEntries, Configuration conf)
+            throws IOException {
+        FileSystem fs = path.getFileSystem(conf);
+        long size = fs.getFileStatus(path).getLen();  // FileNotFoundException: a vacuumed index file
+        Seq<org.apache.spark.sql.sources.Filter> none = CollectionConverters.asScala(
+            new java.util.ArrayList<org.apache.spark.sql.sources.Filter>()).toList();
+        Function1<PartitionedFile, Iterator<InternalRow>> reader =
+            ParquetRows.reader(session, ENTRY_SCHEMA, ENTRY_SCHEMA, none, true, conf);
+        int n = (int) Math.max(0, Math.min(Integer.MAX_VALUE - 8, numEntries));
+        int[] hashes = new int[n];
+        int[] pos = new int[n];
+        int[] rows = new int[n];
+        Map<Long, Integer> ids = new HashMap<>();
+        long[] idTable = new long[4];
+        int count = 0;
+        Iterator<InternalRow> it = reader.apply(ParquetRows.split(path, 0, size, size, 0));
+        while (it.hasNext()) {
+            Object next = it.next();
+            ColumnarBatch batch = (ColumnarBatch) next;
+            int rowsInBatch = batch.numRows();
+            if (count + rowsInBatch > hashes.length) {
+                int grow = Math.max(count + rowsInBatch, hashes.length * 2);
+                hashes = Arrays.copyOf(hashes, grow);
+                pos = Arrays.copyOf(pos, grow);
+                rows = Arrays.copyOf(rows, grow);
+            }
+            for (int i = 0; i < rowsInBatch; i++) {
+                long fid = batch.column(1).getLong(i);
+                Integer p = ids.get(fid);
+                if (p == null) {
+                    p = ids.size();
+                    ids.put(fid, p);
+                    if (p >= idTable.length) {
+                        idTable = Arrays.copyOf(idTable, idTable.length * 2);
+                    }
+                    idTable[p] = fid;
+                }
+                hashes[count] = ((int) batch.column(0).getLong(i)) ^ Integer.MIN_VALUE;
+                pos[count] = p;
+                rows[count] = batch.column(2).getInt(i);
+                count++;
+            }
+        }
+        if (count != hashes.length) {
+            hashes = Arrays.copyOf(hashes, count);
+            pos = Arrays.copyOf(pos, count);
+            rows = Arrays.copyOf(rows, count);
+        }
+        Segment s = new Segment(hashes, pos, rows, Arrays.copyOf(idTable, ids.size()));
+        return sorted(s);
+    }
+
+    /** The segment itself when its hashes are in order (writers sort them), else a sorted copy. */
+    private static Segment sorted(Segment s) {
+        int[] h = s.hashes;
+        boolean ordered = true;
+        for (int i = 1; i < h.length && ordered; i++) {
+            ordered = h[i - 1] <= h[i];
+        }
+        if (ordered) {
+            return s;
+        }
+        Integer[] order = new Integer[h.length];
+        for (int i = 0; i < order.length; i++) {
+            order[i] = i;
+        }
+        Arrays.sort(order, (a, b) -> Integer.compare(h[a], h[b]));
+        int[] hashes = new int[h.length];
+        int[] pos = new int[h.length];
+        int[] rows = new int[h.length];
+        for (int i = 0; i < order.length; i++) {
+            hashes[i] = h[order[i]];
+            pos[i] = s.filePos[order[i]];
+            rows[i] = s.rows[order[i]];
+        }
+        return new Segment(hashes, pos, rows, s.fileIds);
+    }
+
+    /** Least recently used first out, bounded by the segments' bytes. */
+    private static final class Cache {
+        private final LinkedHashMap<String, Segment> items = new LinkedHashMap<>(64, 0.75f, true);
+        private long bytes;
+
+        synchronized Segment get(String key) {
+            return items.get(key);
+        }
+
+        synchronized void put(String key, Segment s, long maxBytes) {
+            Segment old = items.put(key, s);
+            if (old != null) {
+                bytes -= old.bytes();
+            }
+            bytes += s.bytes();
+            java.util.Iterator<Map.Entry<String, Segment>> it = items.entrySet().iterator();
+            while (bytes > maxBytes && it.hasNext()) {
+                Map.Entry<String, Segment> eldest = it.next();
+                if (eldest.getValue() == s) {
+                    continue;  // the segment just read serves the query that read it
+                }
+                bytes -= eldest.getValue().bytes();
+                it.remove();
+            }
+        }
+
+        synchronized long[] stats() {
+            long entries = 0;
+            for (Segment s : items.values()) {
+                entries += s.hashes.length;
+            }
+            return new long[] {items.size(), entries, bytes};
+        }
+    }
+}

@@ -1,0 +1,168 @@
+"""Index lookups the JVM connector answers on the driver (``DriverLookup.java``): no Spark
+job, a local relation of exactly the matching rows, the same planner rules as the Python
+reader (usable index, staleness limits, hybrid scan of unindexed files), and Spark's own
+scan whenever the driver should not answer. Reference answers are ``to_arrow()`` filtered
+by DuckDB, or ``IndexedTable.lookup``; DataFrames are loaded once and queried many times.
+"""
+
+from __future__ import annotations
+
+import duckdb
+import pyarrow as pa
+import pytest
+
+import indexeddf
+from indexeddf import IndexedTable
+
+pytestmark = pytest.mark.spark
+
+SCHEMA = pa.schema([("k", pa.int64()), ("s", pa.string()), ("v", pa.float64())])
+
+
+def rows_of(keys, tag="a"):
+    return pa.table({
+        "k": pa.array(keys, pa.int64()),
+        "s": [None if k is None or k % 5 == 0 else f"{tag}{k % 7}" for k in keys],
+        "v": [float(i) for i in range(len(keys))],
+    }, schema=SCHEMA)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def connector(spark):
+    assert indexeddf.register(spark) == "connector"
+
+
+@pytest.fixture
+def conf(spark):
+    """Set Spark confs for one test."""
+    changed = []
+
+    def set_(key, value):
+        changed.append(key)
+        spark.conf.set(key, value)
+
+    yield set_
+    for key in changed:
+        spark.conf.unset(key)
+
+
+def load(spark, path, **options):
+    reader = spark.read.format("indexeddf")
+    for k, v in options.items():
+        reader = reader.option(k, v)
+    return reader.load(str(path))
+
+
+def physical(df) -> str:
+    return df._jdf.queryExecution().executedPlan().toString()
+
+
+def collected(df) -> pa.Table:
+    """``collect()``, as users call it (``toArrow()`` always runs a job, even on local rows)."""
+    return pa.Table.from_pylist([r.asDict() for r in df.collect()], schema=SCHEMA)
+
+
+def jobs(spark) -> int:
+    return len(spark.sparkContext.statusTracker().getJobIdsForGroup(None))
+
+
+def expected(path, where, version=None):
+    con = duckdb.connect()
+    con.register("t", IndexedTable.for_path(str(path), version=version).to_arrow())
+    sql_where = where.replace("<=>", "IS NOT DISTINCT FROM")  # Spark's null-safe equality, in DuckDB's words
+    out = con.execute(f"SELECT k, s, v FROM t WHERE {sql_where}").arrow()
+    return out.read_all() if isinstance(out, pa.RecordBatchReader) else out
+
+
+def same(got: pa.Table, want: pa.Table) -> bool:
+    key = lambda r: repr(tuple(r.values()))  # noqa: E731
+    return sorted(got.cast(SCHEMA).to_pylist(), key=key) == sorted(want.cast(SCHEMA).to_pylist(), key=key)
+
+
+@pytest.fixture(scope="module")
+def table(tmp_path_factory):
+    path = tmp_path_factory.mktemp("driver") / "t"
+    t = IndexedTable.create(str(path), rows_of(list(range(0, 400)) + [None, None, 7, 7]), index_columns=["k"],
+                            num_buckets=8)
+    t.append(rows_of(list(range(300, 500)), tag="b"))  # k 300..399 twice
+    t.create_index("by_s", ["s"])
+    t.delete("k > 450")
+    t.refresh()  # the delete rewrote a third of the bytes: past maxDeletedRatio until a refresh
+    return path
+
+
+QUERIES = ["k = 7", "k = 350", "k = 999", "k IN (1, 2, 350, 7)", "k <=> 12", "k IS NULL", "k = 350 AND v > 100",
+           "s = 'a3'", "s IN ('b1', 'a2') AND k < 320", "k = 351 OR k = 352"]
+
+
+def test_lookups_run_no_spark_job_and_answer_like_the_python_reader(spark, table):
+    df = load(spark, table)  # one DataFrame, queried many times in a shuffled order
+    for where in QUERIES[::-1] + QUERIES:
+        q = df.where(where)
+        before = jobs(spark)
+        got = collected(q)
+        assert jobs(spark) == before, where
+        assert "LocalTableScan" in physical(q), where
+        assert same(got, expected(table, where)), where
+    # The driver-side lookup keeps a reused DataFrame's other queries Spark's own scans.
+    assert df.count() == IndexedTable.for_path(str(table)).to_arrow().num_rows
+    assert "FileScan parquet" in physical(df.where("v > 3"))
+
+
+def test_a_lookup_answer_equals_indexed_table_lookup(spark, table):
+    t = IndexedTable.for_path(str(table))
+    df = load(spark, table)
+    for keys in ([7], [350, 351, 0], [None], [123456]):
+        in_list = ", ".join("NULL" if k is None else str(k) for k in keys)
+        where = f"k IN ({in_list})" if None not in keys else "k IS NULL"
+        assert same(df.where(where).toArrow(), t.lookup(keys)), keys
+
+
+def test_unindexed_appends_are_scanned_on_the_driver_too(spark, tmp_path):
+    t = IndexedTable.create(str(tmp_path / "t"), rows_of(list(range(2000))), index_columns=["k"], num_buckets=4)
+    t.set_properties({"indexeddf.index.autoRefresh": "false"})
+    t.append(rows_of([5, 6, 2500], tag="new"))
+    df = load(spark, t.path)
+    for where in ("k = 5", "k = 2500", "k IN (6, 7)"):
+        q = df.where(where)
+        assert "LocalTableScan" in physical(q), where
+        assert same(q.toArrow(), expected(t.path, where)), where
+
+
+def test_spark_answers_when_the_driver_should_not(spark, table, conf, tmp_path):
+    df = load(spark, table)
+    conf("spark.indexeddf.driverLookup.maxKeys", "2")
+    q = df.where("k IN (1, 2, 3)")
+    assert "FileScan parquet" in physical(q)
+    assert same(q.toArrow(), expected(table, "k IN (1, 2, 3)"))
+    assert "LocalTableScan" in physical(df.where("k IN (1, 2)"))
+    conf("spark.indexeddf.driverLookup.enabled", "false")
+    assert "FileScan parquet" in physical(df.where("k = 7"))
+
+
+def test_a_stale_index_is_not_used(spark, tmp_path):
+    t = IndexedTable.create(str(tmp_path / "t"), rows_of(list(range(100))), index_columns=["k"], num_buckets=4)
+    t.set_properties({"indexeddf.index.autoRefresh": "false"})
+    t.append(rows_of(list(range(100, 1000))))  # most bytes unindexed: over maxAppendedRatio
+    q = load(spark, t.path).where("k = 500")
+    assert "FileScan parquet" in physical(q)
+    assert same(q.toArrow(), expected(t.path, "k = 500"))
+    t.refresh()
+    q = load(spark, t.path).where("k = 500")
+    assert "LocalTableScan" in physical(q)
+    assert same(q.toArrow(), expected(t.path, "k = 500"))
+
+
+def test_an_older_version_whose_index_files_were_vacuumed_is_scanned(spark, tmp_path):
+    t = IndexedTable.create(str(tmp_path / "t"), rows_of(list(range(300))), index_columns=["k"], num_buckets=4)
+    t.create_index("by_s", ["s"])
+    v = t.version
+    t.drop_index("by_s")
+    t.vacuum_index("by_s")
+    q = load(spark, t.path, versionAsOf=v).where("s = 'a3'")
+    assert "FileScan parquet" in physical(q)
+    assert same(q.toArrow(), expected(t.path, "s = 'a3'", version=v))
+    # the primary index of that version still answers on the driver
+    q = load(spark, t.path, versionAsOf=v).where("k = 3")
+    assert "LocalTableScan" in physical(q)
+    assert same(q.toArrow(), expected(t.path, "k = 3", version=v))
