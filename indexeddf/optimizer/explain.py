@@ -13,9 +13,10 @@ from ..spec.schema import arrow_schema
 from .planner import FilterPlan, plan_filter
 
 SPARK_FALLBACK_LINE = (
-    "spark.read.format('indexeddf'): through the JVM connector (indexeddf.configure), Spark's Parquet scan "
-    "of the version's files, pruned to the keys' buckets when every file has one; through the Python "
-    "fallback, every live file (docs/spark.md)"
+    "spark.read.format('indexeddf'): through the JVM connector (indexeddf.configure), a lookup through "
+    "the same index on the driver (no Spark job) when an index answers and the keys are few "
+    "(spark.indexeddf.driverLookup.*), else Spark's Parquet scan of the version's files, pruned to the "
+    "keys' buckets when every file has one; through the Python fallback, every live file (docs/spark.md)"
 )
 """The last line of an explain whose filter an index or the bucketing narrows."""
 
