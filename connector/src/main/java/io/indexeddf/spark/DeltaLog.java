@@ -65,6 +65,7 @@ public final class DeltaLog {
 
     private static final Pattern COMMIT = Pattern.compile("^(\\d{20})\\.json$");
     private static final Pattern CHECKPOINT = Pattern.compile("^(\\d{20})\\.checkpoint\\.parquet$");
+    private static final Pattern STATE = Pattern.compile("^(\\d{20})\\.json$");
     private static final Pattern CHECKPOINT_PART =
         Pattern.compile("^(\\d{20})\\.checkpoint\\.(\\d{10})\\.(\\d{10})\\.parquet$");
 
@@ -102,6 +103,8 @@ public final class DeltaLog {
         public final Map<Long, Long> tombstoneSizes;
         /** The indexes at this version by name, or null when the log does not say (see {@link #snapshot}). */
         public final Map<String, IndexLog.Entry> indexes;
+        /** The indexes at the newest version when this one is older (computed on first use), else null. */
+        java.util.function.Supplier<Map<String, IndexLog.Entry>> newestIndexes;
 
         Snapshot(Path root, long version, JsonNode protocol, JsonNode metadata, List<AddFile> files,
                  Map<Long, Long> tombstoneSizes, Map<String, IndexLog.Entry> indexes) {
@@ -234,9 +237,7 @@ public final class DeltaLog {
             for (FileStatus part : checkpoints.get(start)) {
                 readCheckpoint(part, state);
             }
-            // The index state of a checkpoint indexeddf wrote; another engine's checkpoint has
-            // none, and the indexes stay unknown (null): readers then scan, which is always right.
-            state.indexes = readIndexState(start);
+            state.indexes = indexStateAt(start);
             from = start + 1;
         }
         for (long v = from; v <= target; v++) {
@@ -257,7 +258,21 @@ public final class DeltaLog {
         }
         checkReadable(state.protocol, state.metadata);
         List<AddFile> files = new ArrayList<>(state.adds.values());
-        return new Snapshot(root, target, state.protocol, state.metadata, files, state.tombstones, state.indexes);
+        Snapshot snap = new Snapshot(root, target, state.protocol, state.metadata, files, state.tombstones,
+            state.indexes);
+        if (target < latest) {
+            // A newer state of an index may serve this version (PROTOCOL.md 4.5.4): replayed once,
+            // only when a lookup asks.
+            Map<String, IndexLog.Entry>[] memo = new Map[1];
+            snap.newestIndexes = () -> {
+                if (memo[0] == null) {
+                    Map<String, IndexLog.Entry> newest = snapshot(latest).indexes;
+                    memo[0] = newest == null ? new LinkedHashMap<>() : newest;
+                }
+                return memo[0];
+            };
+        }
+        return snap;
     }
 
     /** The newest version committed at or before {@code timestamp} (Delta's rule). */
@@ -428,6 +443,53 @@ public final class DeltaLog {
         } catch (java.security.NoSuchAlgorithmException e) {
             throw new IllegalStateException(e);
         }
+    }
+
+    /**
+     * The indexes at the checkpoint {@code version}: its state file when indexeddf wrote the
+     * checkpoint, else (another engine's checkpoint) replayed from the commits since the newest
+     * state file before it. Null when commits a log clean-up removed leave them unknown: readers
+     * then scan, which is always right (the Python reader warns and does the same).
+     */
+    private Map<String, IndexLog.Entry> indexStateAt(long version) {
+        Map<String, IndexLog.Entry> state = readIndexState(version);
+        if (state != null) {
+            return state;
+        }
+        long from = 0;
+        Map<String, IndexLog.Entry> indexes = new LinkedHashMap<>();
+        try {
+            long best = -1;
+            for (FileStatus st : fs.listStatus(new Path(root, "_indexes/_state"))) {
+                Matcher m = STATE.matcher(st.getPath().getName());
+                if (m.matches() && Long.parseLong(m.group(1)) < version) {
+                    best = Math.max(best, Long.parseLong(m.group(1)));
+                }
+            }
+            if (best >= 0) {
+                indexes = new LinkedHashMap<>(readIndexState(best));
+                from = best + 1;
+            }
+        } catch (FileNotFoundException e) {
+            // no state files at all: replay from version 0
+        } catch (IOException e) {
+            throw corrupt(root, "cannot list _indexes/_state: " + e);
+        }
+        for (long v = from; v <= version; v++) {
+            FileStatus st = commits.get(v);
+            if (st == null) {
+                return null;
+            }
+            for (String line : readLines(st.getPath())) {
+                if (!line.trim().isEmpty()) {
+                    JsonNode info = parse(line, st.getPath()).get("commitInfo");
+                    if (info != null && !info.isNull()) {
+                        IndexLog.apply(indexes, info, st.getPath());
+                    }
+                }
+            }
+        }
+        return indexes;
     }
 
     /** The index state beside the checkpoint of {@code version}, or null when there is none. */

@@ -126,7 +126,7 @@ public final class DriverLookup extends Rule<LogicalPlan> {
         DeltaLog.Snapshot snapshot = snapshotOf(lr);
         StructType schema = rel.dataSchema();
         List<Attribute> output = new ArrayList<>(CollectionConverters.asJava(lr.output()));
-        if (snapshot.indexes == null || output.size() != schema.size()) {
+        if ((snapshot.indexes == null && snapshot.newestIndexes == null) || output.size() != schema.size()) {
             return null;
         }
         Map<String, List<Object>> fixed = fixedValues(condition, output);
@@ -254,7 +254,7 @@ public final class DriverLookup extends Rule<LogicalPlan> {
     }
 
     private Plan plan(DeltaLog.Snapshot snapshot, StructType schema, Map<String, List<Object>> fixed) {
-        List<IndexLog.Entry> entries = new ArrayList<>(snapshot.indexes.values());
+        List<IndexLog.Entry> entries = servingStates(snapshot, fixed);
         entries.sort(Comparator.comparing((IndexLog.Entry e) -> !"primary".equals(e.kind)).thenComparing(e -> e.name));
         for (IndexLog.Entry e : entries) {
             if (!e.readable() || !fixed.keySet().containsAll(e.columns)) {
@@ -296,6 +296,53 @@ public final class DriverLookup extends Rule<LogicalPlan> {
             return new Plan(e, keys, liveCovered, scan);
         }
         return null;
+    }
+
+    /**
+     * Per index name, the state that serves a read of {@code snapshot}: its state there, or at
+     * the newest version, whichever leaves fewer live bytes unindexed (same columns, kind and
+     * bucket count only; {@code serving_states} of the Python planner). Only indexes whose
+     * columns the filter fixes are weighed (the others cannot answer).
+     */
+    private static List<IndexLog.Entry> servingStates(DeltaLog.Snapshot snapshot, Map<String, List<Object>> fixed) {
+        Map<String, IndexLog.Entry> held = snapshot.indexes == null ? Map.of() : snapshot.indexes;
+        Map<String, IndexLog.Entry> newest = snapshot.newestIndexes == null ? null : snapshot.newestIndexes.get();
+        if (newest == null) {
+            return new ArrayList<>(held.values());
+        }
+        Set<String> names = new java.util.LinkedHashSet<>(held.keySet());
+        names.addAll(newest.keySet());
+        List<IndexLog.Entry> out = new ArrayList<>();
+        for (String name : names) {
+            IndexLog.Entry then = held.get(name);
+            IndexLog.Entry now = newest.get(name);
+            IndexLog.Entry first = then != null ? then : now;
+            if (!fixed.keySet().containsAll(first.columns)) {
+                out.add(first);
+                continue;
+            }
+            IndexLog.Entry best = first;
+            if (then != null && now != null && then.columns.equals(now.columns) && then.kind.equals(now.kind)
+                    && then.numBuckets == now.numBuckets && unindexedBytes(snapshot, now) < unindexedBytes(snapshot, then)) {
+                best = now;
+            }
+            out.add(best);
+        }
+        return out;
+    }
+
+    private static double unindexedBytes(DeltaLog.Snapshot snapshot, IndexLog.Entry e) {
+        if (!e.readable()) {
+            return Double.POSITIVE_INFINITY;
+        }
+        Set<Long> covered = e.coveredIds();
+        long bytes = 0;
+        for (DeltaLog.AddFile a : snapshot.files) {
+            if (!covered.contains(a.fileId)) {
+                bytes += a.size;
+            }
+        }
+        return bytes;
     }
 
     private static boolean hasFloatColumn(StructType schema, List<String> columns) {
