@@ -194,3 +194,12 @@ def test_a_checkpoint_without_index_state_replays_the_index_log(spark, tmp_path)
         q = load(spark, t.path).where(where)
         assert "LocalTableScan" in physical(q), where
         assert same(collected(q), expected(t.path, where)), where
+
+
+def test_a_projection_reads_only_the_columns_it_and_the_filter_use(spark, table):
+    df = load(spark, table)
+    q = df.where("k IN (7, 350) AND v >= 0").select("s")
+    text = physical(q)
+    assert "LocalTableScan [s#" in text, text
+    want = expected(table, "k IN (7, 350) AND v >= 0")
+    assert sorted(r.s or "" for r in q.collect()) == sorted(s or "" for s in want.column("s").to_pylist())

@@ -36,6 +36,7 @@ import org.apache.spark.sql.catalyst.expressions.SubqueryExpression$;
 import org.apache.spark.sql.catalyst.plans.logical.Filter;
 import org.apache.spark.sql.catalyst.plans.logical.LocalRelation;
 import org.apache.spark.sql.catalyst.plans.logical.LogicalPlan;
+import org.apache.spark.sql.catalyst.plans.logical.Project;
 import org.apache.spark.sql.catalyst.rules.Rule;
 import org.apache.spark.sql.execution.datasources.DataSourceStrategy$;
 import org.apache.spark.sql.execution.datasources.HadoopFsRelation;
@@ -89,13 +90,21 @@ public final class DriverLookup extends Rule<LogicalPlan> {
         return plan.transformDown(new AbstractPartialFunction<LogicalPlan, LogicalPlan>() {
             @Override
             public boolean isDefinedAt(LogicalPlan p) {
+                if (p instanceof Project) {
+                    p = ((Project) p).child();  // a projection: read only the columns it and the filter use
+                }
                 return p instanceof Filter && snapshotOf(((Filter) p).child()) != null;
             }
 
             @Override
             public LogicalPlan apply(LogicalPlan p) {
-                LogicalPlan answered = answer((Filter) p);
-                return answered == null ? p : answered;
+                Project project = p instanceof Project ? (Project) p : null;
+                Filter filter = (Filter) (project != null ? project.child() : p);
+                LogicalPlan answered = answer(filter, project);
+                if (answered == null) {
+                    return p;
+                }
+                return project == null ? answered : new Project(project.projectList(), answered);
             }
         });
     }
@@ -116,7 +125,7 @@ public final class DriverLookup extends Rule<LogicalPlan> {
     }
 
     /** The filter answered by an index lookup, or null when it should be left to Spark. */
-    private LogicalPlan answer(Filter filter) {
+    private LogicalPlan answer(Filter filter, Project project) {
         Expression condition = filter.condition();
         if (!condition.deterministic() || SubqueryExpression$.MODULE$.hasSubquery(condition)) {
             return null;
@@ -134,10 +143,20 @@ public final class DriverLookup extends Rule<LogicalPlan> {
         if (plan == null) {
             return null;
         }
+        // The columns to read: those the projection above (when there is one) and the filter use.
+        List<Attribute> read = new ArrayList<>();
+        StructType required = new StructType();
+        for (int i = 0; i < output.size(); i++) {
+            Attribute a = output.get(i);
+            if (project == null || project.references().contains(a) || condition.references().contains(a)) {
+                read.add(a);
+                required = required.add(schema.fields()[i]);
+            }
+        }
         Configuration hadoopConf = ((org.apache.spark.sql.classic.SparkSession) session).sessionState().newHadoopConf();
         List<InternalRow> rows;
         try {
-            rows = execute(plan, snapshot, schema, condition, output, hadoopConf);
+            rows = execute(plan, snapshot, schema, required, condition, read, hadoopConf);
         } catch (FileNotFoundException e) {
             return null;  // an index file vacuumed since this version: Spark's scan answers
         } catch (IOException e) {
@@ -146,7 +165,7 @@ public final class DriverLookup extends Rule<LogicalPlan> {
         if (rows == null) {
             return null;
         }
-        Seq<Attribute> attrs = CollectionConverters.asScala(output).toList();
+        Seq<Attribute> attrs = CollectionConverters.asScala(read).toList();
         // The rows satisfy the whole condition already (evaluated below): no Filter stays above.
         return new LocalRelation(attrs, CollectionConverters.asScala(rows).toList(), false, Option.empty());
     }
@@ -419,8 +438,9 @@ public final class DriverLookup extends Rule<LogicalPlan> {
 
     // -- execution ------------------------------------------------------------------------
     /** The rows of the plan that satisfy {@code condition}, or null when too many row groups. */
-    private List<InternalRow> execute(Plan plan, DeltaLog.Snapshot snapshot, StructType schema, Expression condition,
-                                      List<Attribute> output, Configuration conf) throws IOException {
+    private List<InternalRow> execute(Plan plan, DeltaLog.Snapshot snapshot, StructType schema, StructType required,
+                                      Expression condition, List<Attribute> output, Configuration conf)
+            throws IOException {
         Map<Long, TreeSet<Integer>> candidates = probe(plan, snapshot.root, schema, conf);
         Map<Long, DeltaLog.AddFile> byId = new HashMap<>();
         for (DeltaLog.AddFile a : snapshot.files) {
@@ -452,7 +472,7 @@ public final class DriverLookup extends Rule<LogicalPlan> {
             new ArrayList<org.apache.spark.sql.sources.Filter>()).toList();
         if (!groups.isEmpty()) {
             Function1<PartitionedFile, Iterator<InternalRow>> reader =
-                ParquetRows.reader(session, schema, schema, none, false, conf);
+                ParquetRows.reader(session, schema, required, none, false, conf);
             for (Object[] g : groups) {
                 DeltaLog.AddFile a = (DeltaLog.AddFile) g[0];
                 ParquetRows.Footer footer = (ParquetRows.Footer) g[1];
@@ -472,7 +492,7 @@ public final class DriverLookup extends Rule<LogicalPlan> {
         }
         if (!plan.scan.isEmpty()) {
             Function1<PartitionedFile, Iterator<InternalRow>> reader =
-                ParquetRows.reader(session, schema, schema, pushed(condition), false, conf);
+                ParquetRows.reader(session, schema, required, pushed(condition), false, conf);
             for (DeltaLog.AddFile a : plan.scan) {
                 Iterator<InternalRow> it = reader.apply(ParquetRows.split(a.location, 0, a.size, a.size,
                     a.modificationTime));
