@@ -136,6 +136,11 @@ def test_spark_answers_when_the_driver_should_not(spark, table, conf, tmp_path):
     assert "FileScan parquet" in physical(q)
     assert same(q.toArrow(), expected(table, "k IN (1, 2, 3)"))
     assert "LocalTableScan" in physical(df.where("k IN (1, 2)"))
+    conf("spark.indexeddf.driverLookup.maxRows", "5")  # 's = a3' matches more rows than that
+    q = df.where("s = 'a3'")
+    assert "FileScan parquet" in physical(q)
+    assert same(collected(q), expected(table, "s = 'a3'"))
+    assert "LocalTableScan" in physical(df.where("k = 7"))
     conf("spark.indexeddf.driverLookup.enabled", "false")
     assert "FileScan parquet" in physical(df.where("k = 7"))
 

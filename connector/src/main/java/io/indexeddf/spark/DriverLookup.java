@@ -65,8 +65,8 @@ import scala.runtime.AbstractPartialFunction;
  *
  * <p>It steps aside, leaving Spark's bucket-pruned Parquet scan to answer, whenever the
  * driver would do too much: more keys than {@code spark.indexeddf.driverLookup.maxKeys},
- * more row groups than {@code .maxRowGroups}, more unindexed bytes to scan than
- * {@code .maxScanBytes}; and when no index is usable (state, staleness, columns not fixed,
+ * more row groups than {@code .maxRowGroups}, more matching rows than {@code .maxRows}, more
+ * unindexed bytes to scan than {@code .maxScanBytes}; when reading the index fails; and when no index is usable (state, staleness, columns not fixed,
  * floating-point index columns, an index file deleted since the version read, the log's
  * index state unknown).
  */
@@ -75,6 +75,8 @@ public final class DriverLookup extends Rule<LogicalPlan> {
     static final int KEY_HASH_SEED = 0x2545F491;
     static final int BUCKET_SEED = 42;
     static final int MAX_INDEX_KEYS = 1_000_000;
+
+    private static final org.slf4j.Logger LOG = org.slf4j.LoggerFactory.getLogger(DriverLookup.class);
 
     private final SparkSession session;
 
@@ -159,8 +161,12 @@ public final class DriverLookup extends Rule<LogicalPlan> {
             rows = execute(plan, snapshot, schema, required, condition, read, hadoopConf);
         } catch (FileNotFoundException e) {
             return null;  // an index file vacuumed since this version: Spark's scan answers
-        } catch (IOException e) {
-            throw new IndexedDFException("IndexedDFError", "index lookup on " + snapshot.root + " failed: " + e, e);
+        } catch (IOException | RuntimeException e) {
+            // The data files are the truth: whatever went wrong with the index, Spark's scan of
+            // them answers right, so a lookup problem never fails the query.
+            LOG.warn("indexeddf: the driver-side lookup on " + snapshot.root + " failed (" + e
+                + "); Spark's scan answers instead", e);
+            return null;
         }
         if (rows == null) {
             return null;
@@ -460,7 +466,12 @@ public final class DriverLookup extends Rule<LogicalPlan> {
                 groups.add(new Object[] {a, footer, g.getKey(), g.getValue()});
             }
         }
-        if (groups.size() > Integer.parseInt(conf("maxRowGroups", "64"))) {
+        long maxRows = Long.parseLong(conf("maxRows", "100000"));
+        long candidateRows = 0;
+        for (TreeSet<Integer> r : candidates.values()) {
+            candidateRows += r.size();
+        }
+        if (groups.size() > Integer.parseInt(conf("maxRowGroups", "64")) || candidateRows > maxRows) {
             return null;
         }
         // Interpreted: generating code for a filter that holds the key literals would compile
@@ -488,6 +499,9 @@ public final class DriverLookup extends Rule<LogicalPlan> {
                         out.add(row.copy());
                     }
                 }
+                if (out.size() > maxRows) {
+                    return null;
+                }
             }
         }
         if (!plan.scan.isEmpty()) {
@@ -501,6 +515,9 @@ public final class DriverLookup extends Rule<LogicalPlan> {
                     if (predicate.eval(row)) {
                         out.add(row.copy());
                     }
+                }
+                if (out.size() > maxRows) {
+                    return null;  // rows of a key held in memory on the driver: Spark's scan is better
                 }
             }
         }
