@@ -1,0 +1,317 @@
+package io.indexeddf.spark;
+
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.Comparator;
+import java.util.HashSet;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Set;
+
+import org.apache.spark.sql.catalyst.expressions.And;
+import org.apache.spark.sql.catalyst.expressions.Attribute;
+import org.apache.spark.sql.catalyst.expressions.AttributeReference;
+import org.apache.spark.sql.catalyst.expressions.EqualNullSafe;
+import org.apache.spark.sql.catalyst.expressions.EqualTo;
+import org.apache.spark.sql.catalyst.expressions.Expression;
+import org.apache.spark.sql.catalyst.expressions.In;
+import org.apache.spark.sql.catalyst.expressions.InSet;
+import org.apache.spark.sql.catalyst.expressions.IsNull;
+import org.apache.spark.sql.catalyst.expressions.Literal;
+import org.apache.spark.sql.catalyst.expressions.Murmur3Hash;
+import org.apache.spark.sql.catalyst.expressions.Or;
+import org.apache.spark.sql.types.DataType;
+import org.apache.spark.sql.types.DoubleType;
+import org.apache.spark.sql.types.FloatType;
+import org.apache.spark.sql.types.StructType;
+import scala.jdk.javaapi.CollectionConverters;
+
+/**
+ * The connector's index planner, with the rules of {@code indexeddf/optimizer/planner.py}
+ * (docs/PROTOCOL.md 13): which columns a filter fixes, which index answers it at a version,
+ * which index buckets it probes and which live files it must scan (hybrid scan).
+ */
+final class LookupPlanner {
+    static final int KEY_HASH_SEED = 0x2545F491;
+    static final int BUCKET_SEED = 42;
+    /** The most keys one index lookup takes (as {@code MAX_INDEX_KEYS} of the Python planner). */
+    static final int MAX_INDEX_KEYS = 1_000_000;
+
+    private LookupPlanner() {
+    }
+
+    // -- which columns the filter fixes ---------------------------------------------------
+    /** Column -> the values an equality, {@code <=>}, IN or IS NULL conjunct fixes it to. */
+    static Map<String, List<Object>> fixedValues(Expression condition, List<Attribute> output) {
+        Map<String, List<Object>> fixed = new LinkedHashMap<>();
+        for (Expression c : conjuncts(condition)) {
+            Map.Entry<String, List<Object>> fix = fixes(c, output);
+            String column = fix == null ? null : fix.getKey();
+            List<Object> values = fix == null ? null : fix.getValue();
+            // Two conjuncts on one column: either set holds every match (rows are checked against
+            // the whole condition after they are read).
+            if (column != null && (!fixed.containsKey(column) || fixed.get(column).size() > values.size())) {
+                fixed.put(column, values);
+            }
+        }
+        return fixed;
+    }
+
+    /** The column and values one predicate fixes (an OR of such predicates on one column too), or null. */
+    private static Map.Entry<String, List<Object>> fixes(Expression c, List<Attribute> output) {
+        if (c instanceof Or) {
+            Map.Entry<String, List<Object>> l = fixes(((Or) c).left(), output);
+            Map.Entry<String, List<Object>> r = fixes(((Or) c).right(), output);
+            if (l == null || r == null || !l.getKey().equals(r.getKey())) {
+                return null;
+            }
+            List<Object> both = new ArrayList<>(l.getValue());
+            both.addAll(r.getValue());
+            return Map.entry(l.getKey(), both);
+        }
+        if (c instanceof EqualTo || c instanceof EqualNullSafe) {
+            Expression l = c.children().apply(0);
+            Expression r = c.children().apply(1);
+            if (r.foldable() && column(l, output) != null) {
+                return entry(column(l, output), java.util.Collections.singletonList(valueOf(r)));
+            }
+            if (l.foldable() && column(r, output) != null) {
+                return entry(column(r, output), java.util.Collections.singletonList(valueOf(l)));
+            }
+        } else if (c instanceof In && column(((In) c).value(), output) != null) {
+            List<Object> vals = new ArrayList<>();
+            for (Expression e : CollectionConverters.asJava(((In) c).list())) {
+                if (!e.foldable()) {
+                    return null;
+                }
+                vals.add(e.eval(null));
+            }
+            return entry(column(((In) c).value(), output), vals);
+        } else if (c instanceof InSet && column(((InSet) c).child(), output) != null) {
+            return entry(column(((InSet) c).child(), output), new ArrayList<>(CollectionConverters.asJava(((InSet) c).hset())));
+        } else if (c instanceof IsNull && column(((IsNull) c).child(), output) != null) {
+            return entry(column(((IsNull) c).child(), output), java.util.Collections.singletonList(null));
+        }
+        return null;
+    }
+
+    private static Map.Entry<String, List<Object>> entry(String column, List<Object> values) {
+        return new java.util.AbstractMap.SimpleImmutableEntry<>(column, values);
+    }
+
+    private static Object valueOf(Expression foldable) {
+        return foldable.eval(null);
+    }
+
+    static List<Expression> conjuncts(Expression e) {
+        List<Expression> out = new ArrayList<>();
+        if (e instanceof And) {
+            out.addAll(conjuncts(((And) e).left()));
+            out.addAll(conjuncts(((And) e).right()));
+        } else {
+            out.add(e);
+        }
+        return out;
+    }
+
+    private static String column(Expression e, List<Attribute> output) {
+        if (!(e instanceof AttributeReference)) {
+            return null;
+        }
+        for (Attribute a : output) {
+            if (a.exprId().equals(((AttributeReference) e).exprId())) {
+                return a.name();
+            }
+        }
+        return null;
+    }
+
+    // -- planning (the rules of optimizer/planner.py) -------------------------------------
+    /** What a lookup reads: the index, its keys, and the live files it must scan. */
+    static final class Plan {
+        final IndexLog.Entry index;
+        final List<Object[]> keys;
+        final Set<Long> liveCovered;
+        final List<DeltaLog.AddFile> scan;
+
+        Plan(IndexLog.Entry index, List<Object[]> keys, Set<Long> liveCovered, List<DeltaLog.AddFile> scan) {
+            this.index = index;
+            this.keys = keys;
+            this.liveCovered = liveCovered;
+            this.scan = scan;
+        }
+    }
+
+    /**
+     * The lookup that answers a filter fixing {@code fixed}, or null when Spark's scan should:
+     * the first usable index (primary first, then by name; readable; every column fixed; at most
+     * {@link #MAX_INDEX_KEYS} keys; within the staleness limits) when its keys and unindexed
+     * bytes are within the driver's {@code limits}.
+     */
+    static Plan plan(DeltaLog.Snapshot snapshot, StructType schema, Map<String, List<Object>> fixed,
+                     DriverLookup.Limits limits) {
+        List<IndexLog.Entry> entries = servingStates(snapshot, fixed);
+        entries.sort(Comparator.comparing((IndexLog.Entry e) -> !"primary".equals(e.kind)).thenComparing(e -> e.name));
+        for (IndexLog.Entry e : entries) {
+            if (!e.readable() || !fixed.keySet().containsAll(e.columns)) {
+                continue;
+            }
+            long count = 1;
+            for (String c : e.columns) {
+                count *= fixed.get(c).size();
+            }
+            if (count > MAX_INDEX_KEYS || hasFloatColumn(schema, e.columns)) {
+                continue;
+            }
+            Set<Long> covered = e.coveredIds();
+            if (tooStale(snapshot, covered)) {
+                continue;
+            }
+            // The first index the planner would use answers, or Spark does: a later one would
+            // be a different plan from the Python planner's.
+            if (count > limits.maxKeys) {
+                return null;
+            }
+            List<Object[]> keys = product(e.columns, fixed);
+            Set<Long> liveCovered = new HashSet<>();
+            List<DeltaLog.AddFile> scan = new ArrayList<>();
+            Set<Integer> dataBuckets = e.columns.equals(snapshot.indexColumns())
+                ? buckets(keys, e.columns, schema, snapshot.numBuckets()) : null;
+            long scanBytes = 0;
+            for (DeltaLog.AddFile a : snapshot.files) {
+                if (covered.contains(a.fileId)) {
+                    liveCovered.add(a.fileId);
+                } else if (dataBuckets == null || a.bucket == null || dataBuckets.contains(a.bucket)) {
+                    scan.add(a);
+                    scanBytes += a.size;
+                }
+            }
+            if (scanBytes > limits.maxScanBytes) {
+                return null;
+            }
+            return new Plan(e, keys, liveCovered, scan);
+        }
+        return null;
+    }
+
+    /**
+     * Per index name, the state that serves a read of {@code snapshot}: its state there, or at
+     * the newest version, whichever leaves fewer live bytes unindexed (same columns, kind and
+     * bucket count only; {@code serving_states} of the Python planner). Only indexes whose
+     * columns the filter fixes are weighed (the others cannot answer).
+     */
+    private static List<IndexLog.Entry> servingStates(DeltaLog.Snapshot snapshot, Map<String, List<Object>> fixed) {
+        Map<String, IndexLog.Entry> held = snapshot.indexes == null ? Map.of() : snapshot.indexes;
+        Map<String, IndexLog.Entry> newest = snapshot.newestIndexes == null ? null : snapshot.newestIndexes.get();
+        if (newest == null) {
+            return new ArrayList<>(held.values());
+        }
+        Set<String> names = new java.util.LinkedHashSet<>(held.keySet());
+        names.addAll(newest.keySet());
+        List<IndexLog.Entry> out = new ArrayList<>();
+        for (String name : names) {
+            IndexLog.Entry then = held.get(name);
+            IndexLog.Entry now = newest.get(name);
+            IndexLog.Entry first = then != null ? then : now;
+            if (!fixed.keySet().containsAll(first.columns)) {
+                out.add(first);
+                continue;
+            }
+            IndexLog.Entry best = first;
+            if (then != null && now != null && then.columns.equals(now.columns) && then.kind.equals(now.kind)
+                    && then.numBuckets == now.numBuckets && unindexedBytes(snapshot, now) < unindexedBytes(snapshot, then)) {
+                best = now;
+            }
+            out.add(best);
+        }
+        return out;
+    }
+
+    private static double unindexedBytes(DeltaLog.Snapshot snapshot, IndexLog.Entry e) {
+        if (!e.readable()) {
+            return Double.POSITIVE_INFINITY;
+        }
+        Set<Long> covered = e.coveredIds();
+        long bytes = 0;
+        for (DeltaLog.AddFile a : snapshot.files) {
+            if (!covered.contains(a.fileId)) {
+                bytes += a.size;
+            }
+        }
+        return bytes;
+    }
+
+    private static boolean hasFloatColumn(StructType schema, List<String> columns) {
+        for (String c : columns) {
+            DataType t = schema.apply(c).dataType();
+            if (t instanceof FloatType || t instanceof DoubleType) {
+                return true;  // -0.0 / NaN: left to Spark's scan
+            }
+        }
+        return false;
+    }
+
+    /** The hybrid-scan limits of the table ({@code indexeddf.hybridScan.*}). */
+    private static boolean tooStale(DeltaLog.Snapshot snapshot, Set<Long> covered) {
+        long live = 0;
+        long appended = 0;
+        for (DeltaLog.AddFile a : snapshot.files) {
+            live += a.size;
+            if (!covered.contains(a.fileId)) {
+                appended += a.size;
+            }
+        }
+        long gone = 0;
+        for (Map.Entry<Long, Long> t : snapshot.tombstoneSizes.entrySet()) {
+            if (covered.contains(t.getKey())) {
+                gone += t.getValue();
+            }
+        }
+        double maxAppended = ratio(snapshot, "indexeddf.hybridScan.maxAppendedRatio", 0.3);
+        double maxDeleted = ratio(snapshot, "indexeddf.hybridScan.maxDeletedRatio", 0.2);
+        double appendedRatio = appended / (double) Math.max(1, live);
+        double deletedRatio = gone / (double) Math.max(1, live - appended + gone);
+        return appendedRatio > maxAppended || deletedRatio > maxDeleted;
+    }
+
+    private static double ratio(DeltaLog.Snapshot snapshot, String key, double dflt) {
+        String v = snapshot.configuration(key);
+        return v == null ? dflt : Double.parseDouble(v.trim());
+    }
+
+    private static List<Object[]> product(List<String> columns, Map<String, List<Object>> fixed) {
+        List<Object[]> out = new ArrayList<>();
+        out.add(new Object[0]);
+        for (String c : columns) {
+            List<Object[]> next = new ArrayList<>();
+            for (Object[] prefix : out) {
+                for (Object v : new ArrayList<>(new java.util.LinkedHashSet<>(fixed.get(c)))) {
+                    Object[] k = Arrays.copyOf(prefix, prefix.length + 1);
+                    k[prefix.length] = v;
+                    next.add(k);
+                }
+            }
+            out = next;
+        }
+        return out;
+    }
+
+    /** Spark's hash of a key (its columns folded in order), as the writer computed it. */
+    static int hash(Object[] key, List<String> columns, StructType schema, int seed) {
+        List<Expression> lits = new ArrayList<>();
+        for (int i = 0; i < key.length; i++) {
+            lits.add(new Literal(key[i], schema.apply(columns.get(i)).dataType()));
+        }
+        return (Integer) new Murmur3Hash(CollectionConverters.asScala(lits).toList(), seed).eval(null);
+    }
+
+    private static Set<Integer> buckets(List<Object[]> keys, List<String> columns, StructType schema, int n) {
+        Set<Integer> out = new HashSet<>();
+        for (Object[] k : keys) {
+            out.add(Math.floorMod(hash(k, columns, schema, BUCKET_SEED), n));
+        }
+        return out;
+    }
+
+}

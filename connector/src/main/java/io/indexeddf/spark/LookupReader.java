@@ -1,0 +1,259 @@
+package io.indexeddf.spark;
+
+import java.io.IOException;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.HashSet;
+import java.util.List;
+import java.util.Map;
+import java.util.Set;
+import java.util.TreeMap;
+import java.util.TreeSet;
+
+import org.apache.hadoop.conf.Configuration;
+import org.apache.spark.sql.SparkSession;
+import org.apache.spark.sql.catalyst.InternalRow;
+import org.apache.spark.sql.catalyst.expressions.Attribute;
+import org.apache.spark.sql.catalyst.expressions.AttributeReference;
+import org.apache.spark.sql.catalyst.expressions.BasePredicate;
+import org.apache.spark.sql.catalyst.expressions.BoundReference;
+import org.apache.spark.sql.catalyst.expressions.Expression;
+import org.apache.spark.sql.catalyst.expressions.InterpretedPredicate;
+import org.apache.spark.sql.execution.datasources.DataSourceStrategy$;
+import org.apache.spark.sql.execution.datasources.PartitionedFile;
+import org.apache.spark.sql.types.StructType;
+import scala.Function1;
+import scala.Option;
+import scala.collection.Iterator;
+import scala.collection.immutable.Seq;
+import scala.jdk.javaapi.CollectionConverters;
+import scala.runtime.AbstractPartialFunction;
+
+/**
+ * Executes a {@link LookupPlanner.Plan} on the driver: probes the index segments of the keys'
+ * index buckets ({@link IndexSegments}), reads only the row groups that hold candidate rows
+ * and the live files the index does not cover, through Spark's own Parquet reader
+ * ({@link ParquetRows}), and keeps the rows that satisfy the whole filter condition.
+ */
+final class LookupReader {
+    private LookupReader() {
+    }
+
+    /**
+     * The rows of {@code plan} that satisfy {@code condition}, with the columns of
+     * {@code required} ({@code output} names them), or null when the driver should not read
+     * them (more row groups or rows than {@code limits} allow).
+     */
+    static List<InternalRow> read(SparkSession session, LookupPlanner.Plan plan, DeltaLog.Snapshot snapshot,
+                                  StructType schema, StructType required, Expression condition,
+                                  List<Attribute> output, Configuration conf, DriverLookup.Limits limits)
+            throws IOException {
+        Map<Long, TreeSet<Integer>> candidates = probe(session, plan, snapshot.root, schema, conf, limits.cacheMaxBytes);
+        Map<Long, DeltaLog.AddFile> byId = new HashMap<>();
+        for (DeltaLog.AddFile a : snapshot.files) {
+            byId.put(a.fileId, a);
+        }
+        List<java.util.concurrent.Callable<ParquetRows.Footer>> footerLoads = new ArrayList<>();
+        for (Long id : candidates.keySet()) {
+            footerLoads.add(() -> ParquetRows.footer(byId.get(id).location, conf));
+        }
+        java.util.Iterator<ParquetRows.Footer> footers = inParallel(footerLoads).iterator();
+        // (file, row group) -> row offsets inside it
+        List<Object[]> groups = new ArrayList<>();
+        for (Map.Entry<Long, TreeSet<Integer>> e : candidates.entrySet()) {
+            DeltaLog.AddFile a = byId.get(e.getKey());
+            ParquetRows.Footer footer = footers.next();
+            TreeMap<Integer, Set<Long>> byGroup = new TreeMap<>();
+            for (int row : e.getValue()) {
+                int g = footer.rowGroupOf(row);
+                byGroup.computeIfAbsent(g, k -> new HashSet<>()).add(row - footer.rowBounds[g]);
+            }
+            for (Map.Entry<Integer, Set<Long>> g : byGroup.entrySet()) {
+                groups.add(new Object[] {a, footer, g.getKey(), g.getValue()});
+            }
+        }
+        long maxRows = limits.maxRows;
+        long candidateRows = 0;
+        for (TreeSet<Integer> r : candidates.values()) {
+            candidateRows += r.size();
+        }
+        if (groups.size() > limits.maxRowGroups || candidateRows > maxRows) {
+            return null;
+        }
+        Expression bound = bound(condition, output);
+        Seq<org.apache.spark.sql.sources.Filter> none = CollectionConverters.asScala(
+            new ArrayList<org.apache.spark.sql.sources.Filter>()).toList();
+        List<java.util.concurrent.Callable<List<InternalRow>>> reads = new ArrayList<>();
+        if (!groups.isEmpty()) {
+            Function1<PartitionedFile, Iterator<InternalRow>> reader =
+                ParquetRows.reader(session, schema, required, none, false, conf);
+            for (Object[] g : groups) {
+                DeltaLog.AddFile a = (DeltaLog.AddFile) g[0];
+                ParquetRows.Footer footer = (ParquetRows.Footer) g[1];
+                int group = (Integer) g[2];
+                @SuppressWarnings("unchecked")
+                Set<Long> wanted = (Set<Long>) g[3];
+                reads.add(() -> matching(reader.apply(ParquetRows.split(a.location, footer.byteStart[group],
+                    footer.byteLength[group], a.size, a.modificationTime)), wanted, bound));
+            }
+        }
+        if (!plan.scan.isEmpty()) {
+            Function1<PartitionedFile, Iterator<InternalRow>> reader =
+                ParquetRows.reader(session, schema, required, pushed(condition), false, conf);
+            for (DeltaLog.AddFile a : plan.scan) {
+                reads.add(() -> matching(reader.apply(ParquetRows.split(a.location, 0, a.size, a.size,
+                    a.modificationTime)), null, bound));
+            }
+        }
+        List<InternalRow> out = new ArrayList<>();
+        for (List<InternalRow> part : inParallel(reads)) {
+            out.addAll(part);
+            if (out.size() > maxRows) {
+                return null;  // the rows of a key held in the driver's memory: Spark's scan is better
+            }
+        }
+        return out;
+    }
+
+    /**
+     * The rows of {@code rows} (a file or row group, in file order) at the offsets
+     * {@code wanted} (null: every row) that satisfy {@code bound}, copied.
+     */
+    private static List<InternalRow> matching(Iterator<InternalRow> rows, Set<Long> wanted, Expression bound) {
+        // Interpreted: generated code holds the key literals and would compile anew for every
+        // key (tens of ms), while the candidate rows are few. One predicate per read: reads run
+        // in parallel.
+        BasePredicate predicate = new InterpretedPredicate(bound);
+        predicate.initialize(0);
+        List<InternalRow> out = new ArrayList<>();
+        long i = 0;
+        while (rows.hasNext()) {
+            InternalRow row = rows.next();
+            if ((wanted == null || wanted.contains(i)) && predicate.eval(row)) {
+                out.add(row.copy());
+            }
+            i++;
+        }
+        return out;
+    }
+
+    /** Threads of the driver's reads: as many as cores (reads decode Parquet, CPU-bound). */
+    private static final java.util.concurrent.ExecutorService POOL = java.util.concurrent.Executors.newFixedThreadPool(
+        Math.max(1, Runtime.getRuntime().availableProcessors()), r -> {
+            Thread t = new Thread(r, "indexeddf-driver-lookup");
+            t.setDaemon(true);
+            return t;
+        });
+
+    /** The results of {@code tasks}, in order, run on the pool (one task runs in the caller). */
+    static <T> List<T> inParallel(List<java.util.concurrent.Callable<T>> tasks) throws IOException {
+        List<T> out = new ArrayList<>();
+        try {
+            if (tasks.size() <= 1) {
+                for (java.util.concurrent.Callable<T> t : tasks) {
+                    out.add(t.call());
+                }
+                return out;
+            }
+            for (java.util.concurrent.Future<T> f : POOL.invokeAll(tasks)) {
+                out.add(f.get());
+            }
+            return out;
+        } catch (java.util.concurrent.ExecutionException e) {
+            Throwable c = e.getCause();
+            if (c instanceof IOException) {
+                throw (IOException) c;
+            }
+            throw c instanceof RuntimeException ? (RuntimeException) c : new RuntimeException(c);
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+            throw new java.io.InterruptedIOException("interrupted while reading index lookups");
+        } catch (IOException | RuntimeException e) {
+            throw e;
+        } catch (Exception e) {
+            throw new RuntimeException(e);
+        }
+    }
+
+    /** {@code condition} with its columns bound to their positions in the rows read. */
+    private static Expression bound(Expression condition, List<Attribute> output) {
+        return condition.transform(new AbstractPartialFunction<Expression, Expression>() {
+            @Override
+            public boolean isDefinedAt(Expression e) {
+                return e instanceof AttributeReference && position(e, output) >= 0;
+            }
+
+            @Override
+            public Expression apply(Expression e) {
+                int i = position(e, output);
+                return new BoundReference(i, e.dataType(), e.nullable());
+            }
+        });
+    }
+
+    private static int position(Expression e, List<Attribute> output) {
+        for (int i = 0; i < output.size(); i++) {
+            if (output.get(i).exprId().equals(((AttributeReference) e).exprId())) {
+                return i;
+            }
+        }
+        return -1;
+    }
+
+    /** Data file id -> candidate row ordinals, from the segments of the keys' index buckets. */
+    private static Map<Long, TreeSet<Integer>> probe(SparkSession session, LookupPlanner.Plan plan,
+            org.apache.hadoop.fs.Path root, StructType schema, Configuration conf, long maxBytes) throws IOException {
+        IndexLog.Entry index = plan.index;
+        Map<Integer, List<Integer>> hashesByBucket = new TreeMap<>();
+        for (Object[] k : plan.keys) {
+            int bucket = Math.floorMod(LookupPlanner.hash(k, index.columns, schema, LookupPlanner.BUCKET_SEED), index.numBuckets);
+            hashesByBucket.computeIfAbsent(bucket, b -> new ArrayList<>())
+                .add(LookupPlanner.hash(k, index.columns, schema, LookupPlanner.KEY_HASH_SEED));
+        }
+        Map<Long, TreeSet<Integer>> out = new TreeMap<>();
+        if (plan.liveCovered.isEmpty()) {
+            return out;
+        }
+        List<IndexLog.IndexFile> touched = new ArrayList<>();
+        List<java.util.concurrent.Callable<IndexSegments.Segment>> loads = new ArrayList<>();
+        for (IndexLog.IndexFile f : index.files) {
+            if (hashesByBucket.containsKey(f.bucket) && coversAny(f, plan.liveCovered)) {
+                touched.add(f);
+                org.apache.hadoop.fs.Path path = new org.apache.hadoop.fs.Path(root, f.path);
+                loads.add(() -> IndexSegments.segment(session, path, f.numEntries, conf, maxBytes));
+            }
+        }
+        List<IndexSegments.Segment> segments = inParallel(loads);  // cold segments load side by side
+        for (int i = 0; i < touched.size(); i++) {
+            for (int h : hashesByBucket.get(touched.get(i).bucket)) {
+                segments.get(i).probe(h, (fileId, row) -> {
+                    if (plan.liveCovered.contains(fileId)) {
+                        out.computeIfAbsent(fileId, x -> new TreeSet<>()).add(row);
+                    }
+                });
+            }
+        }
+        return out;
+    }
+
+    private static boolean coversAny(IndexLog.IndexFile f, Set<Long> live) {
+        for (long id : f.fileIds) {
+            if (live.contains(id)) {
+                return true;
+            }
+        }
+        return false;
+    }
+
+    /** The conjuncts Parquet can use to skip row groups of scanned files. */
+    private static Seq<org.apache.spark.sql.sources.Filter> pushed(Expression condition) {
+        List<org.apache.spark.sql.sources.Filter> out = new ArrayList<>();
+        for (Expression c : LookupPlanner.conjuncts(condition)) {
+            Option<org.apache.spark.sql.sources.Filter> f = DataSourceStrategy$.MODULE$.translateFilter(c, false);
+            if (f.isDefined()) {
+                out.add(f.get());
+            }
+        }
+        return CollectionConverters.asScala(out).toList();
+    }
+}
