@@ -157,6 +157,8 @@ def test_every_version_reads_as_to_arrow_on_one_reused_dataframe(spark, tmp_path
         expected = IndexedTable.for_path(path, version=v).to_arrow()
         con.register("expected", expected)
         df = read(spark, path, versionAsOf=v)  # ONE DataFrame per version, queried many ways
+        # lookups of several keys answered on the driver, or by Spark tasks past maxKeys
+        spark.conf.set("spark.indexeddf.driverLookup.maxKeys", data.draw(st.sampled_from(["1", "1000"]), label="maxKeys"))
         assert df.schema.names == SCHEMA.names
         for f, c, n, m, small, day in data.draw(queries, label=f"queries of version {v}"):
             where = FILTERS[f].format(n=n, m=m, small=small, day=day)
@@ -170,6 +172,7 @@ def test_every_version_reads_as_to_arrow_on_one_reused_dataframe(spark, tmp_path
             assert df.count() == expected.num_rows, (v, "a full count after a filtered query")
         assert rows(df.toArrow(), SCHEMA) == rows(expected, SCHEMA), v
         con.unregister("expected")
+    spark.conf.unset("spark.indexeddf.driverLookup.maxKeys")
 
 
 # -- native scans -----------------------------------------------------------------------------
@@ -183,10 +186,12 @@ def bucketed(spark, tmp_path_factory):
 
 @pytest.fixture
 def no_driver_lookup(spark):
-    """Spark's own scan answers key equalities (the driver-side lookup steps aside)."""
+    """Spark's own scan answers key equalities (index lookups, on the driver or in tasks, step aside)."""
     spark.conf.set("spark.indexeddf.driverLookup.enabled", "false")
+    spark.conf.set("spark.indexeddf.lookupTasks.enabled", "false")
     yield
     spark.conf.unset("spark.indexeddf.driverLookup.enabled")
+    spark.conf.unset("spark.indexeddf.lookupTasks.enabled")
 
 
 def test_a_scan_is_spark_parquet_with_pruned_columns_and_pushed_filters(spark, bucketed, no_driver_lookup):

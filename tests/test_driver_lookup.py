@@ -129,17 +129,32 @@ def test_unindexed_appends_are_scanned_on_the_driver_too(spark, tmp_path):
         assert same(q.toArrow(), expected(t.path, where)), where
 
 
-def test_spark_answers_when_the_driver_should_not(spark, table, conf, tmp_path):
+def test_past_the_driver_limits_spark_tasks_read_only_the_candidate_row_groups(spark, table, conf):
     df = load(spark, table)
     conf("spark.indexeddf.driverLookup.maxKeys", "2")
-    q = df.where("k IN (1, 2, 3)")
-    assert "FileScan parquet" in physical(q)
-    assert same(q.toArrow(), expected(table, "k IN (1, 2, 3)"))
+    for where in ("k IN (1, 2, 3)", "k IN (1, 2, 350, 7, 999)"):
+        q = df.where(where)
+        text = physical(q)
+        assert "Scan ExistingRDD" in text and "FileScan" not in text, text
+        assert same(collected(q), expected(table, where)), where
     assert "LocalTableScan" in physical(df.where("k IN (1, 2)"))
     conf("spark.indexeddf.driverLookup.maxRows", "5")  # 's = a3' matches more rows than that
     q = df.where("s = 'a3'")
-    assert "FileScan parquet" in physical(q)
+    assert "Scan ExistingRDD" in physical(q)
     assert same(collected(q), expected(table, "s = 'a3'"))
+    assert "LocalTableScan" in physical(df.where("k = 7"))
+
+
+def test_spark_scans_when_the_index_would_not_save_reading(spark, table, conf):
+    df = load(spark, table)
+    conf("spark.indexeddf.driverLookup.maxKeys", "2")
+    conf("spark.indexeddf.lookupTasks.maxReadFraction", "0.0")  # any read is too much
+    q = df.where("k IN (1, 2, 3)")
+    assert "FileScan parquet" in physical(q)
+    assert same(collected(q), expected(table, "k IN (1, 2, 3)"))
+    conf("spark.indexeddf.lookupTasks.maxReadFraction", "0.5")
+    conf("spark.indexeddf.lookupTasks.enabled", "false")
+    assert "FileScan parquet" in physical(df.where("k IN (1, 2, 3)"))
     assert "LocalTableScan" in physical(df.where("k = 7"))
     conf("spark.indexeddf.driverLookup.enabled", "false")
     assert "FileScan parquet" in physical(df.where("k = 7"))

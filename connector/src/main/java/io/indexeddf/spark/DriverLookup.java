@@ -55,7 +55,8 @@ public final class DriverLookup extends Rule<LogicalPlan> {
 
     @Override
     public LogicalPlan apply(LogicalPlan plan) {
-        if (!Boolean.parseBoolean(conf("enabled", "true"))) {
+        if (!Boolean.parseBoolean(conf("enabled", "true"))
+                && !Boolean.parseBoolean(session.conf().get("spark.indexeddf.lookupTasks.enabled", "true"))) {
             return plan;
         }
         return plan.transformDown(new AbstractPartialFunction<LogicalPlan, LogicalPlan>() {
@@ -91,8 +92,15 @@ public final class DriverLookup extends Rule<LogicalPlan> {
         final long maxRows;
         final long maxScanBytes;
         final long cacheMaxBytes;
+        final boolean driver;
+        final boolean tasks;
+        final double maxTaskReadFraction;
 
         Limits(SparkSession session) {
+            driver = Boolean.parseBoolean(session.conf().get(CONF + "enabled", "true"));
+            tasks = Boolean.parseBoolean(session.conf().get("spark.indexeddf.lookupTasks.enabled", "true"));
+            maxTaskReadFraction = Double.parseDouble(
+                session.conf().get("spark.indexeddf.lookupTasks.maxReadFraction", "0.5"));
             maxKeys = Long.parseLong(session.conf().get(CONF + "maxKeys", "1000"));
             maxRowGroups = Integer.parseInt(session.conf().get(CONF + "maxRowGroups", "256"));
             maxRows = Long.parseLong(session.conf().get(CONF + "maxRows", "100000"));
@@ -144,24 +152,57 @@ public final class DriverLookup extends Rule<LogicalPlan> {
             }
         }
         Configuration hadoopConf = ((org.apache.spark.sql.classic.SparkSession) session).sessionState().newHadoopConf();
-        List<InternalRow> rows;
         try {
-            rows = LookupReader.read(session, plan, snapshot, schema, required, condition, read, hadoopConf, limits);
+            LookupReader.Pieces pieces = LookupReader.pieces(session, plan, snapshot, schema, hadoopConf, limits);
+            Seq<Attribute> attrs = CollectionConverters.asScala(read).toList();
+            if (limits.driver && !plan.manyKeys && pieces.rowGroups.size() <= limits.maxRowGroups
+                    && pieces.candidateRows <= limits.maxRows && pieces.scanBytes <= limits.maxScanBytes) {
+                List<InternalRow> rows = LookupReader.readHere(session, pieces, schema, required, condition, read,
+                    hadoopConf, limits.maxRows);
+                if (rows != null) {
+                    // The rows satisfy the whole condition already: no Filter stays above them.
+                    return new LocalRelation(attrs, CollectionConverters.asScala(rows).toList(), false,
+                        Option.empty());
+                }
+            }
+            return tasks(pieces, snapshot, schema, required, condition, read, attrs, hadoopConf, limits);
         } catch (FileNotFoundException e) {
             return null;  // an index file vacuumed since this version: Spark's scan answers
         } catch (IOException | RuntimeException e) {
             // The data files are the truth: whatever went wrong with the index, Spark's scan of
             // them answers right, so a lookup problem never fails the query.
-            LOG.warn("indexeddf: the driver-side lookup on " + snapshot.root + " failed (" + e
+            LOG.warn("indexeddf: the index lookup on " + snapshot.root + " failed (" + e
                 + "); Spark's scan answers instead", e);
             return null;
         }
-        if (rows == null) {
+    }
+
+    /**
+     * The lookup as Spark tasks that read only the candidate row groups (and the unindexed
+     * files), or null when that would read more than {@code lookupTasks.maxReadFraction} of
+     * the live bytes: Spark's bucket-pruned scan is as good then.
+     */
+    private LogicalPlan tasks(LookupReader.Pieces pieces, DeltaLog.Snapshot snapshot, StructType schema,
+                              StructType required, Expression condition, List<Attribute> read, Seq<Attribute> attrs,
+                              Configuration conf, Limits limits) {
+        long live = 0;
+        for (DeltaLog.AddFile a : snapshot.files) {
+            live += a.size;
+        }
+        if (!limits.tasks || pieces.bytes > limits.maxTaskReadFraction * live) {
             return null;
         }
-        Seq<Attribute> attrs = CollectionConverters.asScala(read).toList();
-        // The rows satisfy the whole condition already (evaluated below): no Filter stays above.
-        return new LocalRelation(attrs, CollectionConverters.asScala(rows).toList(), false, Option.empty());
+        org.apache.spark.sql.classic.SparkSession classic = (org.apache.spark.sql.classic.SparkSession) session;
+        LookupRDD rdd = new LookupRDD(classic.sparkContext(), pieces, classic.sparkContext().defaultParallelism() * 2,
+            LookupReader.groupReader(session, schema, required, conf),
+            pieces.scans.isEmpty() ? null : LookupReader.scanReader(session, schema, required, condition, conf),
+            LookupReader.bound(condition, read));
+        Seq<org.apache.spark.sql.catalyst.expressions.SortOrder> unordered =
+            CollectionConverters.asScala(new ArrayList<org.apache.spark.sql.catalyst.expressions.SortOrder>()).toList();
+        return new org.apache.spark.sql.execution.LogicalRDD(attrs, rdd,
+            new org.apache.spark.sql.catalyst.plans.physical.UnknownPartitioning(0), unordered, false, Option.empty(),
+            classic, Option.empty(), Option.empty(), false);
     }
+
 
 }

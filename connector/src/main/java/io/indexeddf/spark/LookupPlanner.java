@@ -134,20 +134,23 @@ final class LookupPlanner {
         final List<Object[]> keys;
         final Set<Long> liveCovered;
         final List<DeltaLog.AddFile> scan;
+        /** More keys than the driver answers ({@code maxKeys}): Spark tasks read the rows. */
+        final boolean manyKeys;
 
-        Plan(IndexLog.Entry index, List<Object[]> keys, Set<Long> liveCovered, List<DeltaLog.AddFile> scan) {
+        Plan(IndexLog.Entry index, List<Object[]> keys, Set<Long> liveCovered, List<DeltaLog.AddFile> scan,
+             boolean manyKeys) {
             this.index = index;
             this.keys = keys;
             this.liveCovered = liveCovered;
             this.scan = scan;
+            this.manyKeys = manyKeys;
         }
     }
 
     /**
      * The lookup that answers a filter fixing {@code fixed}, or null when Spark's scan should:
-     * the first usable index (primary first, then by name; readable; every column fixed; at most
-     * {@link #MAX_INDEX_KEYS} keys; within the staleness limits) when its keys and unindexed
-     * bytes are within the driver's {@code limits}.
+     * through the first usable index (primary first, then by name; readable; every column
+     * fixed; at most {@link #MAX_INDEX_KEYS} keys; within the staleness limits).
      */
     static Plan plan(DeltaLog.Snapshot snapshot, StructType schema, Map<String, List<Object>> fixed,
                      DriverLookup.Limits limits) {
@@ -168,29 +171,22 @@ final class LookupPlanner {
             if (tooStale(snapshot, covered)) {
                 continue;
             }
-            // The first index the planner would use answers, or Spark does: a later one would
-            // be a different plan from the Python planner's.
-            if (count > limits.maxKeys) {
-                return null;
-            }
+            // The first index the planner would use answers: on the driver for few keys, else
+            // in Spark tasks (the caller decides; a later index would be another plan than the
+            // Python planner's).
             List<Object[]> keys = product(e.columns, fixed);
             Set<Long> liveCovered = new HashSet<>();
             List<DeltaLog.AddFile> scan = new ArrayList<>();
             Set<Integer> dataBuckets = e.columns.equals(snapshot.indexColumns())
                 ? buckets(keys, e.columns, schema, snapshot.numBuckets()) : null;
-            long scanBytes = 0;
             for (DeltaLog.AddFile a : snapshot.files) {
                 if (covered.contains(a.fileId)) {
                     liveCovered.add(a.fileId);
                 } else if (dataBuckets == null || a.bucket == null || dataBuckets.contains(a.bucket)) {
                     scan.add(a);
-                    scanBytes += a.size;
                 }
             }
-            if (scanBytes > limits.maxScanBytes) {
-                return null;
-            }
-            return new Plan(e, keys, liveCovered, scan);
+            return new Plan(e, keys, liveCovered, scan, count > limits.maxKeys);
         }
         return null;
     }

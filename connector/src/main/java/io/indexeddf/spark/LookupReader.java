@@ -39,15 +39,45 @@ final class LookupReader {
     private LookupReader() {
     }
 
-    /**
-     * The rows of {@code plan} that satisfy {@code condition}, with the columns of
-     * {@code required} ({@code output} names them), or null when the driver should not read
-     * them (more row groups or rows than {@code limits} allow).
-     */
-    static List<InternalRow> read(SparkSession session, LookupPlanner.Plan plan, DeltaLog.Snapshot snapshot,
-                                  StructType schema, StructType required, Expression condition,
-                                  List<Attribute> output, Configuration conf, DriverLookup.Limits limits)
-            throws IOException {
+    /** A part of a data file to read: one row group (with the row offsets wanted) or the whole file. */
+    static final class Piece implements java.io.Serializable {
+        private static final long serialVersionUID = 1L;
+        final String path;
+        final long start;
+        final long length;
+        final long fileSize;
+        final long modificationTime;
+        /** Offsets of the candidate rows in the row group; null: every row of the file (hybrid scan). */
+        final long[] wanted;
+
+        Piece(DeltaLog.AddFile a, long start, long length, long[] wanted) {
+            this.path = a.location.toString();
+            this.start = start;
+            this.length = length;
+            this.fileSize = a.size;
+            this.modificationTime = a.modificationTime;
+            this.wanted = wanted;
+        }
+
+        PartitionedFile split() {
+            return ParquetRows.split(new org.apache.hadoop.fs.Path(path), start, length, fileSize, modificationTime);
+        }
+    }
+
+    /** What a lookup reads: candidate row groups, unindexed files, and how much that is. */
+    static final class Pieces {
+        final List<Piece> rowGroups = new ArrayList<>();
+        final List<Piece> scans = new ArrayList<>();
+        long candidateRows;
+        /** Bytes of the candidate row groups and the unindexed files. */
+        long bytes;
+        /** Bytes of the unindexed files alone. */
+        long scanBytes;
+    }
+
+    /** The row groups holding candidate rows of {@code plan}'s keys (probed through the index), and its scans. */
+    static Pieces pieces(SparkSession session, LookupPlanner.Plan plan, DeltaLog.Snapshot snapshot, StructType schema,
+                         Configuration conf, DriverLookup.Limits limits) throws IOException {
         Map<Long, TreeSet<Integer>> candidates = probe(session, plan, snapshot.root, schema, conf, limits.cacheMaxBytes);
         Map<Long, DeltaLog.AddFile> byId = new HashMap<>();
         for (DeltaLog.AddFile a : snapshot.files) {
@@ -58,68 +88,78 @@ final class LookupReader {
             footerLoads.add(() -> ParquetRows.footer(byId.get(id).location, conf));
         }
         java.util.Iterator<ParquetRows.Footer> footers = inParallel(footerLoads).iterator();
-        // (file, row group) -> row offsets inside it
-        List<Object[]> groups = new ArrayList<>();
+        Pieces out = new Pieces();
         for (Map.Entry<Long, TreeSet<Integer>> e : candidates.entrySet()) {
             DeltaLog.AddFile a = byId.get(e.getKey());
             ParquetRows.Footer footer = footers.next();
-            TreeMap<Integer, Set<Long>> byGroup = new TreeMap<>();
+            TreeMap<Integer, List<Long>> byGroup = new TreeMap<>();
             for (int row : e.getValue()) {
                 int g = footer.rowGroupOf(row);
-                byGroup.computeIfAbsent(g, k -> new HashSet<>()).add(row - footer.rowBounds[g]);
+                byGroup.computeIfAbsent(g, k -> new ArrayList<>()).add(row - footer.rowBounds[g]);
             }
-            for (Map.Entry<Integer, Set<Long>> g : byGroup.entrySet()) {
-                groups.add(new Object[] {a, footer, g.getKey(), g.getValue()});
+            for (Map.Entry<Integer, List<Long>> g : byGroup.entrySet()) {
+                long[] wanted = g.getValue().stream().mapToLong(Long::longValue).toArray();
+                int group = g.getKey();
+                out.rowGroups.add(new Piece(a, footer.byteStart[group], footer.byteLength[group], wanted));
+                out.candidateRows += wanted.length;
+                out.bytes += footer.byteLength[group];
             }
         }
-        long maxRows = limits.maxRows;
-        long candidateRows = 0;
-        for (TreeSet<Integer> r : candidates.values()) {
-            candidateRows += r.size();
+        for (DeltaLog.AddFile a : plan.scan) {
+            out.scans.add(new Piece(a, 0, a.size, null));
+            out.bytes += a.size;
+            out.scanBytes += a.size;
         }
-        if (groups.size() > limits.maxRowGroups || candidateRows > maxRows) {
-            return null;
-        }
+        return out;
+    }
+
+    /**
+     * The rows of {@code pieces} that satisfy {@code condition}, read here, with the columns of
+     * {@code required} ({@code output} names them), or null past {@code maxRows} rows.
+     */
+    static List<InternalRow> readHere(SparkSession session, Pieces pieces, StructType schema, StructType required,
+                                      Expression condition, List<Attribute> output, Configuration conf, long maxRows)
+            throws IOException {
         Expression bound = bound(condition, output);
-        Seq<org.apache.spark.sql.sources.Filter> none = CollectionConverters.asScala(
-            new ArrayList<org.apache.spark.sql.sources.Filter>()).toList();
+        Function1<PartitionedFile, Iterator<InternalRow>> groupReader = groupReader(session, schema, required, conf);
+        Function1<PartitionedFile, Iterator<InternalRow>> scanReader =
+            pieces.scans.isEmpty() ? null : scanReader(session, schema, required, condition, conf);
         List<java.util.concurrent.Callable<List<InternalRow>>> reads = new ArrayList<>();
-        if (!groups.isEmpty()) {
-            Function1<PartitionedFile, Iterator<InternalRow>> reader =
-                ParquetRows.reader(session, schema, required, none, false, conf);
-            for (Object[] g : groups) {
-                DeltaLog.AddFile a = (DeltaLog.AddFile) g[0];
-                ParquetRows.Footer footer = (ParquetRows.Footer) g[1];
-                int group = (Integer) g[2];
-                @SuppressWarnings("unchecked")
-                Set<Long> wanted = (Set<Long>) g[3];
-                reads.add(() -> matching(reader.apply(ParquetRows.split(a.location, footer.byteStart[group],
-                    footer.byteLength[group], a.size, a.modificationTime)), wanted, bound));
-            }
+        for (Piece p : pieces.rowGroups) {
+            reads.add(() -> matching(groupReader.apply(p.split()), p.wanted, bound));
         }
-        if (!plan.scan.isEmpty()) {
-            Function1<PartitionedFile, Iterator<InternalRow>> reader =
-                ParquetRows.reader(session, schema, required, pushed(condition), false, conf);
-            for (DeltaLog.AddFile a : plan.scan) {
-                reads.add(() -> matching(reader.apply(ParquetRows.split(a.location, 0, a.size, a.size,
-                    a.modificationTime)), null, bound));
-            }
+        for (Piece p : pieces.scans) {
+            reads.add(() -> matching(scanReader.apply(p.split()), null, bound));
         }
         List<InternalRow> out = new ArrayList<>();
         for (List<InternalRow> part : inParallel(reads)) {
             out.addAll(part);
             if (out.size() > maxRows) {
-                return null;  // the rows of a key held in the driver's memory: Spark's scan is better
+                return null;  // the rows of a key held in the driver's memory: tasks are better
             }
         }
         return out;
+    }
+
+    /** A reader of candidate row groups (no filters: the index picked the rows). */
+    static Function1<PartitionedFile, Iterator<InternalRow>> groupReader(SparkSession session, StructType schema,
+                                                                        StructType required, Configuration conf) {
+        Seq<org.apache.spark.sql.sources.Filter> none = CollectionConverters.asScala(
+            new ArrayList<org.apache.spark.sql.sources.Filter>()).toList();
+        return ParquetRows.reader(session, schema, required, none, false, conf);
+    }
+
+    /** A reader of unindexed files: the filter's conjuncts let Parquet skip their row groups. */
+    static Function1<PartitionedFile, Iterator<InternalRow>> scanReader(SparkSession session, StructType schema,
+            StructType required, Expression condition, Configuration conf) {
+        return ParquetRows.reader(session, schema, required, pushed(condition), false, conf);
     }
 
     /**
      * The rows of {@code rows} (a file or row group, in file order) at the offsets
      * {@code wanted} (null: every row) that satisfy {@code bound}, copied.
      */
-    private static List<InternalRow> matching(Iterator<InternalRow> rows, Set<Long> wanted, Expression bound) {
+    static List<InternalRow> matching(Iterator<InternalRow> rows, long[] wanted, Expression bound) {
         // Interpreted: generated code holds the key literals and would compile anew for every
         // key (tens of ms), while the candidate rows are few. One predicate per read: reads run
         // in parallel.
@@ -129,7 +169,7 @@ final class LookupReader {
         long i = 0;
         while (rows.hasNext()) {
             InternalRow row = rows.next();
-            if ((wanted == null || wanted.contains(i)) && predicate.eval(row)) {
+            if ((wanted == null || java.util.Arrays.binarySearch(wanted, i) >= 0) && predicate.eval(row)) {
                 out.add(row.copy());
             }
             i++;
@@ -176,7 +216,7 @@ final class LookupReader {
     }
 
     /** {@code condition} with its columns bound to their positions in the rows read. */
-    private static Expression bound(Expression condition, List<Attribute> output) {
+    static Expression bound(Expression condition, List<Attribute> output) {
         return condition.transform(new AbstractPartialFunction<Expression, Expression>() {
             @Override
             public boolean isDefinedAt(Expression e) {

@@ -1,0 +1,128 @@
+package io.indexeddf.spark;
+
+import java.util.ArrayList;
+import java.util.Comparator;
+import java.util.List;
+
+import org.apache.spark.Partition;
+import org.apache.spark.SparkContext;
+import org.apache.spark.TaskContext;
+import org.apache.spark.rdd.RDD;
+import org.apache.spark.sql.catalyst.InternalRow;
+import org.apache.spark.sql.catalyst.expressions.Expression;
+import org.apache.spark.sql.execution.datasources.PartitionedFile;
+import scala.Function1;
+import scala.collection.Iterator;
+import scala.jdk.javaapi.CollectionConverters;
+import scala.reflect.ClassTag$;
+
+/**
+ * A lookup of many keys as Spark tasks: each task reads its share of the row groups that hold
+ * candidate rows (found through the index on the driver), and of the live files the index does
+ * not cover, through Spark's own Parquet reader, and returns the rows that satisfy the filter.
+ * Row groups without a candidate are never read.
+ */
+final class LookupRDD extends RDD<InternalRow> {
+    private static final long serialVersionUID = 1L;
+
+    private final List<List<LookupReader.Piece>> parts;
+    private final Function1<PartitionedFile, Iterator<InternalRow>> groupReader;
+    private final Function1<PartitionedFile, Iterator<InternalRow>> scanReader;
+    private final Expression bound;
+
+    LookupRDD(SparkContext sc, LookupReader.Pieces pieces, int numPartitions,
+              Function1<PartitionedFile, Iterator<InternalRow>> groupReader,
+              Function1<PartitionedFile, Iterator<InternalRow>> scanReader, Expression bound) {
+        super(sc, CollectionConverters.asScala(new ArrayList<org.apache.spark.Dependency<?>>()).toList(),
+            ClassTag$.MODULE$.apply(InternalRow.class));
+        this.parts = balance(pieces, numPartitions);
+        this.groupReader = groupReader;
+        this.scanReader = scanReader;
+        this.bound = bound;
+    }
+
+    /** Pieces dealt to partitions by bytes, the biggest first, each to the lightest partition. */
+    private static List<List<LookupReader.Piece>> balance(LookupReader.Pieces pieces, int numPartitions) {
+        List<LookupReader.Piece> all = new ArrayList<>(pieces.rowGroups);
+        all.addAll(pieces.scans);
+        all.sort(Comparator.comparingLong((LookupReader.Piece p) -> p.length).reversed());
+        int n = Math.max(1, Math.min(numPartitions, all.size()));
+        List<List<LookupReader.Piece>> out = new ArrayList<>();
+        long[] load = new long[n];
+        for (int i = 0; i < n; i++) {
+            out.add(new ArrayList<>());
+        }
+        for (LookupReader.Piece p : all) {
+            int lightest = 0;
+            for (int i = 1; i < n; i++) {
+                if (load[i] < load[lightest]) {
+                    lightest = i;
+                }
+            }
+            out.get(lightest).add(p);
+            load[lightest] += p.length;
+        }
+        return out;
+    }
+
+    @Override
+    public Iterator<InternalRow> compute(Partition split, TaskContext context) {
+        java.util.Iterator<LookupReader.Piece> pieces = parts.get(split.index()).iterator();
+        // One piece's matching rows at a time (a row group's at most).
+        return CollectionConverters.asScala(new java.util.Iterator<InternalRow>() {
+            private java.util.Iterator<InternalRow> current = java.util.Collections.emptyIterator();
+
+            @Override
+            public boolean hasNext() {
+                while (!current.hasNext() && pieces.hasNext()) {
+                    LookupReader.Piece p = pieces.next();
+                    Function1<PartitionedFile, Iterator<InternalRow>> reader = p.wanted == null ? scanReader : groupReader;
+                    current = LookupReader.matching(reader.apply(p.split()), p.wanted, bound).iterator();
+                }
+                return current.hasNext();
+            }
+
+            @Override
+            public InternalRow next() {
+                if (!hasNext()) {
+                    throw new java.util.NoSuchElementException();
+                }
+                return current.next();
+            }
+        });
+    }
+
+    @Override
+    public Partition[] getPartitions() {
+        Partition[] out = new Partition[parts.size()];
+        for (int i = 0; i < out.length; i++) {
+            out[i] = new Part(i);
+        }
+        return out;
+    }
+
+    /** One task's share. */
+    private static final class Part implements Partition {
+        private static final long serialVersionUID = 1L;
+        private final int index;
+
+        Part(int index) {
+            this.index = index;
+        }
+
+        @Override
+        public int index() {
+            return index;
+        }
+
+        @Override
+        public int hashCode() {
+            return index;
+        }
+
+        @Override
+        public boolean equals(Object other) {
+            return other instanceof Part && ((Part) other).index == index;
+        }
+    }
+}
