@@ -39,6 +39,11 @@ def soak(url: str, options: dict | None, seed: int) -> None:
     procs = [subprocess.Popen([sys.executable, WORKER, url, str(seed * 10 + w), *args],
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) for w in range(3)]
     try:
+        # Kill only once the writers are writing: on a loaded machine their start-up (imports,
+        # the S3 client) can outlast the random delays below, and nothing would be tested.
+        deadline = time.monotonic() + 120
+        while IndexedTable.for_path(url, storage_options=options).version < 1 and time.monotonic() < deadline:
+            time.sleep(0.2)
         for victim in rng.sample(procs, 2):  # two of the three die, at random moments
             time.sleep(rng.uniform(0.5, 3.0))
             os.kill(victim.pid, signal.SIGKILL)
