@@ -19,8 +19,8 @@ from typing import Any
 from .. import errors
 from ..errors import IndexedDFError
 
-__all__ = ["register", "configure", "is_spark_dataframe", "write_dataframe", "typed_error", "CONNECTOR", "PYTHON",
-           "PYTHON_NAME"]
+__all__ = ["register", "configure", "is_connect", "is_spark_dataframe", "write_dataframe", "typed_error", "CONNECTOR",
+           "PYTHON", "PYTHON_NAME"]
 
 
 CONNECTOR = "connector"
@@ -37,6 +37,13 @@ _FALLBACK_WARNING = (
     "pruning, scans several times slower than Spark's native Parquet reader (docs/spark.md), and the "
     "errorifexists / ignore save modes are refused by Spark"
 )
+_CONNECT_FALLBACK_WARNING = (
+    "indexeddf: the Spark Connect server of this session has no indexeddf JVM connector (start it with "
+    "$SPARK_HOME/sbin/start-connect-server.sh $(python -m indexeddf.spark.connector --submit-args), "
+    "docs/spark.md); format('indexeddf') is the Python data source: no column pruning, no filter pushdown, no "
+    "bucket pruning, scans several times slower than Spark's native Parquet reader, and the error / ignore "
+    "save modes are refused by Spark"
+)
 
 
 def register(spark) -> str:
@@ -50,8 +57,22 @@ def register(spark) -> str:
       with a warning that says what is lost. It reads every live file of the version a
       DataFrame was loaded at and leaves every filter to Spark (:mod:`indexeddf.spark.source`).
 
-    Works with classic and Spark Connect sessions (the connector must then be on the server).
+    Works with classic and Spark Connect sessions alike: under Spark Connect the sources
+    are registered on the server's session of this client (one per client session, so
+    call it for every Connect session), and the answer says whether the *server* has the
+    connector (started with :func:`indexeddf.spark.connector.submit_args`, docs/spark.md).
+    Registering again is harmless.
     """
+    which = _register(spark)
+    if which == PYTHON:
+        import warnings
+
+        warnings.warn(_CONNECT_FALLBACK_WARNING if is_connect(spark) else _FALLBACK_WARNING, stacklevel=2)
+    return which
+
+
+def _register(spark) -> str:
+    """:func:`register` without the fallback's warning."""
     from .source import IndexedDataSource, PythonNamedDataSource
 
     spark.dataSource.register(PythonNamedDataSource)
@@ -61,10 +82,15 @@ def register(spark) -> str:
         if "DATA_SOURCE_ALREADY_EXISTS" not in str(e):
             raise
         return CONNECTOR
-    import warnings
-
-    warnings.warn(_FALLBACK_WARNING, stacklevel=2)
     return PYTHON
+
+
+def is_connect(spark_or_df: Any) -> bool:
+    """Whether a Spark session (or DataFrame) is a Spark Connect one
+    (``pyspark.sql.connect``): a client with no JVM of its own, so nothing that goes
+    through py4j (``spark._jvm``, ``df._jdf``) is available on it."""
+    module = type(spark_or_df).__module__ or ""
+    return module.startswith("pyspark.sql.connect")
 
 
 def configure(builder):

@@ -10,20 +10,25 @@ content hash (kept next to the jar) changes.
 - :func:`build_jar`: compile the jar if it is missing or stale; returns its path.
 - :func:`jar_path`: where the jar is (built or not).
 - :func:`configure`: add the jar to a ``SparkSession.Builder``'s ``spark.jars``.
+- :func:`spark_conf` / :func:`submit_args`: the same settings as a dict, or as
+  ``spark-submit`` arguments (for a Spark Connect server: ``start-connect-server.sh``).
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
+import shlex
 import shutil
 import subprocess
+import sys
 import tempfile
 import warnings
 import zipfile
 from pathlib import Path
 
-__all__ = ["build_jar", "jar_path", "configure", "sources_dir", "ConnectorBuildError"]
+__all__ = ["build_jar", "jar_path", "configure", "spark_conf", "submit_args", "sources_dir", "ConnectorBuildError",
+           "EXTENSIONS"]
 
 JAR_NAME = "indexeddf-connector.jar"
 _HERE = Path(__file__).resolve().parent
@@ -138,17 +143,46 @@ def configure(builder, build: bool = True):
     the Python data source as ``indexeddf``.
     """
     try:
-        jar = build_jar() if build else jar_path()
+        conf = spark_conf(build)
     except ConnectorBuildError as e:
         warnings.warn(f"indexeddf: the JVM connector is not available ({e}); Spark will read through the "
                       "Python data source (no column pruning, no native Parquet speed)", stacklevel=2)
         return builder
+    for key, value in conf.items():
+        builder = builder.config(key, _appended(builder, key, value))
+    return builder
+
+
+def spark_conf(build: bool = True) -> dict[str, str]:
+    """The Spark settings that put the connector on a session, as a dict:
+    ``{"spark.jars": <the jar>, "spark.sql.extensions": EXTENSIONS}``.
+
+    For anything that takes Spark settings rather than a ``SparkSession.Builder``: a
+    Spark Connect server (:func:`submit_args`), ``spark-defaults.conf``, a cluster's
+    configuration. With ``build`` the jar is built first when missing or stale. Raises
+    :class:`ConnectorBuildError` when there is no jar and it cannot be built.
+    """
+    jar = build_jar() if build else jar_path()
     if not jar.is_file():
-        warnings.warn(f"indexeddf: no connector jar at {jar}; run indexeddf.spark.connector.build_jar()",
-                      stacklevel=2)
-        return builder
-    return builder.config("spark.jars", _appended(builder, "spark.jars", str(jar))).config(
-        "spark.sql.extensions", _appended(builder, "spark.sql.extensions", EXTENSIONS))
+        raise ConnectorBuildError(f"no connector jar at {jar}; run indexeddf.spark.connector.build_jar()")
+    return {"spark.jars": str(jar), "spark.sql.extensions": EXTENSIONS}
+
+
+def submit_args(build: bool = True) -> list[str]:
+    """:func:`spark_conf` as ``spark-submit`` arguments (``["--conf", "spark.jars=...", ...]``),
+    for ``spark-submit``, ``pyspark`` and ``sbin/start-connect-server.sh``.
+
+    ``python -m indexeddf.spark.connector --submit-args`` prints them shell-quoted, so a
+    Spark Connect server with the connector starts with (docs/spark.md)::
+
+        "$SPARK_HOME"/sbin/start-connect-server.sh $(python -m indexeddf.spark.connector --submit-args)
+
+    Raises :class:`ConnectorBuildError` like :func:`spark_conf`.
+    """
+    args: list[str] = []
+    for key, value in spark_conf(build).items():
+        args += ["--conf", f"{key}={value}"]
+    return args
 
 
 EXTENSIONS = "io.indexeddf.spark.IndexedDFExtensions"
@@ -164,15 +198,28 @@ def _appended(builder, key: str, value: str) -> str:
     return ",".join(parts)
 
 
-def _main() -> None:
+def _main(argv: list[str] | None = None) -> int:
     """``python -m indexeddf.spark.connector``: build the jar (set-up runs this); warns
-    and exits 0 without a JDK."""
+    and exits 0 without a JDK. With ``--submit-args``: print :func:`submit_args`
+    shell-quoted on one line (building the jar if needed); exits 1 without a jar."""
+    argv = sys.argv[1:] if argv is None else argv
+    if argv == ["--submit-args"]:
+        try:
+            print(shlex.join(submit_args()))
+        except ConnectorBuildError as e:
+            print(f"error: indexeddf: {e}", file=sys.stderr)
+            return 1
+        return 0
+    if argv:
+        print("usage: python -m indexeddf.spark.connector [--submit-args]", file=sys.stderr)
+        return 2
     try:
         print(f"indexeddf: connector jar at {build_jar()}")
     except ConnectorBuildError as e:
         print(f"warning: indexeddf: the JVM connector was not built: {e}. Spark will use the Python data "
               "source (no column pruning, no native Parquet speed).")
+    return 0
 
 
 if __name__ == "__main__":
-    _main()
+    sys.exit(_main())

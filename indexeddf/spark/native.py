@@ -114,7 +114,11 @@ def native_scan(spark, snapshot: Snapshot, columns: Sequence[str] | None = None,
     ``bucketed``: tell Spark how the files are bucketed (:mod:`.bucketed`), where
     possible (``bucketed_scan_reason`` says why not); otherwise, or when False, a plain
     scan. A JVM that cannot build the bucketed relation gives a plain scan and a warning.
+    A Spark Connect client has no JVM: it reads the version through the server's JVM
+    connector instead (``format("indexeddf")`` with ``versionAsOf``, which reports the same
+    bucketing), or, when the server has no connector, plainly with a warning.
     """
+    from . import is_connect
     from .bucketed import bucketed_relation_df, bucketed_scan_reason
 
     schema = spark_schema(snapshot.metadata.schema_)
@@ -123,14 +127,33 @@ def native_scan(spark, snapshot: Snapshot, columns: Sequence[str] | None = None,
     df = None
     if bucketed and files and bucketed_scan_reason(snapshot) is None:
         paths = [hadoop_path(snapshot.storage, a.path, glob_escaped=False) for a in files]
-        try:
-            df = bucketed_relation_df(spark, snapshot, paths, schema)
-        except JVM_UNAVAILABLE as exc:  # a plain scan is as right; anything else is a bug and raises
-            warnings.warn(f"indexeddf: reading {snapshot.storage.url} unbucketed: Spark's JVM did not build a "
-                          f"bucketed relation ({type(exc).__name__}: {str(exc)[:200]})", stacklevel=2)
+        if is_connect(spark):
+            df = _connector_scan(spark, snapshot)
+        else:
+            try:
+                df = bucketed_relation_df(spark, snapshot, paths, schema)
+            except JVM_UNAVAILABLE as exc:  # a plain scan is as right; anything else is a bug and raises
+                warnings.warn(f"indexeddf: reading {snapshot.storage.url} unbucketed: Spark's JVM did not build a "
+                              f"bucketed relation ({type(exc).__name__}: {str(exc)[:200]})", stacklevel=2)
     if df is None and not files:
         df = spark.createDataFrame([], schema)
     elif df is None:
         paths = [hadoop_path(snapshot.storage, a.path) for a in files]
         df = spark.read.schema(schema).parquet(*paths)
     return df if columns is None else df.select(*columns)
+
+
+def _connector_scan(spark, snapshot: Snapshot):
+    """The snapshot's version read by the server's JVM connector (a Spark Connect
+    session), which hands Spark the same bucketed relation :func:`bucketed_relation_df`
+    builds; None, with a warning, when the server has no connector."""
+    from . import CONNECTOR, _register
+
+    if _register(spark) != CONNECTOR:
+        warnings.warn(f"indexeddf: reading {snapshot.storage.url} unbucketed: a Spark Connect client has no JVM "
+                      "to build a bucketed relation, and the server has no indexeddf connector (start it with "
+                      "$(python -m indexeddf.spark.connector --submit-args), docs/spark.md)", stacklevel=3)
+        return None
+    # The table's root as Spark's Hadoop filesystems name it (as the plain scan's files are).
+    return spark.read.format("indexeddf").option("versionAsOf", snapshot.version).load(
+        hadoop_path(snapshot.storage, "", glob_escaped=False).rstrip("/"))
