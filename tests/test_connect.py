@@ -183,19 +183,38 @@ def table(tmp_path_factory):
 
 
 # -- tests ---------------------------------------------------------------------------------------
-def test_register_says_the_server_has_the_connector_and_scans_are_native(cspark, table):
+def test_register_says_the_server_has_the_connector_and_plans_are_its_own(cspark, table):
     assert indexeddf.register(cspark) == "connector"  # the JVM provider owns indexeddf on the server
     assert indexeddf.register(cspark) == "connector"  # registering again is harmless
-    cspark.conf.set("spark.sql.sources.bucketing.autoBucketedScan.enabled", "false")
+    # A key lookup: the server's session extensions answer it on the driver (no Spark job)
+    # where the Python planner would use the index: at version 1, not at version 3 (its
+    # delete removed more of the indexed bytes than indexeddf.hybridScan.maxDeletedRatio).
+    for version, indexed in ((1, True), (3, False)):
+        lookup = read(cspark, table, versionAsOf=version).where("k = 43").select("s")
+        text = plan(lookup)
+        assert ("LocalTableScan" in text) is indexed and ("FileScan" in text) is not indexed, (version, text)
+        assert ("index: none" in IndexedTable.for_path(table, version=version).explain("k = 43")) is not indexed
+        assert [r.s for r in lookup.collect()] == ["s4"]
+    df = read(cspark, table)
+    # Anything else: Spark's Parquet scan of the version's files, pruned and pushed down.
+    scan = df.where("x > 60.0").select("s")
+    text = plan(scan)
+    assert "FileScan parquet" in text and "SnapshotFileIndex" in text, text
+    assert "ReadSchema: struct<s:string,x:double>" in text and "GreaterThan(x,60.0)" in text, text  # 2 of 4 columns
+    newest = IndexedTable.for_path(table).to_arrow()
+    assert rows(scan.toArrow()) == rows(duck("SELECT s FROM e WHERE x > 60.0", e=newest))
+    # With the lookups switched off, a key equality reads one bucket of four.
+    confs = {"spark.indexeddf.driverLookup.enabled": "false", "spark.indexeddf.lookupTasks.enabled": "false",
+             "spark.sql.sources.bucketing.autoBucketedScan.enabled": "false"}
+    for key, value in confs.items():
+        cspark.conf.set(key, value)
     try:
-        df = read(cspark, table).where("k = 43").select("s")
-        text = plan(df)
-        assert "FileScan parquet" in text and "SnapshotFileIndex" in text, text
+        text = plan(df.where("k = 43"))
         assert "SelectedBucketsCount: 1 out of 4" in text and "EqualTo(k,43)" in text, text
-        assert "ReadSchema: struct<k:bigint,s:string>" in text, text  # 2 of 4 columns
-        assert [r.s for r in df.collect()] == ["s4"]
+        assert [r.s for r in df.where("k = 43").collect()] == ["s4"]
     finally:
-        cspark.conf.unset("spark.sql.sources.bucketing.autoBucketedScan.enabled")
+        for key in confs:
+            cspark.conf.unset(key)
 
 
 FILTERS = [
@@ -219,7 +238,7 @@ def test_one_reused_dataframe_per_version_answers_as_to_arrow(cspark, table):
         expected = IndexedTable.for_path(table, version=v).to_arrow()
         df = read(cspark, table, versionAsOf=v)  # ONE DataFrame, queried many ways in turn
         assert df.schema.names == SCHEMA.names
-        for template in rnd.sample(FILTERS, 5):
+        for template in rnd.sample(FILTERS, 4):
             n, m = sorted(rnd.sample(range(0, 270), 2))
             where = template.format(n=n, m=m, small=rnd.randrange(13), d=rnd.randrange(6, 29))
             got = df.where(where).toArrow()
