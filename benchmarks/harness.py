@@ -42,8 +42,11 @@ class Goal:
     """A stated speed goal of a scenario: the median over rounds of ``num``'s time divided by
     ``den``'s time in the same round must be at most ``at_most``.
 
-    ``value`` instead gives a ratio measured some other way (e.g. in the scenario's set-up);
-    ``unmeasurable`` marks a goal that cannot be measured yet and says why (never met)."""
+    ``value`` instead gives a figure measured some other way (e.g. in the scenario's set-up),
+    ``measure`` one measured after the rounds (it returns the figure and a few words on how
+    it was obtained, or None when it cannot be measured); ``unit`` names its unit ("x": a
+    ratio). ``unmeasurable`` marks a goal that cannot be measured yet and says why (with
+    ``measure``: why, when ``measure`` returns None)."""
 
     text: str
     num: str = ""
@@ -51,11 +54,21 @@ class Goal:
     at_most: float = 1.0
     value: float | None = None
     unmeasurable: str = ""
+    measure: Callable[[], tuple[float, str] | None] | None = None
+    unit: str = "x"
+    detail: str = ""
 
     def evaluate(self, ms: list[Measurement]) -> dict:
-        """``{"goal", "measured", "met"}``; ``measured`` is None when unmeasurable."""
+        """``{"goal", "measured", "at_most", "unit", "met", ...}``; ``measured`` is None when
+        unmeasurable. ``measure`` runs on the first call only."""
+        if self.measure is not None:
+            got, self.measure = self.measure(), None
+            if got is None:
+                self.unmeasurable = self.unmeasurable or "the figure is not exposed"
+            else:
+                (self.value, self.detail), self.unmeasurable = got, ""
         if self.unmeasurable:
-            return {"goal": self.text, "measured": None, "at_most": self.at_most, "met": None,
+            return {"goal": self.text, "measured": None, "at_most": self.at_most, "unit": self.unit, "met": None,
                     "why_not_measured": self.unmeasurable}
         if self.value is None:
             by_name = {m.name: m.seconds for m in ms}
@@ -63,7 +76,9 @@ class Goal:
             ratio = statistics.median(a / b if b > 0 else float("inf") for a, b in zip(num, den))
         else:
             ratio = self.value
-        return {"goal": self.text, "measured": ratio, "at_most": self.at_most, "met": ratio <= self.at_most}
+        out = {"goal": self.text, "measured": ratio, "at_most": self.at_most, "unit": self.unit,
+               "met": ratio <= self.at_most}
+        return out | ({"detail": self.detail} if self.detail else {})
 
 
 @dataclass
@@ -139,15 +154,19 @@ def _fmt_ratio(g: dict) -> str:
     r = g["measured"]
     if r is None:
         return "not measurable yet: " + g["why_not_measured"]
+    detail = f" ({g['detail']})" if g.get("detail") else ""
+    if g["unit"] != "x":
+        return f"{r:.2f} {g['unit']}{detail}"
     if r > 0 and r < 1:
         return f"{r:.4f}x ({1 / r:.1f}x faster)" if r < 0.1 else f"{r:.2f}x ({1 / r:.1f}x faster)"
-    return f"{r:.2f}x"
+    return f"{r:.2f}x{detail}"
 
 
 def _fmt_met(g: dict) -> str:
     if g["met"] is None:
         return "n/a"
-    return f"yes (<= {g['at_most']:.3g}x)" if g["met"] else f"**no** (goal <= {g['at_most']:.3g}x)"
+    bound = f"{g['at_most']:.3g}{'x' if g['unit'] == 'x' else ' ' + g['unit']}"
+    return f"yes (<= {bound})" if g["met"] else f"**no** (goal <= {bound})"
 
 
 def goals_summary(results: list[tuple[Scenario, list[Measurement]]]) -> str:
