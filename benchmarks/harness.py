@@ -158,7 +158,7 @@ def _fmt_ratio(g: dict) -> str:
     if g["unit"] != "x":
         return f"{r:.2f} {g['unit']}{detail}"
     if r > 0 and r < 1:
-        return f"{r:.4f}x ({1 / r:.1f}x faster)" if r < 0.1 else f"{r:.2f}x ({1 / r:.1f}x faster)"
+        return f"{r:.4f}x ({1 / r:.1f}x faster)" if r < 0.1 else f"{r:.2f}x ({1 / r:.2f}x faster)"
     return f"{r:.2f}x{detail}"
 
 
