@@ -4,6 +4,12 @@ A scenario names a baseline and one or more candidates (callables). Each round r
 the baseline then every candidate, after warm-up rounds, so a candidate's ratio is the
 median of its per-round ratios to the baseline measured right beside it: machine drift
 cancels out. Times are wall-clock seconds of the whole callable.
+
+A scenario may also have a ``check`` (called after every round, warm-ups included, outside
+the timings, with each callable's return value by name: it raises when an answer is wrong,
+so a run cannot time a wrong answer) and ``goals`` (ratios between two of its measurements,
+median of the per-round ratios, against a bound; printed under its table with whether each
+is met).
 """
 
 from __future__ import annotations
@@ -32,6 +38,50 @@ class Measurement:
 
 
 @dataclass
+class Goal:
+    """A stated speed goal of a scenario: the median over rounds of ``num``'s time divided by
+    ``den``'s time in the same round must be at most ``at_most``.
+
+    ``value`` instead gives a figure measured some other way (e.g. in the scenario's set-up),
+    ``measure`` one measured after the rounds (it returns the figure and a few words on how
+    it was obtained, or None when it cannot be measured); ``unit`` names its unit ("x": a
+    ratio). ``unmeasurable`` marks a goal that cannot be measured yet and says why (with
+    ``measure``: why, when ``measure`` returns None)."""
+
+    text: str
+    num: str = ""
+    den: str = ""
+    at_most: float = 1.0
+    value: float | None = None
+    unmeasurable: str = ""
+    measure: Callable[[], tuple[float, str] | None] | None = None
+    unit: str = "x"
+    detail: str = ""
+
+    def evaluate(self, ms: list[Measurement]) -> dict:
+        """``{"goal", "measured", "at_most", "unit", "met", ...}``; ``measured`` is None when
+        unmeasurable. ``measure`` runs on the first call only."""
+        if self.measure is not None:
+            got, self.measure = self.measure(), None
+            if got is None:
+                self.unmeasurable = self.unmeasurable or "the figure is not exposed"
+            else:
+                (self.value, self.detail), self.unmeasurable = got, ""
+        if self.unmeasurable:
+            return {"goal": self.text, "measured": None, "at_most": self.at_most, "unit": self.unit, "met": None,
+                    "why_not_measured": self.unmeasurable}
+        if self.value is None:
+            by_name = {m.name: m.seconds for m in ms}
+            num, den = by_name[self.num], by_name[self.den]
+            ratio = statistics.median(a / b if b > 0 else float("inf") for a, b in zip(num, den))
+        else:
+            ratio = self.value
+        out = {"goal": self.text, "measured": ratio, "at_most": self.at_most, "unit": self.unit,
+               "met": ratio <= self.at_most}
+        return out | ({"detail": self.detail} if self.detail else {})
+
+
+@dataclass
 class Scenario:
     """A named comparison: ``candidates`` are timed against ``baseline`` in the same run."""
 
@@ -43,6 +93,9 @@ class Scenario:
     notes: list[str] = field(default_factory=list)
     untimed: dict[str, Callable[[], object]] = field(default_factory=dict)
     """Per candidate name, a set-up run right before each of its calls, outside the timing."""
+    check: Callable[[dict[str, object]], None] | None = None
+    """Called after every round, outside the timings, with each callable's return value by name."""
+    goals: list[Goal] = field(default_factory=list)
 
 
 def run_scenario(s: Scenario, rounds: int, warmup: int) -> list[Measurement]:
@@ -50,12 +103,16 @@ def run_scenario(s: Scenario, rounds: int, warmup: int) -> list[Measurement]:
     base = Measurement(s.baseline[0])
     cands = [Measurement(n) for n, _ in s.candidates]
     for r in range(warmup + rounds):
-        b = _time(s.baseline[1])
+        b, value = _time(s.baseline[1])
+        values = {s.baseline[0]: value}
         times = []
         for name, fn in s.candidates:
             if name in s.untimed:
                 s.untimed[name]()
-            times.append(_time(fn))
+            t, values[name] = _time(fn)
+            times.append(t)
+        if s.check is not None:
+            s.check(values)
         if r < warmup:
             continue
         base.seconds.append(b)
@@ -65,10 +122,10 @@ def run_scenario(s: Scenario, rounds: int, warmup: int) -> list[Measurement]:
     return [base] + cands
 
 
-def _time(fn: Callable[[], object]) -> float:
+def _time(fn: Callable[[], object]) -> tuple[float, object]:
     t0 = time.perf_counter()
-    fn()
-    return time.perf_counter() - t0
+    value = fn()
+    return time.perf_counter() - t0, value
 
 
 def format_table(s: Scenario, ms: list[Measurement]) -> str:
@@ -86,7 +143,39 @@ def format_table(s: Scenario, ms: list[Measurement]) -> str:
         lines.append(
             f"| {m.name} | {_fmt(d['median_s'])} | {_fmt(d['min_s'])} .. {_fmt(d['max_s'])} | {ratio} |"
         )
+    if s.goals:
+        lines += ["", "| goal | measured | met |", "|---|---|---|"]
+        lines += [f"| {g['goal']} | {_fmt_ratio(g)} | {_fmt_met(g)} |" for g in (x.evaluate(ms) for x in s.goals)]
     lines += [f"\n{n}" for n in s.notes]
+    return "\n".join(lines) + "\n"
+
+
+def _fmt_ratio(g: dict) -> str:
+    r = g["measured"]
+    if r is None:
+        return "not measurable yet: " + g["why_not_measured"]
+    detail = f" ({g['detail']})" if g.get("detail") else ""
+    if g["unit"] != "x":
+        return f"{r:.2f} {g['unit']}{detail}"
+    if r > 0 and r < 1:
+        return f"{r:.4f}x ({1 / r:.1f}x faster)" if r < 0.1 else f"{r:.2f}x ({1 / r:.2f}x faster)"
+    return f"{r:.2f}x{detail}"
+
+
+def _fmt_met(g: dict) -> str:
+    if g["met"] is None:
+        return "n/a"
+    bound = f"{g['at_most']:.3g}{'x' if g['unit'] == 'x' else ' ' + g['unit']}"
+    return f"yes (<= {bound})" if g["met"] else f"**no** (goal <= {bound})"
+
+
+def goals_summary(results: list[tuple[Scenario, list[Measurement]]]) -> str:
+    """One table of every goal of a run's scenarios ("" when none has goals)."""
+    rows = [(s.name, g.evaluate(ms)) for s, ms in results for g in s.goals]
+    if not rows:
+        return ""
+    lines = ["### Goals of this run", "", "| scenario | goal | measured | met |", "|---|---|---|---|"]
+    lines += [f"| {name} | {g['goal']} | {_fmt_ratio(g)} | {_fmt_met(g)} |" for name, g in rows]
     return "\n".join(lines) + "\n"
 
 
@@ -97,7 +186,8 @@ def _fmt(seconds: float) -> str:
 def as_json(s: Scenario, ms: list[Measurement]) -> dict:
     """A scenario's results for the JSON file."""
     return {"scenario": s.name, "description": s.description, "target": s.target, "notes": s.notes,
-            "measurements": [m.summary() | {"seconds": m.seconds} for m in ms]}
+            "measurements": [m.summary() | {"seconds": m.seconds} for m in ms],
+            "goals": [g.evaluate(ms) for g in s.goals]}
 
 
-__all__ = ["Scenario", "Measurement", "run_scenario", "format_table", "as_json", "asdict"]
+__all__ = ["Scenario", "Goal", "Measurement", "run_scenario", "format_table", "goals_summary", "as_json", "asdict"]

@@ -12,6 +12,7 @@ import argparse
 import json
 import os
 import platform
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -19,13 +20,14 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).parent))
 
 from chart import draw  # noqa: E402
-from harness import as_json, format_table, run_scenario  # noqa: E402
+from harness import as_json, format_table, goals_summary, run_scenario  # noqa: E402
 import scenarios_format  # noqa: E402
 import scenarios_index  # noqa: E402
 import scenarios_spark  # noqa: E402
 import scenarios_admin  # noqa: E402
 import scenarios_join  # noqa: E402
 import scenarios_hybrid  # noqa: E402
+import scenarios_connector  # noqa: E402
 
 GROUPS = {
     **scenarios_format.SCENARIOS,
@@ -34,7 +36,21 @@ GROUPS = {
     **scenarios_admin.SCENARIOS,
     **scenarios_join.SCENARIOS,
     **scenarios_hybrid.SCENARIOS,
+    **scenarios_connector.SCENARIOS,
 }
+
+
+def _code_version() -> str:
+    """The commit the run's code is at (and whether the tree has uncommitted changes)."""
+    here = Path(__file__).parent
+    try:
+        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=here, capture_output=True, text=True,
+                              check=True).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=here,
+                               capture_output=True, text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown (not a git checkout)"
+    return f"commit {head}" + (" with uncommitted changes" if dirty else "")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -53,8 +69,10 @@ def main(argv: list[str] | None = None) -> int:
 
     machine = f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}"
     print(f"# indexeddf benchmarks ({time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; {machine})\n")
-    print(f"Command: python benchmarks/run.py {' '.join(argv if argv is not None else sys.argv[1:])}".rstrip() + "\n")
+    print(f"Command: python benchmarks/run.py {' '.join(argv if argv is not None else sys.argv[1:])}".rstrip())
+    print(f"Code: {_code_version()}\n")
     results = []
+    done = []
     work = scenarios_format.workdir()
     try:
         for name in names:
@@ -63,8 +81,12 @@ def main(argv: list[str] | None = None) -> int:
             ms = run_scenario(scenario, args.rounds, args.warmup)
             print(format_table(scenario, ms), flush=True)
             results.append(as_json(scenario, ms))
+            done.append((scenario, ms))
     finally:
         scenarios_format.cleanup(work)
+    summary = goals_summary(done)
+    if summary:
+        print(summary, flush=True)
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps({"machine": machine, "results": results}, indent=2))
