@@ -90,7 +90,20 @@ def run_plan(snapshot: Snapshot, plan: LookupPlan, columns: list[str] | None) ->
     parts = [run_task(ctx, t, columns) for t in plan.tasks]
     if not parts:
         return ctx.schema.empty_table().select(list(columns) if columns is not None else ctx.schema.names)
-    return pa.concat_tables(parts)
+    return without_empty_batches(pa.concat_tables(parts))
+
+
+def without_empty_batches(table: pa.Table) -> pa.Table:
+    """``table`` without its zero-row record batches (no copy).
+
+    Tasks that find nothing leave empty chunks, and PySpark 4.3.0's
+    ``spark.createDataFrame(arrow_table)`` drops every row after the first empty batch,
+    so a lookup handed to Spark would lose rows.
+    """
+    batches = [b for b in table.to_batches() if b.num_rows]
+    if len(batches) == len(table.to_batches()):
+        return table
+    return pa.Table.from_batches(batches, schema=table.schema)
 
 
 def bucket_trie(ctx: ReadContext | Snapshot, index_files: tuple[IndexFile, ...]) -> BucketTrie:
