@@ -2,14 +2,38 @@
 layout (``_indexeddf_log``, the code of commit ``--before``) and on the Delta layout
 (this tree), interleaved round by round in one run.
 
-    .venv/bin/python benchmarks/format_compare.py --rounds 7
+    .venv/bin/python benchmarks/format_compare.py --rounds 15 --reps 7
 
 Each code version runs in its own worker processes (two versions of one package cannot
-share a process); a worker times the operation itself (``time.perf_counter`` around
-the call; interpreter start and set-up are not counted) and prints the figure. Tables
-are built once per version from identical rows under ``benchmarks/data/format_compare/``
-and copied before each mutating round. Ratios are after / before, median of the
-per-round ratios (above 1: the Delta layout is slower).
+share a process). A worker times one operation ``--reps`` times (``time.perf_counter``
+around the call; interpreter start, imports and set-up are not counted) and reports the
+median of its repetitions. In each round the two versions' workers run one after the
+other on the same inputs, the order alternating from round to round, so drift of the
+shared machine hits both alike. The table printed gives, per operation, the median over
+the rounds of each version's figure, the median of the per-round ratios after / before
+(above 1: the Delta layout is slower) and the smallest and largest per-round ratio.
+
+The operations (tables are built once per version from identical rows under
+``benchmarks/data/format_compare/``):
+
+- ``open_1000_commits``: ``IndexedTable.for_path`` of a table of 1,000 commits in a
+  warm process (one untimed open first pays the lazy imports), each repetition a full
+  open (checkpoint plus the commits after it; nothing is cached between opens).
+- ``open_1000_commits_first``: the first open in a new process (lazy imports
+  included); a worker can time it only once, so the driver starts ``--reps`` workers
+  per version and round and takes their median.
+- ``append_1k``: ``append`` of 1,000 rows to the 400,000-row table; every repetition
+  appends to a fresh copy of the table (copied outside the timed region), so each
+  creates the same version.
+- ``lookup_1`` / ``lookup_1000``: ``lookup`` of 1 / 1,000 keys of the 400,000-row table in
+  a warm process: the tries of every bucket and the files' footers are loaded first (a
+  2,000-key lookup), then each repetition looks up keys that exist and that no earlier
+  repetition used, and the decoded row groups cached by the previous repetition are
+  dropped (untimed) before it: what is timed is a service answering new keys (probe the
+  cached tries, read the rows' row groups from the files), not a cache of returned rows.
+  Keys depend on the round and repetition only, so both versions look up the same keys.
+- ``refresh`` / ``optimize_quick``: ``refresh()`` / ``optimize(mode="quick")`` of a table
+  whose indexes are 10 appends behind; a fresh copy per repetition, copied untimed.
 """
 
 from __future__ import annotations
@@ -65,53 +89,80 @@ def _build(kind: str, path: Path) -> None:
             t.append(_rows(2_000, 10 + i))
 
 
-def _copy(src: Path) -> Path:
-    dst = src.parent / (src.name + ".work")
+def _fresh(src: Path):
+    """An ``IndexedTable`` on a fresh copy of ``src``, and an empty reader cache (the
+    copies share the table id and file names, so cached segments would carry over)."""
+    from indexeddf import IndexedTable
+    from indexeddf.reader.cache import cache
+
+    dst = src.parent / f"{src.name}.work"
     shutil.rmtree(dst, ignore_errors=True)
     shutil.copytree(src, dst)
-    return dst
+    cache().clear()
+    return IndexedTable.for_path(str(dst))
 
 
-def worker(op: str, base: Path) -> float:
-    """Seconds the operation took, timed here."""
-    import pyarrow as pa
+def _timed(fn) -> tuple[float, float]:
+    """Wall-clock and CPU seconds (``process_time``: every thread of the process) of ``fn()``."""
+    c0, t0 = time.process_time(), time.perf_counter()
+    fn()
+    return time.perf_counter() - t0, time.process_time() - c0
 
+
+def _lookup_keys(n: int, reps: int, seed: int) -> list:
+    """``reps`` lists of ``n`` distinct keys of the big table, no key in two lists."""
+    import numpy as np
+
+    present = np.unique(_rows(ROWS, 1).column("user_id").to_numpy())
+    chosen = np.random.default_rng(seed).choice(present, n * reps, replace=False)
+    return [chosen[i * n:(i + 1) * n].tolist() for i in range(reps)]
+
+
+def worker(op: str, base: Path, reps: int, seed: int) -> list[tuple[float, float]]:
+    """(wall, CPU) seconds of each repetition of the operation, timed here."""
     from indexeddf import IndexedTable
 
+    if op == "open_1000_commits_first":
+        return [_timed(lambda: IndexedTable.for_path(str(base / "long")))]
     if op == "open_1000_commits":
-        t0 = time.perf_counter()
-        IndexedTable.for_path(str(base / "long"))
-        return time.perf_counter() - t0
+        IndexedTable.for_path(str(base / "long"))  # untimed: lazy imports, the OS's file cache
+        return [_timed(lambda: IndexedTable.for_path(str(base / "long"))) for _ in range(reps)]
     if op in ("lookup_1", "lookup_1000"):
+        from indexeddf.reader.cache import cache
+
+        def drop_row_groups():
+            cache().discard([k for k in cache().keys() if k[0] == "rowgroup"])
+
         t = IndexedTable.for_path(str(base / "big"))
         n = 1 if op == "lookup_1" else 1000
-        keys = pa.array(list(range(7, 7 + 97 * n, 97)), pa.int64())
-        t.lookup(pa.array([3], pa.int64()))  # warm: the first lookup loads what the process caches
-        t0 = time.perf_counter()
-        got = t.lookup(keys)
-        took = time.perf_counter() - t0
-        assert got.num_rows > 0
-        return took
+        warm, *keys = _lookup_keys(max(n, 2_000), 1, seed + 10_000) + _lookup_keys(n, reps, seed)
+        t.lookup(warm)  # untimed: every bucket's trie and every file's footer are cached from here on
+        times = []
+        for ks in keys:
+            drop_row_groups()
+            got = []
+            times.append(_timed(lambda: got.append(t.lookup(ks))))
+            assert got[0].num_rows >= len(ks)
+        return times
     if op == "append_1k":
-        t = IndexedTable.for_path(str(_copy(base / "big")))
         batch = _rows(1_000, 99)
-        t0 = time.perf_counter()
-        t.append(batch)
-        return time.perf_counter() - t0
-    if op == "refresh":
-        t = IndexedTable.for_path(str(_copy(base / "stale")))
-        t0 = time.perf_counter()
-        t.refresh()
-        return time.perf_counter() - t0
-    if op == "optimize_quick":
-        t = IndexedTable.for_path(str(_copy(base / "stale")))
-        t0 = time.perf_counter()
-        t.optimize(mode="quick")
-        return time.perf_counter() - t0
+        times = []
+        for _ in range(reps):
+            t = _fresh(base / "big")
+            times.append(_timed(lambda: t.append(batch)))
+        return times
+    if op in ("refresh", "optimize_quick"):
+        times = []
+        for _ in range(reps):
+            t = _fresh(base / "stale")
+            times.append(_timed(t.refresh if op == "refresh" else lambda: t.optimize(mode="quick")))
+        return times
     raise SystemExit(f"unknown op {op}")
 
 
-OPS = ["open_1000_commits", "append_1k", "lookup_1", "lookup_1000", "refresh", "optimize_quick"]
+OPS = ["open_1000_commits", "open_1000_commits_first", "append_1k", "lookup_1", "lookup_1000", "refresh",
+       "optimize_quick"]
+ONE_PER_PROCESS = {"open_1000_commits_first"}
 
 # -- the driver ----------------------------------------------------------------------------
 
@@ -120,8 +171,8 @@ def _tree(before: str) -> Path:
     """A checkout of ``before`` (git worktree) under benchmarks/data."""
     path = DATA / f"code-{before[:12]}"
     if not (path / "indexeddf").exists():
-        subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", str(path), before], check=True,
-                       capture_output=True)
+        subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--force", "--detach", str(path), before],
+                       check=True, capture_output=True)
     return path
 
 
@@ -132,21 +183,39 @@ def _run(code: Path, *args: str) -> str:
     return out.stdout.strip().splitlines()[-1]
 
 
+def _measure(code: Path, op: str, base: Path, reps: int, seed: int) -> tuple[float, float]:
+    """The median wall-clock and the median CPU seconds of ``reps`` repetitions of ``op``
+    in code version ``code``."""
+    if op in ONE_PER_PROCESS:
+        times = [json.loads(_run(code, "--worker", op, str(base), "--reps", "1", "--seed", str(seed)))[0]
+                 for _ in range(reps)]
+    else:
+        times = json.loads(_run(code, "--worker", op, str(base), "--reps", str(reps), "--seed", str(seed)))
+    return statistics.median(w for w, _ in times), statistics.median(c for _, c in times)
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--before", default="b3325a0", help="commit of the first layout (default b3325a0)")
-    p.add_argument("--rounds", type=int, default=7)
+    p.add_argument("--rounds", type=int, default=15, help="rounds per operation (default 15)")
+    p.add_argument("--reps", type=int, default=7, help="timed repetitions per worker (default 7)")
     p.add_argument("--only", default=",".join(OPS))
-    p.add_argument("--worker", nargs=2, metavar=("OP", "BASE"), help=argparse.SUPPRESS)
+    p.add_argument("--worker", metavar="OP", help=argparse.SUPPRESS)
+    p.add_argument("--seed", type=int, default=0, help=argparse.SUPPRESS)
     p.add_argument("--build", nargs=2, metavar=("KIND", "PATH"), help=argparse.SUPPRESS)
+    p.add_argument("base", nargs="?", help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.worker:
-        print(worker(args.worker[0], Path(args.worker[1])))
+        print(json.dumps(worker(args.worker, Path(args.base), args.reps, args.seed)))
         return
     if args.build:
         _build(args.build[0], Path(args.build[1]))
         print("built")
         return
+    ops = args.only.split(",")
+    unknown = sorted(set(ops) - set(OPS))
+    if unknown:
+        p.error(f"unknown operation(s) {unknown}; known: {OPS}")
     DATA.mkdir(parents=True, exist_ok=True)
     versions = {"before": _tree(args.before), "after": ROOT}
     bases = {}
@@ -160,25 +229,39 @@ def main() -> None:
                 print(f"# built {label}/{kind} in {time.perf_counter() - t0:.1f} s", flush=True)
     import indexeddf
 
-    print(f"before: {args.before} (_indexeddf_log); after: {subprocess.run(['git', '-C', str(ROOT), 'rev-parse', '--short', 'HEAD'], capture_output=True, text=True).stdout.strip()} (_delta_log), indexeddf {indexeddf.__version__}")
-    print(f"{ROWS:,} rows in {BUCKETS} buckets (lookups, append); 1,000 commits (open); 10 unindexed appends (refresh, optimize)")
-    print(f"{'operation':<20} {'before ms':>10} {'after ms':>10} {'after/before':>13}")
+    head = subprocess.run(['git', '-C', str(ROOT), 'rev-parse', '--short', 'HEAD'], capture_output=True,
+                          text=True).stdout.strip()
+    print(f"before: {args.before} (_indexeddf_log); after: {head} (_delta_log), indexeddf {indexeddf.__version__}")
+    print(f"{ROWS:,} rows in {BUCKETS} buckets (lookups, append); 1,000 commits (open); "
+          "10 unindexed appends (refresh, optimize)")
+    print(f"{args.rounds} rounds, before/after interleaved (order alternating); a round's figure is the median "
+          f"of {args.reps} repetitions in one worker (open_1000_commits_first: of one in each of {args.reps} workers)")
+    print("ms: median over the rounds (wall clock); after/before: median of the per-round ratios, min and max of "
+          "them; cpu: the same median ratio of CPU time")
+    print(f"{'operation':<24} {'before ms':>10} {'after ms':>10} {'after/before':>13} {'min':>6} {'max':>6} {'cpu':>6}")
     results = {}
-    for op in args.only.split(","):
-        times = {"before": [], "after": []}
-        ratios = []
-        for _ in range(args.rounds):
-            pair = {}
-            for label in ("before", "after"):
-                pair[label] = float(_run(versions[label], "--worker", op, str(bases[label])))
-                times[label].append(pair[label])
-            ratios.append(pair["after"] / pair["before"])
-        b, a = statistics.median(times["before"]) * 1000, statistics.median(times["after"]) * 1000
-        results[op] = {"before_ms": b, "after_ms": a, "ratio": statistics.median(ratios)}
-        print(f"{op:<20} {b:>10.1f} {a:>10.1f} {statistics.median(ratios):>12.2f}x", flush=True)
+    for op in ops:
+        wall = {"before": [], "after": []}
+        cpu = {"before": [], "after": []}
+        ratios, cpu_ratios = [], []
+        for r in range(args.rounds):
+            order = ("before", "after") if r % 2 == 0 else ("after", "before")
+            for label in order:
+                w, c = _measure(versions[label], op, bases[label], args.reps, seed=1000 * r)
+                wall[label].append(w)
+                cpu[label].append(c)
+            ratios.append(wall["after"][-1] / wall["before"][-1])
+            cpu_ratios.append(cpu["after"][-1] / cpu["before"][-1])
+        b, a = statistics.median(wall["before"]) * 1000, statistics.median(wall["after"]) * 1000
+        ratio, cpu_ratio = statistics.median(ratios), statistics.median(cpu_ratios)
+        results[op] = {"before_ms": b, "after_ms": a, "ratio": ratio, "min_ratio": min(ratios),
+                       "max_ratio": max(ratios), "cpu_ratio": cpu_ratio, "wall_s": wall, "cpu_s": cpu,
+                       "ratios": ratios, "cpu_ratios": cpu_ratios}
+        print(f"{op:<24} {b:>10.1f} {a:>10.1f} {ratio:>12.2f}x {min(ratios):>5.2f}x {max(ratios):>5.2f}x "
+              f"{cpu_ratio:>5.2f}x", flush=True)
     out = HERE / "results" / "format_compare.json"
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(results, indent=1))
+    out.write_text(json.dumps({"rounds": args.rounds, "reps": args.reps, "ops": results}, indent=1))
 
 
 if __name__ == "__main__":
