@@ -1,17 +1,23 @@
 """Before / after the Delta log (issue 12): the same operations, timed on the first
 layout (``_indexeddf_log``, the code of commit ``--before``) and on the Delta layout
-(this tree), interleaved round by round in one run.
+(this tree), interleaved in one run.
 
-    .venv/bin/python benchmarks/format_compare.py --rounds 15 --reps 7
+    .venv/bin/python benchmarks/format_compare.py --rounds 25 --reps 5
 
 Each code version runs in its own worker processes (two versions of one package cannot
-share a process). A worker times one operation ``--reps`` times (``time.perf_counter``
-around the call; interpreter start, imports and set-up are not counted) and reports the
-median of its repetitions. In each round the two versions' workers run one after the
-other on the same inputs, the order alternating from round to round, so drift of the
-shared machine hits both alike. The table printed gives, per operation, the median over
-the rounds of each version's figure, the median of the per-round ratios after / before
-(above 1: the Delta layout is slower) and the smallest and largest per-round ratio.
+share a process). A round starts one worker per version; each sets the operation up
+(untimed) and then times one repetition each time the driver asks (``time.perf_counter``
+and ``time.process_time`` around the call; interpreter start, imports and set-up are not
+counted). The driver asks the two workers in turn, ``--reps`` times each, who goes
+first alternating, so the two figures of a pair are taken moments apart and a burst of
+load from other jobs on the machine hits both alike. A round's figure per version is the
+median of its repetitions. The table printed gives, per operation, the median over the
+rounds of each version's figure, the median of the per-round ratios after / before (above
+1: the Delta layout is slower), the smallest and largest per-round ratio (the spread),
+and the median per-round ratio of CPU time (all threads of the worker), which a busy
+machine disturbs less than wall-clock time. On a shared machine most of the noise is per
+process (the same worker stays fast or slow through a round), so rounds count for more
+than repetitions.
 
 The operations (tables are built once per version from identical rows under
 ``benchmarks/data/format_compare/``):
@@ -20,8 +26,8 @@ The operations (tables are built once per version from identical rows under
   warm process (one untimed open first pays the lazy imports), each repetition a full
   open (checkpoint plus the commits after it; nothing is cached between opens).
 - ``open_1000_commits_first``: the first open in a new process (lazy imports
-  included); a worker can time it only once, so the driver starts ``--reps`` workers
-  per version and round and takes their median.
+  included); a worker can time it only once, so each repetition starts a new worker
+  per version (both started, then timed in turn).
 - ``append_1k``: ``append`` of 1,000 rows to the 400,000-row table; every repetition
   appends to a fresh copy of the table (copied outside the timed region), so each
   creates the same version.
@@ -45,6 +51,7 @@ import shutil
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -109,55 +116,63 @@ def _timed(fn) -> tuple[float, float]:
     return time.perf_counter() - t0, time.process_time() - c0
 
 
-def _lookup_keys(n: int, reps: int, seed: int) -> list:
-    """``reps`` lists of ``n`` distinct keys of the big table, no key in two lists."""
+def _lookup_keys(n: int, reps: int, seed: int) -> tuple[list, list[list]]:
+    """2,000 keys to warm up with, then ``reps`` lists of ``n`` keys: keys of the big
+    table, no key in two lists."""
     import numpy as np
 
     present = np.unique(_rows(ROWS, 1).column("user_id").to_numpy())
-    chosen = np.random.default_rng(seed).choice(present, n * reps, replace=False)
-    return [chosen[i * n:(i + 1) * n].tolist() for i in range(reps)]
+    chosen = np.random.default_rng(seed).choice(present, 2_000 + n * reps, replace=False).tolist()
+    return chosen[:2_000], [chosen[2_000 + i * n:2_000 + (i + 1) * n] for i in range(reps)]
 
 
-def worker(op: str, base: Path, reps: int, seed: int) -> list[tuple[float, float]]:
-    """(wall, CPU) seconds of each repetition of the operation, timed here."""
+def repetitions(op: str, base: Path, reps: int, seed: int):
+    """Set up ``op`` (untimed), then each ``next()`` runs one repetition and returns its
+    (wall, CPU) seconds; untimed preparation (a fresh copy) happens inside ``next()``
+    before the timed call."""
     from indexeddf import IndexedTable
 
     if op == "open_1000_commits_first":
-        return [_timed(lambda: IndexedTable.for_path(str(base / "long")))]
+        yield _timed(lambda: IndexedTable.for_path(str(base / "long")))
+        return
     if op == "open_1000_commits":
         IndexedTable.for_path(str(base / "long"))  # untimed: lazy imports, the OS's file cache
-        return [_timed(lambda: IndexedTable.for_path(str(base / "long"))) for _ in range(reps)]
+        while True:
+            yield _timed(lambda: IndexedTable.for_path(str(base / "long")))
     if op in ("lookup_1", "lookup_1000"):
         from indexeddf.reader.cache import cache
 
-        def drop_row_groups():
-            cache().discard([k for k in cache().keys() if k[0] == "rowgroup"])
-
         t = IndexedTable.for_path(str(base / "big"))
-        n = 1 if op == "lookup_1" else 1000
-        warm, *keys = _lookup_keys(max(n, 2_000), 1, seed + 10_000) + _lookup_keys(n, reps, seed)
+        warm, keys = _lookup_keys(1 if op == "lookup_1" else 1000, reps, seed)
         t.lookup(warm)  # untimed: every bucket's trie and every file's footer are cached from here on
-        times = []
         for ks in keys:
-            drop_row_groups()
+            # Untimed: drop the row groups the previous repetition decoded.
+            cache().discard([k for k in cache().keys() if k[0] == "rowgroup"])
             got = []
-            times.append(_timed(lambda: got.append(t.lookup(ks))))
+            yield _timed(lambda: got.append(t.lookup(ks)))
             assert got[0].num_rows >= len(ks)
-        return times
+        return
     if op == "append_1k":
         batch = _rows(1_000, 99)
-        times = []
-        for _ in range(reps):
+        while True:
             t = _fresh(base / "big")
-            times.append(_timed(lambda: t.append(batch)))
-        return times
+            yield _timed(lambda: t.append(batch))
     if op in ("refresh", "optimize_quick"):
-        times = []
-        for _ in range(reps):
+        while True:
             t = _fresh(base / "stale")
-            times.append(_timed(t.refresh if op == "refresh" else lambda: t.optimize(mode="quick")))
-        return times
+            yield _timed(t.refresh if op == "refresh" else lambda: t.optimize(mode="quick"))
     raise SystemExit(f"unknown op {op}")
+
+
+def serve(op: str, base: Path, reps: int, seed: int) -> None:
+    """The worker's loop: set up, say ``ready``, then time one repetition per ``go`` read
+    from stdin and print its (wall, CPU) seconds as JSON."""
+    runs = repetitions(op, base, reps, seed)
+    print("ready", flush=True)
+    for line in sys.stdin:
+        if line.strip() != "go":
+            break
+        print(json.dumps(next(runs)), flush=True)
 
 
 OPS = ["open_1000_commits", "open_1000_commits_first", "append_1k", "lookup_1", "lookup_1000", "refresh",
@@ -183,30 +198,77 @@ def _run(code: Path, *args: str) -> str:
     return out.stdout.strip().splitlines()[-1]
 
 
-def _measure(code: Path, op: str, base: Path, reps: int, seed: int) -> tuple[float, float]:
-    """The median wall-clock and the median CPU seconds of ``reps`` repetitions of ``op``
-    in code version ``code``."""
-    if op in ONE_PER_PROCESS:
-        times = [json.loads(_run(code, "--worker", op, str(base), "--reps", "1", "--seed", str(seed)))[0]
-                 for _ in range(reps)]
-    else:
-        times = json.loads(_run(code, "--worker", op, str(base), "--reps", str(reps), "--seed", str(seed)))
-    return statistics.median(w for w, _ in times), statistics.median(c for _, c in times)
+class _Worker:
+    """A worker process of one code version serving repetitions of one operation."""
+
+    def __init__(self, code: Path, op: str, base: Path, reps: int, seed: int):
+        self.log = tempfile.TemporaryFile(mode="w+")
+        self.proc = subprocess.Popen(
+            [sys.executable, str(HERE / "format_compare.py"), "--serve", op, str(base), "--reps", str(reps),
+             "--seed", str(seed)],
+            env={**os.environ, "PYTHONPATH": str(code)}, cwd=str(code), stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE, stderr=self.log, text=True)
+
+    def _line(self) -> str:
+        line = self.proc.stdout.readline()
+        if not line:
+            self.proc.wait()
+            self.log.seek(0)
+            raise SystemExit(f"worker failed (exit {self.proc.returncode}):\n{self.log.read()}")
+        return line.strip()
+
+    def ready(self) -> "_Worker":
+        if self._line() != "ready":
+            raise SystemExit("worker did not start")
+        return self
+
+    def rep(self) -> tuple[float, float]:
+        self.proc.stdin.write("go\n")
+        self.proc.stdin.flush()
+        return tuple(json.loads(self._line()))
+
+    def close(self) -> None:
+        self.proc.stdin.close()
+        self.proc.wait()
+        self.log.close()
+
+
+def _round(versions: dict, bases: dict, op: str, reps: int, r: int) -> dict:
+    """One round: ``reps`` repetitions of ``op`` per version, before and after taking
+    turns repetition by repetition (who goes first alternates), so the two figures of a
+    pair are timed moments apart. Returns each version's (wall, CPU) per repetition."""
+    def start():
+        workers = {label: _Worker(versions[label], op, bases[label], reps, 1000 * r) for label in versions}
+        return {label: w.ready() for label, w in workers.items()}
+
+    out = {label: [] for label in versions}
+    workers = None if op in ONE_PER_PROCESS else start()
+    for k in range(reps):
+        if op in ONE_PER_PROCESS:  # a new process per repetition (both started, then timed in turn)
+            workers = start()
+        for label in (("before", "after") if (r + k) % 2 == 0 else ("after", "before")):
+            out[label].append(workers[label].rep())
+        if op in ONE_PER_PROCESS:
+            for w in workers.values():
+                w.close()
+    if op not in ONE_PER_PROCESS:
+        for w in workers.values():
+            w.close()
+    return out
 
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--before", default="b3325a0", help="commit of the first layout (default b3325a0)")
-    p.add_argument("--rounds", type=int, default=15, help="rounds per operation (default 15)")
-    p.add_argument("--reps", type=int, default=7, help="timed repetitions per worker (default 7)")
+    p.add_argument("--rounds", type=int, default=25, help="rounds per operation (default 25)")
+    p.add_argument("--reps", type=int, default=5, help="timed repetitions per worker and round (default 5)")
     p.add_argument("--only", default=",".join(OPS))
-    p.add_argument("--worker", metavar="OP", help=argparse.SUPPRESS)
+    p.add_argument("--serve", nargs=2, metavar=("OP", "BASE"), help=argparse.SUPPRESS)
     p.add_argument("--seed", type=int, default=0, help=argparse.SUPPRESS)
     p.add_argument("--build", nargs=2, metavar=("KIND", "PATH"), help=argparse.SUPPRESS)
-    p.add_argument("base", nargs="?", help=argparse.SUPPRESS)
     args = p.parse_args()
-    if args.worker:
-        print(json.dumps(worker(args.worker, Path(args.base), args.reps, args.seed)))
+    if args.serve:
+        serve(args.serve[0], Path(args.serve[1]), args.reps, args.seed)
         return
     if args.build:
         _build(args.build[0], Path(args.build[1]))
@@ -234,8 +296,8 @@ def main() -> None:
     print(f"before: {args.before} (_indexeddf_log); after: {head} (_delta_log), indexeddf {indexeddf.__version__}")
     print(f"{ROWS:,} rows in {BUCKETS} buckets (lookups, append); 1,000 commits (open); "
           "10 unindexed appends (refresh, optimize)")
-    print(f"{args.rounds} rounds, before/after interleaved (order alternating); a round's figure is the median "
-          f"of {args.reps} repetitions in one worker (open_1000_commits_first: of one in each of {args.reps} workers)")
+    print(f"{args.rounds} rounds; per round and version the median of {args.reps} repetitions, before and after "
+          f"taking turns (open_1000_commits_first: one per worker, {args.reps} workers)")
     print("ms: median over the rounds (wall clock); after/before: median of the per-round ratios, min and max of "
           "them; cpu: the same median ratio of CPU time")
     print(f"{'operation':<24} {'before ms':>10} {'after ms':>10} {'after/before':>13} {'min':>6} {'max':>6} {'cpu':>6}")
@@ -245,11 +307,10 @@ def main() -> None:
         cpu = {"before": [], "after": []}
         ratios, cpu_ratios = [], []
         for r in range(args.rounds):
-            order = ("before", "after") if r % 2 == 0 else ("after", "before")
-            for label in order:
-                w, c = _measure(versions[label], op, bases[label], args.reps, seed=1000 * r)
-                wall[label].append(w)
-                cpu[label].append(c)
+            got = _round(versions, bases, op, args.reps, r)
+            for label, runs in got.items():
+                wall[label].append(statistics.median(w for w, _ in runs))
+                cpu[label].append(statistics.median(c for _, c in runs))
             ratios.append(wall["after"][-1] / wall["before"][-1])
             cpu_ratios.append(cpu["after"][-1] / cpu["before"][-1])
         b, a = statistics.median(wall["before"]) * 1000, statistics.median(wall["after"]) * 1000
