@@ -5,10 +5,10 @@ layout (``_indexeddf_log``, the code of commit ``--before``) and on the Delta la
     .venv/bin/python benchmarks/format_compare.py --rounds 25 --reps 5
 
 Each code version runs in its own worker processes (two versions of one package cannot
-share a process). A round starts one worker per version; each sets the operation up
-(untimed) and then times one repetition each time the driver asks (``time.perf_counter``
-and ``time.process_time`` around the call; interpreter start, imports and set-up are not
-counted). The driver asks the two workers in turn, ``--reps`` times each, who goes
+share a process). A round starts one worker per version; each times one repetition each
+time the driver asks, after setting the operation up (untimed) at the first request
+(``time.perf_counter`` and ``time.process_time`` around the call; interpreter start,
+imports and set-up are not counted). The driver asks the two workers in turn, ``--reps`` times each, who goes
 first alternating, so the two figures of a pair are taken moments apart and a burst of
 load from other jobs on the machine hits both alike. A round's figure per version is the
 median of its repetitions. The table printed gives, per operation, the median over the
@@ -165,8 +165,8 @@ def repetitions(op: str, base: Path, reps: int, seed: int):
 
 
 def serve(op: str, base: Path, reps: int, seed: int) -> None:
-    """The worker's loop: set up, say ``ready``, then time one repetition per ``go`` read
-    from stdin and print its (wall, CPU) seconds as JSON."""
+    """The worker's loop: say ``ready``, then run one repetition per ``go`` read from stdin
+    (the first also sets the operation up, untimed) and print its (wall, CPU) seconds as JSON."""
     runs = repetitions(op, base, reps, seed)
     print("ready", flush=True)
     for line in sys.stdin:
