@@ -82,10 +82,6 @@ final class ParquetRows {
             }
             return lo;
         }
-
-        int rowGroups() {
-            return byteStart.length;
-        }
     }
 
     /** The footer of {@code path} (cached by path: files are immutable). */
