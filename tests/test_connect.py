@@ -36,6 +36,7 @@ from indexeddf import IndexedTable
 from indexeddf.errors import SchemaMismatchError
 from indexeddf.spark import is_connect
 from indexeddf.spark.connector import submit_args
+from connector_helpers import read
 from s3_endpoint import free_port
 
 pytestmark = pytest.mark.spark
@@ -127,13 +128,6 @@ def connect_mode(request):
         yield
     finally:
         _restore(before)
-
-
-def read(spark, path, **options):
-    reader = spark.read.format("indexeddf")
-    for k, v in options.items():
-        reader = reader.option(k, v)
-    return reader.load(str(path))
 
 
 def plan(df) -> str:

@@ -28,6 +28,8 @@ import indexeddf
 from indexeddf import IndexedTable
 from indexeddf.errors import UnsupportedFeatureError
 from indexeddf.spark.connector import build_jar, is_built, jar_path, sources_hash
+from connector_helpers import physical as plan
+from connector_helpers import read
 
 pytestmark = pytest.mark.spark
 
@@ -58,20 +60,9 @@ def registered(spark):
     return spark
 
 
-def read(spark, path, **options):
-    reader = spark.read.format("indexeddf")
-    for k, v in options.items():
-        reader = reader.option(k, v)
-    return reader.load(str(path))
-
-
 def rows(t: pa.Table, schema: pa.Schema) -> list[str]:
     """A table's rows as a sorted list (a multiset), in ``schema``'s types."""
     return sorted(repr(tuple(r.values())) for r in t.select(schema.names).cast(schema).to_pylist())
-
-
-def plan(df) -> str:
-    return df._jdf.queryExecution().executedPlan().toString()
 
 
 # -- every version of random tables -----------------------------------------------------------

@@ -13,19 +13,10 @@ import pytest
 
 import indexeddf
 from indexeddf import IndexedTable
+from connector_helpers import SCHEMA, physical, rows_of
+from connector_helpers import read as load
 
 pytestmark = pytest.mark.spark
-
-SCHEMA = pa.schema([("k", pa.int64()), ("s", pa.string()), ("v", pa.float64())])
-
-
-def rows_of(keys, tag="a"):
-    return pa.table({
-        "k": pa.array(keys, pa.int64()),
-        "s": [None if k is None or k % 5 == 0 else f"{tag}{k % 7}" for k in keys],
-        "v": [float(i) for i in range(len(keys))],
-    }, schema=SCHEMA)
-
 
 @pytest.fixture(scope="module", autouse=True)
 def connector(spark):
@@ -44,17 +35,6 @@ def conf(spark):
     yield set_
     for key in changed:
         spark.conf.unset(key)
-
-
-def load(spark, path, **options):
-    reader = spark.read.format("indexeddf")
-    for k, v in options.items():
-        reader = reader.option(k, v)
-    return reader.load(str(path))
-
-
-def physical(df) -> str:
-    return df._jdf.queryExecution().executedPlan().toString()
 
 
 def collected(df) -> pa.Table:
@@ -148,11 +128,11 @@ def test_past_the_driver_limits_spark_tasks_read_only_the_candidate_row_groups(s
 def test_spark_scans_when_the_index_would_not_save_reading(spark, table, conf):
     df = load(spark, table)
     conf("spark.indexeddf.driverLookup.maxKeys", "2")
-    conf("spark.indexeddf.lookupTasks.maxReadFraction", "0.0")  # any read is too much
+    conf("spark.indexeddf.lookup.maxReadFraction", "0.0")  # any read is too much
     q = df.where("k IN (1, 2, 3)")
     assert "FileScan parquet" in physical(q)
     assert same(collected(q), expected(table, "k IN (1, 2, 3)"))
-    conf("spark.indexeddf.lookupTasks.maxReadFraction", "0.5")
+    conf("spark.indexeddf.lookup.maxReadFraction", "0.5")
     conf("spark.indexeddf.lookupTasks.enabled", "false")
     assert "FileScan parquet" in physical(df.where("k IN (1, 2, 3)"))
     assert "LocalTableScan" in physical(df.where("k = 7"))

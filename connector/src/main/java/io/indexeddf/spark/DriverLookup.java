@@ -35,12 +35,15 @@ import scala.runtime.AbstractPartialFunction;
  * filters), and keeps the rows that satisfy the whole filter condition (Spark's own
  * expression evaluation). Collecting a local relation runs no Spark job.
  *
- * <p>It steps aside, leaving Spark's bucket-pruned Parquet scan to answer, whenever the
- * driver would do too much: more keys than {@code spark.indexeddf.driverLookup.maxKeys},
+ * <p>Past the driver's limits (more keys than {@code spark.indexeddf.driverLookup.maxKeys},
  * more row groups than {@code .maxRowGroups}, more matching rows than {@code .maxRows}, more
- * unindexed bytes to scan than {@code .maxScanBytes}; when reading the index fails; and when no index is usable (state, staleness, columns not fixed,
- * floating-point index columns, an index file deleted since the version read, the log's
- * index state unknown).
+ * unindexed bytes to scan than {@code .maxScanBytes}) the same reads run as Spark tasks
+ * ({@link LookupRDD}). Spark's bucket-pruned Parquet scan answers instead when the lookup
+ * would read more than {@code spark.indexeddf.lookup.maxReadFraction} of the version's live
+ * bytes (unless the whole table is at most {@code maxScanBytes}, cheap to read on the driver
+ * either way); when reading the index fails; and when no index is usable (state, staleness,
+ * columns not fixed, floating-point index columns, an index file deleted since the version
+ * read, the log's index state unknown).
  */
 public final class DriverLookup extends Rule<LogicalPlan> {
     static final String CONF = "spark.indexeddf.driverLookup.";
@@ -94,13 +97,12 @@ public final class DriverLookup extends Rule<LogicalPlan> {
         final long cacheMaxBytes;
         final boolean driver;
         final boolean tasks;
-        final double maxTaskReadFraction;
+        final double maxReadFraction;
 
         Limits(SparkSession session) {
             driver = Boolean.parseBoolean(session.conf().get(CONF + "enabled", "true"));
             tasks = Boolean.parseBoolean(session.conf().get("spark.indexeddf.lookupTasks.enabled", "true"));
-            maxTaskReadFraction = Double.parseDouble(
-                session.conf().get("spark.indexeddf.lookupTasks.maxReadFraction", "0.5"));
+            maxReadFraction = Double.parseDouble(session.conf().get("spark.indexeddf.lookup.maxReadFraction", "0.5"));
             maxKeys = Long.parseLong(session.conf().get(CONF + "maxKeys", "1000"));
             maxRowGroups = Integer.parseInt(session.conf().get(CONF + "maxRowGroups", "256"));
             maxRows = Long.parseLong(session.conf().get(CONF + "maxRows", "100000"));
@@ -122,7 +124,7 @@ public final class DriverLookup extends Rule<LogicalPlan> {
     }
 
     /** The filter answered by an index lookup, or null when it should be left to Spark. */
-    private LogicalPlan answer(Filter filter, Project project) {
+    LogicalPlan answer(Filter filter, Project project) {
         Expression condition = filter.condition();
         if (!condition.deterministic() || SubqueryExpression$.MODULE$.hasSubquery(condition)) {
             return null;
@@ -155,7 +157,14 @@ public final class DriverLookup extends Rule<LogicalPlan> {
         try {
             LookupReader.Pieces pieces = LookupReader.pieces(session, plan, snapshot, schema, hadoopConf, limits);
             Seq<Attribute> attrs = CollectionConverters.asScala(read).toList();
-            if (limits.driver && !plan.manyKeys && pieces.rowGroups.size() <= limits.maxRowGroups
+            long live = liveBytes(snapshot);
+            // The index pays when it skips most of the table: reading most of it through the
+            // index is slower than Spark's parallel scan (a small table is cheap either way).
+            boolean skipsMost = pieces.bytes <= limits.maxReadFraction * live;
+            if (!skipsMost && live > limits.maxScanBytes) {
+                return null;
+            }
+            if (limits.driver && !plan.manyKeys && pieces.groupCount <= limits.maxRowGroups
                     && pieces.candidateRows <= limits.maxRows && pieces.scanBytes <= limits.maxScanBytes) {
                 List<InternalRow> rows = LookupReader.readHere(session, pieces, schema, required, condition, read,
                     hadoopConf, limits.maxRows);
@@ -165,7 +174,8 @@ public final class DriverLookup extends Rule<LogicalPlan> {
                         Option.empty());
                 }
             }
-            return tasks(pieces, snapshot, schema, required, condition, read, attrs, hadoopConf, limits);
+            return skipsMost && limits.tasks
+                ? tasks(pieces, schema, required, condition, read, attrs, hadoopConf) : null;
         } catch (FileNotFoundException e) {
             return null;  // an index file vacuumed since this version: Spark's scan answers
         } catch (IOException | RuntimeException e) {
@@ -177,21 +187,17 @@ public final class DriverLookup extends Rule<LogicalPlan> {
         }
     }
 
-    /**
-     * The lookup as Spark tasks that read only the candidate row groups (and the unindexed
-     * files), or null when that would read more than {@code lookupTasks.maxReadFraction} of
-     * the live bytes: Spark's bucket-pruned scan is as good then.
-     */
-    private LogicalPlan tasks(LookupReader.Pieces pieces, DeltaLog.Snapshot snapshot, StructType schema,
-                              StructType required, Expression condition, List<Attribute> read, Seq<Attribute> attrs,
-                              Configuration conf, Limits limits) {
+    private static long liveBytes(DeltaLog.Snapshot snapshot) {
         long live = 0;
         for (DeltaLog.AddFile a : snapshot.files) {
             live += a.size;
         }
-        if (!limits.tasks || pieces.bytes > limits.maxTaskReadFraction * live) {
-            return null;
-        }
+        return live;
+    }
+
+    /** The lookup as Spark tasks that read only the candidate row groups (and the unindexed files). */
+    private LogicalPlan tasks(LookupReader.Pieces pieces, StructType schema, StructType required, Expression condition,
+                              List<Attribute> read, Seq<Attribute> attrs, Configuration conf) {
         org.apache.spark.sql.classic.SparkSession classic = (org.apache.spark.sql.classic.SparkSession) session;
         LookupRDD rdd = new LookupRDD(classic.sparkContext(), pieces, classic.sparkContext().defaultParallelism() * 2,
             LookupReader.groupReader(session, schema, required, conf),

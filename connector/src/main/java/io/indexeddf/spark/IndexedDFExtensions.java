@@ -21,7 +21,8 @@ import scala.runtime.BoxedUnit;
  * {@code SELECT ... FROM indexeddf.`/path`} to the table at that path. Spark's own
  * SQL-on-files rule gives a V1 provider no path (only the options), so the connector
  * resolves these names itself. It also adds {@link DriverLookup}, which answers index lookups
- * on the driver with no Spark job.
+ * on the driver with no Spark job, and {@link IndexedJoin}, which answers the table's side of
+ * a join with a small other side as an index lookup of that side's keys.
  */
 public final class IndexedDFExtensions extends AbstractFunction1<SparkSessionExtensions, BoxedUnit> {
     @Override
@@ -36,6 +37,12 @@ public final class IndexedDFExtensions extends AbstractFunction1<SparkSessionExt
             @Override
             public Rule<LogicalPlan> apply(SparkSession session) {
                 return new DriverLookup(session);
+            }
+        });
+        extensions.injectOptimizerRule(new AbstractFunction1<SparkSession, Rule<LogicalPlan>>() {
+            @Override
+            public Rule<LogicalPlan> apply(SparkSession session) {
+                return new IndexedJoin(session);
             }
         });
         return BoxedUnit.UNIT;

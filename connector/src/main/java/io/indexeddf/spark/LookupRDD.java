@@ -26,12 +26,12 @@ final class LookupRDD extends RDD<InternalRow> {
     private static final long serialVersionUID = 1L;
 
     private final List<List<LookupReader.Piece>> parts;
-    private final Function1<PartitionedFile, Iterator<InternalRow>> groupReader;
+    private final ParquetRows.GroupReader groupReader;
     private final Function1<PartitionedFile, Iterator<InternalRow>> scanReader;
     private final Expression bound;
 
     LookupRDD(SparkContext sc, LookupReader.Pieces pieces, int numPartitions,
-              Function1<PartitionedFile, Iterator<InternalRow>> groupReader,
+              ParquetRows.GroupReader groupReader,
               Function1<PartitionedFile, Iterator<InternalRow>> scanReader, Expression bound) {
         super(sc, CollectionConverters.asScala(new ArrayList<org.apache.spark.Dependency<?>>()).toList(),
             ClassTag$.MODULE$.apply(InternalRow.class));
@@ -76,8 +76,12 @@ final class LookupRDD extends RDD<InternalRow> {
             public boolean hasNext() {
                 while (!current.hasNext() && pieces.hasNext()) {
                     LookupReader.Piece p = pieces.next();
-                    Function1<PartitionedFile, Iterator<InternalRow>> reader = p.wanted == null ? scanReader : groupReader;
-                    current = LookupReader.matching(reader.apply(p.split()), p.wanted, bound).iterator();
+                    try {
+                        current = (p.groups == null ? LookupReader.matching(scanReader.apply(p.split()), bound)
+                            : LookupReader.readGroups(groupReader, p, bound)).iterator();
+                    } catch (java.io.IOException e) {
+                        throw new java.io.UncheckedIOException(e);
+                    }
                 }
                 return current.hasNext();
             }

@@ -39,35 +39,43 @@ final class LookupReader {
     private LookupReader() {
     }
 
-    /** A part of a data file to read: one row group (with the row offsets wanted) or the whole file. */
+    /** A part of a data file to read: some of its row groups (with the row offsets wanted) or the whole file. */
     static final class Piece implements java.io.Serializable {
         private static final long serialVersionUID = 1L;
         final String path;
-        final long start;
-        final long length;
         final long fileSize;
         final long modificationTime;
-        /** Offsets of the candidate rows in the row group; null: every row of the file (hybrid scan). */
+        /** The row groups to read, ascending; null: the whole file, filtered (hybrid scan). */
+        final int[] groups;
+        /** Offsets of the candidate rows among the rows of {@code groups}, ascending; null with {@code groups}. */
         final long[] wanted;
+        /** Bytes to read. */
+        final long length;
 
-        Piece(DeltaLog.AddFile a, long start, long length, long[] wanted) {
+        Piece(DeltaLog.AddFile a, int[] groups, long[] wanted, long length) {
             this.path = a.location.toString();
-            this.start = start;
-            this.length = length;
             this.fileSize = a.size;
             this.modificationTime = a.modificationTime;
+            this.groups = groups;
             this.wanted = wanted;
+            this.length = length;
         }
 
+        /** The whole file as Spark's readers take a split. */
         PartitionedFile split() {
-            return ParquetRows.split(new org.apache.hadoop.fs.Path(path), start, length, fileSize, modificationTime);
+            return ParquetRows.split(new org.apache.hadoop.fs.Path(path), 0, fileSize, fileSize, modificationTime);
         }
     }
+
+    /** Most row groups one piece reads: pieces of one file still read side by side. */
+    private static final int GROUPS_PER_PIECE = 8;
 
     /** What a lookup reads: candidate row groups, unindexed files, and how much that is. */
     static final class Pieces {
         final List<Piece> rowGroups = new ArrayList<>();
         final List<Piece> scans = new ArrayList<>();
+        /** Row groups of {@link #rowGroups}. */
+        int groupCount;
         long candidateRows;
         /** Bytes of the candidate row groups and the unindexed files. */
         long bytes;
@@ -97,16 +105,30 @@ final class LookupReader {
                 int g = footer.rowGroupOf(row);
                 byGroup.computeIfAbsent(g, k -> new ArrayList<>()).add(row - footer.rowBounds[g]);
             }
-            for (Map.Entry<Integer, List<Long>> g : byGroup.entrySet()) {
-                long[] wanted = g.getValue().stream().mapToLong(Long::longValue).toArray();
-                int group = g.getKey();
-                out.rowGroups.add(new Piece(a, footer.byteStart[group], footer.byteLength[group], wanted));
-                out.candidateRows += wanted.length;
-                out.bytes += footer.byteLength[group];
+            List<Map.Entry<Integer, List<Long>>> groups = new ArrayList<>(byGroup.entrySet());
+            for (int from = 0; from < groups.size(); from += GROUPS_PER_PIECE) {
+                List<Map.Entry<Integer, List<Long>>> chunk = groups.subList(from, Math.min(groups.size(), from + GROUPS_PER_PIECE));
+                int[] ids = new int[chunk.size()];
+                List<Long> wanted = new ArrayList<>();
+                long base = 0;  // rows of the piece's earlier row groups
+                long bytes = 0;
+                for (int i = 0; i < ids.length; i++) {
+                    int g = chunk.get(i).getKey();
+                    ids[i] = g;
+                    for (long offset : chunk.get(i).getValue()) {
+                        wanted.add(base + offset);
+                    }
+                    base += footer.rowBounds[g + 1] - footer.rowBounds[g];
+                    bytes += footer.byteLength[g];
+                }
+                out.rowGroups.add(new Piece(a, ids, wanted.stream().mapToLong(Long::longValue).toArray(), bytes));
+                out.groupCount += ids.length;
+                out.candidateRows += wanted.size();
+                out.bytes += bytes;
             }
         }
         for (DeltaLog.AddFile a : plan.scan) {
-            out.scans.add(new Piece(a, 0, a.size, null));
+            out.scans.add(new Piece(a, null, null, a.size));
             out.bytes += a.size;
             out.scanBytes += a.size;
         }
@@ -121,15 +143,15 @@ final class LookupReader {
                                       Expression condition, List<Attribute> output, Configuration conf, long maxRows)
             throws IOException {
         Expression bound = bound(condition, output);
-        Function1<PartitionedFile, Iterator<InternalRow>> groupReader = groupReader(session, schema, required, conf);
+        ParquetRows.GroupReader groupReader = groupReader(session, schema, required, conf);
         Function1<PartitionedFile, Iterator<InternalRow>> scanReader =
             pieces.scans.isEmpty() ? null : scanReader(session, schema, required, condition, conf);
         List<java.util.concurrent.Callable<List<InternalRow>>> reads = new ArrayList<>();
         for (Piece p : pieces.rowGroups) {
-            reads.add(() -> matching(groupReader.apply(p.split()), p.wanted, bound));
+            reads.add(() -> readGroups(groupReader, p, bound));
         }
         for (Piece p : pieces.scans) {
-            reads.add(() -> matching(scanReader.apply(p.split()), null, bound));
+            reads.add(() -> matching(scanReader.apply(p.split()), bound));
         }
         List<InternalRow> out = new ArrayList<>();
         for (List<InternalRow> part : inParallel(reads)) {
@@ -142,11 +164,37 @@ final class LookupReader {
     }
 
     /** A reader of candidate row groups (no filters: the index picked the rows). */
-    static Function1<PartitionedFile, Iterator<InternalRow>> groupReader(SparkSession session, StructType schema,
-                                                                        StructType required, Configuration conf) {
-        Seq<org.apache.spark.sql.sources.Filter> none = CollectionConverters.asScala(
-            new ArrayList<org.apache.spark.sql.sources.Filter>()).toList();
-        return ParquetRows.reader(session, schema, required, none, false, conf);
+    static ParquetRows.GroupReader groupReader(SparkSession session, StructType schema, StructType required,
+                                               Configuration conf) {
+        return ParquetRows.groupReader(session, schema, required, conf);
+    }
+
+    /** The candidate rows of a piece of row groups that satisfy {@code bound}, copied. */
+    static List<InternalRow> readGroups(ParquetRows.GroupReader reader, Piece p, Expression bound) throws IOException {
+        BasePredicate predicate = predicate(bound);
+        List<InternalRow> out = new ArrayList<>();
+        long[] next = {0, 0};  // the next row's offset, the index of the next wanted offset
+        reader.read(new org.apache.hadoop.fs.Path(p.path), p.fileSize, p.groups, row -> {
+            if (next[1] < p.wanted.length && p.wanted[(int) next[1]] == next[0]) {
+                next[1]++;
+                if (predicate.eval(row)) {
+                    out.add(row.copy());
+                }
+            }
+            next[0]++;
+        });
+        return out;
+    }
+
+    /**
+     * Interpreted: generated code holds the key literals and would compile anew for every key
+     * (tens of ms), while the candidate rows are few. One predicate per read: reads run in
+     * parallel.
+     */
+    private static BasePredicate predicate(Expression bound) {
+        BasePredicate predicate = new InterpretedPredicate(bound);
+        predicate.initialize(0);
+        return predicate;
     }
 
     /** A reader of unindexed files: the filter's conjuncts let Parquet skip their row groups. */
@@ -159,20 +207,14 @@ final class LookupReader {
      * The rows of {@code rows} (a file or row group, in file order) at the offsets
      * {@code wanted} (null: every row) that satisfy {@code bound}, copied.
      */
-    static List<InternalRow> matching(Iterator<InternalRow> rows, long[] wanted, Expression bound) {
-        // Interpreted: generated code holds the key literals and would compile anew for every
-        // key (tens of ms), while the candidate rows are few. One predicate per read: reads run
-        // in parallel.
-        BasePredicate predicate = new InterpretedPredicate(bound);
-        predicate.initialize(0);
+    static List<InternalRow> matching(Iterator<InternalRow> rows, Expression bound) {
+        BasePredicate predicate = predicate(bound);
         List<InternalRow> out = new ArrayList<>();
-        long i = 0;
         while (rows.hasNext()) {
             InternalRow row = rows.next();
-            if ((wanted == null || java.util.Arrays.binarySearch(wanted, i) >= 0) && predicate.eval(row)) {
+            if (predicate.eval(row)) {
                 out.add(row.copy());
             }
-            i++;
         }
         return out;
     }

@@ -9,6 +9,7 @@ import org.apache.hadoop.conf.Configuration;
 import org.apache.hadoop.fs.Path;
 import org.apache.parquet.hadoop.ParquetFileReader;
 import org.apache.parquet.hadoop.metadata.BlockMetaData;
+import org.apache.parquet.hadoop.metadata.ParquetMetadata;
 import org.apache.parquet.hadoop.util.HadoopInputFile;
 import org.apache.spark.paths.SparkPath$;
 import org.apache.spark.sql.SparkSession;
@@ -18,6 +19,7 @@ import org.apache.spark.sql.execution.datasources.parquet.ParquetFileFormat;
 import org.apache.spark.sql.sources.Filter;
 import org.apache.spark.sql.types.StructType;
 import scala.Function1;
+import scala.Option;
 import scala.collection.Iterator;
 import scala.collection.immutable.Seq;
 
@@ -28,7 +30,7 @@ import scala.collection.immutable.Seq;
  * Parquet settings). Footers are cached: data and index files never change.
  */
 final class ParquetRows {
-    private static final int MAX_FOOTERS = 4096;
+    private static final int MAX_FOOTERS = 1024;
     private static final Map<String, Footer> FOOTERS = new LinkedHashMap<String, Footer>(256, 0.75f, true) {
         @Override
         protected boolean removeEldestEntry(Map.Entry<String, Footer> eldest) {
@@ -48,14 +50,17 @@ final class ParquetRows {
     private ParquetRows() {
     }
 
-    /** Where each row group of a file starts: in rows (ordinals) and in bytes. */
+    /** A file's parsed footer, and where each row group starts: in rows (ordinals) and in bytes. */
     static final class Footer {
+        final ParquetMetadata metadata;
         /** First row ordinal of each row group, then the file's row count. */
         final long[] rowBounds;
         final long[] byteStart;
         final long[] byteLength;
 
-        Footer(List<BlockMetaData> blocks) {
+        Footer(ParquetMetadata metadata) {
+            this.metadata = metadata;
+            List<BlockMetaData> blocks = metadata.getBlocks();
             int n = blocks.size();
             rowBounds = new long[n + 1];
             byteStart = new long[n];
@@ -95,7 +100,7 @@ final class ParquetRows {
         }
         Footer f;
         try (ParquetFileReader r = ParquetFileReader.open(HadoopInputFile.fromPath(path, conf))) {
-            f = new Footer(r.getFooter().getBlocks());
+            f = new Footer(r.getFooter());
         }
         synchronized (FOOTERS) {
             FOOTERS.put(key, f);
@@ -114,7 +119,7 @@ final class ParquetRows {
         // Building a reader broadcasts the Hadoop configuration (milliseconds): readers without
         // filters are kept per session and schema.
         String key = filters.isEmpty()
-            ? System.identityHashCode(session) + "|" + batches + "|" + dataSchema.json() + "|" + required.json() : null;
+            ? sessionId(session) + "|" + batches + "|" + dataSchema.json() + "|" + required.json() : null;
         if (key != null) {
             synchronized (READERS) {
                 Function1<PartitionedFile, Iterator<InternalRow>> r = READERS.get(key);
@@ -135,6 +140,117 @@ final class ParquetRows {
             }
         }
         return r;
+    }
+
+    /** The session's UUID: readers carry its Parquet settings (a collected session's identity hash may recur). */
+    private static String sessionId(SparkSession session) {
+        return ((org.apache.spark.sql.classic.SparkSession) session).sessionUUID();
+    }
+
+    private static final Map<String, GroupReader> GROUP_READERS = new LinkedHashMap<String, GroupReader>(16, 0.75f, true) {
+        @Override
+        protected boolean removeEldestEntry(Map.Entry<String, GroupReader> e) {
+            return size() > MAX_READERS;
+        }
+    };
+
+    /**
+     * A reader of chosen row groups of files with {@code dataSchema}, giving the columns of
+     * {@code required} (kept per session and schema).
+     */
+    static GroupReader groupReader(SparkSession session, StructType dataSchema, StructType required,
+                                   Configuration conf) {
+        String key = sessionId(session) + "|" + dataSchema.json() + "|" + required.json();
+        synchronized (GROUP_READERS) {
+            GroupReader r = GROUP_READERS.get(key);
+            if (r != null) {
+                return r;
+            }
+        }
+        // Spark's Parquet format writes every read setting (requested schema, case
+        // sensitivity, type conversions) into the configuration it builds a reader with: the
+        // group reader reads with that configuration.
+        Configuration configured = new Configuration(conf);
+        Seq<Filter> none = scala.collection.immutable.List$.MODULE$.empty();
+        new ParquetFileFormat().buildReaderWithPartitionValues(session, dataSchema, new StructType(), required, none,
+            scala.collection.immutable.Map$.MODULE$.<String, String>empty().updated("returning_batch", "false"), configured);
+        org.apache.spark.sql.internal.SQLConf sql = ((org.apache.spark.sql.classic.SparkSession) session).sessionState().conf();
+        GroupReader r = new GroupReader(configured,
+            sql.getConf(org.apache.spark.sql.internal.SQLConf.PARQUET_REBASE_MODE_IN_READ()).toString(),
+            sql.getConf(org.apache.spark.sql.internal.SQLConf.PARQUET_INT96_REBASE_MODE_IN_READ()).toString(),
+            sql.parquetVectorizedReaderBatchSize());
+        synchronized (GROUP_READERS) {
+            GROUP_READERS.put(key, r);
+        }
+        return r;
+    }
+
+    /**
+     * Reads chosen row groups of a file in one pass through Spark's vectorized Parquet reader,
+     * handing it the file's cached footer cut to those row groups: no footer is read or parsed
+     * again, and row groups in between are skipped. Values come out as a Spark scan gives
+     * them. Serializable: Spark tasks carry it.
+     */
+    static final class GroupReader implements java.io.Serializable {
+        private static final long serialVersionUID = 1L;
+        private final org.apache.spark.util.SerializableConfiguration conf;
+        private final String datetimeRebaseMode;
+        private final String int96RebaseMode;
+        private final int capacity;
+
+        GroupReader(Configuration conf, String datetimeRebaseMode, String int96RebaseMode, int capacity) {
+            this.conf = new org.apache.spark.util.SerializableConfiguration(conf);
+            this.datetimeRebaseMode = datetimeRebaseMode;
+            this.int96RebaseMode = int96RebaseMode;
+            this.capacity = capacity;
+        }
+
+        /**
+         * Calls {@code each} with every row of row groups {@code groups} (ascending) of
+         * {@code path}, in file order; each row is reused by the next (copy what you keep).
+         */
+        void read(Path path, long fileSize, int[] groups, java.util.function.Consumer<InternalRow> each)
+                throws IOException {
+            Configuration c = conf.value();
+            Footer footer = footer(path, c);
+            List<BlockMetaData> all = footer.metadata.getBlocks();
+            List<BlockMetaData> chosen = new java.util.ArrayList<>(groups.length);
+            for (int g : groups) {
+                chosen.add(all.get(g));
+            }
+            ParquetMetadata cut = new ParquetMetadata(footer.metadata.getFileMetaData(), chosen);
+            java.util.Map<String, String> kv = footer.metadata.getFileMetaData().getKeyValueMetaData();
+            scala.Function1<String, String> lookup = new scala.runtime.AbstractFunction1<String, String>() {
+                @Override
+                public String apply(String k) {
+                    return kv.get(k);
+                }
+            };
+            org.apache.spark.sql.execution.datasources.DataSourceUtils$ utils =
+                org.apache.spark.sql.execution.datasources.DataSourceUtils$.MODULE$;
+            org.apache.spark.sql.catalyst.util.RebaseDateTime.RebaseSpec dates = utils.datetimeRebaseSpec(lookup, datetimeRebaseMode);
+            org.apache.spark.sql.catalyst.util.RebaseDateTime.RebaseSpec int96 = utils.int96RebaseSpec(lookup, int96RebaseMode);
+            org.apache.spark.sql.execution.datasources.parquet.VectorizedParquetRecordReader reader =
+                new org.apache.spark.sql.execution.datasources.parquet.VectorizedParquetRecordReader(null,
+                    dates.mode().toString(), dates.timeZone(), int96.mode().toString(), int96.timeZone(), false, capacity);
+            // The log knows the size: no file system call before the reads themselves.
+            HadoopInputFile in = HadoopInputFile.fromStatus(
+                new org.apache.hadoop.fs.FileStatus(fileSize, false, 1, 128L << 20, 0, path), c);
+            try {
+                reader.initialize(new org.apache.hadoop.mapred.FileSplit(path, 0, fileSize, new String[0]),
+                    new org.apache.hadoop.mapreduce.task.TaskAttemptContextImpl(c, new org.apache.hadoop.mapreduce.TaskAttemptID()),
+                    Option.apply(in), Option.apply(in.newStream()), Option.apply(cut));
+                reader.initBatch(new StructType(), InternalRow.empty());
+                while (reader.nextKeyValue()) {
+                    each.accept((InternalRow) reader.getCurrentValue());
+                }
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+                throw new java.io.InterruptedIOException("interrupted while reading " + path);
+            } finally {
+                reader.close();
+            }
+        }
     }
 
     /** The byte range {@code [start, start + length)} of a file, as Spark's readers take a split. */

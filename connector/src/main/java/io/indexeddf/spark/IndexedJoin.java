@@ -1,0 +1,321 @@
+package io.indexeddf.spark;
+
+import java.util.ArrayList;
+import java.util.Collections;
+import java.util.LinkedHashMap;
+import java.util.LinkedHashSet;
+import java.util.List;
+import java.util.Map;
+import java.util.Set;
+import java.util.WeakHashMap;
+
+import org.apache.spark.sql.SparkSession;
+import org.apache.spark.sql.catalyst.InternalRow;
+import org.apache.spark.sql.catalyst.expressions.And;
+import org.apache.spark.sql.catalyst.expressions.Attribute;
+import org.apache.spark.sql.catalyst.expressions.AttributeReference;
+import org.apache.spark.sql.catalyst.expressions.EqualNullSafe;
+import org.apache.spark.sql.catalyst.expressions.EqualTo;
+import org.apache.spark.sql.catalyst.expressions.Expression;
+import org.apache.spark.sql.catalyst.expressions.InSet;
+import org.apache.spark.sql.catalyst.expressions.IsNull;
+import org.apache.spark.sql.catalyst.expressions.Literal;
+import org.apache.spark.sql.catalyst.expressions.Or;
+import org.apache.spark.sql.catalyst.plans.Inner$;
+import org.apache.spark.sql.catalyst.plans.JoinType;
+import org.apache.spark.sql.catalyst.plans.LeftAnti$;
+import org.apache.spark.sql.catalyst.plans.LeftOuter$;
+import org.apache.spark.sql.catalyst.plans.LeftSemi$;
+import org.apache.spark.sql.catalyst.plans.RightOuter$;
+import org.apache.spark.sql.catalyst.plans.logical.Filter;
+import org.apache.spark.sql.catalyst.plans.logical.Join;
+import org.apache.spark.sql.catalyst.plans.logical.Limit$;
+import org.apache.spark.sql.catalyst.plans.logical.LocalRelation;
+import org.apache.spark.sql.catalyst.plans.logical.LogicalPlan;
+import org.apache.spark.sql.catalyst.plans.logical.Project;
+import org.apache.spark.sql.catalyst.rules.Rule;
+import org.apache.spark.sql.types.IntegerType$;
+import scala.Option;
+import scala.jdk.javaapi.CollectionConverters;
+import scala.runtime.AbstractPartialFunction;
+
+/**
+ * Plain Spark joins through the index (runtime filtering): {@code
+ * spark.read.format("indexeddf").load(p).join(probe, "k")} reads only the rows of the keys the
+ * probe holds, without {@code t.join}.
+ *
+ * <p>When one side of an equi-join is an indexeddf table, some index of it has only join
+ * columns, and the other side is small (at most {@code spark.indexeddf.indexedJoin.maxProbeBytes}
+ * by Spark's size estimate, by default Spark's broadcast threshold, or marked for broadcast
+ * by a hint; and at most {@code .maxProbeRows} rows), the rule runs that side once, as
+ * a broadcast join would, and answers the table's side as an index lookup of the distinct keys
+ * found ({@link DriverLookup#answer}: on the driver with no job, or tasks that read only the
+ * candidate row groups). The join stays Spark's, over the collected rows (a
+ * {@link LocalRelation}), so every join condition, type and null rule is Spark's own; the
+ * table's side only loses rows no key can match, so the rule applies only where unmatched
+ * table rows are dropped (inner and semi joins, the table's side of outer joins' other side,
+ * the right side of anti joins). Where the lookup would read too much (the driver lookup's and
+ * the lookup tasks' limits, docs/spark.md), the table's side stays Spark's scan.
+ *
+ * <p>The probe side runs while the query is optimized, once per query plan: a DataFrame
+ * joined once and collected many times reuses the rows of its first run, as it reuses the
+ * table version it loaded.
+ */
+final class IndexedJoin extends Rule<LogicalPlan> {
+    static final String CONF = "spark.indexeddf.indexedJoin.";
+
+    private final SparkSession session;
+    private final DriverLookup lookup;
+    /**
+     * Probe sides already tried and left as they are (the optimizer applies its rules until
+     * nothing changes, so the rule sees the same join again): never run twice.
+     */
+    private final Set<LogicalPlan> tried = Collections.synchronizedSet(Collections.newSetFromMap(new WeakHashMap<>()));
+
+    IndexedJoin(SparkSession session) {
+        this.session = session;
+        this.lookup = new DriverLookup(session);
+    }
+
+    @Override
+    public LogicalPlan apply(LogicalPlan plan) {
+        if (!Boolean.parseBoolean(conf("enabled", "true"))) {
+            return plan;
+        }
+        return plan.transformUp(new AbstractPartialFunction<LogicalPlan, LogicalPlan>() {
+            @Override
+            public boolean isDefinedAt(LogicalPlan p) {
+                return p instanceof Join && ((Join) p).condition().isDefined();
+            }
+
+            @Override
+            public LogicalPlan apply(LogicalPlan p) {
+                Join j = (Join) p;
+                LogicalPlan out = rewrite(j, true);
+                return out != null ? out : (out = rewrite(j, false)) != null ? out : j;
+            }
+        });
+    }
+
+    /**
+     * {@code maxProbeBytes}: by default the size up to which Spark broadcasts a join side
+     * ({@code spark.sql.autoBroadcastJoinThreshold}; -1 there turns the rule off too).
+     */
+    private long maxProbeBytes() {
+        Option<String> set = session.conf().getOption(CONF + "maxProbeBytes");
+        String v = set.isDefined() ? set.get() : null;
+        if (v == null) {
+            return ((org.apache.spark.sql.classic.SparkSession) session).sessionState().conf().autoBroadcastJoinThreshold();
+        }
+        return v.trim().startsWith("-") ? -1 : org.apache.spark.network.util.JavaUtils.byteStringAsBytes(v.trim());
+    }
+
+    private String conf(String key, String dflt) {
+        return session.conf().get(CONF + key, dflt);
+    }
+
+    /** The table's side of a join as the optimizer leaves it: [Project] [Filter] relation. */
+    private static final class TableSide {
+        final Project project;
+        final Filter filter;
+        final LogicalPlan relation;
+        final DeltaLog.Snapshot snapshot;
+
+        private TableSide(Project project, Filter filter, LogicalPlan relation, DeltaLog.Snapshot snapshot) {
+            this.project = project;
+            this.filter = filter;
+            this.relation = relation;
+            this.snapshot = snapshot;
+        }
+
+        static TableSide of(LogicalPlan p) {
+            Project project = p instanceof Project ? (Project) p : null;
+            LogicalPlan n = project != null ? project.child() : p;
+            Filter filter = n instanceof Filter ? (Filter) n : null;
+            n = filter != null ? filter.child() : n;
+            DeltaLog.Snapshot s = DriverLookup.snapshotOf(n);
+            return s == null ? null : new TableSide(project, filter, n, s);
+        }
+    }
+
+    /** The join with its {@code tableLeft} side answered through the index, or null. */
+    private LogicalPlan rewrite(Join j, boolean tableLeft) {
+        LogicalPlan table = tableLeft ? j.left() : j.right();
+        LogicalPlan other = tableLeft ? j.right() : j.left();
+        TableSide side = TableSide.of(table);
+        if (side == null || !dropsUnmatched(j.joinType(), tableLeft) || tried.contains(other)
+                || other.isStreaming() || !deterministic(other)) {
+            return null;
+        }
+        List<Attribute> columns = CollectionConverters.asJava(side.relation.output());
+        Map<Attribute, List<Expression>> keys = keyPairs(j.condition().get(), columns, other);
+        if (keys.isEmpty() || !indexOn(side.snapshot, keys.keySet())) {
+            return null;
+        }
+        boolean hinted = broadcastHint(tableLeft ? j.hint().rightHint() : j.hint().leftHint());
+        if (!hinted && other.stats().sizeInBytes().compareTo(scala.math.BigInt.apply(maxProbeBytes())) > 0) {
+            tried.add(other);
+            return null;
+        }
+        LocalRelation probe = collect(other, Integer.parseInt(conf("maxProbeRows", "100000")));
+        if (probe == null) {
+            tried.add(other);
+            return null;
+        }
+        Expression keyFilter = keyFilter(keys, probe);
+        Filter filter = new Filter(side.filter == null ? keyFilter : new And(side.filter.condition(), keyFilter),
+            side.relation);
+        LogicalPlan answered = lookup.answer(filter, side.project);
+        if (answered == null) {
+            tried.add(probe);  // the index reads too much for these keys: Spark's scan joins them
+            answered = table;
+        } else if (side.project != null) {
+            answered = new Project(side.project.projectList(), answered);
+        }
+        return tableLeft ? j.copy(answered, probe, j.joinType(), j.condition(), j.hint())
+            : j.copy(probe, answered, j.joinType(), j.condition(), j.hint());
+    }
+
+    /** Whether the user marked the side small ({@code broadcast(df)}, {@code /*+ BROADCAST *\/}). */
+    private static boolean broadcastHint(Option<org.apache.spark.sql.catalyst.plans.logical.HintInfo> hint) {
+        return hint.isDefined() && hint.get().strategy().isDefined()
+            && hint.get().strategy().get() == org.apache.spark.sql.catalyst.plans.logical.BROADCAST$.MODULE$;
+    }
+
+    /** Whether a join of this type drops the table side's rows that match nothing. */
+    private static boolean dropsUnmatched(JoinType t, boolean tableLeft) {
+        if (t == Inner$.MODULE$ || t == LeftSemi$.MODULE$) {
+            return true;
+        }
+        if (t == LeftOuter$.MODULE$ || t == LeftAnti$.MODULE$) {
+            return !tableLeft;
+        }
+        return t == RightOuter$.MODULE$ && tableLeft;
+    }
+
+    private static boolean deterministic(LogicalPlan p) {
+        return !p.exists(new scala.runtime.AbstractFunction1<LogicalPlan, Object>() {
+            @Override
+            public Object apply(LogicalPlan n) {
+                for (Expression e : CollectionConverters.asJava(n.expressions())) {
+                    if (!e.deterministic()) {
+                        return true;
+                    }
+                }
+                return false;
+            }
+        });
+    }
+
+    /**
+     * Table column -> the other side's expressions it must equal, from the condition's
+     * conjuncts {@code column = expr} (or {@code <=>}) with a bare table column on one side and
+     * only the other side's columns on the other.
+     */
+    private static Map<Attribute, List<Expression>> keyPairs(Expression condition, List<Attribute> columns,
+                                                              LogicalPlan other) {
+        Map<Attribute, List<Expression>> out = new LinkedHashMap<>();
+        for (Expression c : LookupPlanner.conjuncts(condition)) {
+            if (!(c instanceof EqualTo || c instanceof EqualNullSafe)) {
+                continue;
+            }
+            for (int side = 0; side < 2; side++) {
+                Expression mine = c.children().apply(side);
+                Expression theirs = c.children().apply(1 - side);
+                Attribute column = mine instanceof AttributeReference ? find(columns, (AttributeReference) mine) : null;
+                if (column != null && !theirs.references().isEmpty()
+                        && theirs.references().subsetOf(other.outputSet())
+                        && theirs.dataType().sameType(column.dataType())) {
+                    // EqualNullSafe is marked by keeping the whole predicate: nulls match there.
+                    out.computeIfAbsent(column, k -> new ArrayList<>()).add(c instanceof EqualNullSafe
+                        ? new EqualNullSafe(theirs, theirs) : theirs);
+                    break;
+                }
+            }
+        }
+        return out;
+    }
+
+    private static Attribute find(List<Attribute> columns, AttributeReference a) {
+        for (Attribute c : columns) {
+            if (c.exprId().equals(a.exprId())) {
+                return c;
+            }
+        }
+        return null;
+    }
+
+    /** Whether some index of the table has only {@code keys} columns (else no lookup can serve). */
+    private static boolean indexOn(DeltaLog.Snapshot snapshot, Set<Attribute> keys) {
+        Set<String> names = new LinkedHashSet<>();
+        for (Attribute a : keys) {
+            names.add(a.name());
+        }
+        List<Map<String, IndexLog.Entry>> states = new ArrayList<>();
+        if (snapshot.indexes != null) {
+            states.add(snapshot.indexes);
+        }
+        if (snapshot.newestIndexes != null && snapshot.newestIndexes.get() != null) {
+            states.add(snapshot.newestIndexes.get());
+        }
+        for (Map<String, IndexLog.Entry> s : states) {
+            for (IndexLog.Entry e : s.values()) {
+                if (e.readable() && names.containsAll(e.columns)) {
+                    return true;
+                }
+            }
+        }
+        return false;
+    }
+
+    /** The rows of {@code plan} (run now), or null past {@code maxRows} rows. */
+    private LocalRelation collect(LogicalPlan plan, int maxRows) {
+        if (plan instanceof LocalRelation) {
+            LocalRelation l = (LocalRelation) plan;
+            return l.data().size() <= maxRows ? l : null;
+        }
+        org.apache.spark.sql.classic.SparkSession classic = (org.apache.spark.sql.classic.SparkSession) session;
+        LogicalPlan limited = (LogicalPlan) (Object) Limit$.MODULE$.apply(
+            Literal.create(maxRows + 1, IntegerType$.MODULE$), plan);
+        InternalRow[] rows = (InternalRow[]) org.apache.spark.sql.classic.Dataset$.MODULE$.ofRows(classic, limited)
+            .queryExecution().executedPlan().executeCollect();
+        if (rows.length > maxRows) {
+            return null;
+        }
+        List<InternalRow> data = java.util.Arrays.asList(rows);
+        return new LocalRelation(plan.output(), CollectionConverters.asScala(data).toList(), false, Option.empty());
+    }
+
+    /**
+     * The filter that keeps the table's rows some probe row can match: per key column, IN the
+     * distinct non-null values of its expressions over the probe rows (or NULL too, for
+     * {@code <=>}).
+     */
+    private static Expression keyFilter(Map<Attribute, List<Expression>> keys, LocalRelation probe) {
+        List<Attribute> probeColumns = CollectionConverters.asJava(probe.output());
+        List<InternalRow> rows = CollectionConverters.asJava(probe.data());
+        Expression out = null;
+        for (Map.Entry<Attribute, List<Expression>> k : keys.entrySet()) {
+            for (Expression e : k.getValue()) {
+                boolean nullSafe = e instanceof EqualNullSafe;
+                Expression value = LookupReader.bound(nullSafe ? ((EqualNullSafe) e).left() : e, probeColumns);
+                Set<Object> values = new java.util.HashSet<>();
+                boolean sawNull = false;
+                for (InternalRow r : rows) {
+                    Object v = value.eval(r);
+                    if (v == null) {
+                        sawNull = true;
+                    } else {
+                        values.add(v);
+                    }
+                }
+                Expression f = new InSet(k.getKey(), CollectionConverters.asScala(values).toSet());
+                if (nullSafe && sawNull) {
+                    f = new Or(f, new IsNull(k.getKey()));
+                }
+                out = out == null ? f : new And(out, f);
+            }
+        }
+        return out;
+    }
+}

@@ -1,0 +1,32 @@
+"""Helpers the tests of the JVM connector share (a plain module beside the tests, not a test file)."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+
+
+def read(spark, path, **options):
+    """``spark.read.format("indexeddf")`` with ``options``, loaded from ``path`` (classic or Connect session)."""
+    reader = spark.read.format("indexeddf")
+    for k, v in options.items():
+        reader = reader.option(k, v)
+    return reader.load(str(path))
+
+
+def physical(df) -> str:
+    """The physical plan Spark executes for ``df`` (a classic DataFrame)."""
+    return df._jdf.queryExecution().executedPlan().toString()
+
+
+SCHEMA = pa.schema([("k", pa.int64()), ("s", pa.string()), ("v", pa.float64())])
+"""The small tables of the lookup and join tests: an index key, a string (another index), a value."""
+
+
+def rows_of(keys, tag="a") -> pa.Table:
+    """Rows of ``keys`` (None: a null key) in :data:`SCHEMA`: s is null for multiples of 5,
+    else ``tag`` and k mod 7; v counts the rows."""
+    return pa.table({
+        "k": pa.array(keys, pa.int64()),
+        "s": [None if k is None or k % 5 == 0 else f"{tag}{k % 7}" for k in keys],
+        "v": [float(i) for i in range(len(keys))],
+    }, schema=SCHEMA)
