@@ -13,7 +13,7 @@ import pytest
 
 import indexeddf
 from indexeddf import IndexedTable
-from connector_helpers import SCHEMA, physical, rows_of
+from connector_helpers import SCHEMA, jvm_cache_clear, jvm_cache_stats, physical, rows_of
 from connector_helpers import read as load
 
 pytestmark = pytest.mark.spark
@@ -87,6 +87,28 @@ def test_lookups_run_no_spark_job_and_answer_like_the_python_reader(spark, table
     # The driver-side lookup keeps a reused DataFrame's other queries Spark's own scans.
     assert df.count() == IndexedTable.for_path(str(table)).to_arrow().num_rows
     assert "FileScan parquet" in physical(df.where("v > 3"))
+
+
+def test_the_row_cache_answers_like_the_files(spark, table, conf):
+    """With ``rowCache.maxBytes``, decoded row groups stay in the JVM: a second lookup of the
+    same rows is served from memory, with the same answer; without it nothing is cached."""
+    jvm_cache_clear(spark, "RowCache")
+    df = load(spark, table)
+    for where in QUERIES:
+        collected(df.where(where))
+    assert jvm_cache_stats(spark, "RowCache")[0] == 0  # off by default
+    conf("spark.indexeddf.rowCache.maxBytes", "64m")
+    for rounds in range(2):  # cold: decoded and kept; warm: from the cache
+        for where in QUERIES:
+            q = df.where(where)
+            assert "LocalTableScan" in physical(q), where
+            assert same(collected(q), expected(table, where)), (rounds, where)
+        groups, rows, held = jvm_cache_stats(spark, "RowCache")
+        assert groups > 0 and rows > 0 and held > 0
+    conf("spark.indexeddf.rowCache.maxBytes", "16b")  # a bound smaller than any row group: nothing is kept
+    jvm_cache_clear(spark, "RowCache")
+    assert same(collected(df.where("k IN (1, 2, 350)")), expected(table, "k IN (1, 2, 350)"))
+    assert jvm_cache_stats(spark, "RowCache")[0] == 0
 
 
 def test_a_lookup_answer_equals_indexed_table_lookup(spark, table):

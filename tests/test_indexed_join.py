@@ -93,6 +93,7 @@ def test_plain_joins_answer_like_duckdb_on_one_reused_dataframe(spark, table, da
     version = data.draw(st.integers(0, IndexedTable.for_path(str(table)).version), label="version")
     df = load(spark, table, versionAsOf=version)  # one DataFrame, joined many ways
     spark.conf.set("spark.indexeddf.driverLookup.maxKeys", data.draw(st.sampled_from(["2", "1000"]), label="maxKeys"))
+    spark.conf.set("spark.indexeddf.rowCache.maxBytes", data.draw(st.sampled_from(["0", "16m"]), label="rowCache"))
     try:
         for _ in range(3):
             keys = data.draw(st.lists(st.one_of(st.none(), st.integers(-3, 330)), max_size=12), label="probe keys")
@@ -105,6 +106,7 @@ def test_plain_joins_answer_like_duckdb_on_one_reused_dataframe(spark, table, da
             assert got_rows(joined(df, probe, how, table_left, null_safe)) == want, (how, table_left, null_safe)
     finally:
         spark.conf.unset("spark.indexeddf.driverLookup.maxKeys")
+        spark.conf.unset("spark.indexeddf.rowCache.maxBytes")
 
 
 def test_a_small_probe_reads_only_its_keys_through_the_index(spark, table):

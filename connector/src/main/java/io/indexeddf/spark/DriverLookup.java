@@ -98,11 +98,15 @@ public final class DriverLookup extends Rule<LogicalPlan> {
         final boolean driver;
         final boolean tasks;
         final double maxReadFraction;
+        /** Whether decoded row groups are cached ({@code spark.indexeddf.rowCache.maxBytes} > 0). */
+        final boolean rowCache;
 
         Limits(SparkSession session) {
             driver = Boolean.parseBoolean(session.conf().get(CONF + "enabled", "true"));
             tasks = Boolean.parseBoolean(session.conf().get("spark.indexeddf.lookupTasks.enabled", "true"));
             maxReadFraction = Double.parseDouble(session.conf().get("spark.indexeddf.lookup.maxReadFraction", "0.5"));
+            rowCache = org.apache.spark.network.util.JavaUtils.byteStringAsBytes(
+                session.conf().get(ParquetRows.ROW_CACHE_CONF, "0")) > 0;
             maxKeys = Long.parseLong(session.conf().get(CONF + "maxKeys", "1000"));
             maxRowGroups = Integer.parseInt(session.conf().get(CONF + "maxRowGroups", "256"));
             maxRows = Long.parseLong(session.conf().get(CONF + "maxRows", "100000"));
@@ -160,7 +164,9 @@ public final class DriverLookup extends Rule<LogicalPlan> {
             long live = liveBytes(snapshot);
             // The index pays when it skips most of the table: reading most of it through the
             // index is slower than Spark's parallel scan (a small table is cheap either way).
-            boolean skipsMost = pieces.bytes <= limits.maxReadFraction * live;
+            // With the row cache, the rows read stay decoded in memory and later lookups jump
+            // to them: the index always pays then.
+            boolean skipsMost = limits.rowCache || pieces.bytes <= limits.maxReadFraction * live;
             if (!skipsMost && live > limits.maxScanBytes) {
                 return null;
             }

@@ -173,15 +173,10 @@ final class LookupReader {
     static List<InternalRow> readGroups(ParquetRows.GroupReader reader, Piece p, Expression bound) throws IOException {
         BasePredicate predicate = predicate(bound);
         List<InternalRow> out = new ArrayList<>();
-        long[] next = {0, 0};  // the next row's offset, the index of the next wanted offset
-        reader.read(new org.apache.hadoop.fs.Path(p.path), p.fileSize, p.groups, row -> {
-            if (next[1] < p.wanted.length && p.wanted[(int) next[1]] == next[0]) {
-                next[1]++;
-                if (predicate.eval(row)) {
-                    out.add(row.copy());
-                }
+        reader.read(new org.apache.hadoop.fs.Path(p.path), p.fileSize, p.groups, p.wanted, row -> {
+            if (predicate.eval(row)) {
+                out.add(row.copy());
             }
-            next[0]++;
         });
         return out;
     }

@@ -147,6 +147,9 @@ final class ParquetRows {
         return ((org.apache.spark.sql.classic.SparkSession) session).sessionUUID();
     }
 
+    /** Bound of the JVM's cache of decoded row groups ({@link RowCache}); 0, the default: no cache. */
+    static final String ROW_CACHE_CONF = "spark.indexeddf.rowCache.maxBytes";
+
     private static final Map<String, GroupReader> GROUP_READERS = new LinkedHashMap<String, GroupReader>(16, 0.75f, true) {
         @Override
         protected boolean removeEldestEntry(Map.Entry<String, GroupReader> e) {
@@ -160,7 +163,9 @@ final class ParquetRows {
      */
     static GroupReader groupReader(SparkSession session, StructType dataSchema, StructType required,
                                    Configuration conf) {
-        String key = sessionId(session) + "|" + dataSchema.json() + "|" + required.json();
+        long cacheBytes = org.apache.spark.network.util.JavaUtils.byteStringAsBytes(
+            session.conf().get(ROW_CACHE_CONF, "0"));
+        String key = sessionId(session) + "|" + cacheBytes + "|" + dataSchema.json() + "|" + required.json();
         synchronized (GROUP_READERS) {
             GroupReader r = GROUP_READERS.get(key);
             if (r != null) {
@@ -175,7 +180,7 @@ final class ParquetRows {
         new ParquetFileFormat().buildReaderWithPartitionValues(session, dataSchema, new StructType(), required, none,
             scala.collection.immutable.Map$.MODULE$.<String, String>empty().updated("returning_batch", "false"), configured);
         org.apache.spark.sql.internal.SQLConf sql = ((org.apache.spark.sql.classic.SparkSession) session).sessionState().conf();
-        GroupReader r = new GroupReader(configured,
+        GroupReader r = new GroupReader(configured, required, cacheBytes,
             sql.getConf(org.apache.spark.sql.internal.SQLConf.PARQUET_REBASE_MODE_IN_READ()).toString(),
             sql.getConf(org.apache.spark.sql.internal.SQLConf.PARQUET_INT96_REBASE_MODE_IN_READ()).toString(),
             sql.parquetVectorizedReaderBatchSize());
@@ -186,33 +191,118 @@ final class ParquetRows {
     }
 
     /**
-     * Reads chosen row groups of a file in one pass through Spark's vectorized Parquet reader,
-     * handing it the file's cached footer cut to those row groups: no footer is read or parsed
-     * again, and row groups in between are skipped. Values come out as a Spark scan gives
-     * them. Serializable: Spark tasks carry it.
+     * Reads chosen rows of chosen row groups of a file through Spark's vectorized Parquet
+     * reader, handing it the file's cached footer cut to those row groups: no footer is read or
+     * parsed again, and row groups in between are skipped. Values come out as a Spark scan gives
+     * them. With a row cache ({@link #ROW_CACHE_CONF}), decoded row groups are kept in this JVM
+     * ({@link RowCache}) and later reads jump to the wanted rows. Serializable: Spark tasks
+     * carry it.
      */
     static final class GroupReader implements java.io.Serializable {
         private static final long serialVersionUID = 1L;
         private final org.apache.spark.util.SerializableConfiguration conf;
+        private final StructType required;
+        private final long cacheBytes;
         private final String datetimeRebaseMode;
         private final String int96RebaseMode;
         private final int capacity;
 
-        GroupReader(Configuration conf, String datetimeRebaseMode, String int96RebaseMode, int capacity) {
+        GroupReader(Configuration conf, StructType required, long cacheBytes, String datetimeRebaseMode,
+                    String int96RebaseMode, int capacity) {
             this.conf = new org.apache.spark.util.SerializableConfiguration(conf);
+            this.required = required;
+            this.cacheBytes = cacheBytes;
             this.datetimeRebaseMode = datetimeRebaseMode;
             this.int96RebaseMode = int96RebaseMode;
             this.capacity = capacity;
         }
 
         /**
-         * Calls {@code each} with every row of row groups {@code groups} (ascending) of
-         * {@code path}, in file order; each row is reused by the next (copy what you keep).
+         * Calls {@code each} with the rows at offsets {@code wanted} (ascending, counted over the
+         * rows of row groups {@code groups}, ascending, of {@code path}), in order; each row is
+         * reused by the next (copy what you keep).
          */
-        void read(Path path, long fileSize, int[] groups, java.util.function.Consumer<InternalRow> each)
+        void read(Path path, long fileSize, int[] groups, long[] wanted, java.util.function.Consumer<InternalRow> each)
                 throws IOException {
+            Footer footer = footer(path, conf.value());
+            if (cacheBytes <= 0) {
+                long[] next = {0, 0};  // the next row's offset, the index of the next wanted offset
+                decode(path, fileSize, footer, groups, row -> {
+                    if (next[1] < wanted.length && wanted[(int) next[1]] == next[0]) {
+                        next[1]++;
+                        each.accept(row);
+                    }
+                    next[0]++;
+                });
+                return;
+            }
+            RowCache.Group[] cached = cachedGroups(path, fileSize, footer, groups);
+            org.apache.spark.sql.catalyst.expressions.UnsafeRow row = new org.apache.spark.sql.catalyst.expressions.UnsafeRow(
+                required.size());
+            long base = 0;
+            int w = 0;
+            for (RowCache.Group g : cached) {
+                while (w < wanted.length && wanted[w] < base + g.rows()) {
+                    g.pointTo(row, (int) (wanted[w++] - base));
+                    each.accept(row);
+                }
+                base += g.rows();
+            }
+        }
+
+        /** The rows of each of {@code groups} from the cache, decoding (and caching) the missing ones in one pass. */
+        private RowCache.Group[] cachedGroups(Path path, long fileSize, Footer footer, int[] groups) throws IOException {
+            RowCache.Group[] out = new RowCache.Group[groups.length];
+            List<Integer> missing = new java.util.ArrayList<>();
+            for (int i = 0; i < groups.length; i++) {
+                out[i] = RowCache.get(cacheKey(path, groups[i]));
+                if (out[i] == null) {
+                    missing.add(i);
+                }
+            }
+            if (missing.isEmpty()) {
+                return out;
+            }
+            int[] toRead = new int[missing.size()];
+            for (int i = 0; i < toRead.length; i++) {
+                toRead[i] = groups[missing.get(i)];
+            }
+            org.apache.spark.sql.catalyst.expressions.UnsafeProjection project =
+                org.apache.spark.sql.catalyst.expressions.UnsafeProjection.create(required);
+            int[] at = {0};  // the index in toRead of the row group being decoded
+            long[] left = {footer.rowBounds[toRead[0] + 1] - footer.rowBounds[toRead[0]]};
+            RowCache.Builder[] builder = {new RowCache.Builder(required.size())};
+            decode(path, fileSize, footer, toRead, r -> {
+                while (left[0] == 0) {  // the previous row group is complete (or had no rows)
+                    finish(path, toRead, missing, out, at, builder, left, footer);
+                }
+                builder[0].add(project.apply(r));
+                left[0]--;
+            });
+            while (at[0] < toRead.length) {
+                finish(path, toRead, missing, out, at, builder, left, footer);
+            }
+            return out;
+        }
+
+        private void finish(Path path, int[] toRead, List<Integer> missing, RowCache.Group[] out, int[] at,
+                            RowCache.Builder[] builder, long[] left, Footer footer) {
+            RowCache.Group g = builder[0].build();
+            RowCache.put(cacheKey(path, toRead[at[0]]), g, cacheBytes);
+            out[missing.get(at[0])] = g;
+            at[0]++;
+            builder[0] = new RowCache.Builder(required.size());
+            left[0] = at[0] < toRead.length ? footer.rowBounds[toRead[at[0]] + 1] - footer.rowBounds[toRead[at[0]]] : -1;
+        }
+
+        private String cacheKey(Path path, int group) {
+            return path + "#" + group + "#" + required.json();
+        }
+
+        /** Calls {@code each} with every row of row groups {@code groups} (ascending) of {@code path}, in file order. */
+        private void decode(Path path, long fileSize, Footer footer, int[] groups,
+                            java.util.function.Consumer<InternalRow> each) throws IOException {
             Configuration c = conf.value();
-            Footer footer = footer(path, c);
             List<BlockMetaData> all = footer.metadata.getBlocks();
             List<BlockMetaData> chosen = new java.util.ArrayList<>(groups.length);
             for (int g : groups) {
