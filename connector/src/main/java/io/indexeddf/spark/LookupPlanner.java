@@ -18,8 +18,7 @@ import org.apache.spark.sql.catalyst.expressions.Expression;
 import org.apache.spark.sql.catalyst.expressions.In;
 import org.apache.spark.sql.catalyst.expressions.InSet;
 import org.apache.spark.sql.catalyst.expressions.IsNull;
-import org.apache.spark.sql.catalyst.expressions.Literal;
-import org.apache.spark.sql.catalyst.expressions.Murmur3Hash;
+import org.apache.spark.sql.catalyst.expressions.Murmur3HashFunction$;
 import org.apache.spark.sql.catalyst.expressions.Or;
 import org.apache.spark.sql.types.DataType;
 import org.apache.spark.sql.types.DoubleType;
@@ -293,13 +292,19 @@ final class LookupPlanner {
         return out;
     }
 
-    /** Spark's hash of a key (its columns folded in order), as the writer computed it. */
+    /**
+     * Spark's hash of a key (its columns folded in order, nulls skipped), as the writer
+     * computed it: what {@code Murmur3Hash(columns, seed)} evaluates, without building an
+     * expression per key (lookups and joins hash up to a million keys).
+     */
     static int hash(Object[] key, List<String> columns, StructType schema, int seed) {
-        List<Expression> lits = new ArrayList<>();
+        int h = seed;
         for (int i = 0; i < key.length; i++) {
-            lits.add(new Literal(key[i], schema.apply(columns.get(i)).dataType()));
+            if (key[i] != null) {
+                h = (int) Murmur3HashFunction$.MODULE$.hash(key[i], schema.apply(columns.get(i)).dataType(), h);
+            }
         }
-        return (Integer) new Murmur3Hash(CollectionConverters.asScala(lits).toList(), seed).eval(null);
+        return h;
     }
 
     private static Set<Integer> buckets(List<Object[]> keys, List<String> columns, StructType schema, int n) {
