@@ -170,7 +170,11 @@ public final class DriverLookup extends Rule<LogicalPlan> {
             if (!skipsMost && live > limits.maxScanBytes) {
                 return null;
             }
-            if (limits.driver && !plan.manyKeys && pieces.groupCount <= limits.maxRowGroups
+            // The key and row-group limits bound the driver's decoding: rows all in the row
+            // cache cost the driver no decoding, only their copies (maxRows still bounds those).
+            boolean cached = limits.rowCache
+                && LookupReader.groupReader(session, schema, required, hadoopConf).holdsAll(pieces.rowGroups);
+            if (limits.driver && (cached || (!plan.manyKeys && pieces.groupCount <= limits.maxRowGroups))
                     && pieces.candidateRows <= limits.maxRows && pieces.scanBytes <= limits.maxScanBytes) {
                 List<InternalRow> rows = LookupReader.readHere(session, pieces, schema, required, condition, read,
                     hadoopConf, limits.maxRows);

@@ -1,13 +1,11 @@
 package io.indexeddf.spark;
 
 import java.util.ArrayList;
-import java.util.Collections;
 import java.util.LinkedHashMap;
 import java.util.LinkedHashSet;
 import java.util.List;
 import java.util.Map;
 import java.util.Set;
-import java.util.WeakHashMap;
 
 import org.apache.spark.sql.SparkSession;
 import org.apache.spark.sql.catalyst.InternalRow;
@@ -34,6 +32,7 @@ import org.apache.spark.sql.catalyst.plans.logical.LocalRelation;
 import org.apache.spark.sql.catalyst.plans.logical.LogicalPlan;
 import org.apache.spark.sql.catalyst.plans.logical.Project;
 import org.apache.spark.sql.catalyst.rules.Rule;
+import org.apache.spark.sql.catalyst.trees.TreeNodeTag;
 import org.apache.spark.sql.types.IntegerType$;
 import scala.Option;
 import scala.jdk.javaapi.CollectionConverters;
@@ -67,10 +66,11 @@ final class IndexedJoin extends Rule<LogicalPlan> {
     private final SparkSession session;
     private final DriverLookup lookup;
     /**
-     * Probe sides already tried and left as they are (the optimizer applies its rules until
-     * nothing changes, so the rule sees the same join again): never run twice.
+     * Marks a probe side already tried and left as it is (the optimizer applies its rules
+     * until nothing changes, so the rule sees the same join again): never run twice. A tag on
+     * the plan node, not a set of plans: comparing plans would hash every collected row.
      */
-    private final Set<LogicalPlan> tried = Collections.synchronizedSet(Collections.newSetFromMap(new WeakHashMap<>()));
+    private static final TreeNodeTag<Object> TRIED = new TreeNodeTag<>("indexeddf.indexedJoin.tried");
 
     IndexedJoin(SparkSession session) {
         this.session = session;
@@ -143,7 +143,7 @@ final class IndexedJoin extends Rule<LogicalPlan> {
         LogicalPlan table = tableLeft ? j.left() : j.right();
         LogicalPlan other = tableLeft ? j.right() : j.left();
         TableSide side = TableSide.of(table);
-        if (side == null || !dropsUnmatched(j.joinType(), tableLeft) || tried.contains(other)
+        if (side == null || !dropsUnmatched(j.joinType(), tableLeft) || other.getTagValue(TRIED).isDefined()
                 || other.isStreaming() || !deterministic(other)) {
             return null;
         }
@@ -154,12 +154,12 @@ final class IndexedJoin extends Rule<LogicalPlan> {
         }
         boolean hinted = broadcastHint(tableLeft ? j.hint().rightHint() : j.hint().leftHint());
         if (!hinted && other.stats().sizeInBytes().compareTo(scala.math.BigInt.apply(maxProbeBytes())) > 0) {
-            tried.add(other);
+            other.setTagValue(TRIED, Boolean.TRUE);
             return null;
         }
         LocalRelation probe = collect(other, Integer.parseInt(conf("maxProbeRows", "100000")));
         if (probe == null) {
-            tried.add(other);
+            other.setTagValue(TRIED, Boolean.TRUE);
             return null;
         }
         Expression keyFilter = keyFilter(keys, probe);
@@ -167,7 +167,7 @@ final class IndexedJoin extends Rule<LogicalPlan> {
             side.relation);
         LogicalPlan answered = lookup.answer(filter, side.project);
         if (answered == null) {
-            tried.add(probe);  // the index reads too much for these keys: Spark's scan joins them
+            probe.setTagValue(TRIED, Boolean.TRUE);  // the index reads too much for these keys: Spark's scan joins them
             answered = table;
         } else if (side.project != null) {
             answered = new Project(side.project.projectList(), answered);

@@ -250,6 +250,21 @@ final class ParquetRows {
             }
         }
 
+        /** Whether the row cache holds every row group of {@code pieces} (in this reader's columns). */
+        boolean holdsAll(List<LookupReader.Piece> pieces) {
+            if (cacheBytes <= 0) {
+                return false;
+            }
+            for (LookupReader.Piece p : pieces) {
+                for (int g : p.groups) {
+                    if (RowCache.get(cacheKey(new Path(p.path), g)) == null) {
+                        return false;
+                    }
+                }
+            }
+            return true;
+        }
+
         /** The rows of each of {@code groups} from the cache, decoding (and caching) the missing ones in one pass. */
         private RowCache.Group[] cachedGroups(Path path, long fileSize, Footer footer, int[] groups) throws IOException {
             RowCache.Group[] out = new RowCache.Group[groups.length];
