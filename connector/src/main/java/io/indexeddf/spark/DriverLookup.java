@@ -106,7 +106,7 @@ public final class DriverLookup extends Rule<LogicalPlan> {
             tasks = Boolean.parseBoolean(session.conf().get("spark.indexeddf.lookupTasks.enabled", "true"));
             maxReadFraction = Double.parseDouble(session.conf().get("spark.indexeddf.lookup.maxReadFraction", "0.5"));
             rowCache = org.apache.spark.network.util.JavaUtils.byteStringAsBytes(
-                session.conf().get(ParquetRows.ROW_CACHE_CONF, "0")) > 0;
+                session.conf().get(RowGroupReader.ROW_CACHE_CONF, "0")) > 0;
             maxKeys = Long.parseLong(session.conf().get(CONF + "maxKeys", "1000"));
             maxRowGroups = Integer.parseInt(session.conf().get(CONF + "maxRowGroups", "256"));
             maxRows = Long.parseLong(session.conf().get(CONF + "maxRows", "100000"));

@@ -148,7 +148,7 @@ final class IndexedJoin extends Rule<LogicalPlan> {
             return null;
         }
         List<Attribute> columns = CollectionConverters.asJava(side.relation.output());
-        Map<Attribute, List<Expression>> keys = keyPairs(j.condition().get(), columns, other);
+        Map<Attribute, List<ProbeKey>> keys = keyPairs(j.condition().get(), columns, other);
         if (keys.isEmpty() || !indexOn(side.snapshot, keys.keySet())) {
             return null;
         }
@@ -207,14 +207,18 @@ final class IndexedJoin extends Rule<LogicalPlan> {
         });
     }
 
+    /** An expression of the other side a table column must equal; with {@code <=>}, nulls match too. */
+    private record ProbeKey(Expression value, boolean nullSafe) {
+    }
+
     /**
      * Table column -> the other side's expressions it must equal, from the condition's
      * conjuncts {@code column = expr} (or {@code <=>}) with a bare table column on one side and
      * only the other side's columns on the other.
      */
-    private static Map<Attribute, List<Expression>> keyPairs(Expression condition, List<Attribute> columns,
+    private static Map<Attribute, List<ProbeKey>> keyPairs(Expression condition, List<Attribute> columns,
                                                               LogicalPlan other) {
-        Map<Attribute, List<Expression>> out = new LinkedHashMap<>();
+        Map<Attribute, List<ProbeKey>> out = new LinkedHashMap<>();
         for (Expression c : LookupPlanner.conjuncts(condition)) {
             if (!(c instanceof EqualTo || c instanceof EqualNullSafe)) {
                 continue;
@@ -226,9 +230,8 @@ final class IndexedJoin extends Rule<LogicalPlan> {
                 if (column != null && !theirs.references().isEmpty()
                         && theirs.references().subsetOf(other.outputSet())
                         && theirs.dataType().sameType(column.dataType())) {
-                    // EqualNullSafe is marked by keeping the whole predicate: nulls match there.
-                    out.computeIfAbsent(column, k -> new ArrayList<>()).add(c instanceof EqualNullSafe
-                        ? new EqualNullSafe(theirs, theirs) : theirs);
+                    out.computeIfAbsent(column, k -> new ArrayList<>())
+                        .add(new ProbeKey(theirs, c instanceof EqualNullSafe));
                     break;
                 }
             }
@@ -291,14 +294,14 @@ final class IndexedJoin extends Rule<LogicalPlan> {
      * distinct non-null values of its expressions over the probe rows (or NULL too, for
      * {@code <=>}).
      */
-    private static Expression keyFilter(Map<Attribute, List<Expression>> keys, LocalRelation probe) {
+    private static Expression keyFilter(Map<Attribute, List<ProbeKey>> keys, LocalRelation probe) {
         List<Attribute> probeColumns = CollectionConverters.asJava(probe.output());
         List<InternalRow> rows = CollectionConverters.asJava(probe.data());
         Expression out = null;
-        for (Map.Entry<Attribute, List<Expression>> k : keys.entrySet()) {
-            for (Expression e : k.getValue()) {
-                boolean nullSafe = e instanceof EqualNullSafe;
-                Expression value = LookupReader.bound(nullSafe ? ((EqualNullSafe) e).left() : e, probeColumns);
+        for (Map.Entry<Attribute, List<ProbeKey>> k : keys.entrySet()) {
+            for (ProbeKey key : k.getValue()) {
+                boolean nullSafe = key.nullSafe();
+                Expression value = LookupReader.bound(key.value(), probeColumns);
                 Set<Object> values = new java.util.HashSet<>();
                 boolean sawNull = false;
                 for (InternalRow r : rows) {

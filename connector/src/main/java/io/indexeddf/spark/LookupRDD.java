@@ -26,12 +26,12 @@ final class LookupRDD extends RDD<InternalRow> {
     private static final long serialVersionUID = 1L;
 
     private final List<List<LookupReader.Piece>> parts;
-    private final ParquetRows.GroupReader groupReader;
+    private final RowGroupReader groupReader;
     private final Function1<PartitionedFile, Iterator<InternalRow>> scanReader;
     private final Expression bound;
 
     LookupRDD(SparkContext sc, LookupReader.Pieces pieces, int numPartitions,
-              ParquetRows.GroupReader groupReader,
+              RowGroupReader groupReader,
               Function1<PartitionedFile, Iterator<InternalRow>> scanReader, Expression bound) {
         super(sc, CollectionConverters.asScala(new ArrayList<org.apache.spark.Dependency<?>>()).toList(),
             ClassTag$.MODULE$.apply(InternalRow.class));

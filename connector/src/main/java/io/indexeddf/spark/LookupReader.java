@@ -143,7 +143,7 @@ final class LookupReader {
                                       Expression condition, List<Attribute> output, Configuration conf, long maxRows)
             throws IOException {
         Expression bound = bound(condition, output);
-        ParquetRows.GroupReader groupReader = groupReader(session, schema, required, conf);
+        RowGroupReader groupReader = groupReader(session, schema, required, conf);
         Function1<PartitionedFile, Iterator<InternalRow>> scanReader =
             pieces.scans.isEmpty() ? null : scanReader(session, schema, required, condition, conf);
         List<java.util.concurrent.Callable<List<InternalRow>>> reads = new ArrayList<>();
@@ -164,13 +164,13 @@ final class LookupReader {
     }
 
     /** A reader of candidate row groups (no filters: the index picked the rows). */
-    static ParquetRows.GroupReader groupReader(SparkSession session, StructType schema, StructType required,
+    static RowGroupReader groupReader(SparkSession session, StructType schema, StructType required,
                                                Configuration conf) {
-        return ParquetRows.groupReader(session, schema, required, conf);
+        return RowGroupReader.of(session, schema, required, conf);
     }
 
     /** The candidate rows of a piece of row groups that satisfy {@code bound}, copied. */
-    static List<InternalRow> readGroups(ParquetRows.GroupReader reader, Piece p, Expression bound) throws IOException {
+    static List<InternalRow> readGroups(RowGroupReader reader, Piece p, Expression bound) throws IOException {
         BasePredicate predicate = predicate(bound);
         List<InternalRow> out = new ArrayList<>();
         reader.read(new org.apache.hadoop.fs.Path(p.path), p.fileSize, p.groups, p.wanted, row -> {

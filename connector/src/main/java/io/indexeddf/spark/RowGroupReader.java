@@ -1,0 +1,230 @@
+package io.indexeddf.spark;
+
+import java.io.IOException;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+
+import org.apache.hadoop.conf.Configuration;
+import org.apache.hadoop.fs.Path;
+import org.apache.parquet.hadoop.metadata.BlockMetaData;
+import org.apache.parquet.hadoop.metadata.ParquetMetadata;
+import org.apache.parquet.hadoop.util.HadoopInputFile;
+import org.apache.spark.sql.SparkSession;
+import org.apache.spark.sql.catalyst.InternalRow;
+import org.apache.spark.sql.execution.datasources.parquet.ParquetFileFormat;
+import org.apache.spark.sql.sources.Filter;
+import org.apache.spark.sql.types.StructType;
+import scala.Option;
+import scala.collection.immutable.Seq;
+
+/**
+ * Reads chosen rows of chosen row groups of a file through Spark's vectorized Parquet
+ * reader, handing it the file's cached footer cut to those row groups: no footer is read or
+ * parsed again, and row groups in between are skipped. Values come out as a Spark scan gives
+ * them. With a row cache ({@link #ROW_CACHE_CONF}), decoded row groups are kept in this JVM
+ * ({@link RowCache}) and later reads jump to the wanted rows. Serializable: Spark tasks
+ * carry it.
+ */
+final class RowGroupReader implements java.io.Serializable {
+    /** Bound of the JVM's cache of decoded row groups ({@link RowCache}); 0, the default: no cache. */
+    static final String ROW_CACHE_CONF = "spark.indexeddf.rowCache.maxBytes";
+
+    private static final Map<String, RowGroupReader> READERS = new LinkedHashMap<String, RowGroupReader>(16, 0.75f, true) {
+        @Override
+        protected boolean removeEldestEntry(Map.Entry<String, RowGroupReader> e) {
+            return size() > ParquetRows.MAX_READERS;
+        }
+    };
+
+    /**
+     * A reader of chosen row groups of files with {@code dataSchema}, giving the columns of
+     * {@code required} (kept per session and schema).
+     */
+    static RowGroupReader of(SparkSession session, StructType dataSchema, StructType required,
+                                   Configuration conf) {
+        long cacheBytes = org.apache.spark.network.util.JavaUtils.byteStringAsBytes(
+            session.conf().get(ROW_CACHE_CONF, "0"));
+        String key = ParquetRows.sessionId(session) + "|" + cacheBytes + "|" + dataSchema.json() + "|" + required.json();
+        synchronized (READERS) {
+            RowGroupReader r = READERS.get(key);
+            if (r != null) {
+                return r;
+            }
+        }
+        // Spark's Parquet format writes every read setting (requested schema, case
+        // sensitivity, type conversions) into the configuration it builds a reader with: the
+        // group reader reads with that configuration.
+        Configuration configured = new Configuration(conf);
+        Seq<Filter> none = scala.collection.immutable.List$.MODULE$.empty();
+        new ParquetFileFormat().buildReaderWithPartitionValues(session, dataSchema, new StructType(), required, none,
+            scala.collection.immutable.Map$.MODULE$.<String, String>empty().updated("returning_batch", "false"), configured);
+        org.apache.spark.sql.internal.SQLConf sql = ((org.apache.spark.sql.classic.SparkSession) session).sessionState().conf();
+        RowGroupReader r = new RowGroupReader(configured, required, cacheBytes,
+            sql.getConf(org.apache.spark.sql.internal.SQLConf.PARQUET_REBASE_MODE_IN_READ()).toString(),
+            sql.getConf(org.apache.spark.sql.internal.SQLConf.PARQUET_INT96_REBASE_MODE_IN_READ()).toString(),
+            sql.parquetVectorizedReaderBatchSize());
+        synchronized (READERS) {
+            READERS.put(key, r);
+        }
+        return r;
+    }
+
+    private static final long serialVersionUID = 1L;
+    private final org.apache.spark.util.SerializableConfiguration conf;
+    private final StructType required;
+    private final long cacheBytes;
+    private final String datetimeRebaseMode;
+    private final String int96RebaseMode;
+    private final int capacity;
+
+RowGroupReader(Configuration conf, StructType required, long cacheBytes, String datetimeRebaseMode,
+                String int96RebaseMode, int capacity) {
+        this.conf = new org.apache.spark.util.SerializableConfiguration(conf);
+        this.required = required;
+        this.cacheBytes = cacheBytes;
+        this.datetimeRebaseMode = datetimeRebaseMode;
+        this.int96RebaseMode = int96RebaseMode;
+        this.capacity = capacity;
+    }
+
+    /**
+     * Calls {@code each} with the rows at offsets {@code wanted} (ascending, counted over the
+     * rows of row groups {@code groups}, ascending, of {@code path}), in order; each row is
+     * reused by the next (copy what you keep).
+     */
+    void read(Path path, long fileSize, int[] groups, long[] wanted, java.util.function.Consumer<InternalRow> each)
+            throws IOException {
+        ParquetRows.Footer footer = ParquetRows.footer(path, conf.value());
+        if (cacheBytes <= 0) {
+            long[] next = {0, 0};  // the next row's offset, the index of the next wanted offset
+            decode(path, fileSize, footer, groups, row -> {
+                if (next[1] < wanted.length && wanted[(int) next[1]] == next[0]) {
+                    next[1]++;
+                    each.accept(row);
+                }
+                next[0]++;
+            });
+            return;
+        }
+        RowCache.Group[] cached = cachedGroups(path, fileSize, footer, groups);
+        org.apache.spark.sql.catalyst.expressions.UnsafeRow row = new org.apache.spark.sql.catalyst.expressions.UnsafeRow(
+            required.size());
+        long base = 0;
+        int w = 0;
+        for (RowCache.Group g : cached) {
+            while (w < wanted.length && wanted[w] < base + g.rows()) {
+                g.pointTo(row, (int) (wanted[w++] - base));
+                each.accept(row);
+            }
+            base += g.rows();
+        }
+    }
+
+    /** Whether the row cache holds every row group of {@code pieces} (in this reader's columns). */
+    boolean holdsAll(List<LookupReader.Piece> pieces) {
+        if (cacheBytes <= 0) {
+            return false;
+        }
+        for (LookupReader.Piece p : pieces) {
+            for (int g : p.groups) {
+                if (RowCache.get(cacheKey(new Path(p.path), g)) == null) {
+                    return false;
+                }
+            }
+        }
+        return true;
+    }
+
+    /** The rows of each of {@code groups} from the cache, decoding (and caching) the missing ones in one pass. */
+    private RowCache.Group[] cachedGroups(Path path, long fileSize, ParquetRows.Footer footer, int[] groups) throws IOException {
+        RowCache.Group[] out = new RowCache.Group[groups.length];
+        List<Integer> missing = new java.util.ArrayList<>();
+        for (int i = 0; i < groups.length; i++) {
+            out[i] = RowCache.get(cacheKey(path, groups[i]));
+            if (out[i] == null) {
+                missing.add(i);
+            }
+        }
+        if (missing.isEmpty()) {
+            return out;
+        }
+        int[] toRead = new int[missing.size()];
+        for (int i = 0; i < toRead.length; i++) {
+            toRead[i] = groups[missing.get(i)];
+        }
+        org.apache.spark.sql.catalyst.expressions.UnsafeProjection project =
+            org.apache.spark.sql.catalyst.expressions.UnsafeProjection.create(required);
+        int[] at = {0};  // the index in toRead of the row group being decoded
+        long[] left = {footer.rowBounds[toRead[0] + 1] - footer.rowBounds[toRead[0]]};
+        RowCache.Builder[] builder = {new RowCache.Builder(required.size())};
+        decode(path, fileSize, footer, toRead, r -> {
+            while (left[0] == 0) {  // the previous row group is complete (or had no rows)
+                finish(path, toRead, missing, out, at, builder, left, footer);
+            }
+            builder[0].add(project.apply(r));
+            left[0]--;
+        });
+        while (at[0] < toRead.length) {
+            finish(path, toRead, missing, out, at, builder, left, footer);
+        }
+        return out;
+    }
+
+    private void finish(Path path, int[] toRead, List<Integer> missing, RowCache.Group[] out, int[] at,
+                        RowCache.Builder[] builder, long[] left, ParquetRows.Footer footer) {
+        RowCache.Group g = builder[0].build();
+        RowCache.put(cacheKey(path, toRead[at[0]]), g, cacheBytes);
+        out[missing.get(at[0])] = g;
+        at[0]++;
+        builder[0] = new RowCache.Builder(required.size());
+        left[0] = at[0] < toRead.length ? footer.rowBounds[toRead[at[0]] + 1] - footer.rowBounds[toRead[at[0]]] : -1;
+    }
+
+    private String cacheKey(Path path, int group) {
+        return path + "#" + group + "#" + required.json();
+    }
+
+    /** Calls {@code each} with every row of row groups {@code groups} (ascending) of {@code path}, in file order. */
+    private void decode(Path path, long fileSize, ParquetRows.Footer footer, int[] groups,
+                        java.util.function.Consumer<InternalRow> each) throws IOException {
+        Configuration c = conf.value();
+        List<BlockMetaData> all = footer.metadata.getBlocks();
+        List<BlockMetaData> chosen = new java.util.ArrayList<>(groups.length);
+        for (int g : groups) {
+            chosen.add(all.get(g));
+        }
+        ParquetMetadata cut = new ParquetMetadata(footer.metadata.getFileMetaData(), chosen);
+        java.util.Map<String, String> kv = footer.metadata.getFileMetaData().getKeyValueMetaData();
+        scala.Function1<String, String> lookup = new scala.runtime.AbstractFunction1<String, String>() {
+            @Override
+            public String apply(String k) {
+                return kv.get(k);
+            }
+        };
+        org.apache.spark.sql.execution.datasources.DataSourceUtils$ utils =
+            org.apache.spark.sql.execution.datasources.DataSourceUtils$.MODULE$;
+        org.apache.spark.sql.catalyst.util.RebaseDateTime.RebaseSpec dates = utils.datetimeRebaseSpec(lookup, datetimeRebaseMode);
+        org.apache.spark.sql.catalyst.util.RebaseDateTime.RebaseSpec int96 = utils.int96RebaseSpec(lookup, int96RebaseMode);
+        org.apache.spark.sql.execution.datasources.parquet.VectorizedParquetRecordReader reader =
+            new org.apache.spark.sql.execution.datasources.parquet.VectorizedParquetRecordReader(null,
+                dates.mode().toString(), dates.timeZone(), int96.mode().toString(), int96.timeZone(), false, capacity);
+        // The log knows the size: no file system call before the reads themselves.
+        HadoopInputFile in = HadoopInputFile.fromStatus(
+            new org.apache.hadoop.fs.FileStatus(fileSize, false, 1, 128L << 20, 0, path), c);
+        try {
+            reader.initialize(new org.apache.hadoop.mapred.FileSplit(path, 0, fileSize, new String[0]),
+                new org.apache.hadoop.mapreduce.task.TaskAttemptContextImpl(c, new org.apache.hadoop.mapreduce.TaskAttemptID()),
+                Option.apply(in), Option.apply(in.newStream()), Option.apply(cut));
+            reader.initBatch(new StructType(), InternalRow.empty());
+            while (reader.nextKeyValue()) {
+                each.accept((InternalRow) reader.getCurrentValue());
+            }
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+            throw new java.io.InterruptedIOException("interrupted while reading " + path);
+        } finally {
+            reader.close();
+        }
+    }
+}
