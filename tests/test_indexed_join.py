@@ -7,8 +7,11 @@ the same probe rows; DataFrames are loaded once and joined many times.
 
 from __future__ import annotations
 
+import tempfile
+
 import duckdb
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -49,6 +52,12 @@ def probe_of(spark, keys, kind):
     if kind == "local":
         return spark.createDataFrame(pa.table({"pk": pa.array(keys, pa.int64()),
                                                "tag": pa.array(range(len(keys)), pa.int64())}))
+    if kind in ("parquet", "parquet_filtered"):
+        # A small Parquet file: the connector reads it in the driver's JVM, with no job
+        path = tempfile.mkdtemp(prefix="probe-") + "/p.parquet"
+        pq.write_table(pa.table({"pk": pa.array(keys, pa.int64()), "tag": pa.array(range(len(keys)), pa.int64())}), path)
+        df = spark.read.parquet(path)
+        return df.where("tag % 2 = 0").selectExpr("pk", "tag * 1 AS tag") if kind == "parquet_filtered" else df
     if kind == "rows":
         return broadcast(spark.createDataFrame([(k, i) for i, k in enumerate(keys)], "pk long, tag long"))
     # Spark runs this plan to find the keys: every third id of a range, shifted.
@@ -97,7 +106,7 @@ def test_plain_joins_answer_like_duckdb_on_one_reused_dataframe(spark, table, da
     try:
         for _ in range(3):
             keys = data.draw(st.lists(st.one_of(st.none(), st.integers(-3, 330)), max_size=12), label="probe keys")
-            kind = data.draw(st.sampled_from(["local", "rows", "range"]), label="probe kind")
+            kind = data.draw(st.sampled_from(["local", "rows", "range", "parquet", "parquet_filtered"]), label="probe kind")
             how = data.draw(st.sampled_from(HOWS), label="how")
             table_left = data.draw(st.booleans(), label="table left")
             null_safe = data.draw(st.booleans(), label="null safe")
@@ -139,6 +148,18 @@ def test_a_small_probe_reads_only_its_keys_through_the_index(spark, table):
     assert "FileScan parquet" in physical(df.join(rows, "k"))
     assert "FileScan parquet" not in physical(df.join(broadcast(rows), "k"))
     assert df.join(broadcast(rows), "k").count() == df.where("k IN (3, 4)").count()
+
+
+def test_a_small_parquet_probe_is_read_without_a_job(spark, table):
+    df = load(spark, table)
+    probe = probe_of(spark, [3, 4, 250, None, 999], "parquet_filtered")  # tags 0, 2, 4: pk 3, 250, 999
+    q = joined(df, probe, "inner", True, False)
+    tracker = spark.sparkContext.statusTracker()
+    before = set(tracker.getJobIdsForGroup(None))
+    q._jdf.queryExecution().optimizedPlan()  # the rule has run: the probe is read, the table looked up
+    assert set(tracker.getJobIdsForGroup(None)) == before
+    version = IndexedTable.for_path(str(table)).version
+    assert got_rows(q) == expected(table, version, probe_rows(probe), "inner", True, False)
 
 
 def test_the_table_side_stays_a_scan_where_unmatched_rows_count(spark, table):

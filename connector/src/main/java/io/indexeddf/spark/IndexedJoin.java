@@ -17,7 +17,6 @@ import org.apache.spark.sql.catalyst.expressions.EqualTo;
 import org.apache.spark.sql.catalyst.expressions.Expression;
 import org.apache.spark.sql.catalyst.expressions.InSet;
 import org.apache.spark.sql.catalyst.expressions.IsNull;
-import org.apache.spark.sql.catalyst.expressions.Literal;
 import org.apache.spark.sql.catalyst.expressions.Or;
 import org.apache.spark.sql.catalyst.plans.Inner$;
 import org.apache.spark.sql.catalyst.plans.JoinType;
@@ -27,13 +26,11 @@ import org.apache.spark.sql.catalyst.plans.LeftSemi$;
 import org.apache.spark.sql.catalyst.plans.RightOuter$;
 import org.apache.spark.sql.catalyst.plans.logical.Filter;
 import org.apache.spark.sql.catalyst.plans.logical.Join;
-import org.apache.spark.sql.catalyst.plans.logical.Limit$;
 import org.apache.spark.sql.catalyst.plans.logical.LocalRelation;
 import org.apache.spark.sql.catalyst.plans.logical.LogicalPlan;
 import org.apache.spark.sql.catalyst.plans.logical.Project;
 import org.apache.spark.sql.catalyst.rules.Rule;
 import org.apache.spark.sql.catalyst.trees.TreeNodeTag;
-import org.apache.spark.sql.types.IntegerType$;
 import scala.Option;
 import scala.jdk.javaapi.CollectionConverters;
 import scala.runtime.AbstractPartialFunction;
@@ -56,7 +53,8 @@ import scala.runtime.AbstractPartialFunction;
  * the right side of anti joins). Where the lookup would read too much (the driver lookup's and
  * the lookup tasks' limits, docs/spark.md), the table's side stays Spark's scan.
  *
- * <p>The probe side runs while the query is optimized, once per query plan: a DataFrame
+ * <p>The probe side runs while the query is optimized, once per query plan ({@link ProbeRows}:
+ * a small Parquet scan is read in this JVM with no job): a DataFrame
  * joined once and collected many times reuses the rows of its first run, as it reuses the
  * table version it loaded.
  */
@@ -157,7 +155,8 @@ final class IndexedJoin extends Rule<LogicalPlan> {
             other.setTagValue(TRIED, Boolean.TRUE);
             return null;
         }
-        LocalRelation probe = collect(other, Integer.parseInt(conf("maxProbeRows", "100000")));
+        LocalRelation probe = ProbeRows.collect(session, other, Integer.parseInt(conf("maxProbeRows", "100000")),
+            Math.max(0, maxProbeBytes()));
         if (probe == null) {
             other.setTagValue(TRIED, Boolean.TRUE);
             return null;
@@ -269,24 +268,6 @@ final class IndexedJoin extends Rule<LogicalPlan> {
             }
         }
         return false;
-    }
-
-    /** The rows of {@code plan} (run now), or null past {@code maxRows} rows. */
-    private LocalRelation collect(LogicalPlan plan, int maxRows) {
-        if (plan instanceof LocalRelation) {
-            LocalRelation l = (LocalRelation) plan;
-            return l.data().size() <= maxRows ? l : null;
-        }
-        org.apache.spark.sql.classic.SparkSession classic = (org.apache.spark.sql.classic.SparkSession) session;
-        LogicalPlan limited = (LogicalPlan) (Object) Limit$.MODULE$.apply(
-            Literal.create(maxRows + 1, IntegerType$.MODULE$), plan);
-        InternalRow[] rows = (InternalRow[]) org.apache.spark.sql.classic.Dataset$.MODULE$.ofRows(classic, limited)
-            .queryExecution().executedPlan().executeCollect();
-        if (rows.length > maxRows) {
-            return null;
-        }
-        List<InternalRow> data = java.util.Arrays.asList(rows);
-        return new LocalRelation(plan.output(), CollectionConverters.asScala(data).toList(), false, Option.empty());
     }
 
     /**
