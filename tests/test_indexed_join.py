@@ -189,6 +189,19 @@ def test_switches_and_limits(spark, table):
         finally:
             for key, _ in confs:
                 spark.conf.unset(key)
+    # Declined by the index (here: both lookup paths off), the table's side stays Spark's scan,
+    # without the bucketing: the small side is broadcast, one task per bucket would only add tasks.
+    spark.conf.set("spark.indexeddf.driverLookup.enabled", "false")
+    spark.conf.set("spark.indexeddf.lookupTasks.enabled", "false")
+    spark.conf.set("spark.sql.sources.bucketing.autoBucketedScan.enabled", "false")
+    try:
+        text = physical(df.join(probe, "k"))
+        assert "FileScan parquet" in text and "Bucketed" not in text, text
+        assert "Bucketed: true" in physical(df.groupBy("k").count())  # other queries keep it
+    finally:
+        for key in ("spark.indexeddf.driverLookup.enabled", "spark.indexeddf.lookupTasks.enabled",
+                    "spark.sql.sources.bucketing.autoBucketedScan.enabled"):
+            spark.conf.unset(key)
     spark.conf.set("spark.sql.autoBroadcastJoinThreshold", "-1")
     spark.conf.set("spark.indexeddf.indexedJoin.maxProbeBytes", "10m")
     try:

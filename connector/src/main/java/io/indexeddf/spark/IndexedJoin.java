@@ -30,6 +30,8 @@ import org.apache.spark.sql.catalyst.plans.logical.LocalRelation;
 import org.apache.spark.sql.catalyst.plans.logical.LogicalPlan;
 import org.apache.spark.sql.catalyst.plans.logical.Project;
 import org.apache.spark.sql.catalyst.rules.Rule;
+import org.apache.spark.sql.execution.datasources.HadoopFsRelation;
+import org.apache.spark.sql.execution.datasources.LogicalRelation;
 import org.apache.spark.sql.catalyst.trees.TreeNodeTag;
 import scala.Option;
 import scala.jdk.javaapi.CollectionConverters;
@@ -126,6 +128,23 @@ final class IndexedJoin extends Rule<LogicalPlan> {
             this.snapshot = snapshot;
         }
 
+        /**
+         * This side reading the same files without the bucketing: the small side is broadcast,
+         * so one task per bucket would only add tasks (Spark keeps a bucketed scan whenever
+         * its bucket pruning ran, even when it pruned nothing).
+         */
+        LogicalPlan unbucketed() {
+            LogicalRelation lr = (LogicalRelation) relation;
+            HadoopFsRelation r = (HadoopFsRelation) lr.relation();
+            HadoopFsRelation plain = new HadoopFsRelation(r.location(), r.partitionSchema(), r.dataSchema(),
+                Option.empty(), r.fileFormat(), r.options(), r.sparkSession());
+            LogicalPlan out = lr.copy(plain, lr.output(), lr.catalogTable(), lr.isStreaming(), lr.stream());
+            if (filter != null) {
+                out = new Filter(filter.condition(), out);
+            }
+            return project != null ? new Project(project.projectList(), out) : out;
+        }
+
         static TableSide of(LogicalPlan p) {
             Project project = p instanceof Project ? (Project) p : null;
             LogicalPlan n = project != null ? project.child() : p;
@@ -167,7 +186,7 @@ final class IndexedJoin extends Rule<LogicalPlan> {
         LogicalPlan answered = lookup.answer(filter, side.project);
         if (answered == null) {
             probe.setTagValue(TRIED, Boolean.TRUE);  // the index reads too much for these keys: Spark's scan joins them
-            answered = table;
+            answered = j.hint().isEmpty() ? side.unbucketed() : table;
         } else if (side.project != null) {
             answered = new Project(side.project.projectList(), answered);
         }
