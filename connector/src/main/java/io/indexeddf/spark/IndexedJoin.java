@@ -244,7 +244,8 @@ final class IndexedJoin extends Rule<LogicalPlan> {
             for (int side = 0; side < 2; side++) {
                 Expression mine = c.children().apply(side);
                 Expression theirs = c.children().apply(1 - side);
-                Attribute column = mine instanceof AttributeReference ? find(columns, (AttributeReference) mine) : null;
+                int at = LookupPlanner.indexOf(mine, columns);
+                Attribute column = at < 0 ? null : columns.get(at);
                 if (column != null && !theirs.references().isEmpty()
                         && theirs.references().subsetOf(other.outputSet())
                         && theirs.dataType().sameType(column.dataType())) {
@@ -255,15 +256,6 @@ final class IndexedJoin extends Rule<LogicalPlan> {
             }
         }
         return out;
-    }
-
-    private static Attribute find(List<Attribute> columns, AttributeReference a) {
-        for (Attribute c : columns) {
-            if (c.exprId().equals(a.exprId())) {
-                return c;
-            }
-        }
-        return null;
     }
 
     /** Whether some index of the table has only {@code keys} columns (else no lookup can serve). */

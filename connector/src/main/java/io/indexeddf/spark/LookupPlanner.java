@@ -115,15 +115,21 @@ final class LookupPlanner {
     }
 
     private static String column(Expression e, List<Attribute> output) {
+        int i = indexOf(e, output);
+        return i < 0 ? null : output.get(i).name();
+    }
+
+    /** The position in {@code output} of the column {@code e} is (by expression id), or -1 when it is none. */
+    static int indexOf(Expression e, List<Attribute> output) {
         if (!(e instanceof AttributeReference)) {
-            return null;
+            return -1;
         }
-        for (Attribute a : output) {
-            if (a.exprId().equals(((AttributeReference) e).exprId())) {
-                return a.name();
+        for (int i = 0; i < output.size(); i++) {
+            if (output.get(i).exprId().equals(((AttributeReference) e).exprId())) {
+                return i;
             }
         }
-        return null;
+        return -1;
     }
 
     // -- planning (the rules of optimizer/planner.py) -------------------------------------

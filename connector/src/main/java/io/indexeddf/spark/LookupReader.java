@@ -257,24 +257,15 @@ final class LookupReader {
         return condition.transform(new AbstractPartialFunction<Expression, Expression>() {
             @Override
             public boolean isDefinedAt(Expression e) {
-                return e instanceof AttributeReference && position(e, output) >= 0;
+                return LookupPlanner.indexOf(e, output) >= 0;
             }
 
             @Override
             public Expression apply(Expression e) {
-                int i = position(e, output);
+                int i = LookupPlanner.indexOf(e, output);
                 return new BoundReference(i, e.dataType(), e.nullable());
             }
         });
-    }
-
-    private static int position(Expression e, List<Attribute> output) {
-        for (int i = 0; i < output.size(); i++) {
-            if (output.get(i).exprId().equals(((AttributeReference) e).exprId())) {
-                return i;
-            }
-        }
-        return -1;
     }
 
     /** Data file id -> candidate row ordinals, from the segments of the keys' index buckets. */
