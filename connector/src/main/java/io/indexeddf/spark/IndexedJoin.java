@@ -51,14 +51,14 @@ import scala.runtime.AbstractPartialFunction;
  * candidate row groups). The join stays Spark's, over the collected rows (a
  * {@link LocalRelation}), so every join condition, type and null rule is Spark's own; the
  * table's side only loses rows no key can match, so the rule applies only where unmatched
- * table rows are dropped (inner and semi joins, the table's side of outer joins' other side,
- * the right side of anti joins). Where the lookup would read too much (the driver lookup's and
- * the lookup tasks' limits, docs/spark.md), the table's side stays Spark's scan.
+ * table rows are dropped (inner and semi joins; the table as the right side of a left outer
+ * or anti join, as the left side of a right outer join). Where the lookup would read too much
+ * ({@code lookup.maxReadFraction}, docs/spark.md), the table's side stays Spark's scan,
+ * without the bucketing that a broadcast join does not use.
  *
  * <p>The probe side runs while the query is optimized, once per query plan ({@link ProbeRows}:
- * a small Parquet scan is read in this JVM with no job): a DataFrame
- * joined once and collected many times reuses the rows of its first run, as it reuses the
- * table version it loaded.
+ * a small Parquet scan is read in this JVM with no job): a DataFrame joined once and collected
+ * many times reuses the rows of its first run, as it reuses the table version it loaded.
  */
 final class IndexedJoin extends Rule<LogicalPlan> {
     static final String CONF = "spark.indexeddf.indexedJoin.";
