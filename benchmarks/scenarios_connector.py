@@ -277,6 +277,10 @@ def _repeat(fn, n: int = 6) -> list[float]:
     return times
 
 
+JOIN = f"{CONNECTOR}.load(p).join(probe, '{KEY}')"
+"""Label of a plain join through the connector."""
+PARQUET_JOIN = f"spark.read.parquet(the same files).join(probe, '{KEY}')"
+"""Label of the same join on Spark's own read of the table's files (the baseline)."""
 ROW_CACHE = "spark.indexeddf.rowCache.maxBytes"
 ROW_CACHE_SIZE = "4g"
 """The row cache the join scenarios time (decoded row groups kept in the JVM; off by default)."""
@@ -323,9 +327,9 @@ def join_small(work: Path, args) -> Scenario:
     parquet = _parquet_df(path)
     indexed = _indexed(path)
     empty = _indexed(datasets.events_empty())
-    ours = f"{CONNECTOR}.load(p).join(probe, '{KEY}')"
+    ours = JOIN
     cached = f"{ours} with {ROW_CACHE}={ROW_CACHE_SIZE}"
-    base = f"spark.read.parquet(the same files).join(probe, '{KEY}')"
+    base = PARQUET_JOIN
 
     fresh = _indexed(path)
     _jvm_static("RowCache", "clear")
@@ -375,8 +379,8 @@ def join_hundred(work: Path, args) -> Scenario:
     probe = _probe(work, path, 100, seed=33)
     parquet = _parquet_df(path)
     indexed = _indexed(path)
-    ours = f"{CONNECTOR}.load(p).join(probe, '{KEY}')"
-    base = f"spark.read.parquet(the same files).join(probe, '{KEY}')"
+    ours = JOIN
+    base = PARQUET_JOIN
     return Scenario(
         name="connector_join_100",
         description=f"100 probe rows (existing keys) joined with {args.rows:,} rows on {KEY}; count and sum(amount)",
@@ -395,9 +399,9 @@ def join_xl(work: Path, args) -> Scenario:
     parquet = _parquet_df(path)
     indexed = _indexed(path)
     bucketed = _bucketed(work, path)
-    ours = f"{CONNECTOR}.load(p).join(probe, '{KEY}')"
+    ours = JOIN
     bucket = f"Spark table (bucketBy({datasets.NUM_BUCKETS}, '{KEY}').sortBy('{KEY}')).join(probe, '{KEY}')"
-    base = f"spark.read.parquet(the same files).join(probe, '{KEY}')"
+    base = PARQUET_JOIN
     return Scenario(
         name="connector_join_XL",
         description=f"{n:,} probe rows (existing keys) joined with {args.rows:,} rows on {KEY}; "

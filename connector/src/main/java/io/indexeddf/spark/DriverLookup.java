@@ -172,12 +172,12 @@ public final class DriverLookup extends Rule<LogicalPlan> {
             }
             // The key and row-group limits bound the driver's decoding: rows all in the row
             // cache cost the driver no decoding, only their copies (maxRows still bounds those).
-            boolean cached = limits.rowCache
-                && LookupReader.groupReader(session, schema, required, hadoopConf).holdsAll(pieces.rowGroups);
+            RowGroupReader groups = RowGroupReader.of(session, schema, required, hadoopConf);
+            boolean cached = limits.rowCache && groups.holdsAll(pieces.rowGroups);
             if (limits.driver && (cached || (!plan.manyKeys && pieces.groupCount <= limits.maxRowGroups))
                     && pieces.candidateRows <= limits.maxRows && pieces.scanBytes <= limits.maxScanBytes) {
-                List<InternalRow> rows = LookupReader.readHere(session, pieces, schema, required, condition, read,
-                    hadoopConf, limits.maxRows);
+                List<InternalRow> rows = LookupReader.readHere(session, pieces, groups, schema, required, condition,
+                    read, hadoopConf, limits.maxRows);
                 if (rows != null) {
                     // The rows satisfy the whole condition already: no Filter stays above them.
                     return new LocalRelation(attrs, CollectionConverters.asScala(rows).toList(), false,
@@ -185,7 +185,7 @@ public final class DriverLookup extends Rule<LogicalPlan> {
                 }
             }
             return skipsMost && limits.tasks
-                ? tasks(pieces, schema, required, condition, read, attrs, hadoopConf) : null;
+                ? tasks(pieces, groups, schema, required, condition, read, attrs, hadoopConf) : null;
         } catch (FileNotFoundException e) {
             return null;  // an index file vacuumed since this version: Spark's scan answers
         } catch (IOException | RuntimeException e) {
@@ -206,11 +206,11 @@ public final class DriverLookup extends Rule<LogicalPlan> {
     }
 
     /** The lookup as Spark tasks that read only the candidate row groups (and the unindexed files). */
-    private LogicalPlan tasks(LookupReader.Pieces pieces, StructType schema, StructType required, Expression condition,
-                              List<Attribute> read, Seq<Attribute> attrs, Configuration conf) {
+    private LogicalPlan tasks(LookupReader.Pieces pieces, RowGroupReader groups, StructType schema, StructType required,
+                              Expression condition, List<Attribute> read, Seq<Attribute> attrs, Configuration conf) {
         org.apache.spark.sql.classic.SparkSession classic = (org.apache.spark.sql.classic.SparkSession) session;
         LookupRDD rdd = new LookupRDD(classic.sparkContext(), pieces, classic.sparkContext().defaultParallelism() * 2,
-            LookupReader.groupReader(session, schema, required, conf),
+            groups,
             pieces.scans.isEmpty() ? null : LookupReader.scanReader(session, schema, required, condition, conf),
             LookupReader.bound(condition, read));
         Seq<org.apache.spark.sql.catalyst.expressions.SortOrder> unordered =

@@ -161,7 +161,7 @@ final class IndexedJoin extends Rule<LogicalPlan> {
         LogicalPlan other = tableLeft ? j.right() : j.left();
         TableSide side = TableSide.of(table);
         if (side == null || !dropsUnmatched(j.joinType(), tableLeft) || other.getTagValue(TRIED).isDefined()
-                || other.isStreaming() || !deterministic(other)) {
+                || other.isStreaming() || !other.deterministic()) {
             return null;
         }
         List<Attribute> columns = CollectionConverters.asJava(side.relation.output());
@@ -209,20 +209,6 @@ final class IndexedJoin extends Rule<LogicalPlan> {
             return !tableLeft;
         }
         return t == RightOuter$.MODULE$ && tableLeft;
-    }
-
-    private static boolean deterministic(LogicalPlan p) {
-        return !p.exists(new scala.runtime.AbstractFunction1<LogicalPlan, Object>() {
-            @Override
-            public Object apply(LogicalPlan n) {
-                for (Expression e : CollectionConverters.asJava(n.expressions())) {
-                    if (!e.deterministic()) {
-                        return true;
-                    }
-                }
-                return false;
-            }
-        });
     }
 
     /** An expression of the other side a table column must equal; with {@code <=>}, nulls match too. */

@@ -136,14 +136,14 @@ final class LookupReader {
     }
 
     /**
-     * The rows of {@code pieces} that satisfy {@code condition}, read here, with the columns of
-     * {@code required} ({@code output} names them), or null past {@code maxRows} rows.
+     * The rows of {@code pieces} that satisfy {@code condition}, read here (row groups through
+     * {@code groupReader}), with the columns of {@code required} ({@code output} names them), or
+     * null past {@code maxRows} rows.
      */
-    static List<InternalRow> readHere(SparkSession session, Pieces pieces, StructType schema, StructType required,
-                                      Expression condition, List<Attribute> output, Configuration conf, long maxRows)
-            throws IOException {
+    static List<InternalRow> readHere(SparkSession session, Pieces pieces, RowGroupReader groupReader,
+                                      StructType schema, StructType required, Expression condition,
+                                      List<Attribute> output, Configuration conf, long maxRows) throws IOException {
         Expression bound = bound(condition, output);
-        RowGroupReader groupReader = groupReader(session, schema, required, conf);
         Function1<PartitionedFile, Iterator<InternalRow>> scanReader =
             pieces.scans.isEmpty() ? null : scanReader(session, schema, required, condition, conf);
         List<java.util.concurrent.Callable<List<InternalRow>>> reads = new ArrayList<>();
@@ -161,12 +161,6 @@ final class LookupReader {
             }
         }
         return out;
-    }
-
-    /** A reader of candidate row groups (no filters: the index picked the rows). */
-    static RowGroupReader groupReader(SparkSession session, StructType schema, StructType required,
-                                               Configuration conf) {
-        return RowGroupReader.of(session, schema, required, conf);
     }
 
     /** The candidate rows of a piece of row groups that satisfy {@code bound}, copied. */
@@ -198,10 +192,7 @@ final class LookupReader {
         return ParquetRows.reader(session, schema, required, pushed(condition), false, conf);
     }
 
-    /**
-     * The rows of {@code rows} (a file or row group, in file order) at the offsets
-     * {@code wanted} (null: every row) that satisfy {@code bound}, copied.
-     */
+    /** The rows of {@code rows} (a whole file, hybrid scan) that satisfy {@code bound}, copied. */
     static List<InternalRow> matching(Iterator<InternalRow> rows, Expression bound) {
         BasePredicate predicate = predicate(bound);
         List<InternalRow> out = new ArrayList<>();

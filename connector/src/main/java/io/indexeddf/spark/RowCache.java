@@ -119,11 +119,6 @@ final class RowCache {
         }
     }
 
-    /** A reusable row for reading a group's rows. */
-    static UnsafeRow row(Group g) {
-        return new UnsafeRow(g.numFields);
-    }
-
     /** Drops every cached row group (tests, benchmarks). */
     static void clear() {
         synchronized (LOCK) {

@@ -37,12 +37,29 @@ final class RowGroupReader implements java.io.Serializable {
         }
     };
 
+    private static final long serialVersionUID = 1L;
+    private final org.apache.spark.util.SerializableConfiguration conf;
+    private final StructType required;
+    private final long cacheBytes;
+    private final String datetimeRebaseMode;
+    private final String int96RebaseMode;
+    private final int capacity;
+
+    RowGroupReader(Configuration conf, StructType required, long cacheBytes, String datetimeRebaseMode,
+                   String int96RebaseMode, int capacity) {
+        this.conf = new org.apache.spark.util.SerializableConfiguration(conf);
+        this.required = required;
+        this.cacheBytes = cacheBytes;
+        this.datetimeRebaseMode = datetimeRebaseMode;
+        this.int96RebaseMode = int96RebaseMode;
+        this.capacity = capacity;
+    }
+
     /**
      * A reader of chosen row groups of files with {@code dataSchema}, giving the columns of
      * {@code required} (kept per session and schema).
      */
-    static RowGroupReader of(SparkSession session, StructType dataSchema, StructType required,
-                                   Configuration conf) {
+    static RowGroupReader of(SparkSession session, StructType dataSchema, StructType required, Configuration conf) {
         long cacheBytes = org.apache.spark.network.util.JavaUtils.byteStringAsBytes(
             session.conf().get(ROW_CACHE_CONF, "0"));
         String key = ParquetRows.sessionId(session) + "|" + cacheBytes + "|" + dataSchema.json() + "|" + required.json();
@@ -68,24 +85,6 @@ final class RowGroupReader implements java.io.Serializable {
             READERS.put(key, r);
         }
         return r;
-    }
-
-    private static final long serialVersionUID = 1L;
-    private final org.apache.spark.util.SerializableConfiguration conf;
-    private final StructType required;
-    private final long cacheBytes;
-    private final String datetimeRebaseMode;
-    private final String int96RebaseMode;
-    private final int capacity;
-
-RowGroupReader(Configuration conf, StructType required, long cacheBytes, String datetimeRebaseMode,
-                String int96RebaseMode, int capacity) {
-        this.conf = new org.apache.spark.util.SerializableConfiguration(conf);
-        this.required = required;
-        this.cacheBytes = cacheBytes;
-        this.datetimeRebaseMode = datetimeRebaseMode;
-        this.int96RebaseMode = int96RebaseMode;
-        this.capacity = capacity;
     }
 
     /**
