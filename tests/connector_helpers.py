@@ -18,25 +18,25 @@ def physical(df) -> str:
     return df._jdf.queryExecution().executedPlan().toString()
 
 
-def jvm_cache_stats(spark, cls: str) -> list[int]:
-    """The connector's own counters of a JVM cache (``io.indexeddf.spark.<cls>.cacheStats()``,
-    package-private "for tests and benchmarks", called through Java reflection)."""
+def _jvm_static(spark, cls: str, method: str):
+    """Calls a package-private static method of the connector (``io.indexeddf.spark.<cls>``, "for
+    tests and benchmarks") through Java reflection."""
     jvm, gateway = spark._jvm, spark.sparkContext._gateway
     loader = jvm.org.apache.spark.util.Utils.getContextOrSparkClassLoader()
     klass = jvm.java.lang.Class.forName(f"io.indexeddf.spark.{cls}", True, loader)
-    method = klass.getDeclaredMethod("cacheStats", gateway.new_array(jvm.java.lang.Class, 0))
-    method.setAccessible(True)
-    return [int(x) for x in method.invoke(None, gateway.new_array(jvm.java.lang.Object, 0))]
+    m = klass.getDeclaredMethod(method, gateway.new_array(jvm.java.lang.Class, 0))
+    m.setAccessible(True)
+    return m.invoke(None, gateway.new_array(jvm.java.lang.Object, 0))
+
+
+def jvm_cache_stats(spark, cls: str) -> list[int]:
+    """The connector's own counters of a JVM cache (``<cls>.cacheStats()``)."""
+    return [int(x) for x in _jvm_static(spark, cls, "cacheStats")]
 
 
 def jvm_cache_clear(spark, cls: str) -> None:
-    """Empties a JVM cache of the connector (``io.indexeddf.spark.<cls>.clear()``)."""
-    jvm, gateway = spark._jvm, spark.sparkContext._gateway
-    loader = jvm.org.apache.spark.util.Utils.getContextOrSparkClassLoader()
-    klass = jvm.java.lang.Class.forName(f"io.indexeddf.spark.{cls}", True, loader)
-    method = klass.getDeclaredMethod("clear", gateway.new_array(jvm.java.lang.Class, 0))
-    method.setAccessible(True)
-    method.invoke(None, gateway.new_array(jvm.java.lang.Object, 0))
+    """Empties a JVM cache of the connector (``<cls>.clear()``)."""
+    _jvm_static(spark, cls, "clear")
 
 
 SCHEMA = pa.schema([("k", pa.int64()), ("s", pa.string()), ("v", pa.float64())])
