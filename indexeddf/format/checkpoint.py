@@ -22,7 +22,7 @@ import pyarrow.parquet as pq
 
 from ..errors import CorruptLogError
 from ..spec.actions import Action, ActionParseError, AddFile, CommitInfo, IndexEntry, RemoveFile
-from ..spec.delta import DECODERS, TAG_BUCKET, TAG_FILE_ID, checkpoint_add, metadata_object, protocol_object, stats_string, encode_path
+from ..spec.delta import DECODERS, TAG_BUCKET, TAG_FILE_ID, TAG_SORTED, checkpoint_add, metadata_object, protocol_object, stats_string, encode_path
 from .log import LAST_CHECKPOINT, check_action_paths, checkpoint_path, read_commit
 
 if TYPE_CHECKING:
@@ -67,6 +67,8 @@ def _file_row(a: AddFile | RemoveFile) -> dict:
     if a.bucket is not None:
         tags["indexeddf.bucket"] = str(a.bucket)
     tags["indexeddf.fileId"] = str(a.fileId)
+    if isinstance(a, AddFile) and a.sorted:
+        tags[TAG_SORTED] = "true"
     if isinstance(a, AddFile):
         return {"path": encode_path(a.path), "partitionValues": [], "size": a.size,
                 "modificationTime": a.modificationTime, "dataChange": a.dataChange,
@@ -157,7 +159,7 @@ def _decode_adds(column: pa.ChunkedArray, source: str) -> list[AddFile]:
         if path is None:
             continue  # a row of another action
         ours = {k: v for k, v in zip(keys[offsets[row - 1]:offsets[row]], items[offsets[row - 1]:offsets[row]])
-                if k in (TAG_BUCKET, TAG_FILE_ID)}
+                if k in (TAG_BUCKET, TAG_FILE_ID, TAG_SORTED)}
         try:
             a = checkpoint_add(path, size, mtime, change, stats, ours)
         except (ActionParseError, TypeError, ValueError, KeyError) as e:

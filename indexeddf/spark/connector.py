@@ -137,7 +137,8 @@ def configure(builder, build: bool = True):
 
     Appends the jar to ``spark.jars`` and the connector's session extensions (for
     ``SELECT ... FROM indexeddf.`/path```) to ``spark.sql.extensions``, keeping any values
-    already set on the builder, as delta-spark's ``configure_spark_with_delta_pip`` does. With ``build`` the jar is
+    already set on the builder, as delta-spark's ``configure_spark_with_delta_pip`` does, and
+    sets :data:`ORDERED_BUCKETS` unless the builder has a value for it. With ``build`` the jar is
     built first when missing or stale; when it cannot be (no JDK), the builder is
     returned unchanged with a warning, and ``indexeddf.register(spark)`` then registers
     the Python data source as ``indexeddf``.
@@ -148,14 +149,29 @@ def configure(builder, build: bool = True):
         warnings.warn(f"indexeddf: the JVM connector is not available ({e}); Spark will read through the "
                       "Python data source (no column pruning, no native Parquet speed)", stacklevel=2)
         return builder
+    options = getattr(builder, "_options", {}) or {}
     for key, value in conf.items():
-        builder = builder.config(key, _appended(builder, key, value))
+        if key in _LIST_SETTINGS:
+            builder = builder.config(key, _appended(builder, key, value))
+        elif key not in options:  # a value the user set wins
+            builder = builder.config(key, value)
     return builder
+
+
+_LIST_SETTINGS = ("spark.jars", "spark.sql.extensions")
+"""Comma-separated settings the connector's value is appended to."""
+ORDERED_BUCKETS = "spark.sql.legacy.bucketedTableScan.outputOrdering"
+"""Spark's switch (off by default since Spark 3.0) that lets a bucketed scan whose buckets are
+single files report the table's sort columns, so a merge join on them sorts only the
+other side. indexeddf's files are sorted by the index columns (PROTOCOL.md §4.3.1), so
+:func:`spark_conf` turns it on; it also applies to Spark's own ``bucketBy().sortBy()``
+tables with one file per bucket, whose files Spark sorted when writing them."""
 
 
 def spark_conf(build: bool = True) -> dict[str, str]:
     """The Spark settings that put the connector on a session, as a dict:
-    ``{"spark.jars": <the jar>, "spark.sql.extensions": EXTENSIONS}``.
+    ``{"spark.jars": <the jar>, "spark.sql.extensions": EXTENSIONS, ORDERED_BUCKETS: "true"}``
+    (:data:`ORDERED_BUCKETS`).
 
     For anything that takes Spark settings rather than a ``SparkSession.Builder``: a
     Spark Connect server (:func:`submit_args`), ``spark-defaults.conf``, a cluster's
@@ -165,7 +181,7 @@ def spark_conf(build: bool = True) -> dict[str, str]:
     jar = build_jar() if build else jar_path()
     if not jar.is_file():
         raise ConnectorBuildError(f"no connector jar at {jar}; run indexeddf.spark.connector.build_jar()")
-    return {"spark.jars": str(jar), "spark.sql.extensions": EXTENSIONS}
+    return {"spark.jars": str(jar), "spark.sql.extensions": EXTENSIONS, ORDERED_BUCKETS: "true"}
 
 
 def submit_args(build: bool = True) -> list[str]:

@@ -94,6 +94,10 @@ class AddFile(_Action):
     of every bucket until ``optimize(mode="full")`` rewrites it)."""
     fileId: Int64
     stats: FileStats | None = None
+    sorted: bool = False
+    """The rows are ordered by the table's index columns, ascending, nulls first, as Spark
+    orders them (the ``indexeddf.sorted`` tag, PROTOCOL.md §4.3.1): a bucketed Spark scan
+    of single-file buckets can then skip sorting for a merge join."""
 
 
 class RemoveFile(_Action):

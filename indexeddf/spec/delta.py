@@ -47,6 +47,9 @@ TAG_BUCKET = "indexeddf.bucket"
 """``add.tags`` key: the file's bucket (decimal)."""
 TAG_FILE_ID = "indexeddf.fileId"
 """``add.tags`` key: the file's id (decimal int64), which index entries name."""
+TAG_SORTED = "indexeddf.sorted"
+"""``add.tags`` key: ``"true"`` when the file's rows are ordered by the index columns
+(ascending, nulls first, Spark's ordering; PROTOCOL.md §4.3.1)."""
 CONF_INDEX_COLUMNS = "indexeddf.indexColumns"
 """``metaData.configuration`` key: the table's index (bucketing) columns, a JSON array."""
 CONF_NUM_BUCKETS = "indexeddf.numBuckets"
@@ -114,7 +117,7 @@ def _add(a: AddFile) -> dict:
         "modificationTime": a.modificationTime,
         "dataChange": a.dataChange,
         "stats": stats_string(a.stats),
-        "tags": _tags(a.bucket, a.fileId, a.path),
+        "tags": _tags(a.bucket, a.fileId, a.path, a.sorted),
     }
 
 
@@ -130,12 +133,14 @@ def _remove(r: RemoveFile) -> dict:
     }
 
 
-def _tags(bucket: int | None, file_id: int, path: str) -> dict[str, str] | None:
+def _tags(bucket: int | None, file_id: int, path: str, ordered: bool = False) -> dict[str, str] | None:
     tags = {}
     if bucket is not None:
         tags[TAG_BUCKET] = str(bucket)
     if file_id != path_file_id(path):
         tags[TAG_FILE_ID] = str(file_id)
+    if ordered:
+        tags[TAG_SORTED] = "true"
     return tags or None
 
 
@@ -299,6 +304,7 @@ def _decode_add(b: dict) -> list[Action]:
         bucket=_int_tag(tags, TAG_BUCKET),
         fileId=_file_id(tags, path),
         stats=parse_stats(b.get("stats")),
+        sorted=tags.get(TAG_SORTED) == "true",
     )]
 
 
@@ -312,7 +318,7 @@ def checkpoint_add(path: str, size: int, mtime: int, change: bool | None, stats:
     return AddFile.model_construct(
         path=path, size=size, modificationTime=mtime, dataChange=True if change is None else change,
         bucket=_int_tag(tags, TAG_BUCKET), fileId=_file_id(tags, path),
-        stats=None if stats is None else LazyStats(stats),
+        stats=None if stats is None else LazyStats(stats), sorted=tags.get(TAG_SORTED) == "true",
     )
 
 

@@ -39,19 +39,38 @@ def new_data_file(bucket: int) -> tuple[str, int]:
     return f"data/bucket={bucket:05d}/part-{u.hex}_{bucket:05d}.parquet", secrets.randbits(63)
 
 
-def split_by_bucket(table: pa.Table, index_columns: list[str], num_buckets: int) -> list[tuple[int, pa.Table]]:
-    """The rows of each non-empty bucket, ordered within a bucket by the key hash.
+def spark_orderable(schema: pa.Schema, columns: list[str]) -> bool:
+    """Whether sorting ``columns`` with Arrow (ascending, nulls first) gives exactly Spark's
+    ascending order: integers, decimals, booleans, dates, timestamps, and strings and
+    binaries (both compare bytes, unsigned). Floating point is left out: Spark orders NaN
+    last and -0.0 equal to 0.0, Arrow does not."""
+    def ok(t: pa.DataType) -> bool:
+        return (pa.types.is_integer(t) or pa.types.is_decimal(t) or pa.types.is_boolean(t) or pa.types.is_date(t)
+                or pa.types.is_timestamp(t) or pa.types.is_string(t) or pa.types.is_large_string(t)
+                or pa.types.is_binary(t) or pa.types.is_large_binary(t))
+    return bool(columns) and all(ok(schema.field(c).type) for c in columns)
 
-    Clustering a file by key hash (ties keep input order) puts every row of a key in
-    one row group, so a lookup decodes one row group per key and file, and the
-    primary index's row ordinals follow its sorted hashes (they delta-encode to almost
-    nothing). Readers never rely on the order (PROTOCOL.md, "Data files").
+
+def split_by_bucket(table: pa.Table, index_columns: list[str], num_buckets: int) -> list[tuple[int, pa.Table]]:
+    """The rows of each non-empty bucket, ordered within a bucket by the index columns
+    (:func:`spark_orderable` types; ties keep input order), else by the key hash.
+
+    Both orders put every row of a key next to each other, so a lookup decodes one row
+    group per key and file. Key order also lets a bucketed Spark scan of single-file
+    buckets report its ordering, so a merge join on the key sorts only the other side
+    (the ``indexeddf.sorted`` tag, PROTOCOL.md §4.3.1). Readers rely on the order only
+    through that tag.
     """
     if table.num_rows == 0:
         return []
     columns = [table.column(c) for c in index_columns]
     buckets = bucket_ids(columns, num_buckets)
-    order = np.lexsort((key_hash(columns), buckets))  # lexsort is stable
+    if spark_orderable(table.schema, index_columns):
+        by_key = pc.sort_indices(table.select(index_columns), sort_keys=[(c, "ascending", "at_start") for c in index_columns]
+                                 ).to_numpy()  # a stable sort
+        order = by_key[np.argsort(buckets[by_key], kind="stable")]
+    else:
+        order = np.lexsort((key_hash(columns), buckets))  # lexsort is stable
     counts = np.bincount(buckets, minlength=num_buckets)
     ordered = table.take(pa.array(order))
     out, start = [], 0
@@ -83,9 +102,11 @@ def write_bucketed_pieces(
     files = [new_data_file(b) for b, _ in parts]
     written.extend(path for path, _ in files)
 
+    ordered = spark_orderable(table.schema, index_columns)
+
     def write_one(i: int) -> tuple[AddFile, pa.Table]:
         bucket, rows = parts[i]
-        return write_file(storage, files[i], bucket, rows, rows_per_group, index_columns), rows
+        return write_file(storage, files[i], bucket, rows, rows_per_group, index_columns, ordered), rows
 
     if len(parts) == 1:
         return [write_one(0)]
@@ -94,8 +115,9 @@ def write_bucketed_pieces(
 
 
 def write_file(storage: TableStorage, file: tuple[str, int], bucket: int, rows: pa.Table, rows_per_group: int,
-               bloom_columns: list[str] = ()) -> AddFile:
-    """Write one row-batch file (``file``: path and id) and describe it as an ``add`` action.
+               bloom_columns: list[str] = (), ordered: bool = False) -> AddFile:
+    """Write one row-batch file (``file``: path and id) and describe it as an ``add`` action;
+    ``ordered`` says the rows are in index-column order (:func:`split_by_bucket`).
 
     ``bloom_columns`` (the table's index columns) get a Parquet bloom filter per row
     group, so any Parquet reader (Spark, DuckDB, Trino, ...) skips the row groups
@@ -117,6 +139,7 @@ def write_file(storage: TableStorage, file: tuple[str, int], bucket: int, rows: 
         bucket=bucket,
         fileId=file_id,
         stats=file_stats(rows),
+        sorted=ordered,
     )
 
 

@@ -60,6 +60,7 @@ public final class DeltaLog {
     static final String CONF_INDEX_COLUMNS = "indexeddf.indexColumns";
     static final String CONF_NUM_BUCKETS = "indexeddf.numBuckets";
     static final String TAG_BUCKET = "indexeddf.bucket";
+    static final String TAG_SORTED = "indexeddf.sorted";
     static final Set<String> READ_FEATURES =
         new HashSet<>(Arrays.asList("timestampNtz", "vacuumProtocolCheck", "appendOnly", "invariants"));
 
@@ -81,14 +82,18 @@ public final class DeltaLog {
         public final Integer bucket;
         /** The file id index entries name it by ({@code indexeddf.fileId} tag, else derived from the path). */
         public final long fileId;
+        /** The rows are in index-column order ({@code indexeddf.sorted} tag "true"). */
+        public final boolean sorted;
 
-        AddFile(String path, Path location, long size, long modificationTime, Integer bucket, long fileId) {
+        AddFile(String path, Path location, long size, long modificationTime, Integer bucket, long fileId,
+                boolean sorted) {
             this.path = path;
             this.location = location;
             this.size = size;
             this.modificationTime = modificationTime;
             this.bucket = bucket;
             this.fileId = fileId;
+            this.sorted = sorted;
         }
     }
 
@@ -388,7 +393,8 @@ public final class DeltaLog {
                             }
                         }
                         adds.put(path, new AddFile(path, location(encoded, source), body.path("size").asLong(),
-                            body.path("modificationTime").asLong(), bucket, fileId(tags, path, source)));
+                            body.path("modificationTime").asLong(), bucket, fileId(tags, path, source),
+                            "true".equals(tags.path(TAG_SORTED).asText(null))));
                         Long was = tombstoneIds.remove(path);
                         if (was != null) {
                             tombstones.remove(was);

@@ -157,7 +157,12 @@ public final class IndexedDFProvider extends ParquetFileFormat implements DataSo
      * The table's bucketing, when Spark can be told it: every live file has its bucket and a
      * name ending in {@code _<bucket>.parquet} (where Spark reads a file's bucket from), and no
      * index column is floating point (Spark normalises -0.0 and NaN in join keys; a file's
-     * bucket hashes the raw value).
+     * bucket hashes the raw value). When every live file is also in index-column order (the
+     * {@code indexeddf.sorted} tag), the index columns are the sort columns too: with
+     * {@code spark.sql.legacy.bucketedTableScan.outputOrdering} (which
+     * {@code indexeddf.configure} sets) a scan whose buckets are single files reports that
+     * ordering, so a merge join on the key sorts only the other side. Spark itself checks
+     * the single files; several files in a bucket (appends) just mean Spark sorts.
      */
     static Option<BucketSpec> bucketSpec(DeltaLog.Snapshot snapshot, StructType schema) {
         List<String> columns = snapshot.indexColumns();
@@ -180,8 +185,9 @@ public final class IndexedDFProvider extends ParquetFileFormat implements DataSo
                 return Option.empty();
             }
         }
-        Seq<String> none = CollectionConverters.asScala(new ArrayList<String>()).toList();
-        return Option.apply(new BucketSpec(numBuckets, CollectionConverters.asScala(columns).toList(), none));
+        boolean sorted = snapshot.files.stream().allMatch(a -> a.sorted);
+        Seq<String> sortColumns = CollectionConverters.asScala(sorted ? columns : new ArrayList<String>()).toList();
+        return Option.apply(new BucketSpec(numBuckets, CollectionConverters.asScala(columns).toList(), sortColumns));
     }
 
     // -- writes -----------------------------------------------------------------------------
