@@ -433,6 +433,11 @@ def _bucketed_one_file(work: Path, path: str):
     return spark().table(name)
 
 
+def _parquet_files(folder: Path) -> int:
+    """Data files Spark wrote for a table (one per bucket and writing task)."""
+    return len(list(folder.glob("part-*")))
+
+
 def _table_side_sorts(df, probe) -> str:
     """How many Sort operators the join's plan has (2: both sides sorted; 1: only the probe)."""
     plan = df.join(probe, KEY)._jdf.queryExecution().executedPlan().toString()
@@ -458,9 +463,12 @@ def join_xl(work: Path, args) -> Scenario:
                          [("indexeddf", indexed), ("bucketBy + sortBy", bucketed),
                           ("bucketBy + sortBy, one file per bucket", one_file), ("parquet", parquet)])
              + ". The session has spark.sql.legacy.bucketedTableScan.outputOrdering=true (indexeddf.configure "
-               "sets it): a bucketed scan of single-file sorted buckets reports its order. Spark's bucketBy "
-               "table written the usual way has several files per bucket (one per writing task), so Spark "
-               "sorts it."]
+               "sets it): a bucketed scan whose buckets are single sorted files reports its order. Data files: "
+             + "; ".join(f"{label} {_parquet_files(d)}" for label, d in
+                         [("bucketBy + sortBy", work / "bucketed"),
+                          ("bucketBy + sortBy, one file per bucket", work / "bucketed-one-file")])
+             + f"; indexeddf {len(IndexedTable.for_path(path).snapshot.live_files())} live files "
+               f"({datasets.NUM_BUCKETS} buckets)."]
     return Scenario(
         name="connector_join_XL",
         description=f"{n:,} probe rows (existing keys) joined with {args.rows:,} rows on {KEY}; "
