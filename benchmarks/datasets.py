@@ -22,8 +22,8 @@ from indexeddf import IndexedTable
 DATA = Path(__file__).parent / "data"
 NUM_BUCKETS = 32
 CHUNK = 2_000_000
-LAYOUT = ("layout 7: a Delta table (_delta_log); appends of 2M rows, then optimize(full); dictionaries for "
-          "strings only; bucket-suffixed file names; rows sorted by user_id (indexeddf.sorted), page index, pages of 1024 rows\n")
+LAYOUT = ("layout 6: a Delta table (_delta_log); appends of 2M rows, then optimize(full); dictionaries for "
+          "strings only; bucket-suffixed file names; rows sorted by user_id (indexeddf.sorted)\n")
 """First line of the _READY marker; a table generated under another layout is rebuilt."""
 
 

@@ -34,11 +34,6 @@ def jvm_cache_stats(spark, cls: str) -> list[int]:
     return [int(x) for x in _jvm_static(spark, cls, "cacheStats")]
 
 
-def rows_decoded(spark) -> int:
-    """Rows the connector's row-group reads have decoded in this JVM so far (``RowGroupReader.decodeStats()``)."""
-    return int(_jvm_static(spark, "RowGroupReader", "decodeStats")[0])
-
-
 def jvm_cache_clear(spark, cls: str) -> None:
     """Empties a JVM cache of the connector (``<cls>.clear()``)."""
     _jvm_static(spark, cls, "clear")

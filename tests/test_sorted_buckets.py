@@ -21,8 +21,7 @@ from hypothesis import strategies as st
 import indexeddf
 from indexeddf import IndexedTable
 from indexeddf.spark.connector import ORDERED_BUCKETS
-from indexeddf.writer.files import PAGE_ROWS
-from connector_helpers import physical, rows_decoded
+from connector_helpers import physical
 from connector_helpers import read as load
 
 pytestmark = pytest.mark.spark
@@ -150,37 +149,3 @@ def test_merge_joins_on_sorted_files_answer_like_duckdb(spark, tmp_path_factory,
     con.register("p", probe_t)
     want = sorted(con.execute("SELECT t.n, p.s, p.i FROM t JOIN p ON t.s = p.s AND t.i = p.i").fetchall())
     assert got == want
-
-
-def test_lookups_decode_only_the_pages_of_their_keys(spark, tmp_path):
-    """Sorted files carry a page index with short pages: a driver lookup hands its filter to
-    Parquet's page filtering and decodes a page or two per key, not the row group."""
-    n = 60_000
-    path = tmp_path / "t"
-    t = IndexedTable.create(str(path), pa.table({"k": pa.array(range(n), pa.int64()),
-                                                 "s": [f"s{i}" for i in range(n)]}),
-                            index_columns=["k"], num_buckets=1)
-    [(add, _)] = _files(t.path)
-    meta = pq.ParquetFile(f"{t.path}/{add.path}").metadata
-    group_rows = meta.row_group(0).num_rows
-    assert meta.row_group(0).column(0).has_column_index and group_rows > 8 * PAGE_ROWS
-    df = load(spark, path)
-    for k in (0, 4242, n - 1):
-        before = rows_decoded(spark)
-        assert [(r.k, r.s) for r in df.where(f"k = {k}").collect()] == [(k, f"s{k}")]
-        assert 0 < rows_decoded(spark) - before <= 2 * PAGE_ROWS
-    keys = list(range(7, n, 3001))
-    before = rows_decoded(spark)
-    assert sorted(r.k for r in df.where(f"k IN ({', '.join(map(str, keys))})").collect()) == keys
-    assert rows_decoded(spark) - before <= 2 * PAGE_ROWS * len(keys)
-    assert "LocalTableScan" in physical(df.where("k = 1"))
-    # Switched off, or with the row cache (which keeps whole row groups): all of the row group
-    for key, value, k in [("spark.indexeddf.lookup.pageFilter", "false", 3),
-                          ("spark.indexeddf.rowCache.maxBytes", "64m", 4)]:
-        spark.conf.set(key, value)
-        try:
-            before = rows_decoded(spark)
-            assert [r.k for r in df.where(f"k = {k}").collect()] == [k]
-            assert rows_decoded(spark) - before == group_rows
-        finally:
-            spark.conf.unset(key)

@@ -125,15 +125,11 @@ def write_file(storage: TableStorage, file: tuple[str, int], bucket: int, rows: 
     """
     rel, file_id = file
     buf = io.BytesIO()
-    # In key order, a page's statistics cover a narrow key range: with a page index and
-    # short pages, a reader of a few keys decodes a few pages instead of whole row groups
-    # (the JVM connector's lookups; Spark's and DuckDB's scans with a key filter too).
-    pages = {"write_page_index": True, "max_rows_per_page": PAGE_ROWS} if ordered else {}
     pq.write_table(rows, buf, row_group_size=rows_per_group, compression="zstd",
                    # Dictionaries for strings only: numbers written plain are about as small
                    # under zstd, and decode faster (docs/benchmarks.md, data bytes per row).
                    use_dictionary=dictionary_columns(rows.schema),
-                   bloom_filter_options=bloom_options(rows, bloom_columns, rows_per_group), **pages)
+                   bloom_filter_options=bloom_options(rows, bloom_columns, rows_per_group))
     data = buf.getvalue()
     storage.write_bytes(rel, data)
     return AddFile(
@@ -146,9 +142,6 @@ def write_file(storage: TableStorage, file: tuple[str, int], bucket: int, rows: 
         sorted=ordered,
     )
 
-
-PAGE_ROWS = 1024
-"""Most rows in a data page of a file in key order (which also gets a page index)."""
 
 BLOOM_FPP = 0.01
 """False-positive rate of the bloom filters on index columns (about 1.2 bytes a distinct key)."""

@@ -212,7 +212,7 @@ public final class DriverLookup extends Rule<LogicalPlan> {
         LookupRDD rdd = new LookupRDD(classic.sparkContext(), pieces, classic.sparkContext().defaultParallelism() * 2,
             groups,
             pieces.scans.isEmpty() ? null : LookupReader.scanReader(session, schema, required, condition, conf),
-            LookupReader.bound(condition, read), LookupReader.pushed(condition));
+            LookupReader.bound(condition, read));
         Seq<org.apache.spark.sql.catalyst.expressions.SortOrder> unordered =
             CollectionConverters.asScala(new ArrayList<org.apache.spark.sql.catalyst.expressions.SortOrder>()).toList();
         return new org.apache.spark.sql.execution.LogicalRDD(attrs, rdd,

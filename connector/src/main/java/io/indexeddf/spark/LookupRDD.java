@@ -29,19 +29,16 @@ final class LookupRDD extends RDD<InternalRow> {
     private final RowGroupReader groupReader;
     private final Function1<PartitionedFile, Iterator<InternalRow>> scanReader;
     private final Expression bound;
-    private final scala.collection.immutable.Seq<org.apache.spark.sql.sources.Filter> pushed;
 
     LookupRDD(SparkContext sc, LookupReader.Pieces pieces, int numPartitions,
               RowGroupReader groupReader,
-              Function1<PartitionedFile, Iterator<InternalRow>> scanReader, Expression bound,
-              scala.collection.immutable.Seq<org.apache.spark.sql.sources.Filter> pushed) {
+              Function1<PartitionedFile, Iterator<InternalRow>> scanReader, Expression bound) {
         super(sc, CollectionConverters.asScala(new ArrayList<org.apache.spark.Dependency<?>>()).toList(),
             ClassTag$.MODULE$.apply(InternalRow.class));
         this.parts = balance(pieces, numPartitions);
         this.groupReader = groupReader;
         this.scanReader = scanReader;
         this.bound = bound;
-        this.pushed = pushed;
     }
 
     /** Pieces dealt to partitions by bytes, the biggest first, each to the lightest partition. */
@@ -81,7 +78,7 @@ final class LookupRDD extends RDD<InternalRow> {
                     LookupReader.Piece p = pieces.next();
                     try {
                         current = (p.groups == null ? LookupReader.matching(scanReader.apply(p.split()), bound)
-                            : LookupReader.readGroups(groupReader, p, bound, pushed)).iterator();
+                            : LookupReader.readGroups(groupReader, p, bound)).iterator();
                     } catch (java.io.IOException e) {
                         throw new java.io.UncheckedIOException(e);
                     }

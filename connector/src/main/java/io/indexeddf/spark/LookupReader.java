@@ -144,12 +144,11 @@ final class LookupReader {
                                       StructType schema, StructType required, Expression condition,
                                       List<Attribute> output, Configuration conf, long maxRows) throws IOException {
         Expression bound = bound(condition, output);
-        Seq<org.apache.spark.sql.sources.Filter> pushedFilters = pushed(condition);
         Function1<PartitionedFile, Iterator<InternalRow>> scanReader =
             pieces.scans.isEmpty() ? null : scanReader(session, schema, required, condition, conf);
         List<java.util.concurrent.Callable<List<InternalRow>>> reads = new ArrayList<>();
         for (Piece p : pieces.rowGroups) {
-            reads.add(() -> readGroups(groupReader, p, bound, pushedFilters));
+            reads.add(() -> readGroups(groupReader, p, bound));
         }
         for (Piece p : pieces.scans) {
             reads.add(() -> matching(scanReader.apply(p.split()), bound));
@@ -164,15 +163,11 @@ final class LookupReader {
         return out;
     }
 
-    /**
-     * The candidate rows of a piece of row groups that satisfy {@code bound}, copied;
-     * {@code pushed} (the condition's conjuncts as Spark filters) lets Parquet skip pages.
-     */
-    static List<InternalRow> readGroups(RowGroupReader reader, Piece p, Expression bound,
-                                        Seq<org.apache.spark.sql.sources.Filter> pushed) throws IOException {
+    /** The candidate rows of a piece of row groups that satisfy {@code bound}, copied. */
+    static List<InternalRow> readGroups(RowGroupReader reader, Piece p, Expression bound) throws IOException {
         BasePredicate predicate = predicate(bound);
         List<InternalRow> out = new ArrayList<>();
-        reader.read(new org.apache.hadoop.fs.Path(p.path), p.fileSize, p.groups, p.wanted, pushed, row -> {
+        reader.read(new org.apache.hadoop.fs.Path(p.path), p.fileSize, p.groups, p.wanted, row -> {
             if (predicate.eval(row)) {
                 out.add(row.copy());
             }
@@ -309,8 +304,8 @@ final class LookupReader {
         return false;
     }
 
-    /** The conjuncts Parquet can use to skip row groups (and pages) of the files read. */
-    static Seq<org.apache.spark.sql.sources.Filter> pushed(Expression condition) {
+    /** The conjuncts Parquet can use to skip row groups of scanned files. */
+    private static Seq<org.apache.spark.sql.sources.Filter> pushed(Expression condition) {
         List<org.apache.spark.sql.sources.Filter> out = new ArrayList<>();
         for (Expression c : LookupPlanner.conjuncts(condition)) {
             Option<org.apache.spark.sql.sources.Filter> f = DataSourceStrategy$.MODULE$.translateFilter(c, false);

@@ -7,16 +7,12 @@ import java.util.Map;
 
 import org.apache.hadoop.conf.Configuration;
 import org.apache.hadoop.fs.Path;
-import org.apache.parquet.filter2.predicate.FilterApi;
-import org.apache.parquet.filter2.predicate.FilterPredicate;
-import org.apache.parquet.hadoop.ParquetInputFormat;
 import org.apache.parquet.hadoop.metadata.BlockMetaData;
 import org.apache.parquet.hadoop.metadata.ParquetMetadata;
 import org.apache.parquet.hadoop.util.HadoopInputFile;
 import org.apache.spark.sql.SparkSession;
 import org.apache.spark.sql.catalyst.InternalRow;
 import org.apache.spark.sql.execution.datasources.parquet.ParquetFileFormat;
-import org.apache.spark.sql.execution.datasources.parquet.ParquetFilters;
 import org.apache.spark.sql.sources.Filter;
 import org.apache.spark.sql.types.StructType;
 import scala.Option;
@@ -27,16 +23,12 @@ import scala.collection.immutable.Seq;
  * reader, handing it the file's cached footer cut to those row groups: no footer is read or
  * parsed again, and row groups in between are skipped. Values come out as a Spark scan gives
  * them. With a row cache ({@link #ROW_CACHE_CONF}), decoded row groups are kept in this JVM
- * ({@link RowCache}) and later reads jump to the wanted rows. Without it, in files that have a
- * Parquet page index, the query's pushed filters go to Parquet's column-index filtering: only
- * the pages whose statistics admit them are decoded (in files sorted by the key, the few pages
- * of the keys; PROTOCOL.md §4.3.1). Serializable: Spark tasks carry it.
+ * ({@link RowCache}) and later reads jump to the wanted rows. Serializable: Spark tasks
+ * carry it.
  */
 final class RowGroupReader implements java.io.Serializable {
     /** Bound of the JVM's cache of decoded row groups ({@link RowCache}); 0, the default: no cache. */
     static final String ROW_CACHE_CONF = "spark.indexeddf.rowCache.maxBytes";
-    /** Whether reads without the row cache hand the query's filters to Parquet's page filtering (default true). */
-    static final String PAGE_FILTER_CONF = "spark.indexeddf.lookup.pageFilter";
 
     private static final Map<String, RowGroupReader> READERS = new LinkedHashMap<String, RowGroupReader>(16, 0.75f, true) {
         @Override
@@ -45,14 +37,6 @@ final class RowGroupReader implements java.io.Serializable {
         }
     };
 
-    /**
-     * IN lists up to this many values become an OR of equalities in the page filter (each page
-     * kept only if it may hold one of them); Spark turns longer ones into one min..max range,
-     * which skips no page of a sorted file when the keys spread over it.
-     */
-    private static final int PAGE_FILTER_IN_VALUES = 1000;
-    private static final java.util.concurrent.atomic.AtomicLong DECODED = new java.util.concurrent.atomic.AtomicLong();
-
     private static final long serialVersionUID = 1L;
     private final org.apache.spark.util.SerializableConfiguration conf;
     private final StructType required;
@@ -60,18 +44,15 @@ final class RowGroupReader implements java.io.Serializable {
     private final String datetimeRebaseMode;
     private final String int96RebaseMode;
     private final int capacity;
-    /** Spark's threshold for IN lists in Parquet filters; -1: no page filtering ({@link #PAGE_FILTER_CONF}). */
-    private final int inFilterThreshold;
 
     RowGroupReader(Configuration conf, StructType required, long cacheBytes, String datetimeRebaseMode,
-                   String int96RebaseMode, int capacity, int inFilterThreshold) {
+                   String int96RebaseMode, int capacity) {
         this.conf = new org.apache.spark.util.SerializableConfiguration(conf);
         this.required = required;
         this.cacheBytes = cacheBytes;
         this.datetimeRebaseMode = datetimeRebaseMode;
         this.int96RebaseMode = int96RebaseMode;
         this.capacity = capacity;
-        this.inFilterThreshold = inFilterThreshold;
     }
 
     /**
@@ -81,9 +62,7 @@ final class RowGroupReader implements java.io.Serializable {
     static RowGroupReader of(SparkSession session, StructType dataSchema, StructType required, Configuration conf) {
         long cacheBytes = org.apache.spark.network.util.JavaUtils.byteStringAsBytes(
             session.conf().get(ROW_CACHE_CONF, "0"));
-        boolean pageFilter = Boolean.parseBoolean(session.conf().get(PAGE_FILTER_CONF, "true").trim());
-        String key = ParquetRows.sessionId(session) + "|" + cacheBytes + "|" + pageFilter + "|" + dataSchema.json() + "|"
-            + required.json();
+        String key = ParquetRows.sessionId(session) + "|" + cacheBytes + "|" + dataSchema.json() + "|" + required.json();
         synchronized (READERS) {
             RowGroupReader r = READERS.get(key);
             if (r != null) {
@@ -101,8 +80,7 @@ final class RowGroupReader implements java.io.Serializable {
         RowGroupReader r = new RowGroupReader(configured, required, cacheBytes,
             sql.getConf(org.apache.spark.sql.internal.SQLConf.PARQUET_REBASE_MODE_IN_READ()).toString(),
             sql.getConf(org.apache.spark.sql.internal.SQLConf.PARQUET_INT96_REBASE_MODE_IN_READ()).toString(),
-            sql.parquetVectorizedReaderBatchSize(),
-            pageFilter ? Math.max(sql.parquetFilterPushDownInFilterThreshold(), PAGE_FILTER_IN_VALUES) : -1);
+            sql.parquetVectorizedReaderBatchSize());
         synchronized (READERS) {
             READERS.put(key, r);
         }
@@ -111,22 +89,15 @@ final class RowGroupReader implements java.io.Serializable {
 
     /**
      * Calls {@code each} with the rows at offsets {@code wanted} (ascending, counted over the
-     * rows of row groups {@code groups}, ascending, of {@code path}), in order, and maybe with
-     * other rows of the same pages: in files with a page index, only the pages that
-     * {@code pushed} (the query's filters) admit are decoded, and all their rows come out, so
-     * the caller must test every row. Each row is reused by the next (copy what you keep).
+     * rows of row groups {@code groups}, ascending, of {@code path}), in order; each row is
+     * reused by the next (copy what you keep).
      */
-    void read(Path path, long fileSize, int[] groups, long[] wanted, Seq<Filter> pushed,
-              java.util.function.Consumer<InternalRow> each) throws IOException {
+    void read(Path path, long fileSize, int[] groups, long[] wanted, java.util.function.Consumer<InternalRow> each)
+            throws IOException {
         ParquetRows.Footer footer = ParquetRows.footer(path, conf.value());
         if (cacheBytes <= 0) {
-            FilterPredicate pages = hasPageIndex(footer, groups) ? pagePredicate(footer, pushed) : null;
-            if (pages != null) {
-                decode(path, fileSize, footer, groups, pages, each);
-                return;
-            }
             long[] next = {0, 0};  // the next row's offset, the index of the next wanted offset
-            decode(path, fileSize, footer, groups, null, row -> {
+            decode(path, fileSize, footer, groups, row -> {
                 if (next[1] < wanted.length && wanted[(int) next[1]] == next[0]) {
                     next[1]++;
                     each.accept(row);
@@ -147,11 +118,6 @@ final class RowGroupReader implements java.io.Serializable {
             }
             base += g.rows();
         }
-    }
-
-    /** Rows this JVM's group reads have decoded so far, as {@code [rows]} (for tests and benchmarks). */
-    static long[] decodeStats() {
-        return new long[] {DECODED.get()};
     }
 
     /** Whether the row cache holds every row group of {@code pieces} (in this reader's columns). */
@@ -191,7 +157,7 @@ final class RowGroupReader implements java.io.Serializable {
         int[] at = {0};  // the index in toRead of the row group being decoded
         long[] left = {footer.rowBounds[toRead[0] + 1] - footer.rowBounds[toRead[0]]};
         RowCache.Builder[] builder = {new RowCache.Builder(required.size())};
-        decode(path, fileSize, footer, toRead, null, r -> {
+        decode(path, fileSize, footer, toRead, r -> {
             while (left[0] == 0) {  // the previous row group is complete (or had no rows)
                 finish(path, toRead, missing, out, at, builder, left, footer);
             }
@@ -218,33 +184,17 @@ final class RowGroupReader implements java.io.Serializable {
         return path + "#" + group + "#" + required.json();
     }
 
-    /** Whether the first of {@code groups} has a page index (writers add it to all row groups or none). */
-    private static boolean hasPageIndex(ParquetRows.Footer footer, int[] groups) {
-        BlockMetaData b = footer.metadata.getBlocks().get(groups[0]);
-        return !b.getColumns().isEmpty() && b.getColumns().get(0).getColumnIndexReference() != null
-            && b.getColumns().get(0).getOffsetIndexReference() != null;
-    }
-
-    /** {@code pushed} as one Parquet predicate over this file's schema, as Spark's scan builds it; null when none converts. */
-    private FilterPredicate pagePredicate(ParquetRows.Footer footer, Seq<Filter> pushed) {
-        if (pushed == null || pushed.isEmpty() || inFilterThreshold < 0) {
-            return null;
+    /** Calls {@code each} with every row of row groups {@code groups} (ascending) of {@code path}, in file order. */
+    private void decode(Path path, long fileSize, ParquetRows.Footer footer, int[] groups,
+                        java.util.function.Consumer<InternalRow> each) throws IOException {
+        Configuration c = conf.value();
+        List<BlockMetaData> all = footer.metadata.getBlocks();
+        List<BlockMetaData> chosen = new java.util.ArrayList<>(groups.length);
+        for (int g : groups) {
+            chosen.add(all.get(g));
         }
+        ParquetMetadata cut = new ParquetMetadata(footer.metadata.getFileMetaData(), chosen);
         java.util.Map<String, String> kv = footer.metadata.getFileMetaData().getKeyValueMetaData();
-        ParquetFilters filters = new ParquetFilters(footer.metadata.getFileMetaData().getSchema(), true, true, true, true,
-            inFilterThreshold, false, rebaseSpec(kv, datetimeRebaseMode, false), ParquetFilters.$lessinit$greater$default$9());
-        FilterPredicate all = null;
-        for (Filter f : scala.jdk.javaapi.CollectionConverters.asJava(pushed)) {
-            Option<FilterPredicate> p = filters.createFilter(f);
-            if (p.isDefined()) {
-                all = all == null ? p.get() : FilterApi.and(all, p.get());
-            }
-        }
-        return all;
-    }
-
-    private static org.apache.spark.sql.catalyst.util.RebaseDateTime.RebaseSpec rebaseSpec(
-            java.util.Map<String, String> kv, String mode, boolean int96) {
         scala.Function1<String, String> lookup = new scala.runtime.AbstractFunction1<String, String>() {
             @Override
             public String apply(String k) {
@@ -253,35 +203,8 @@ final class RowGroupReader implements java.io.Serializable {
         };
         org.apache.spark.sql.execution.datasources.DataSourceUtils$ utils =
             org.apache.spark.sql.execution.datasources.DataSourceUtils$.MODULE$;
-        return int96 ? utils.int96RebaseSpec(lookup, mode) : utils.datetimeRebaseSpec(lookup, mode);
-    }
-
-    /**
-     * Calls {@code each} with every row of row groups {@code groups} (ascending) of {@code path},
-     * in file order; with {@code pages}, only the rows of the pages it admits.
-     */
-    private void decode(Path path, long fileSize, ParquetRows.Footer footer, int[] groups, FilterPredicate pages,
-                        java.util.function.Consumer<InternalRow> each) throws IOException {
-        Configuration c = conf.value();
-        if (pages != null) {
-            // The index chose these row groups: only Parquet's page (column index) filtering is
-            // wanted, not its row-group filters (statistics, dictionaries, bloom filters).
-            c = new Configuration(c);
-            ParquetInputFormat.setFilterPredicate(c, pages);
-            c.setBoolean(ParquetInputFormat.COLUMN_INDEX_FILTERING_ENABLED, true);
-            c.setBoolean(ParquetInputFormat.DICTIONARY_FILTERING_ENABLED, false);
-            c.setBoolean(ParquetInputFormat.BLOOM_FILTERING_ENABLED, false);
-            c.setBoolean(ParquetInputFormat.RECORD_FILTERING_ENABLED, false);
-        }
-        List<BlockMetaData> all = footer.metadata.getBlocks();
-        List<BlockMetaData> chosen = new java.util.ArrayList<>(groups.length);
-        for (int g : groups) {
-            chosen.add(all.get(g));
-        }
-        ParquetMetadata cut = new ParquetMetadata(footer.metadata.getFileMetaData(), chosen);
-        java.util.Map<String, String> kv = footer.metadata.getFileMetaData().getKeyValueMetaData();
-        org.apache.spark.sql.catalyst.util.RebaseDateTime.RebaseSpec dates = rebaseSpec(kv, datetimeRebaseMode, false);
-        org.apache.spark.sql.catalyst.util.RebaseDateTime.RebaseSpec int96 = rebaseSpec(kv, int96RebaseMode, true);
+        org.apache.spark.sql.catalyst.util.RebaseDateTime.RebaseSpec dates = utils.datetimeRebaseSpec(lookup, datetimeRebaseMode);
+        org.apache.spark.sql.catalyst.util.RebaseDateTime.RebaseSpec int96 = utils.int96RebaseSpec(lookup, int96RebaseMode);
         org.apache.spark.sql.execution.datasources.parquet.VectorizedParquetRecordReader reader =
             new org.apache.spark.sql.execution.datasources.parquet.VectorizedParquetRecordReader(null,
                 dates.mode().toString(), dates.timeZone(), int96.mode().toString(), int96.timeZone(), false, capacity);
@@ -293,12 +216,9 @@ final class RowGroupReader implements java.io.Serializable {
                 new org.apache.hadoop.mapreduce.task.TaskAttemptContextImpl(c, new org.apache.hadoop.mapreduce.TaskAttemptID()),
                 Option.apply(in), Option.apply(in.newStream()), Option.apply(cut));
             reader.initBatch(new StructType(), InternalRow.empty());
-            long n = 0;
             while (reader.nextKeyValue()) {
                 each.accept((InternalRow) reader.getCurrentValue());
-                n++;
             }
-            DECODED.addAndGet(n);
         } catch (InterruptedException e) {
             Thread.currentThread().interrupt();
             throw new java.io.InterruptedIOException("interrupted while reading " + path);
