@@ -96,14 +96,7 @@ final class RowGroupReader implements java.io.Serializable {
             throws IOException {
         ParquetRows.Footer footer = ParquetRows.footer(path, conf.value());
         if (cacheBytes <= 0) {
-            long[] next = {0, 0};  // the next row's offset, the index of the next wanted offset
-            decode(path, fileSize, footer, groups, row -> {
-                if (next[1] < wanted.length && wanted[(int) next[1]] == next[0]) {
-                    next[1]++;
-                    each.accept(row);
-                }
-                next[0]++;
-            });
+            decode(path, fileSize, footer, groups, new Picker(wanted, each));
             return;
         }
         RowCache.Group[] cached = cachedGroups(path, fileSize, footer, groups);
@@ -152,32 +145,86 @@ final class RowGroupReader implements java.io.Serializable {
         for (int i = 0; i < toRead.length; i++) {
             toRead[i] = groups[missing.get(i)];
         }
-        org.apache.spark.sql.catalyst.expressions.UnsafeProjection project =
-            org.apache.spark.sql.catalyst.expressions.UnsafeProjection.create(required);
-        int[] at = {0};  // the index in toRead of the row group being decoded
-        long[] left = {footer.rowBounds[toRead[0] + 1] - footer.rowBounds[toRead[0]]};
-        RowCache.Builder[] builder = {new RowCache.Builder(required.size())};
-        decode(path, fileSize, footer, toRead, r -> {
-            while (left[0] == 0) {  // the previous row group is complete (or had no rows)
-                finish(path, toRead, missing, out, at, builder, left, footer);
-            }
-            builder[0].add(project.apply(r));
-            left[0]--;
-        });
-        while (at[0] < toRead.length) {
-            finish(path, toRead, missing, out, at, builder, left, footer);
+        Filler filler = new Filler(path, footer, toRead);
+        decode(path, fileSize, footer, toRead, filler::add);
+        RowCache.Group[] built = filler.finishAll();
+        for (int i = 0; i < built.length; i++) {
+            out[missing.get(i)] = built[i];
         }
         return out;
     }
 
-    private void finish(Path path, int[] toRead, List<Integer> missing, RowCache.Group[] out, int[] at,
-                        RowCache.Builder[] builder, long[] left, ParquetRows.Footer footer) {
-        RowCache.Group g = builder[0].build();
-        RowCache.put(cacheKey(path, toRead[at[0]]), g, cacheBytes);
-        out[missing.get(at[0])] = g;
-        at[0]++;
-        builder[0] = new RowCache.Builder(required.size());
-        left[0] = at[0] < toRead.length ? footer.rowBounds[toRead[at[0]] + 1] - footer.rowBounds[toRead[at[0]]] : -1;
+    /** Passes on the rows at offsets {@code wanted} (ascending) of a decode pass. */
+    private static final class Picker implements java.util.function.Consumer<InternalRow> {
+        private final long[] wanted;
+        private final java.util.function.Consumer<InternalRow> each;
+        private long offset;  // the next row's
+        private int next;  // the index of the next wanted offset
+
+        Picker(long[] wanted, java.util.function.Consumer<InternalRow> each) {
+            this.wanted = wanted;
+            this.each = each;
+        }
+
+        @Override
+        public void accept(InternalRow row) {
+            if (next < wanted.length && wanted[next] == offset) {
+                next++;
+                each.accept(row);
+            }
+            offset++;
+        }
+    }
+
+    /**
+     * Packs the rows of one decode pass over row groups {@code toRead} into one cached group
+     * per row group: the footer's row counts say where each ends (a row group may have none).
+     */
+    private final class Filler {
+        private final Path path;
+        private final ParquetRows.Footer footer;
+        private final int[] toRead;
+        private final RowCache.Group[] built;
+        private final org.apache.spark.sql.catalyst.expressions.UnsafeProjection project =
+            org.apache.spark.sql.catalyst.expressions.UnsafeProjection.create(required);
+        private int at;  // the index in toRead of the row group being filled
+        private long left;  // its rows still to come
+        private RowCache.Builder builder = new RowCache.Builder(required.size());
+
+        Filler(Path path, ParquetRows.Footer footer, int[] toRead) {
+            this.path = path;
+            this.footer = footer;
+            this.toRead = toRead;
+            this.built = new RowCache.Group[toRead.length];
+            this.left = rowsOf(0);
+        }
+
+        private long rowsOf(int i) {
+            return footer.rowBounds[toRead[i] + 1] - footer.rowBounds[toRead[i]];
+        }
+
+        void add(InternalRow r) {
+            while (left == 0) {  // the previous row group is complete (or had no rows)
+                finishOne();
+            }
+            builder.add(project.apply(r));
+            left--;
+        }
+
+        RowCache.Group[] finishAll() {
+            while (at < toRead.length) {
+                finishOne();
+            }
+            return built;
+        }
+
+        private void finishOne() {
+            RowCache.Group g = builder.build();
+            RowCache.put(cacheKey(path, toRead[at]), g, cacheBytes);
+            built[at++] = g;
+            builder = new RowCache.Builder(required.size());
+            left = at < toRead.length ? rowsOf(at) : -1;
+        }
     }
 
     private String cacheKey(Path path, int group) {
