@@ -102,7 +102,7 @@ def test_single_file_buckets_skip_the_table_side_sort(spark, tmp_path, merge_joi
     again = load(spark, path)
     assert _sorts(physical(again.join(probe, "k"))) == 2
     assert again.join(probe, "k").count() == len(range(0, 200, 3)) + 2
-    # Files without the tag (older tables, other writers' order) give Spark no ordering
+    # With Spark's switch off, a bucketed scan reports no ordering, sorted files or not
     spark.conf.set(ORDERED_BUCKETS, "false")
     try:
         assert _sorts(physical(df.join(probe, "k"))) == 2

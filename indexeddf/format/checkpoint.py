@@ -65,11 +65,11 @@ def index_state_path(version: int) -> str:
 def _file_row(a: AddFile | RemoveFile) -> dict:
     tags = {}
     if a.bucket is not None:
-        tags["indexeddf.bucket"] = str(a.bucket)
-    tags["indexeddf.fileId"] = str(a.fileId)
-    if isinstance(a, AddFile) and a.sorted:
-        tags[TAG_SORTED] = "true"
+        tags[TAG_BUCKET] = str(a.bucket)
+    tags[TAG_FILE_ID] = str(a.fileId)
     if isinstance(a, AddFile):
+        if a.sorted:
+            tags[TAG_SORTED] = "true"
         return {"path": encode_path(a.path), "partitionValues": [], "size": a.size,
                 "modificationTime": a.modificationTime, "dataChange": a.dataChange,
                 "stats": stats_string(a.stats), "tags": list(tags.items())}

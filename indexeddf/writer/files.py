@@ -51,9 +51,11 @@ def spark_orderable(schema: pa.Schema, columns: list[str]) -> bool:
     return bool(columns) and all(ok(schema.field(c).type) for c in columns)
 
 
-def split_by_bucket(table: pa.Table, index_columns: list[str], num_buckets: int) -> list[tuple[int, pa.Table]]:
-    """The rows of each non-empty bucket, ordered within a bucket by the index columns
-    (:func:`spark_orderable` types; ties keep input order), else by the key hash.
+def split_by_bucket(table: pa.Table, index_columns: list[str], num_buckets: int,
+                    by_key: bool) -> list[tuple[int, pa.Table]]:
+    """The rows of each non-empty bucket, ordered within a bucket by the index columns when
+    ``by_key`` (only for :func:`spark_orderable` columns; ties keep input order), else by the
+    key hash.
 
     Both orders put every row of a key next to each other, so a lookup decodes one row
     group per key and file. Key order also lets a bucketed Spark scan of single-file
@@ -65,10 +67,10 @@ def split_by_bucket(table: pa.Table, index_columns: list[str], num_buckets: int)
         return []
     columns = [table.column(c) for c in index_columns]
     buckets = bucket_ids(columns, num_buckets)
-    if spark_orderable(table.schema, index_columns):
-        by_key = pc.sort_indices(table.select(index_columns), sort_keys=[(c, "ascending", "at_start") for c in index_columns]
-                                 ).to_numpy()  # a stable sort
-        order = by_key[np.argsort(buckets[by_key], kind="stable")]
+    if by_key:
+        key_order = pc.sort_indices(table.select(index_columns),
+                                    sort_keys=[(c, "ascending", "at_start") for c in index_columns]).to_numpy()
+        order = key_order[np.argsort(buckets[key_order], kind="stable")]  # both sorts are stable
     else:
         order = np.lexsort((key_hash(columns), buckets))  # lexsort is stable
     counts = np.bincount(buckets, minlength=num_buckets)
@@ -95,14 +97,13 @@ def write_bucketed_pieces(
     Each path is appended to ``written`` before its file is created, so the caller can
     delete every file of a failed write.
     """
-    parts = split_by_bucket(table, index_columns, num_buckets)
+    ordered = spark_orderable(table.schema, index_columns)
+    parts = split_by_bucket(table, index_columns, num_buckets, ordered)
     if not parts:
         return []
     rows_per_group = _rows_per_group(table, row_group_bytes)
     files = [new_data_file(b) for b, _ in parts]
     written.extend(path for path, _ in files)
-
-    ordered = spark_orderable(table.schema, index_columns)
 
     def write_one(i: int) -> tuple[AddFile, pa.Table]:
         bucket, rows = parts[i]

@@ -40,6 +40,8 @@ final class RowGroupReader implements java.io.Serializable {
     private static final long serialVersionUID = 1L;
     private final org.apache.spark.util.SerializableConfiguration conf;
     private final StructType required;
+    /** {@code required} as JSON, part of every row-cache key (rendering it per row group costs). */
+    private final String requiredJson;
     private final long cacheBytes;
     private final String datetimeRebaseMode;
     private final String int96RebaseMode;
@@ -49,6 +51,7 @@ final class RowGroupReader implements java.io.Serializable {
                    String int96RebaseMode, int capacity) {
         this.conf = new org.apache.spark.util.SerializableConfiguration(conf);
         this.required = required;
+        this.requiredJson = required.json();
         this.cacheBytes = cacheBytes;
         this.datetimeRebaseMode = datetimeRebaseMode;
         this.int96RebaseMode = int96RebaseMode;
@@ -228,7 +231,7 @@ final class RowGroupReader implements java.io.Serializable {
     }
 
     private String cacheKey(Path path, int group) {
-        return path + "#" + group + "#" + required.json();
+        return path + "#" + group + "#" + requiredJson;
     }
 
     /** Calls {@code each} with every row of row groups {@code groups} (ascending) of {@code path}, in file order. */
