@@ -10,6 +10,9 @@ version, with string keys of any bytes (unsigned byte order), nulls, and two ind
 
 from __future__ import annotations
 
+import shutil
+from pathlib import Path
+
 import duckdb
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -19,7 +22,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import indexeddf
-from indexeddf import IndexedTable
+from indexeddf import IndexedTable, cli
 from indexeddf.spark.connector import ORDERED_BUCKETS
 from connector_helpers import physical
 from connector_helpers import read as load
@@ -149,3 +152,23 @@ def test_merge_joins_on_sorted_files_answer_like_duckdb(spark, tmp_path_factory,
     con.register("p", probe_t)
     want = sorted(con.execute("SELECT t.n, p.s, p.i FROM t JOIN p ON t.s = p.s AND t.i = p.i").fetchall())
     assert got == want
+
+
+def test_files_without_the_tag_keep_spark_sorting_the_table_side(spark, tmp_path, merge_join):
+    # A table written before the tag (the first layout, upgraded in place): version 0 has one
+    # file a bucket in key-hash order. Claiming an order there would make the merge join miss rows.
+    path = tmp_path / "old"
+    shutil.copytree(Path(__file__).parent / "data" / "first_layout", path)
+    assert cli.main(["upgrade", str(path), "-q"]) == 0
+    old = IndexedTable.for_path(str(path), version=0)
+    files = old.snapshot.live_files()
+    assert sorted(a.bucket for a in files) == [0, 1] and not any(a.sorted for a in files)
+    keys = [pq.read_table(f"{path}/{a.path}").column("k").to_pylist() for a in files]
+    assert any(k != sorted(k) for k in keys)  # the files are not in key order
+    df = spark.read.format("indexeddf").option("versionAsOf", 0).load(str(path))
+    probe = spark.createDataFrame([(k,) for k in old.to_arrow().column("k").to_pylist()[::2]], "k bigint")
+    plan = physical(df.join(probe, "k"))
+    assert "SortMergeJoin" in plan and "Bucketed: true" in plan and _sorts(plan) == 2, plan
+    table_keys = old.to_arrow().column("k").to_pylist()
+    want = sorted(k for k in table_keys if k in set(table_keys[::2]))
+    assert sorted(r.k for r in df.join(probe, "k").select("k").collect()) == want
