@@ -138,6 +138,7 @@ FLOOR = "(floor: the same query through the connector on an empty table)"
 CACHED_LOOKUP = f"{CONNECTOR} (JVM connector) with spark.indexeddf.rowCache.maxBytes=4g"
 SQL_PARQUET = "spark.read.parquet(the same files), where(SQL text)"
 SQL_CONNECTOR = f"{CONNECTOR} (JVM connector), where(SQL text)"
+SQL_CACHED = f"{SQL_CONNECTOR} with spark.indexeddf.rowCache.maxBytes=4g"
 NO_JOB = "local DataFrame of one key group's rows, built once: .collect() (floor: a query with no Spark job)"
 """A query answered on the driver with no Spark job at all (a LocalTableScan): the least a
 driver-side lookup can cost in this session."""
@@ -258,6 +259,7 @@ def _lookup(args, n_keys: int, name: str, goals: list[Goal]) -> Scenario:
             (SQL_PARQUET, lambda: parquet.where(sql(state["group"])).collect()),
             (SQL_CONNECTOR, lambda: indexed.where(sql(state["group"])).collect()),
             (f"{SQL_CONNECTOR} {FLOOR}", lambda: empty.where(sql(state["group"])).collect()),
+            (SQL_CACHED, lambda: cached(sql(state["group"]))),
         ] if n_keys > 1 else []),
         target="issue 13: see the goals below",
         notes=notes,
@@ -282,6 +284,8 @@ def in_list_lookup(work: Path, args) -> Scenario:
         Goal("indexeddf >= 20x faster than parquet, both written as SQL text", SQL_CONNECTOR, SQL_PARQUET, 0.05),
         Goal("indexeddf with the row cache >= 20x faster than parquet", CACHED_LOOKUP,
              "spark.read.parquet(the same files)", 0.05),
+        Goal("indexeddf with the row cache >= 20x faster than parquet, both written as SQL text", SQL_CACHED,
+             SQL_PARQUET, 0.05),
         Goal(**SEGMENT_GOAL),
     ])
 
