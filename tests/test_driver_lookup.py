@@ -105,15 +105,21 @@ def test_the_row_cache_answers_like_the_files(spark, table, conf):
             assert same(collected(q), expected(table, where)), (rounds, where)
         groups, rows, held = jvm_cache_stats(spark, "RowCache")
         assert groups > 0 and rows > 0 and held > 0
-    # Past maxKeys, tasks decode the rows (and keep them); once every row is cached, the
-    # driver answers: it decodes nothing then.
+    # Past maxKeys, tasks would decode the rows (and keep them in their executor's cache).
+    # In local mode the driver's JVM is that executor: the driver decodes and keeps them
+    # itself, so the first run already has the plan of the warm runs.
     conf("spark.indexeddf.driverLookup.maxKeys", "1")
     jvm_cache_clear(spark, "RowCache")
     where = "k IN (3, 4, 360)"
-    assert "Scan ExistingRDD" in physical(df.where(where))
+    assert "LocalTableScan" in physical(df.where(where))
+    assert jvm_cache_stats(spark, "RowCache")[0] > 0
     assert same(collected(df.where(where)), expected(table, where))
     assert "LocalTableScan" in physical(df.where(where))
     assert same(collected(df.where(where)), expected(table, where))
+    conf("spark.indexeddf.rowCache.maxBytes", "0")  # without the row cache, tasks read the rows
+    assert "Scan ExistingRDD" in physical(df.where(where))
+    assert same(collected(df.where(where)), expected(table, where))
+    conf("spark.indexeddf.rowCache.maxBytes", "64m")
     conf("spark.indexeddf.rowCache.maxBytes", "16b")  # a bound smaller than any row group: nothing is kept
     jvm_cache_clear(spark, "RowCache")
     assert same(collected(df.where("k IN (1, 2, 350)")), expected(table, "k IN (1, 2, 350)"))

@@ -172,8 +172,13 @@ public final class DriverLookup extends Rule<LogicalPlan> {
             }
             // The key and row-group limits bound the driver's decoding: rows all in the row
             // cache cost the driver no decoding, only their copies (maxRows still bounds those).
+            // In local mode the driver's JVM is the only executor, so decoding here (on as many
+            // threads as cores) costs what tasks would and fills the same row cache; answering
+            // here from the first run keeps one plan for every run of a repeated query, instead
+            // of tasks first and a different plan (compiled anew) once the cache is warm.
             RowGroupReader groups = RowGroupReader.of(session, schema, required, hadoopConf);
-            boolean cached = limits.rowCache && groups.holdsAll(pieces.rowGroups);
+            boolean local = ((org.apache.spark.sql.classic.SparkSession) session).sparkContext().isLocal();
+            boolean cached = limits.rowCache && (local || groups.holdsAll(pieces.rowGroups));
             if (limits.driver && (cached || (!plan.manyKeys && pieces.groupCount <= limits.maxRowGroups))
                     && pieces.candidateRows <= limits.maxRows && pieces.scanBytes <= limits.maxScanBytes) {
                 List<InternalRow> rows = LookupReader.readHere(session, pieces, groups, schema, required, condition,
