@@ -130,4 +130,6 @@ class MissingFileError(IndexedDFError):
 
 
 class UnsupportedStorageError(IndexedDFError):
-    """The filesystem cannot provide the atomic put-if-absent that commits need."""
+    """The storage cannot be used as asked: the filesystem cannot provide the atomic
+    put-if-absent that commits need, or Spark's JVM connector has no Hadoop file system for
+    the table's scheme (read it through the Python data source, ``indexeddf_python``)."""

@@ -110,3 +110,36 @@ def test_an_endpoint_without_conditional_writes_is_refused_before_any_write(s3):
         assert not any(".indexeddf-probe-" in k for k in s3.endpoint.keys("lake"))
     finally:
         proxy.stop()
+
+
+@pytest.mark.spark
+def test_spark_reads_and_writes_a_table_on_s3(s3, spark):
+    """A table on S3 from Spark: pyspark ships no Hadoop file system for s3a://, so the JVM
+    connector refuses with a typed error that names both ways out; the Python data source
+    reaches the table with fsspec and ``storageOptions``; writes through the connector's name
+    go to the Python writer and take ``storageOptions`` too."""
+    import indexeddf
+    from indexeddf.spark import typed_error
+
+    assert indexeddf.register(spark) == "connector"
+    opts = s3.endpoint.options()
+    url = "s3://lake/from_spark"
+    t = IndexedTable.create(url, rows(0, 200), index_columns=["k"], num_buckets=2, storage_options=opts)
+    with pytest.raises(Exception) as refused:
+        spark.read.format("indexeddf").option("storageOptions", json.dumps(opts)).load(url).count()
+    err = typed_error(refused.value)
+    assert isinstance(err, UnsupportedStorageError), refused.value
+    assert "indexeddf_python" in str(err) and "hadoop-aws" in str(err) and "s3a://" in str(err)
+
+    df = spark.read.format("indexeddf_python").option("storageOptions", json.dumps(opts)).load(url)
+    full = t.to_arrow()
+    assert sorted(tuple(r) for r in df.collect()) == sorted(zip(full["k"].to_pylist(), full["v"].to_pylist()))
+    fives = [v for v in range(200) if v % 97 == 5]
+    assert sorted(r.v for r in df.where("k = 5").collect()) == fives
+    new = spark.createDataFrame([(5, 10_000), (96, 10_001)], "k bigint, v bigint")
+    new.write.format("indexeddf").mode("append").option("storageOptions", json.dumps(opts)).save(url)
+    again = IndexedTable.for_path(url, storage_options=opts)
+    assert again.version == t.version + 1
+    assert sorted(again.lookup([5])["v"].to_pylist()) == fives + [10_000]
+    # The same DataFrame, loaded before the append, still answers its own version.
+    assert sorted(r.v for r in df.where("k = 5").collect()) == fives

@@ -358,9 +358,37 @@ public final class IndexedDFProvider extends ParquetFileFormat implements DataSo
         Path p = new Path(location);
         try {
             return p.getFileSystem(conf).makeQualified(p);
+        } catch (org.apache.hadoop.fs.UnsupportedFileSystemException e) {
+            throw noFileSystem(url, p, e.getMessage(), e);
         } catch (IOException e) {
             throw IndexedDFException.option("Spark's Hadoop filesystems cannot open " + url + ": " + e.getMessage());
+        } catch (RuntimeException e) {
+            // Hadoop names a class for s3a:// (and others) that pyspark does not ship: the
+            // class lookup fails with ClassNotFoundException wrapped in a RuntimeException.
+            for (Throwable c = e; c != null; c = c.getCause()) {
+                if (c instanceof ClassNotFoundException) {
+                    throw noFileSystem(url, p, c.getMessage(), e);
+                }
+            }
+            throw e;
         }
+    }
+
+    /**
+     * The session has no Hadoop file system for the table's scheme (s3a:// needs hadoop-aws,
+     * which pyspark does not ship): say both ways out, Hadoop's and the Python source's.
+     */
+    private static IndexedDFException noFileSystem(String url, Path p, String why, Throwable cause) {
+        String scheme = p.toUri().getScheme();
+        return new IndexedDFException("UnsupportedStorageError", "the connector reads " + url
+            + " through Hadoop's file systems, and this session has none for " + scheme + ":// (" + why + "). "
+            + "Either put Hadoop's module for it on the session (for s3a:// the hadoop-aws jar of Hadoop "
+            + org.apache.hadoop.util.VersionInfo.getVersion() + " and its AWS SDK bundle, in spark.jars) and set "
+            + "its fs." + scheme + ".* settings (credentials, endpoint), or read through indexeddf's Python data "
+            + "source, which reaches the table with fsspec: spark.read.format(\"" + PYTHON_NAME + "\")"
+            + ".option(\"storageOptions\", '{...}').load(\"" + url + "\") (no column pruning, no index "
+            + "lookups on the driver). Writes through format(\"indexeddf\") already go through the Python "
+            + "writer and take storageOptions.", cause);
     }
 
     /** Options keyed by canonical names; unknown names refused as the Python source does. */
