@@ -8,7 +8,6 @@ import java.util.List;
 import java.util.Map;
 import java.util.Set;
 import java.util.TreeMap;
-import java.util.TreeSet;
 
 import org.apache.hadoop.conf.Configuration;
 import org.apache.spark.sql.SparkSession;
@@ -86,7 +85,7 @@ final class LookupReader {
     /** The row groups holding candidate rows of {@code plan}'s keys (probed through the index), and its scans. */
     static Pieces pieces(SparkSession session, LookupPlanner.Plan plan, DeltaLog.Snapshot snapshot, StructType schema,
                          Configuration conf, DriverLookup.Limits limits) throws IOException {
-        Map<Long, TreeSet<Integer>> candidates = probe(session, plan, snapshot.root, schema, conf, limits.cacheMaxBytes);
+        Map<Long, int[]> candidates = probe(session, plan, snapshot.root, schema, conf, limits.cacheMaxBytes);
         Map<Long, DeltaLog.AddFile> byId = new HashMap<>();
         for (DeltaLog.AddFile a : snapshot.files) {
             byId.put(a.fileId, a);
@@ -97,35 +96,8 @@ final class LookupReader {
         }
         java.util.Iterator<ParquetRows.Footer> footers = inParallel(footerLoads).iterator();
         Pieces out = new Pieces();
-        for (Map.Entry<Long, TreeSet<Integer>> e : candidates.entrySet()) {
-            DeltaLog.AddFile a = byId.get(e.getKey());
-            ParquetRows.Footer footer = footers.next();
-            TreeMap<Integer, List<Long>> byGroup = new TreeMap<>();
-            for (int row : e.getValue()) {
-                int g = footer.rowGroupOf(row);
-                byGroup.computeIfAbsent(g, k -> new ArrayList<>()).add(row - footer.rowBounds[g]);
-            }
-            List<Map.Entry<Integer, List<Long>>> groups = new ArrayList<>(byGroup.entrySet());
-            for (int from = 0; from < groups.size(); from += GROUPS_PER_PIECE) {
-                List<Map.Entry<Integer, List<Long>>> chunk = groups.subList(from, Math.min(groups.size(), from + GROUPS_PER_PIECE));
-                int[] ids = new int[chunk.size()];
-                List<Long> wanted = new ArrayList<>();
-                long base = 0;  // rows of the piece's earlier row groups
-                long bytes = 0;
-                for (int i = 0; i < ids.length; i++) {
-                    int g = chunk.get(i).getKey();
-                    ids[i] = g;
-                    for (long offset : chunk.get(i).getValue()) {
-                        wanted.add(base + offset);
-                    }
-                    base += footer.rowBounds[g + 1] - footer.rowBounds[g];
-                    bytes += footer.byteLength[g];
-                }
-                out.rowGroups.add(new Piece(a, ids, wanted.stream().mapToLong(Long::longValue).toArray(), bytes));
-                out.groupCount += ids.length;
-                out.candidateRows += wanted.size();
-                out.bytes += bytes;
-            }
+        for (Map.Entry<Long, int[]> e : candidates.entrySet()) {
+            addPieces(out, byId.get(e.getKey()), footers.next(), e.getValue());
         }
         for (DeltaLog.AddFile a : plan.scan) {
             out.scans.add(new Piece(a, null, null, a.size));
@@ -133,6 +105,39 @@ final class LookupReader {
             out.scanBytes += a.size;
         }
         return out;
+    }
+
+    /**
+     * The pieces of one file: its candidate rows ({@code rows}, ascending, distinct) grouped by
+     * row group, up to {@link #GROUPS_PER_PIECE} row groups a piece. Primitive arrays only: a
+     * join's lookup hands over tens of thousands of rows.
+     */
+    private static void addPieces(Pieces out, DeltaLog.AddFile a, ParquetRows.Footer footer, int[] rows) {
+        long[] wanted = new long[rows.length];
+        int i = 0;
+        while (i < rows.length) {
+            int[] ids = new int[GROUPS_PER_PIECE];
+            int groups = 0;
+            int count = 0;
+            long base = 0;  // rows of the piece's earlier row groups
+            long bytes = 0;
+            while (i < rows.length && groups < GROUPS_PER_PIECE) {
+                int g = footer.rowGroupOf(rows[i]);
+                long first = footer.rowBounds[g];
+                long end = footer.rowBounds[g + 1];
+                for (; i < rows.length && rows[i] < end; i++) {
+                    wanted[count++] = base + rows[i] - first;
+                }
+                ids[groups++] = g;
+                base += end - first;
+                bytes += footer.byteLength[g];
+            }
+            out.rowGroups.add(new Piece(a, java.util.Arrays.copyOf(ids, groups), java.util.Arrays.copyOf(wanted, count),
+                bytes));
+            out.groupCount += groups;
+            out.candidateRows += count;
+            out.bytes += bytes;
+        }
     }
 
     /**
@@ -259,8 +264,11 @@ final class LookupReader {
         });
     }
 
-    /** Data file id -> candidate row ordinals, from the segments of the keys' index buckets. */
-    private static Map<Long, TreeSet<Integer>> probe(SparkSession session, LookupPlanner.Plan plan,
+    /**
+     * Data file id (ascending) -> candidate row ordinals (ascending, distinct), from the
+     * segments of the keys' index buckets.
+     */
+    private static Map<Long, int[]> probe(SparkSession session, LookupPlanner.Plan plan,
             org.apache.hadoop.fs.Path root, StructType schema, Configuration conf, long maxBytes) throws IOException {
         IndexLog.Entry index = plan.index;
         Map<Integer, List<Integer>> hashesByBucket = new TreeMap<>();
@@ -269,10 +277,11 @@ final class LookupReader {
             hashesByBucket.computeIfAbsent(bucket, b -> new ArrayList<>())
                 .add(LookupPlanner.hash(k, index.columns, schema, LookupPlanner.KEY_HASH_SEED));
         }
-        Map<Long, TreeSet<Integer>> out = new TreeMap<>();
+        Map<Long, int[]> out = new TreeMap<>();
         if (plan.liveCovered.isEmpty()) {
             return out;
         }
+        Map<Long, Ordinals> found = new HashMap<>();
         List<IndexLog.IndexFile> touched = new ArrayList<>();
         List<java.util.concurrent.Callable<IndexSegments.Segment>> loads = new ArrayList<>();
         for (IndexLog.IndexFile f : index.files) {
@@ -287,12 +296,40 @@ final class LookupReader {
             for (int h : hashesByBucket.get(touched.get(i).bucket)) {
                 segments.get(i).probe(h, (fileId, row) -> {
                     if (plan.liveCovered.contains(fileId)) {
-                        out.computeIfAbsent(fileId, x -> new TreeSet<>()).add(row);
+                        found.computeIfAbsent(fileId, x -> new Ordinals()).add(row);
                     }
                 });
             }
         }
+        for (Map.Entry<Long, Ordinals> e : found.entrySet()) {
+            out.put(e.getKey(), e.getValue().sortedDistinct());
+        }
         return out;
+    }
+
+    /** Row ordinals of one file as the probes find them (any order, maybe repeated: equal key hashes). */
+    private static final class Ordinals {
+        private int[] rows = new int[16];
+        private int n;
+
+        void add(int row) {
+            if (n == rows.length) {
+                rows = java.util.Arrays.copyOf(rows, n * 2);
+            }
+            rows[n++] = row;
+        }
+
+        int[] sortedDistinct() {
+            int[] s = java.util.Arrays.copyOf(rows, n);
+            java.util.Arrays.sort(s);
+            int m = 0;
+            for (int r : s) {
+                if (m == 0 || s[m - 1] != r) {
+                    s[m++] = r;
+                }
+            }
+            return java.util.Arrays.copyOf(s, m);
+        }
     }
 
     private static boolean coversAny(IndexLog.IndexFile f, Set<Long> live) {
