@@ -220,3 +220,38 @@ def test_a_reused_joined_dataframe_keeps_its_answer(spark, table):
     assert len(first_a) == 5 and len(first_b) == 4
     for q, want in ((b, first_b), (a, first_a), (a, first_a), (b, first_b)):
         assert got_rows(q) == want
+
+
+def _leaf_rdds(q) -> list[str]:
+    """Class names of the RDDs under the optimized plan's RDD leaves."""
+    leaves = q._jdf.queryExecution().optimizedPlan().collectLeaves()
+    out = []
+    for i in range(leaves.size()):
+        leaf = leaves.apply(i)
+        if leaf.getClass().getSimpleName() == "LogicalRDD":
+            out.append(leaf.rdd().getClass().getName())
+    return out
+
+
+def test_many_matched_rows_ship_packed_to_the_join_tasks(spark, tmp_path):
+    """Where the join streams thousands of the table's matched rows, they go to the tasks as
+    packed byte arrays (PackedRows) instead of a local relation's one object a row; where the
+    table's side is the one built, it stays a local relation. Answers as DuckDB's, reused."""
+    path = tmp_path / "t"
+    IndexedTable.create(str(path), rows_of([k for k in range(5000) for _ in range(3)] + [None]),
+                        index_columns=["k"], num_buckets=4)
+    version = IndexedTable.for_path(str(path)).version
+    df = load(spark, path)
+    probe = probe_of(spark, list(range(0, 6000, 3)) + [None], "local")  # 1,667 keys of the table: 5,001 rows
+    spark.conf.set("spark.indexeddf.driverLookup.maxKeys", "2000")  # answered on the driver
+    try:
+        for how, table_left, packed in (("inner", True, True), ("inner", False, True), ("left_semi", True, True),
+                                        ("left_outer", False, False), ("left_semi", False, False)):
+            q = joined(df, probe, how, table_left, False)
+            assert "FileScan parquet" not in physical(q)
+            assert ("io.indexeddf.spark.PackedRows" in _leaf_rdds(q)) == packed, (how, table_left)
+            want = expected(path, version, probe_rows(probe), how, table_left, False)
+            for _ in range(2):  # the same joined DataFrame, collected again
+                assert got_rows(q) == want, (how, table_left)
+    finally:
+        spark.conf.unset("spark.indexeddf.driverLookup.maxKeys")

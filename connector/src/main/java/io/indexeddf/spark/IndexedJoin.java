@@ -187,8 +187,13 @@ final class IndexedJoin extends Rule<LogicalPlan> {
         if (answered == null) {
             probe.setTagValue(TRIED, Boolean.TRUE);  // the index reads too much for these keys: Spark's scan joins them
             answered = j.hint().isEmpty() ? side.unbucketed() : table;
-        } else if (side.project != null) {
-            answered = new Project(side.project.projectList(), answered);
+        } else {
+            if (answered instanceof LocalRelation && streamsTable(j.joinType(), tableLeft, (LocalRelation) answered, probe)) {
+                answered = PackedRows.of(session, (LocalRelation) answered);
+            }
+            if (side.project != null) {
+                answered = new Project(side.project.projectList(), answered);
+            }
         }
         return tableLeft ? j.copy(answered, probe, j.joinType(), j.condition(), j.hint())
             : j.copy(probe, answered, j.joinType(), j.condition(), j.hint());
@@ -201,6 +206,24 @@ final class IndexedJoin extends Rule<LogicalPlan> {
     }
 
     /** Whether a join of this type drops the table side's rows that match nothing. */
+    /**
+     * Whether the join's tasks will stream the table's answered rows (the other side being the
+     * one Spark builds or broadcasts), and there are enough of them that shipping them packed
+     * ({@link PackedRows}) beats a local relation's one object a row. Where the table's side is
+     * the one built (the join type says so, or it is the smaller side of an inner join), a local
+     * relation is collected with no job and stays one.
+     */
+    private static boolean streamsTable(JoinType t, boolean tableLeft, LocalRelation answered, LocalRelation probe) {
+        if (answered.data().size() < PackedRows.MIN_ROWS_A_PART) {
+            return false;
+        }
+        if (t == LeftSemi$.MODULE$) {
+            return tableLeft;
+        }
+        return t == Inner$.MODULE$
+            && answered.computeStats().sizeInBytes().compareTo(probe.computeStats().sizeInBytes()) > 0;
+    }
+
     private static boolean dropsUnmatched(JoinType t, boolean tableLeft) {
         if (t == Inner$.MODULE$ || t == LeftSemi$.MODULE$) {
             return true;

@@ -20,8 +20,9 @@ final class RowCache {
     private RowCache() {
     }
 
-    /** One row group's rows in some columns. */
-    static final class Group {
+    /** One row group's rows in some columns (serializable: {@link PackedRows} ships groups to tasks). */
+    static final class Group implements java.io.Serializable {
+        private static final long serialVersionUID = 1L;
         final int numFields;
         final byte[] data;
         /** Start of each row in {@link #data}, then the end of the last. */
