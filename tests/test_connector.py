@@ -332,6 +332,45 @@ def test_sql_on_a_path_and_a_catalog_table(spark, bucketed):
     assert IndexedTable.for_path(bucketed).to_arrow().num_rows == want.num_rows  # dropping the entry keeps the data
 
 
+def test_sql_inserts_commit_and_catalog_tables_read_the_newest_version(spark, tmp_path):
+    """INSERT INTO / INSERT OVERWRITE a catalog table (and ``insertInto``, and a path) commit
+    through the writer: Spark would write them as loose Parquet files (INSERT INTO lost the
+    rows, INSERT OVERWRITE deleted the table's folder, log and all). Every query of a catalog
+    table reads the newest version, whoever wrote it; a DataFrame keeps the version it loaded."""
+    path = str(tmp_path / "t")
+    t = IndexedTable.create(path, pa.table({"k": pa.array(range(10), pa.int64()), "v": pa.array(range(10), pa.int64())}),
+                            index_columns=["k"], num_buckets=2)
+    spark.sql(f"CREATE TABLE inserted USING indexeddf LOCATION '{path}'")
+    try:
+        held = spark.table("inserted")
+
+        def same_as_log() -> list:
+            got = sorted(tuple(r) for r in spark.sql("SELECT k, v FROM inserted").collect())
+            full = IndexedTable.for_path(path).to_arrow()
+            assert got == sorted(zip(full["k"].to_pylist(), full["v"].to_pylist()))
+            return got
+
+        spark.sql("INSERT INTO inserted VALUES (100, 100)")
+        assert (100, 100) in same_as_log()
+        t.append(pa.table({"k": pa.array([101], pa.int64()), "v": pa.array([101], pa.int64())}))  # another writer
+        assert (101, 101) in same_as_log()
+        spark.createDataFrame([(102, 102)], "k bigint, v bigint").write.insertInto("inserted")
+        spark.sql(f"INSERT INTO indexeddf.`{path}` VALUES (103, 103)")
+        spark.sql("INSERT INTO inserted (v, k) VALUES (1040, 104)")
+        assert {(102, 102), (103, 103), (104, 1040)} <= set(same_as_log())
+        assert spark.sql("SELECT v FROM inserted WHERE k = 104").collect()[0].v == 1040  # through the index
+        before = IndexedTable.for_path(path).version
+        spark.sql("INSERT OVERWRITE inserted VALUES (200, 200)")
+        assert same_as_log() == [(200, 200)]
+        # The overwrite is a commit: the log and every older version are still there.
+        assert read(spark, path, versionAsOf=before).count() == 15
+        assert held.count() == 10  # the DataFrame loaded first keeps its version
+        with pytest.raises(Exception, match="not partitioned"):
+            spark.sql("INSERT INTO inserted PARTITION (k = 1) VALUES (1)")
+    finally:
+        spark.sql("DROP TABLE inserted")
+
+
 # -- the jar ----------------------------------------------------------------------------------
 def test_the_jar_is_built_from_the_current_sources():
     assert build_jar() == jar_path() and is_built()

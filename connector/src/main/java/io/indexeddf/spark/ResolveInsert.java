@@ -1,0 +1,126 @@
+package io.indexeddf.spark;
+
+import java.util.LinkedHashMap;
+import java.util.Map;
+
+import org.apache.spark.sql.Dataset;
+import org.apache.spark.sql.Row;
+import org.apache.spark.sql.SQLContext;
+import org.apache.spark.sql.SaveMode;
+import org.apache.spark.sql.SparkSession;
+import org.apache.spark.sql.catalyst.analysis.UnresolvedRelation;
+import org.apache.spark.sql.catalyst.plans.logical.InsertIntoStatement;
+import org.apache.spark.sql.catalyst.plans.logical.LogicalPlan;
+import org.apache.spark.sql.catalyst.rules.Rule;
+import org.apache.spark.sql.execution.datasources.HadoopFsRelation;
+import org.apache.spark.sql.execution.datasources.LogicalRelation;
+import org.apache.spark.sql.sources.BaseRelation;
+import org.apache.spark.sql.sources.InsertableRelation;
+import org.apache.spark.sql.types.StructType;
+import scala.jdk.javaapi.CollectionConverters;
+import scala.runtime.AbstractPartialFunction;
+
+/**
+ * {@code INSERT INTO} / {@code INSERT OVERWRITE} an indexeddf table ({@code CREATE TABLE ...
+ * USING indexeddf LOCATION ...}, {@code indexeddf.`/path`}, {@code df.write.insertInto(name)})
+ * as a commit of the Python writer, like {@code df.write.format("indexeddf")}.
+ *
+ * <p>The table reads as Spark's own file relation (for native Parquet scans), and Spark
+ * would write an insert into such a relation as plain Parquet files in the table's folder:
+ * an {@code INSERT INTO} lost its rows (files no commit names) and an {@code INSERT
+ * OVERWRITE} deleted the folder, log and all. This resolution rule runs before Spark's own
+ * (post-hoc) insert planning and gives the insert a relation that writes through the
+ * connector's save path instead ({@link InsertableRelation}: Spark casts the rows to the
+ * table's schema first, as for its own tables).
+ */
+final class ResolveInsert extends Rule<LogicalPlan> {
+    private final SparkSession session;
+
+    ResolveInsert(SparkSession session) {
+        this.session = session;
+    }
+
+    @Override
+    public LogicalPlan apply(LogicalPlan plan) {
+        return plan.resolveOperatorsDown(new AbstractPartialFunction<LogicalPlan, LogicalPlan>() {
+            @Override
+            public boolean isDefinedAt(LogicalPlan p) {
+                return p instanceof InsertIntoStatement && (tableOf((InsertIntoStatement) p) != null
+                    || IndexedDFExtensions.ResolvePath.namesPath(((InsertIntoStatement) p).table()));
+            }
+
+            @Override
+            public LogicalPlan apply(LogicalPlan p) {
+                InsertIntoStatement i = (InsertIntoStatement) p;
+                // The target is not a child of the insert: the path rule does not see it.
+                LogicalRelation lr = i.table() instanceof LogicalRelation ? (LogicalRelation) i.table()
+                    : IndexedDFExtensions.ResolvePath.relation(session, (UnresolvedRelation) i.table());
+                if (!i.partitionSpec().isEmpty()) {
+                    throw IndexedDFException.option("indexeddf tables are bucketed, not partitioned: "
+                        + "insert without a PARTITION clause");
+                }
+                if (i.copy$default$8().isDefined()) {
+                    throw IndexedDFException.option("INSERT ... REPLACE is not supported on indexeddf tables: "
+                        + "delete the rows first (IndexedTable.delete), then INSERT INTO");
+                }
+                Writer writer = new Writer(session, DriverLookup.snapshotOf(lr), lr);
+                LogicalRelation writable = lr.copy(writer, lr.output(), lr.catalogTable(), false, lr.stream());
+                return i.copy(writable, i.partitionSpec(), i.copy$default$3(), i.query(), i.overwrite(),
+                    i.copy$default$6(), i.copy$default$7(), i.copy$default$8(), i.copy$default$9());
+            }
+        });
+    }
+
+    /** The table an insert goes to, when it is an indexeddf table read through the connector. */
+    private static DeltaLog.Snapshot tableOf(InsertIntoStatement i) {
+        return i.table() instanceof LogicalRelation ? DriverLookup.snapshotOf(i.table()) : null;
+    }
+
+    /** The table as Spark's inserts see it: its schema, and a write through the connector's save path. */
+    static final class Writer extends BaseRelation implements InsertableRelation {
+        private final SparkSession session;
+        private final SQLContext sqlContext;
+        private final StructType schema;
+        private final Map<String, String> options = new LinkedHashMap<>();
+        private final scala.Option<org.apache.spark.sql.catalyst.catalog.CatalogTable> catalogTable;
+
+        Writer(SparkSession session, DeltaLog.Snapshot snapshot, LogicalRelation lr) {
+            this.session = session;
+            this.sqlContext = session.sqlContext();
+            this.catalogTable = lr.catalogTable();
+            this.schema = ((HadoopFsRelation) lr.relation()).dataSchema();
+            java.net.URI uri = snapshot.root.toUri();
+            // The Python writer takes local tables as plain paths, others as URLs.
+            options.put("path", "file".equals(uri.getScheme()) ? uri.getPath() : uri.toString());
+            if (lr.catalogTable().isDefined()) {  // CREATE TABLE ... OPTIONS (storageOptions ...)
+                for (Map.Entry<String, String> e
+                        : CollectionConverters.asJava(lr.catalogTable().get().storage().properties()).entrySet()) {
+                    if (e.getKey().equalsIgnoreCase("storageOptions")) {
+                        options.put("storageOptions", e.getValue());
+                    }
+                }
+            }
+        }
+
+        @Override
+        public SQLContext sqlContext() {
+            return sqlContext;
+        }
+
+        @Override
+        public StructType schema() {
+            return schema;
+        }
+
+        @Override
+        public void insert(Dataset<Row> data, boolean overwrite) {
+            scala.collection.immutable.Map<String, String> params =
+                scala.collection.immutable.Map$.MODULE$.from(CollectionConverters.asScala(options));
+            new IndexedDFProvider().createRelation(sqlContext, overwrite ? SaveMode.Overwrite : SaveMode.Append,
+                params, data);
+            if (catalogTable.isDefined()) {  // the next query of the table reads the new version
+                session.sessionState().catalog().invalidateCachedTable(catalogTable.get().identifier());
+            }
+        }
+    }
+}
