@@ -371,6 +371,26 @@ def test_sql_inserts_commit_and_catalog_tables_read_the_newest_version(spark, tm
         spark.sql("DROP TABLE inserted")
 
 
+def test_a_catalog_entry_never_changes_the_schema_behind_the_log(spark, tmp_path):
+    """ALTER TABLE ADD COLUMNS is refused (Spark would change only the catalog entry); after
+    the table's own schema changes, reading through the old entry says how to renew it."""
+    path = str(tmp_path / "t")
+    t = IndexedTable.create(path, pa.table({"k": pa.array([1, 2], pa.int64())}), index_columns=["k"], num_buckets=2)
+    spark.sql(f"CREATE TABLE altered USING indexeddf LOCATION '{path}'")
+    try:
+        with pytest.raises(Exception, match="ADD COLUMNS would change only the catalog entry"):
+            spark.sql("ALTER TABLE altered ADD COLUMNS (w bigint)")
+        assert spark.sql("SELECT count(*) AS n FROM altered").collect()[0].n == 2
+        t.overwrite(pa.table({"k": pa.array([3], pa.int64()), "w": pa.array([30], pa.int64())}), overwrite_schema=True)
+        with pytest.raises(Exception, match="SchemaMismatchError.*DROP TABLE"):
+            spark.sql("SELECT * FROM altered").collect()
+        spark.sql("DROP TABLE altered")
+        spark.sql(f"CREATE TABLE altered USING indexeddf LOCATION '{path}'")
+        assert [tuple(r) for r in spark.sql("SELECT k, w FROM altered").collect()] == [(3, 30)]
+    finally:
+        spark.sql("DROP TABLE IF EXISTS altered")
+
+
 # -- the jar ----------------------------------------------------------------------------------
 def test_the_jar_is_built_from_the_current_sources():
     assert build_jar() == jar_path() and is_built()

@@ -47,6 +47,12 @@ public final class IndexedDFExtensions extends AbstractFunction1<SparkSessionExt
                 return new FreshCatalogReads(session);
             }
         });
+        extensions.injectResolutionRule(new AbstractFunction1<SparkSession, Rule<LogicalPlan>>() {
+            @Override
+            public Rule<LogicalPlan> apply(SparkSession session) {
+                return new RefuseAddColumns(session);
+            }
+        });
         extensions.injectOptimizerRule(new AbstractFunction1<SparkSession, Rule<LogicalPlan>>() {
             @Override
             public Rule<LogicalPlan> apply(SparkSession session) {
@@ -92,6 +98,42 @@ public final class IndexedDFExtensions extends AbstractFunction1<SparkSessionExt
                     return BoxedUnit.UNIT;
                 }
             });
+            return plan;
+        }
+    }
+
+    /**
+     * {@code ALTER TABLE name ADD COLUMNS} on an indexeddf catalog table: refused. Spark allows it
+     * for Parquet-based providers (the connector is one) and would change only the catalog
+     * entry, not the table's log, which made the table unreadable through that entry.
+     */
+    static final class RefuseAddColumns extends Rule<LogicalPlan> {
+        private final SparkSession session;
+
+        RefuseAddColumns(SparkSession session) {
+            this.session = session;
+        }
+
+        @Override
+        public LogicalPlan apply(LogicalPlan plan) {
+            if (plan instanceof org.apache.spark.sql.execution.command.AlterTableAddColumnsCommand) {
+                org.apache.spark.sql.catalyst.TableIdentifier name =
+                    ((org.apache.spark.sql.execution.command.AlterTableAddColumnsCommand) plan).table();
+                scala.Option<String> provider;
+                try {
+                    provider = session.sessionState().catalog().getTableMetadata(name).provider();
+                } catch (org.apache.spark.sql.AnalysisException e) {
+                    return plan;  // no such table: Spark's own command says so
+                }
+                if (provider.isDefined() && (IndexedDFProvider.NAME.equalsIgnoreCase(provider.get())
+                        || IndexedDFProvider.class.getName().equals(provider.get()))) {
+                    throw IndexedDFException.option("ALTER TABLE " + name.unquotedString() + " ADD COLUMNS would "
+                        + "change only the catalog entry, not the indexeddf table's log. Write the new columns "
+                        + "with an overwrite that replaces the schema (IndexedTable.overwrite(data, "
+                        + "overwrite_schema=True)), then create the entry again (DROP TABLE, CREATE TABLE ... "
+                        + "USING indexeddf LOCATION ...).");
+                }
+            }
             return plan;
         }
     }

@@ -149,7 +149,10 @@ public final class IndexedDFProvider extends ParquetFileFormat implements DataSo
             throw new IndexedDFException("SchemaMismatchError",
                 "the schema to read (" + given.simpleString() + ") is not the schema of " + root + " at version "
                 + version + " (" + table.simpleString() + "): .schema(...) may only repeat the table's schema; "
-                + "load the table without .schema().");
+                + "load the table without .schema(). A catalog table (CREATE TABLE ... USING indexeddf) keeps the "
+                + "schema its table had when the entry was created: after the table's schema changed (an overwrite "
+                + "that replaced it), create the entry again: DROP TABLE <name> (the data stays), then CREATE TABLE "
+                + "<name> USING indexeddf LOCATION '" + root + "'.");
         }
     }
 
