@@ -391,6 +391,37 @@ def test_a_catalog_entry_never_changes_the_schema_behind_the_log(spark, tmp_path
         spark.sql("DROP TABLE IF EXISTS altered")
 
 
+def test_tables_created_from_sql_and_save_as_table(spark, tmp_path):
+    """CREATE TABLE ... AS SELECT, CREATE TABLE with columns and no rows, and saveAsTable make
+    indexeddf tables through the writer; their OPTIONS (indexColumns, numBuckets), which Spark
+    hands to every later read of the entry, are accepted there and the log decides them."""
+    src = str(tmp_path / "src")
+    IndexedTable.create(src, pa.table({"k": pa.array(range(6), pa.int64()), "s": [str(i) for i in range(6)]}),
+                        index_columns=["k"], num_buckets=2)
+    made = {name: str(tmp_path / name) for name in ("ctas", "empty", "saved")}
+    try:
+        spark.sql(f"CREATE TABLE ctas USING indexeddf OPTIONS (indexColumns 'k', numBuckets 3) "
+                  f"LOCATION '{made['ctas']}' AS SELECT * FROM indexeddf.`{src}` WHERE k < 4")
+        spark.sql(f"CREATE TABLE empty (k bigint, s string) USING indexeddf OPTIONS (indexColumns 's', numBuckets 2) "
+                  f"LOCATION '{made['empty']}'")
+        assert spark.sql("SELECT count(*) AS n FROM empty").collect()[0].n == 0
+        spark.sql("INSERT INTO empty SELECT * FROM ctas WHERE k = 1")
+        spark.sql("INSERT INTO ctas VALUES (9, 'nine')")
+        (read(spark, src).where("k = 5").write.format("indexeddf").option("indexColumns", "k").option("numBuckets", 2)
+         .option("path", made["saved"]).saveAsTable("saved"))
+        read(spark, src).where("k = 0").write.format("indexeddf").mode("append").saveAsTable("saved")
+        assert sorted(r.k for r in spark.sql("SELECT k FROM ctas").collect()) == [0, 1, 2, 3, 9]
+        assert [tuple(r) for r in spark.sql("SELECT * FROM empty").collect()] == [(1, "1")]
+        assert sorted(r.k for r in spark.sql("SELECT k FROM saved").collect()) == [0, 5]
+        for name, (columns, buckets) in {"ctas": (["k"], 3), "empty": (["s"], 2), "saved": (["k"], 2)}.items():
+            t = IndexedTable.for_path(made[name])
+            assert (t.index_columns, t.num_buckets) == (columns, buckets), name
+        assert spark.sql("SELECT s FROM ctas WHERE k = 9").collect()[0].s == "nine"  # through the index
+    finally:
+        for name in made:
+            spark.sql(f"DROP TABLE IF EXISTS {name}")
+
+
 # -- the jar ----------------------------------------------------------------------------------
 def test_the_jar_is_built_from_the_current_sources():
     assert build_jar() == jar_path() and is_built()

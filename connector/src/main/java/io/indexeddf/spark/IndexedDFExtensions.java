@@ -53,6 +53,12 @@ public final class IndexedDFExtensions extends AbstractFunction1<SparkSessionExt
                 return new RefuseAddColumns(session);
             }
         });
+        extensions.injectResolutionRule(new AbstractFunction1<SparkSession, Rule<LogicalPlan>>() {
+            @Override
+            public Rule<LogicalPlan> apply(SparkSession session) {
+                return new CreateEmptyTable();
+            }
+        });
         extensions.injectOptimizerRule(new AbstractFunction1<SparkSession, Rule<LogicalPlan>>() {
             @Override
             public Rule<LogicalPlan> apply(SparkSession session) {

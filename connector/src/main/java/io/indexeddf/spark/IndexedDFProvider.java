@@ -63,7 +63,10 @@ public final class IndexedDFProvider extends ParquetFileFormat implements DataSo
     public static final String PYTHON_NAME = "indexeddf_python";
 
     static final List<String> READ_OPTIONS =
-        Arrays.asList("path", "storageOptions", "versionAsOf", "timestampAsOf", "maxPartitionBytes");
+        Arrays.asList("path", "storageOptions", "versionAsOf", "timestampAsOf", "maxPartitionBytes",
+            // A catalog table made by CREATE TABLE ... OPTIONS (...) AS SELECT or saveAsTable hands
+            // the options that created it to every read; the log decides these, reads ignore them.
+            "indexColumns", "numBuckets", "name", "description", "tableProperties");
     static final List<String> STREAM_OPTIONS = Arrays.asList("path", "storageOptions", "indexColumns", "numBuckets",
         "name", "description", "tableProperties", "txnAppId", "checkpointLocation");
     private static final Pattern BUCKET_SUFFIX = Pattern.compile("_(\\d+)\\.parquet$");
@@ -96,7 +99,7 @@ public final class IndexedDFProvider extends ParquetFileFormat implements DataSo
 
     private BaseRelation relation(SQLContext sqlContext, scala.collection.immutable.Map<String, String> parameters,
                                   StructType given) {
-        Map<String, String> opts = canonical(parameters, READ_OPTIONS, "read.format('indexeddf')", false);
+        Map<String, String> opts = canonical(parameters, READ_OPTIONS, "read.format('indexeddf')", true);
         org.apache.spark.sql.classic.SparkSession session = classic(sqlContext);
         Configuration conf = session.sessionState().newHadoopConf();
         Path root = tableRoot(requirePath(opts), conf);
