@@ -331,6 +331,16 @@ def test_writes_in_every_save_mode_and_a_stream(cspark, tmp_path):
     fresh = str(tmp_path / "ignored-new")
     first.write.format("indexeddf").option("indexColumns", "k").mode("ignore").save(fresh)
     assert ids(fresh) == list(range(5))  # ignore creates a missing table
+    # SQL from a Connect client: a catalog table, inserts as commits, each query the newest version.
+    cspark.sql(f"CREATE TABLE connect_events USING indexeddf LOCATION '{path}'")
+    try:
+        cspark.sql("INSERT INTO connect_events VALUES (102, 'd')")
+        assert sorted(r.k for r in cspark.sql("SELECT k FROM connect_events").collect()) == [100, 101, 102] == ids()
+        cspark.sql("INSERT OVERWRITE connect_events VALUES (103, 'e')")
+        assert [r.k for r in cspark.sql("SELECT k FROM connect_events").collect()] == [103] == ids()
+        assert IndexedTable.for_path(path).version == 4  # two commits, the log kept
+    finally:
+        cspark.sql("DROP TABLE connect_events")
 
     # IndexedTable with Connect DataFrames: versions back, typed errors.
     t = IndexedTable.create(str(tmp_path / "api"), cspark.range(20).selectExpr("id as k", "id * 2 as v"),
