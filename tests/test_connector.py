@@ -422,6 +422,27 @@ def test_tables_created_from_sql_and_save_as_table(spark, tmp_path):
             spark.sql(f"DROP TABLE IF EXISTS {name}")
 
 
+def test_spark_cache_serves_later_loads_of_the_same_version(spark, tmp_path):
+    """df.cache() and CACHE TABLE serve a later load of the same version (two loads of one
+    version are the same relation), and never a newer version."""
+    path = str(tmp_path / "t")
+    t = IndexedTable.create(path, pa.table({"k": pa.array(range(10), pa.int64())}), index_columns=["k"], num_buckets=2)
+    cached = read(spark, path).cache()
+    try:
+        assert cached.count() == 10
+        assert "InMemoryTableScan" in plan(read(spark, path))
+        spark.sql(f"CREATE TABLE cached_events USING indexeddf LOCATION '{path}'")
+        spark.sql("CACHE TABLE cached_events")
+        assert "InMemoryTableScan" in plan(spark.sql("SELECT * FROM cached_events"))
+        t.append(pa.table({"k": pa.array([100], pa.int64())}))
+        newer = spark.sql("SELECT * FROM cached_events")
+        assert "InMemoryTableScan" not in plan(newer) and newer.count() == 11
+        assert "InMemoryTableScan" not in plan(read(spark, path)) and cached.count() == 10
+    finally:
+        cached.unpersist()
+        spark.sql("DROP TABLE IF EXISTS cached_events")
+
+
 # -- the jar ----------------------------------------------------------------------------------
 def test_the_jar_is_built_from_the_current_sources():
     assert build_jar() == jar_path() and is_built()

@@ -86,6 +86,22 @@ public final class SnapshotFileIndex implements FileIndex {
         return new StructType();
     }
 
+    /**
+     * Two loads of one version of one table are the same data: equal, so Spark's cache
+     * ({@code df.cache()}, {@code CACHE TABLE}) serves a later load of that version, as it
+     * does for two reads of one Parquet folder.
+     */
+    @Override
+    public boolean equals(Object other) {
+        return other instanceof SnapshotFileIndex && ((SnapshotFileIndex) other).version == version
+            && ((SnapshotFileIndex) other).root.equals(root);
+    }
+
+    @Override
+    public int hashCode() {
+        return root.hashCode() * 31 + Long.hashCode(version);
+    }
+
     @Override
     public String toString() {
         return "IndexedDFSnapshot[" + root + " v" + version + ", " + files.size() + " files]";
