@@ -21,10 +21,12 @@ import scala.runtime.BoxedUnit;
  * which {@code indexeddf.configure(builder)} sets): resolves
  * {@code SELECT ... FROM indexeddf.`/path`} to the table at that path. Spark's own
  * SQL-on-files rule gives a V1 provider no path (only the options), so the connector
- * resolves these names itself. {@link ResolveInsert} makes {@code INSERT INTO} / {@code INSERT
- * OVERWRITE} such a table a commit of the writer. It also adds {@link DriverLookup}, which answers index lookups
- * on the driver with no Spark job, and {@link IndexedJoin}, which answers the table's side of
- * a join with a small other side as an index lookup of that side's keys.
+ * resolves these names itself. The analyzer rules for SQL commands: {@link ResolveInsert}
+ * (inserts commit through the writer), {@link CreateEmptyTable} (CREATE TABLE with columns),
+ * {@link CatalogTables} (catalog entries read the newest version; no ADD COLUMNS). The
+ * optimizer rules: {@link DriverLookup}, which answers index lookups on the driver with no
+ * Spark job, and {@link IndexedJoin}, which answers the table's side of a join with a small
+ * other side as an index lookup of that side's keys.
  */
 public final class IndexedDFExtensions extends AbstractFunction1<SparkSessionExtensions, BoxedUnit> {
     @Override
@@ -44,13 +46,13 @@ public final class IndexedDFExtensions extends AbstractFunction1<SparkSessionExt
         extensions.injectResolutionRule(new AbstractFunction1<SparkSession, Rule<LogicalPlan>>() {
             @Override
             public Rule<LogicalPlan> apply(SparkSession session) {
-                return new FreshCatalogReads(session);
+                return new CatalogTables.FreshReads(session);
             }
         });
         extensions.injectResolutionRule(new AbstractFunction1<SparkSession, Rule<LogicalPlan>>() {
             @Override
             public Rule<LogicalPlan> apply(SparkSession session) {
-                return new RefuseAddColumns(session);
+                return new CatalogTables.RefuseAddColumns(session);
             }
         });
         extensions.injectResolutionRule(new AbstractFunction1<SparkSession, Rule<LogicalPlan>>() {
@@ -72,76 +74,6 @@ public final class IndexedDFExtensions extends AbstractFunction1<SparkSessionExt
             }
         });
         return BoxedUnit.UNIT;
-    }
-
-    /**
-     * A catalog table ({@code CREATE TABLE ... USING indexeddf LOCATION ...}) reads its newest
-     * version at each query, as a path does at each load. Spark keeps a catalog table's
-     * relation, and with it the version it read, for the whole session (its table relation
-     * cache): a query after an {@code INSERT}, or after any other writer's commit, read the
-     * old version until {@code REFRESH TABLE}. Once the relation is in a query's plan, this rule
-     * drops that cache entry, so the next query loads the table again; the plan being analysed
-     * keeps the relation it has (a DataFrame keeps its version).
-     */
-    static final class FreshCatalogReads extends Rule<LogicalPlan> {
-        private final SparkSession session;
-
-        FreshCatalogReads(SparkSession session) {
-            this.session = session;
-        }
-
-        @Override
-        public LogicalPlan apply(LogicalPlan plan) {
-            plan.foreach(new scala.runtime.AbstractFunction1<LogicalPlan, BoxedUnit>() {
-                @Override
-                public BoxedUnit apply(LogicalPlan p) {
-                    if (p instanceof LogicalRelation
-                            && ((LogicalRelation) p).catalogTable().isDefined()
-                            && DriverLookup.snapshotOf(p) != null) {
-                        session.sessionState().catalog().invalidateCachedTable(
-                            ((LogicalRelation) p).catalogTable().get().identifier());
-                    }
-                    return BoxedUnit.UNIT;
-                }
-            });
-            return plan;
-        }
-    }
-
-    /**
-     * {@code ALTER TABLE name ADD COLUMNS} on an indexeddf catalog table: refused. Spark allows it
-     * for Parquet-based providers (the connector is one) and would change only the catalog
-     * entry, not the table's log, which made the table unreadable through that entry.
-     */
-    static final class RefuseAddColumns extends Rule<LogicalPlan> {
-        private final SparkSession session;
-
-        RefuseAddColumns(SparkSession session) {
-            this.session = session;
-        }
-
-        @Override
-        public LogicalPlan apply(LogicalPlan plan) {
-            if (plan instanceof org.apache.spark.sql.execution.command.AlterTableAddColumnsCommand) {
-                org.apache.spark.sql.catalyst.TableIdentifier name =
-                    ((org.apache.spark.sql.execution.command.AlterTableAddColumnsCommand) plan).table();
-                scala.Option<String> provider;
-                try {
-                    provider = session.sessionState().catalog().getTableMetadata(name).provider();
-                } catch (org.apache.spark.sql.AnalysisException e) {
-                    return plan;  // no such table: Spark's own command says so
-                }
-                if (provider.isDefined() && (IndexedDFProvider.NAME.equalsIgnoreCase(provider.get())
-                        || IndexedDFProvider.class.getName().equals(provider.get()))) {
-                    throw IndexedDFException.option("ALTER TABLE " + name.unquotedString() + " ADD COLUMNS would "
-                        + "change only the catalog entry, not the indexeddf table's log. Write the new columns "
-                        + "with an overwrite that replaces the schema (IndexedTable.overwrite(data, "
-                        + "overwrite_schema=True)), then create the entry again (DROP TABLE, CREATE TABLE ... "
-                        + "USING indexeddf LOCATION ...).");
-                }
-            }
-            return plan;
-        }
     }
 
     /** {@code indexeddf.`/path`} as a relation over the table's newest version. */

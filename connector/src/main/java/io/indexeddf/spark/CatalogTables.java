@@ -1,0 +1,87 @@
+package io.indexeddf.spark;
+
+import org.apache.spark.sql.SparkSession;
+import org.apache.spark.sql.catalyst.plans.logical.LogicalPlan;
+import org.apache.spark.sql.catalyst.rules.Rule;
+import org.apache.spark.sql.execution.datasources.LogicalRelation;
+import scala.runtime.BoxedUnit;
+
+/**
+ * Analyzer rules for indexeddf tables in Spark's catalog ({@code CREATE TABLE ... USING
+ * indexeddf}): the entry never stands between a query and the table's log. Inserts into
+ * such tables are {@link ResolveInsert}'s, creating one is {@link CreateEmptyTable}'s.
+ */
+final class CatalogTables {
+    private CatalogTables() {
+    }
+
+    /**
+     * A catalog table ({@code CREATE TABLE ... USING indexeddf LOCATION ...}) reads its newest
+     * version at each query, as a path does at each load. Spark keeps a catalog table's
+     * relation, and with it the version it read, for the whole session (its table relation
+     * cache): a query after an {@code INSERT}, or after any other writer's commit, read the
+     * old version until {@code REFRESH TABLE}. Once the relation is in a query's plan, this rule
+     * drops that cache entry, so the next query loads the table again; the plan being analysed
+     * keeps the relation it has (a DataFrame keeps its version).
+     */
+    static final class FreshReads extends Rule<LogicalPlan> {
+        private final SparkSession session;
+
+        FreshReads(SparkSession session) {
+            this.session = session;
+        }
+
+        @Override
+        public LogicalPlan apply(LogicalPlan plan) {
+            plan.foreach(new scala.runtime.AbstractFunction1<LogicalPlan, BoxedUnit>() {
+                @Override
+                public BoxedUnit apply(LogicalPlan p) {
+                    if (p instanceof LogicalRelation
+                            && ((LogicalRelation) p).catalogTable().isDefined()
+                            && DriverLookup.snapshotOf(p) != null) {
+                        session.sessionState().catalog().invalidateCachedTable(
+                            ((LogicalRelation) p).catalogTable().get().identifier());
+                    }
+                    return BoxedUnit.UNIT;
+                }
+            });
+            return plan;
+        }
+    }
+
+    /**
+     * {@code ALTER TABLE name ADD COLUMNS} on an indexeddf catalog table: refused. Spark allows it
+     * for Parquet-based providers (the connector is one) and would change only the catalog
+     * entry, not the table's log, which made the table unreadable through that entry.
+     */
+    static final class RefuseAddColumns extends Rule<LogicalPlan> {
+        private final SparkSession session;
+
+        RefuseAddColumns(SparkSession session) {
+            this.session = session;
+        }
+
+        @Override
+        public LogicalPlan apply(LogicalPlan plan) {
+            if (plan instanceof org.apache.spark.sql.execution.command.AlterTableAddColumnsCommand) {
+                org.apache.spark.sql.catalyst.TableIdentifier name =
+                    ((org.apache.spark.sql.execution.command.AlterTableAddColumnsCommand) plan).table();
+                scala.Option<String> provider;
+                try {
+                    provider = session.sessionState().catalog().getTableMetadata(name).provider();
+                } catch (org.apache.spark.sql.AnalysisException e) {
+                    return plan;  // no such table: Spark's own command says so
+                }
+                if (provider.isDefined() && (IndexedDFProvider.NAME.equalsIgnoreCase(provider.get())
+                        || IndexedDFProvider.class.getName().equals(provider.get()))) {
+                    throw IndexedDFException.option("ALTER TABLE " + name.unquotedString() + " ADD COLUMNS would "
+                        + "change only the catalog entry, not the indexeddf table's log. Write the new columns "
+                        + "with an overwrite that replaces the schema (IndexedTable.overwrite(data, "
+                        + "overwrite_schema=True)), then create the entry again (DROP TABLE, CREATE TABLE ... "
+                        + "USING indexeddf LOCATION ...).");
+                }
+            }
+            return plan;
+        }
+    }
+}
