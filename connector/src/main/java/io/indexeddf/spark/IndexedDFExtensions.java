@@ -31,49 +31,27 @@ import scala.runtime.BoxedUnit;
 public final class IndexedDFExtensions extends AbstractFunction1<SparkSessionExtensions, BoxedUnit> {
     @Override
     public BoxedUnit apply(SparkSessionExtensions extensions) {
-        extensions.injectResolutionRule(new AbstractFunction1<SparkSession, Rule<LogicalPlan>>() {
-            @Override
-            public Rule<LogicalPlan> apply(SparkSession session) {
-                return new ResolvePath(session);
-            }
-        });
-        extensions.injectResolutionRule(new AbstractFunction1<SparkSession, Rule<LogicalPlan>>() {
-            @Override
-            public Rule<LogicalPlan> apply(SparkSession session) {
-                return new ResolveInsert(session);
-            }
-        });
-        extensions.injectResolutionRule(new AbstractFunction1<SparkSession, Rule<LogicalPlan>>() {
-            @Override
-            public Rule<LogicalPlan> apply(SparkSession session) {
-                return new CatalogTables.FreshReads(session);
-            }
-        });
-        extensions.injectResolutionRule(new AbstractFunction1<SparkSession, Rule<LogicalPlan>>() {
-            @Override
-            public Rule<LogicalPlan> apply(SparkSession session) {
-                return new CatalogTables.RefuseAddColumns(session);
-            }
-        });
-        extensions.injectResolutionRule(new AbstractFunction1<SparkSession, Rule<LogicalPlan>>() {
-            @Override
-            public Rule<LogicalPlan> apply(SparkSession session) {
-                return new CreateEmptyTable();
-            }
-        });
-        extensions.injectOptimizerRule(new AbstractFunction1<SparkSession, Rule<LogicalPlan>>() {
-            @Override
-            public Rule<LogicalPlan> apply(SparkSession session) {
-                return new DriverLookup(session);
-            }
-        });
-        extensions.injectOptimizerRule(new AbstractFunction1<SparkSession, Rule<LogicalPlan>>() {
-            @Override
-            public Rule<LogicalPlan> apply(SparkSession session) {
-                return new IndexedJoin(session);
-            }
-        });
+        // Analyzer rules (each session builds its own).
+        extensions.injectResolutionRule(rule(ResolvePath::new));
+        extensions.injectResolutionRule(rule(ResolveInsert::new));
+        extensions.injectResolutionRule(rule(CatalogTables.FreshReads::new));
+        extensions.injectResolutionRule(rule(CatalogTables.RefuseAddColumns::new));
+        extensions.injectResolutionRule(rule(session -> new CreateEmptyTable()));
+        // Optimizer rules.
+        extensions.injectOptimizerRule(rule(DriverLookup::new));
+        extensions.injectOptimizerRule(rule(IndexedJoin::new));
         return BoxedUnit.UNIT;
+    }
+
+    /** A rule builder as Spark's extension points take one (a Scala function of the session). */
+    private static AbstractFunction1<SparkSession, Rule<LogicalPlan>> rule(
+            java.util.function.Function<SparkSession, Rule<LogicalPlan>> make) {
+        return new AbstractFunction1<SparkSession, Rule<LogicalPlan>>() {
+            @Override
+            public Rule<LogicalPlan> apply(SparkSession session) {
+                return make.apply(session);
+            }
+        };
     }
 
     /** {@code indexeddf.`/path`} as a relation over the table's newest version. */
