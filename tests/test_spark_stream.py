@@ -16,6 +16,7 @@ import sys
 import time
 from pathlib import Path
 
+import pyarrow as pa
 import pytest
 
 import indexeddf
@@ -170,3 +171,23 @@ def test_complete_mode_replaces_the_table_each_batch(spark, tmp_path):
         (f"file{i}", ROWS_PER_FILE) for i in range(3)]
     assert t.version == 2 and t.snapshot.txn_version("counts") == 2
     assert sorted(r["tag"] for r in t.to_arrow(version=0).to_pylist()) == ["file0"]
+
+
+def test_a_stream_into_a_catalog_table(spark, tmp_path):
+    """writeStream.format("indexeddf").toTable(name) commits each micro-batch to the table the
+    catalog entry names; each query of the entry sees the batches so far."""
+    source, table, ck = tmp_path / "src", tmp_path / "table", tmp_path / "ck"
+    make_source(source, 2)
+    IndexedTable.create(str(table), pa.table({"id": pa.array([-1], pa.int64()), "tag": ["seed"]}),
+                        index_columns=["id"], num_buckets=4)
+    spark.sql(f"CREATE TABLE streamed USING indexeddf LOCATION '{table}'")
+    try:
+        events = spark.readStream.schema("id long, tag string").option("maxFilesPerTrigger", 1).json(str(source))
+        query = (events.writeStream.format("indexeddf").option("checkpointLocation", str(ck))
+                 .option("txnAppId", "catalog").trigger(availableNow=True).toTable("streamed"))
+        query.awaitTermination()
+        assert query.exception() is None
+        assert sorted(r.id for r in spark.sql("SELECT id FROM streamed").collect()) == [-1] + expected_ids(2)
+        assert IndexedTable.for_path(str(table)).snapshot.txn_version("catalog") == 1
+    finally:
+        spark.sql("DROP TABLE streamed")
