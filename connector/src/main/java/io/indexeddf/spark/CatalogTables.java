@@ -77,8 +77,8 @@ final class CatalogTables {
                     throw IndexedDFException.option("ALTER TABLE " + name.unquotedString() + " ADD COLUMNS would "
                         + "change only the catalog entry, not the indexeddf table's log. Write the new columns "
                         + "with an overwrite that replaces the schema (IndexedTable.overwrite(data, "
-                        + "overwrite_schema=True)), then create the entry again (DROP TABLE, CREATE TABLE ... "
-                        + "USING indexeddf LOCATION ...).");
+                        + "overwrite_schema=True)), then register the table again (CREATE TABLE ... USING "
+                        + "indexeddf LOCATION ...; dropping a managed entry deletes the table).");
                 }
             }
             return plan;

@@ -154,8 +154,9 @@ public final class IndexedDFProvider extends ParquetFileFormat implements DataSo
                 + version + " (" + table.simpleString() + "): .schema(...) may only repeat the table's schema; "
                 + "load the table without .schema(). A catalog table (CREATE TABLE ... USING indexeddf) keeps the "
                 + "schema its table had when the entry was created: after the table's schema changed (an overwrite "
-                + "that replaced it), create the entry again: DROP TABLE <name> (the data stays), then CREATE TABLE "
-                + "<name> USING indexeddf LOCATION '" + root + "'.");
+                + "that replaced it), register the table again: CREATE TABLE <another name> USING indexeddf "
+                + "LOCATION '" + root + "'. An entry made with LOCATION may be dropped first (DROP TABLE keeps "
+                + "the data then); dropping a managed entry deletes the table.");
         }
     }
 
