@@ -72,8 +72,7 @@ final class CatalogTables {
                 } catch (org.apache.spark.sql.AnalysisException e) {
                     return plan;  // no such table: Spark's own command says so
                 }
-                if (provider.isDefined() && (IndexedDFProvider.NAME.equalsIgnoreCase(provider.get())
-                        || IndexedDFProvider.class.getName().equals(provider.get()))) {
+                if (IndexedDFProvider.isProvider(provider)) {
                     throw IndexedDFException.option("ALTER TABLE " + name.unquotedString() + " ADD COLUMNS would "
                         + "change only the catalog entry, not the indexeddf table's log. Write the new columns "
                         + "with an overwrite that replaces the schema (IndexedTable.overwrite(data, "

@@ -28,10 +28,8 @@ final class CreateEmptyTable extends Rule<LogicalPlan> {
             return plan;
         }
         CreateTable ct = (CreateTable) plan;
-        Option<String> provider = ct.tableDesc().provider();
-        boolean ours = provider.isDefined() && (IndexedDFProvider.NAME.equalsIgnoreCase(provider.get())
-            || IndexedDFProvider.class.getName().equals(provider.get()));
-        if (!ours || ct.query().isDefined() || ct.tableDesc().schema().isEmpty()) {
+        if (!IndexedDFProvider.isProvider(ct.tableDesc().provider()) || ct.query().isDefined()
+                || ct.tableDesc().schema().isEmpty()) {
             return plan;
         }
         java.util.List<Attribute> columns =

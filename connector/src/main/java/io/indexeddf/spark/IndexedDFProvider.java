@@ -75,6 +75,12 @@ public final class IndexedDFProvider extends ParquetFileFormat implements DataSo
         "s3", "s3a", "s3a", "s3a", "gs", "gs", "gcs", "gs", "hdfs", "hdfs", "abfs", "abfs", "abfss", "abfss",
         "file", "file");
 
+    /** Whether a catalog entry's provider ({@code USING ...}) is this connector. */
+    static boolean isProvider(Option<String> provider) {
+        return provider.isDefined() && (NAME.equalsIgnoreCase(provider.get())
+            || IndexedDFProvider.class.getName().equals(provider.get()));
+    }
+
     @Override
     public String shortName() {
         return NAME;

@@ -205,7 +205,6 @@ final class IndexedJoin extends Rule<LogicalPlan> {
             && hint.get().strategy().get() == org.apache.spark.sql.catalyst.plans.logical.BROADCAST$.MODULE$;
     }
 
-    /** Whether a join of this type drops the table side's rows that match nothing. */
     /**
      * Whether the join's tasks will stream the table's answered rows (the other side being the
      * one Spark builds or broadcasts), and there are enough of them that shipping them packed
@@ -224,6 +223,7 @@ final class IndexedJoin extends Rule<LogicalPlan> {
             && answered.computeStats().sizeInBytes().compareTo(probe.computeStats().sizeInBytes()) > 0;
     }
 
+    /** Whether a join of this type drops the table side's rows that match nothing. */
     private static boolean dropsUnmatched(JoinType t, boolean tableLeft) {
         if (t == Inner$.MODULE$ || t == LeftSemi$.MODULE$) {
             return true;

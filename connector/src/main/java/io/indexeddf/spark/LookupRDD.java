@@ -100,33 +100,8 @@ final class LookupRDD extends RDD<InternalRow> {
     public Partition[] getPartitions() {
         Partition[] out = new Partition[parts.size()];
         for (int i = 0; i < out.length; i++) {
-            out[i] = new Part(i);
+            out[i] = new TaskPart(i);  // one task's share: parts.get(i)
         }
         return out;
-    }
-
-    /** One task's share. */
-    private static final class Part implements Partition {
-        private static final long serialVersionUID = 1L;
-        private final int index;
-
-        Part(int index) {
-            this.index = index;
-        }
-
-        @Override
-        public int index() {
-            return index;
-        }
-
-        @Override
-        public int hashCode() {
-            return index;
-        }
-
-        @Override
-        public boolean equals(Object other) {
-            return other instanceof Part && ((Part) other).index == index;
-        }
     }
 }

@@ -99,29 +99,13 @@ final class PackedRows extends RDD<InternalRow> {
     }
 
     /** One task's rows. */
-    private static final class Part implements Partition {
+    private static final class Part extends TaskPart {
         private static final long serialVersionUID = 1L;
-        private final int index;
         private final RowCache.Group rows;
 
         Part(int index, RowCache.Group rows) {
-            this.index = index;
+            super(index);
             this.rows = rows;
-        }
-
-        @Override
-        public int index() {
-            return index;
-        }
-
-        @Override
-        public int hashCode() {
-            return index;
-        }
-
-        @Override
-        public boolean equals(Object other) {
-            return other == this;
         }
     }
 }

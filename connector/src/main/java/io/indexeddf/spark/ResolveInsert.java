@@ -63,7 +63,7 @@ final class ResolveInsert extends Rule<LogicalPlan> {
                     throw IndexedDFException.option("INSERT ... REPLACE is not supported on indexeddf tables: "
                         + "delete the rows first (IndexedTable.delete), then INSERT INTO");
                 }
-                Writer writer = new Writer(session, DriverLookup.snapshotOf(lr), lr);
+                Writer writer = new Writer(session, lr);
                 LogicalRelation writable = lr.copy(writer, lr.output(), lr.catalogTable(), false, lr.stream());
                 return i.copy(writable, i.partitionSpec(), i.copy$default$3(), i.query(), i.overwrite(),
                     i.copy$default$6(), i.copy$default$7(), i.copy$default$8(), i.copy$default$9());
@@ -84,12 +84,12 @@ final class ResolveInsert extends Rule<LogicalPlan> {
         private final Map<String, String> options = new LinkedHashMap<>();
         private final scala.Option<org.apache.spark.sql.catalyst.catalog.CatalogTable> catalogTable;
 
-        Writer(SparkSession session, DeltaLog.Snapshot snapshot, LogicalRelation lr) {
+        Writer(SparkSession session, LogicalRelation lr) {
             this.session = session;
             this.sqlContext = session.sqlContext();
             this.catalogTable = lr.catalogTable();
             this.schema = ((HadoopFsRelation) lr.relation()).dataSchema();
-            java.net.URI uri = snapshot.root.toUri();
+            java.net.URI uri = DriverLookup.snapshotOf(lr).root.toUri();
             // The Python writer takes local tables as plain paths, others as URLs.
             options.put("path", "file".equals(uri.getScheme()) ? uri.getPath() : uri.toString());
             if (lr.catalogTable().isDefined()) {  // CREATE TABLE ... OPTIONS (storageOptions ...)
