@@ -7,6 +7,8 @@ import sys
 
 import pytest
 
+from standalone_cluster import cluster  # noqa: F401  (a session fixture: one cluster for the run)
+
 # Spark's Python workers must run this interpreter (the virtual environment's), or
 # they will not find the package.
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)

@@ -42,6 +42,11 @@ def collected(df) -> pa.Table:
     return pa.Table.from_pylist([r.asDict() for r in df.collect()], schema=SCHEMA)
 
 
+def lineage(df) -> str:
+    """The RDDs the physical plan of ``df`` runs (``toDebugString``): names the connector's own RDDs."""
+    return df._jdf.queryExecution().executedPlan().execute().toDebugString()
+
+
 def jobs(spark) -> int:
     return len(spark.sparkContext.statusTracker().getJobIdsForGroup(None))
 
@@ -149,15 +154,17 @@ def test_unindexed_appends_are_scanned_on_the_driver_too(spark, tmp_path):
 def test_past_the_driver_limits_spark_tasks_read_only_the_candidate_row_groups(spark, table, conf):
     df = load(spark, table)
     conf("spark.indexeddf.driverLookup.maxKeys", "2")
-    for where in ("k IN (1, 2, 3)", "k IN (1, 2, 350, 7, 999)"):
+    for where in ("k IN (1, 2, 3)", "k IN (1, 2, 350, 7, 999)", "s IN ('a1', 'b2', 'a3')"):
         q = df.where(where)
         text = physical(q)
         assert "Scan ExistingRDD" in text and "FileScan" not in text, text
+        assert "ProbeRDD" in lineage(q)  # more keys than maxKeys: the tasks probe the index themselves
         assert same(collected(q), expected(table, where)), where
     assert "LocalTableScan" in physical(df.where("k IN (1, 2)"))
     conf("spark.indexeddf.driverLookup.maxRows", "5")  # 's = a3' matches more rows than that
     q = df.where("s = 'a3'")
     assert "Scan ExistingRDD" in physical(q)
+    assert "LookupRDD" in lineage(q)  # one key: the driver probed, the tasks read what it found
     assert same(collected(q), expected(table, "s = 'a3'"))
     assert "LocalTableScan" in physical(df.where("k = 7"))
 

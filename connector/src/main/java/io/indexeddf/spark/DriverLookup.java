@@ -7,6 +7,7 @@ import java.util.List;
 import java.util.Map;
 
 import org.apache.hadoop.conf.Configuration;
+import org.apache.spark.rdd.RDD;
 import org.apache.spark.sql.SparkSession;
 import org.apache.spark.sql.catalyst.InternalRow;
 import org.apache.spark.sql.catalyst.expressions.Attribute;
@@ -158,7 +159,11 @@ public final class DriverLookup extends Rule<LogicalPlan> {
             }
         }
         Configuration hadoopConf = ((org.apache.spark.sql.classic.SparkSession) session).sessionState().newHadoopConf();
+        boolean local = ((org.apache.spark.sql.classic.SparkSession) session).sparkContext().isLocal();
         try {
+            if (plan.manyKeys && !(limits.rowCache && local && limits.driver)) {
+                return probeTasks(plan, snapshot, schema, required, condition, read, hadoopConf, limits);
+            }
             LookupReader.Pieces pieces = LookupReader.pieces(session, plan, snapshot, schema, hadoopConf, limits);
             Seq<Attribute> attrs = CollectionConverters.asScala(read).toList();
             long live = liveBytes(snapshot);
@@ -177,7 +182,6 @@ public final class DriverLookup extends Rule<LogicalPlan> {
             // here from the first run keeps one plan for every run of a repeated query, instead
             // of tasks first and a different plan (compiled anew) once the cache is warm.
             RowGroupReader groups = RowGroupReader.of(session, schema, required, hadoopConf);
-            boolean local = ((org.apache.spark.sql.classic.SparkSession) session).sparkContext().isLocal();
             boolean cached = limits.rowCache && (local || groups.holdsAll(pieces.rowGroups));
             if (limits.driver && (cached || (!plan.manyKeys && pieces.groupCount <= limits.maxRowGroups))
                     && pieces.candidateRows <= limits.maxRows && pieces.scanBytes <= limits.maxScanBytes) {
@@ -190,7 +194,7 @@ public final class DriverLookup extends Rule<LogicalPlan> {
                 }
             }
             return skipsMost && limits.tasks
-                ? tasks(pieces, groups, schema, required, condition, read, attrs, hadoopConf) : null;
+                ? tasks(pieces, groups, schema, required, condition, read, hadoopConf) : null;
         } catch (FileNotFoundException e) {
             return null;  // an index file vacuumed since this version: Spark's scan answers
         } catch (IOException | RuntimeException e) {
@@ -210,20 +214,47 @@ public final class DriverLookup extends Rule<LogicalPlan> {
         return live;
     }
 
+    /**
+     * A lookup of many keys as Spark tasks that probe the index themselves ({@link ProbeRDD}),
+     * or null (Spark's scan) when it is expected to read more than {@code maxReadFraction} of
+     * the live bytes ({@link ProbeRDD#expectedBytes}: the driver probes nothing to know).
+     */
+    private LogicalPlan probeTasks(LookupPlanner.Plan plan, DeltaLog.Snapshot snapshot, StructType schema,
+                                   StructType required, Expression condition, List<Attribute> read,
+                                   Configuration conf, Limits limits) throws IOException {
+        if (!limits.tasks
+                || !(limits.rowCache || ProbeRDD.expectedBytes(plan, snapshot, conf) <= limits.maxReadFraction * liveBytes(snapshot))) {
+            return null;
+        }
+        org.apache.spark.sql.classic.SparkSession classic = (org.apache.spark.sql.classic.SparkSession) session;
+        int n = classic.sparkContext().defaultParallelism() * 2;
+        ProbeRDD rdd = new ProbeRDD(classic.sparkContext(), ProbeRDD.shares(plan, snapshot, schema, n),
+            ProbeRDD.scanShares(plan.scan, n), IndexSegments.entryReader(session, conf),
+            // unset: each executor's own default (a quarter of its heap), not the driver's
+            session.conf().contains("spark.indexeddf.cache.maxBytes") ? limits.cacheMaxBytes : -1,
+            RowGroupReader.of(session, schema, required, conf),
+            plan.scan.isEmpty() ? null : LookupReader.scanReader(session, schema, required, condition, conf),
+            LookupReader.bound(condition, read));
+        return relation(rdd, read);
+    }
+
+    /** The rows of {@code rdd} as a plan (the columns {@code read}, no ordering or partitioning claimed). */
+    private LogicalPlan relation(RDD<InternalRow> rdd, List<Attribute> read) {
+        Seq<org.apache.spark.sql.catalyst.expressions.SortOrder> unordered =
+            CollectionConverters.asScala(new ArrayList<org.apache.spark.sql.catalyst.expressions.SortOrder>()).toList();
+        return new org.apache.spark.sql.execution.LogicalRDD(CollectionConverters.asScala(read).toList(), rdd,
+            new org.apache.spark.sql.catalyst.plans.physical.UnknownPartitioning(0), unordered, false, Option.empty(),
+            (org.apache.spark.sql.classic.SparkSession) session, Option.empty(), Option.empty(), false);
+    }
+
     /** The lookup as Spark tasks that read only the candidate row groups (and the unindexed files). */
     private LogicalPlan tasks(LookupReader.Pieces pieces, RowGroupReader groups, StructType schema, StructType required,
-                              Expression condition, List<Attribute> read, Seq<Attribute> attrs, Configuration conf) {
+                              Expression condition, List<Attribute> read, Configuration conf) {
         org.apache.spark.sql.classic.SparkSession classic = (org.apache.spark.sql.classic.SparkSession) session;
         LookupRDD rdd = new LookupRDD(classic.sparkContext(), pieces, classic.sparkContext().defaultParallelism() * 2,
             groups,
             pieces.scans.isEmpty() ? null : LookupReader.scanReader(session, schema, required, condition, conf),
             LookupReader.bound(condition, read));
-        Seq<org.apache.spark.sql.catalyst.expressions.SortOrder> unordered =
-            CollectionConverters.asScala(new ArrayList<org.apache.spark.sql.catalyst.expressions.SortOrder>()).toList();
-        return new org.apache.spark.sql.execution.LogicalRDD(attrs, rdd,
-            new org.apache.spark.sql.catalyst.plans.physical.UnknownPartitioning(0), unordered, false, Option.empty(),
-            classic, Option.empty(), Option.empty(), false);
+        return relation(rdd, read);
     }
-
-
 }

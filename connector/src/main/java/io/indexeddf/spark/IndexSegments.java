@@ -89,26 +89,35 @@ final class IndexSegments {
         return CACHE.stats();
     }
 
-    /** The segment of the index file at {@code path}, from the cache or read now. */
-    static Segment segment(SparkSession session, Path path, long numEntries, Configuration conf, long maxBytes)
-            throws IOException {
+    /**
+     * A reader of index files (their entries as columnar batches), built on the driver and
+     * serializable: tasks that probe read their segments with it.
+     */
+    static Function1<PartitionedFile, Iterator<InternalRow>> entryReader(SparkSession session, Configuration conf) {
+        Seq<org.apache.spark.sql.sources.Filter> none = CollectionConverters.asScala(
+            new java.util.ArrayList<org.apache.spark.sql.sources.Filter>()).toList();
+        return ParquetRows.reader(session, ENTRY_SCHEMA, ENTRY_SCHEMA, none, true, conf);
+    }
+
+    /**
+     * The segment of the index file at {@code path}, from this JVM's cache or read now with
+     * {@code entries} ({@link #entryReader}); the cache keeps at most {@code maxBytes}.
+     */
+    static Segment segment(Function1<PartitionedFile, Iterator<InternalRow>> entries, Path path, long numEntries,
+                           Configuration conf, long maxBytes) throws IOException {
         String key = path.toString();
         Segment s = CACHE.get(key);
         if (s == null) {
-            s = read(session, path, numEntries, conf);
+            s = read(entries, path, numEntries, conf);
             CACHE.put(key, s, maxBytes);
         }
         return s;
     }
 
-    private static Segment read(SparkSession session, Path path, long numEntries, Configuration conf)
-            throws IOException {
+    private static Segment read(Function1<PartitionedFile, Iterator<InternalRow>> reader, Path path, long numEntries,
+                                Configuration conf) throws IOException {
         FileSystem fs = path.getFileSystem(conf);
         long size = fs.getFileStatus(path).getLen();  // FileNotFoundException: a vacuumed index file
-        Seq<org.apache.spark.sql.sources.Filter> none = CollectionConverters.asScala(
-            new java.util.ArrayList<org.apache.spark.sql.sources.Filter>()).toList();
-        Function1<PartitionedFile, Iterator<InternalRow>> reader =
-            ParquetRows.reader(session, ENTRY_SCHEMA, ENTRY_SCHEMA, none, true, conf);
         int n = (int) Math.max(0, Math.min(Integer.MAX_VALUE - 8, numEntries));
         int[] hashes = new int[n];
         int[] pos = new int[n];

@@ -35,16 +35,17 @@ final class LookupRDD extends RDD<InternalRow> {
               Function1<PartitionedFile, Iterator<InternalRow>> scanReader, Expression bound) {
         super(sc, CollectionConverters.asScala(new ArrayList<org.apache.spark.Dependency<?>>()).toList(),
             ClassTag$.MODULE$.apply(InternalRow.class));
-        this.parts = balance(pieces, numPartitions);
+        List<LookupReader.Piece> all = new ArrayList<>(pieces.rowGroups);
+        all.addAll(pieces.scans);
+        this.parts = balance(all, numPartitions);
         this.groupReader = groupReader;
         this.scanReader = scanReader;
         this.bound = bound;
     }
 
-    /** Pieces dealt to partitions by bytes, the biggest first, each to the lightest partition. */
-    private static List<List<LookupReader.Piece>> balance(LookupReader.Pieces pieces, int numPartitions) {
-        List<LookupReader.Piece> all = new ArrayList<>(pieces.rowGroups);
-        all.addAll(pieces.scans);
+    /** {@code pieces} dealt to at most {@code numPartitions} partitions by bytes, the biggest first, each to the lightest. */
+    static List<List<LookupReader.Piece>> balance(List<LookupReader.Piece> pieces, int numPartitions) {
+        List<LookupReader.Piece> all = new ArrayList<>(pieces);
         all.sort(Comparator.comparingLong((LookupReader.Piece p) -> p.length).reversed());
         int n = Math.max(1, Math.min(numPartitions, all.size()));
         List<List<LookupReader.Piece>> out = new ArrayList<>();
@@ -67,8 +68,16 @@ final class LookupRDD extends RDD<InternalRow> {
 
     @Override
     public Iterator<InternalRow> compute(Partition split, TaskContext context) {
-        java.util.Iterator<LookupReader.Piece> pieces = parts.get(split.index()).iterator();
-        // One piece's matching rows at a time (a row group's at most).
+        return rows(parts.get(split.index()).iterator(), groupReader, scanReader, bound);
+    }
+
+    /**
+     * The rows of {@code pieces} that satisfy {@code bound}: row groups through {@code groupReader},
+     * whole files (hybrid scan) through {@code scanReader}; one piece's rows at a time (a row
+     * group's at most).
+     */
+    static Iterator<InternalRow> rows(java.util.Iterator<LookupReader.Piece> pieces, RowGroupReader groupReader,
+                                      Function1<PartitionedFile, Iterator<InternalRow>> scanReader, Expression bound) {
         return CollectionConverters.asScala(new java.util.Iterator<InternalRow>() {
             private java.util.Iterator<InternalRow> current = java.util.Collections.emptyIterator();
 

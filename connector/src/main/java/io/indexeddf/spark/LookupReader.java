@@ -3,7 +3,6 @@ package io.indexeddf.spark;
 import java.io.IOException;
 import java.util.ArrayList;
 import java.util.HashMap;
-import java.util.HashSet;
 import java.util.List;
 import java.util.Map;
 import java.util.Set;
@@ -13,7 +12,6 @@ import org.apache.hadoop.conf.Configuration;
 import org.apache.spark.sql.SparkSession;
 import org.apache.spark.sql.catalyst.InternalRow;
 import org.apache.spark.sql.catalyst.expressions.Attribute;
-import org.apache.spark.sql.catalyst.expressions.AttributeReference;
 import org.apache.spark.sql.catalyst.expressions.BasePredicate;
 import org.apache.spark.sql.catalyst.expressions.BoundReference;
 import org.apache.spark.sql.catalyst.expressions.Expression;
@@ -51,13 +49,23 @@ final class LookupReader {
         /** Bytes to read. */
         final long length;
 
-        Piece(DeltaLog.AddFile a, int[] groups, long[] wanted, long length) {
-            this.path = a.location.toString();
-            this.fileSize = a.size;
-            this.modificationTime = a.modificationTime;
+        private Piece(String path, long fileSize, long modificationTime, int[] groups, long[] wanted, long length) {
+            this.path = path;
+            this.fileSize = fileSize;
+            this.modificationTime = modificationTime;
             this.groups = groups;
             this.wanted = wanted;
             this.length = length;
+        }
+
+        /** The whole live file {@code a} (a hybrid scan's piece, and what tasks that probe are told of a file). */
+        static Piece whole(DeltaLog.AddFile a) {
+            return new Piece(a.location.toString(), a.size, a.modificationTime, null, null, a.size);
+        }
+
+        /** Row groups {@code groups} of this whole file, with the rows at offsets {@code wanted} of them. */
+        Piece rows(int[] groups, long[] wanted, long length) {
+            return new Piece(path, fileSize, modificationTime, groups, wanted, length);
         }
 
         /** The whole file as Spark's readers take a split. */
@@ -86,21 +94,16 @@ final class LookupReader {
     static Pieces pieces(SparkSession session, LookupPlanner.Plan plan, DeltaLog.Snapshot snapshot, StructType schema,
                          Configuration conf, DriverLookup.Limits limits) throws IOException {
         Map<Long, int[]> candidates = probe(session, plan, snapshot.root, schema, conf, limits.cacheMaxBytes);
-        Map<Long, DeltaLog.AddFile> byId = new HashMap<>();
+        Map<Long, Piece> files = new HashMap<>();
         for (DeltaLog.AddFile a : snapshot.files) {
-            byId.put(a.fileId, a);
+            if (candidates.containsKey(a.fileId)) {
+                files.put(a.fileId, Piece.whole(a));
+            }
         }
-        List<java.util.concurrent.Callable<ParquetRows.Footer>> footerLoads = new ArrayList<>();
-        for (Long id : candidates.keySet()) {
-            footerLoads.add(() -> ParquetRows.footer(byId.get(id).location, conf));
-        }
-        java.util.Iterator<ParquetRows.Footer> footers = inParallel(footerLoads).iterator();
         Pieces out = new Pieces();
-        for (Map.Entry<Long, int[]> e : candidates.entrySet()) {
-            addPieces(out, byId.get(e.getKey()), footers.next(), e.getValue());
-        }
+        addCandidates(out, candidates, files, conf);
         for (DeltaLog.AddFile a : plan.scan) {
-            out.scans.add(new Piece(a, null, null, a.size));
+            out.scans.add(Piece.whole(a));
             out.bytes += a.size;
             out.scanBytes += a.size;
         }
@@ -108,11 +111,27 @@ final class LookupReader {
     }
 
     /**
+     * Adds the pieces holding {@code candidates} (data file id, ascending -> candidate row
+     * ordinals, ascending, distinct) of the whole files {@code files} (by id) to {@code out}.
+     */
+    static void addCandidates(Pieces out, Map<Long, int[]> candidates, Map<Long, Piece> files, Configuration conf)
+            throws IOException {
+        List<java.util.concurrent.Callable<ParquetRows.Footer>> footerLoads = new ArrayList<>();
+        for (Long id : candidates.keySet()) {
+            footerLoads.add(() -> ParquetRows.footer(new org.apache.hadoop.fs.Path(files.get(id).path), conf));
+        }
+        java.util.Iterator<ParquetRows.Footer> footers = inParallel(footerLoads).iterator();
+        for (Map.Entry<Long, int[]> e : candidates.entrySet()) {
+            addPieces(out, files.get(e.getKey()), footers.next(), e.getValue());
+        }
+    }
+
+    /**
      * The pieces of one file: its candidate rows ({@code rows}, ascending, distinct) grouped by
      * row group, up to {@link #GROUPS_PER_PIECE} row groups a piece. Primitive arrays only: a
      * join's lookup hands over tens of thousands of rows.
      */
-    private static void addPieces(Pieces out, DeltaLog.AddFile a, ParquetRows.Footer footer, int[] rows) {
+    private static void addPieces(Pieces out, Piece file, ParquetRows.Footer footer, int[] rows) {
         long[] wanted = new long[rows.length];
         int i = 0;
         while (i < rows.length) {
@@ -132,7 +151,7 @@ final class LookupReader {
                 base += end - first;
                 bytes += footer.byteLength[g];
             }
-            out.rowGroups.add(new Piece(a, java.util.Arrays.copyOf(ids, groups), java.util.Arrays.copyOf(wanted, count),
+            out.rowGroups.add(file.rows(java.util.Arrays.copyOf(ids, groups), java.util.Arrays.copyOf(wanted, count),
                 bytes));
             out.groupCount += groups;
             out.candidateRows += count;
@@ -270,45 +289,76 @@ final class LookupReader {
      */
     private static Map<Long, int[]> probe(SparkSession session, LookupPlanner.Plan plan,
             org.apache.hadoop.fs.Path root, StructType schema, Configuration conf, long maxBytes) throws IOException {
-        IndexLog.Entry index = plan.index;
-        Map<Integer, List<Integer>> hashesByBucket = new TreeMap<>();
-        for (Object[] k : plan.keys) {
-            int bucket = Math.floorMod(LookupPlanner.hash(k, index.columns, schema, LookupPlanner.BUCKET_SEED), index.numBuckets);
-            hashesByBucket.computeIfAbsent(bucket, b -> new ArrayList<>())
-                .add(LookupPlanner.hash(k, index.columns, schema, LookupPlanner.KEY_HASH_SEED));
-        }
-        Map<Long, int[]> out = new TreeMap<>();
         if (plan.liveCovered.isEmpty()) {
-            return out;
+            return new TreeMap<>();
         }
-        Map<Long, Ordinals> found = new HashMap<>();
-        List<IndexLog.IndexFile> touched = new ArrayList<>();
+        Map<Integer, int[]> hashes = hashesByBucket(plan, schema);
+        List<IndexLog.IndexFile> touched = touchedFiles(plan, hashes);
+        Function1<PartitionedFile, Iterator<InternalRow>> entries = IndexSegments.entryReader(session, conf);
         List<java.util.concurrent.Callable<IndexSegments.Segment>> loads = new ArrayList<>();
-        for (IndexLog.IndexFile f : index.files) {
-            if (hashesByBucket.containsKey(f.bucket) && coversAny(f, plan.liveCovered)) {
-                touched.add(f);
-                org.apache.hadoop.fs.Path path = new org.apache.hadoop.fs.Path(root, f.path);
-                loads.add(() -> IndexSegments.segment(session, path, f.numEntries, conf, maxBytes));
-            }
+        for (IndexLog.IndexFile f : touched) {
+            org.apache.hadoop.fs.Path path = new org.apache.hadoop.fs.Path(root, f.path);
+            loads.add(() -> IndexSegments.segment(entries, path, f.numEntries, conf, maxBytes));
         }
         List<IndexSegments.Segment> segments = inParallel(loads);  // cold segments load side by side
+        Map<Long, Ordinals> found = new HashMap<>();
         for (int i = 0; i < touched.size(); i++) {
-            for (int h : hashesByBucket.get(touched.get(i).bucket)) {
-                segments.get(i).probe(h, (fileId, row) -> {
-                    if (plan.liveCovered.contains(fileId)) {
-                        found.computeIfAbsent(fileId, x -> new Ordinals()).add(row);
-                    }
-                });
+            probeInto(segments.get(i), hashes.get(touched.get(i).bucket), plan.liveCovered::contains, found);
+        }
+        return sortedDistinct(found);
+    }
+
+    /** Index bucket (ascending) -> the key hashes of {@code plan}'s keys in it. */
+    static Map<Integer, int[]> hashesByBucket(LookupPlanner.Plan plan, StructType schema) {
+        IndexLog.Entry index = plan.index;
+        Map<Integer, Ordinals> byBucket = new TreeMap<>();
+        for (Object[] k : plan.keys) {
+            int bucket = Math.floorMod(LookupPlanner.hash(k, index.columns, schema, LookupPlanner.BUCKET_SEED),
+                index.numBuckets);
+            byBucket.computeIfAbsent(bucket, b -> new Ordinals())
+                .add(LookupPlanner.hash(k, index.columns, schema, LookupPlanner.KEY_HASH_SEED));
+        }
+        Map<Integer, int[]> out = new TreeMap<>();
+        for (Map.Entry<Integer, Ordinals> e : byBucket.entrySet()) {
+            out.put(e.getKey(), e.getValue().sortedDistinct());
+        }
+        return out;
+    }
+
+    /** The index files of {@code plan}'s index that a probe of {@code hashes} reads: a touched bucket's, covering a live file. */
+    static List<IndexLog.IndexFile> touchedFiles(LookupPlanner.Plan plan, Map<Integer, int[]> hashes) {
+        List<IndexLog.IndexFile> out = new ArrayList<>();
+        for (IndexLog.IndexFile f : plan.index.files) {
+            if (hashes.containsKey(f.bucket) && coversAny(f, plan.liveCovered)) {
+                out.add(f);
             }
         }
+        return out;
+    }
+
+    /** Probes {@code segment} for each of {@code hashes}, adding the rows of files {@code live} accepts to {@code found}. */
+    static void probeInto(IndexSegments.Segment segment, int[] hashes, java.util.function.LongPredicate live,
+                          Map<Long, Ordinals> found) {
+        for (int h : hashes) {
+            segment.probe(h, (fileId, row) -> {
+                if (live.test(fileId)) {
+                    found.computeIfAbsent(fileId, x -> new Ordinals()).add(row);
+                }
+            });
+        }
+    }
+
+    /** Data file id (ascending) -> its rows of {@code found}, ascending and distinct. */
+    static Map<Long, int[]> sortedDistinct(Map<Long, Ordinals> found) {
+        Map<Long, int[]> out = new TreeMap<>();
         for (Map.Entry<Long, Ordinals> e : found.entrySet()) {
             out.put(e.getKey(), e.getValue().sortedDistinct());
         }
         return out;
     }
 
-    /** Row ordinals of one file as the probes find them (any order, maybe repeated: equal key hashes). */
-    private static final class Ordinals {
+    /** Row ordinals of one file as the probes find them (any order, maybe repeated: equal key hashes); key hashes too. */
+    static final class Ordinals {
         private int[] rows = new int[16];
         private int n;
 

@@ -90,6 +90,11 @@ final class RowGroupReader implements java.io.Serializable {
         return r;
     }
 
+    /** The Hadoop configuration this reader reads with (in tasks too). */
+    Configuration hadoopConf() {
+        return conf.value();
+    }
+
     /**
      * Calls {@code each} with the rows at offsets {@code wanted} (ascending, counted over the
      * rows of row groups {@code groups}, ascending, of {@code path}), in order; each row is

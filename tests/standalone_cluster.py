@@ -1,0 +1,64 @@
+"""A standalone Spark cluster on loopback for tests that need executors in their own JVMs:
+a master and two one-core workers launched with pyspark's own ``bin/spark-class`` (a plain
+module beside the tests; ``conftest.py`` makes :func:`cluster` a session fixture, so one
+cluster serves every test that asks for it)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from s3_endpoint import free_port
+
+
+def spark_home() -> Path:
+    """The Spark that pyspark ships (its ``bin/`` and ``jars/``)."""
+    import pyspark
+
+    return Path(pyspark.__file__).parent
+
+
+def executors() -> list[int]:
+    """Pids of the executor JVMs running on this machine."""
+    # pgrep reads /proc: ps would cut the JVM's long command line before the class name
+    out = subprocess.run(["pgrep", "-f", "CoarseGrainedExecutorBackend"], capture_output=True, text=True).stdout
+    return [int(pid) for pid in out.split()]
+
+
+@pytest.fixture(scope="session")
+def cluster(tmp_path_factory):
+    """The cluster's master URL, and the environment its applications (driver processes) run with."""
+    home = spark_home()
+    logs = tmp_path_factory.mktemp("cluster")
+    env = dict(os.environ, SPARK_HOME=str(home), SPARK_LOCAL_IP="127.0.0.1", PYSPARK_PYTHON=sys.executable,
+               SPARK_WORKER_DIR=str(logs / "work"))
+    port = free_port()
+    spark_class = str(home / "bin" / "spark-class")
+    procs = [subprocess.Popen([spark_class, "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1",
+                               "--port", str(port), "--webui-port", str(free_port())],
+                              stdout=open(logs / "master.log", "w"), stderr=subprocess.STDOUT, env=env)]
+    url = f"spark://127.0.0.1:{port}"
+    for i in range(2):
+        procs.append(subprocess.Popen([spark_class, "org.apache.spark.deploy.worker.Worker", "--host", "127.0.0.1",
+                                       "--cores", "1", "--memory", "1g", "--webui-port", str(free_port()), url],
+                                      stdout=open(logs / f"worker{i}.log", "w"), stderr=subprocess.STDOUT, env=env))
+    try:
+        deadline = time.monotonic() + 120
+        while (logs / "master.log").read_text().count("Registering worker") < 2:
+            if time.monotonic() > deadline or any(p.poll() is not None for p in procs):
+                raise RuntimeError("the standalone cluster did not start:\n" + (logs / "master.log").read_text()[-2000:])
+            time.sleep(0.5)
+        yield url, env
+    finally:
+        for p in reversed(procs):
+            p.terminate()
+        for p in procs:
+            try:
+                p.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                p.kill()
