@@ -28,6 +28,7 @@ import scenarios_admin  # noqa: E402
 import scenarios_join  # noqa: E402
 import scenarios_hybrid  # noqa: E402
 import scenarios_connector  # noqa: E402
+import scenarios_probe  # noqa: E402
 
 GROUPS = {
     **scenarios_format.SCENARIOS,
@@ -37,6 +38,7 @@ GROUPS = {
     **scenarios_join.SCENARIOS,
     **scenarios_hybrid.SCENARIOS,
     **scenarios_connector.SCENARIOS,
+    **scenarios_probe.SCENARIOS,
 }
 
 

@@ -259,3 +259,36 @@ def test_a_lookup_handed_to_spark_keeps_every_row(spark, table):
         got = t.lookup(list(range(start, start + 9)) + [10_000 + start, 20_000 + start])
         assert all(b.num_rows for b in got.to_batches())
         assert spark.createDataFrame(got).count() == got.num_rows > 0
+
+
+def test_many_keys_read_through_the_index_only_when_they_touch_few_row_groups(spark, tmp_path, conf):
+    # Sorted files with small row groups (about 100 rows): 200 consecutive keys sit in a few
+    # row groups of each bucket's file, 200 keys spread over the whole range in nearly all.
+    # The tasks that probe leave the driver no probe to count: it reads the row groups'
+    # statistics instead (a uniform guess would say 200 keys touch nearly every row group).
+    path = tmp_path / "t"
+    IndexedTable.create(str(path), rows_of(list(range(4000))), index_columns=["k"], num_buckets=4,
+                        properties={"indexeddf.targetRowGroupBytes": "2048"})
+    conf("spark.indexeddf.driverLookup.maxKeys", "10")
+    df = load(spark, path)
+    clustered = f"k IN ({', '.join(map(str, range(1000, 1200)))})"
+    spread = f"k IN ({', '.join(map(str, range(0, 4000, 20)))})"
+    assert "ProbeRDD" in lineage(df.where(clustered))
+    assert "FileScan parquet" in physical(df.where(spread))
+    for where in (clustered, spread):
+        assert same(collected(df.where(where)), expected(path, where)), where
+
+
+def test_string_keys_are_estimated_by_row_group_statistics_too(spark, tmp_path, conf):
+    names = [f"user{i:05d}" for i in range(4000)]
+    path = tmp_path / "t"
+    IndexedTable.create(str(path), pa.table({"name": names, "n": list(range(4000))}), index_columns=["name"],
+                        num_buckets=4, properties={"indexeddf.targetRowGroupBytes": "2048"})
+    conf("spark.indexeddf.driverLookup.maxKeys", "10")
+    df = load(spark, path)
+    clustered = names[1000:1200] + ["user99999", "nobody"]  # absent keys too
+    spread = names[::20]
+    for keys, plan in ((clustered, "ProbeRDD"), (spread, "FileScanRDD")):
+        q = df.where(f"name IN ({', '.join(repr(k) for k in keys)})")
+        assert plan in lineage(q)
+        assert sorted(r.n for r in q.collect()) == sorted(names.index(k) for k in keys if k in names)

@@ -217,13 +217,14 @@ public final class DriverLookup extends Rule<LogicalPlan> {
     /**
      * A lookup of many keys as Spark tasks that probe the index themselves ({@link ProbeRDD}),
      * or null (Spark's scan) when it is expected to read more than {@code maxReadFraction} of
-     * the live bytes ({@link ProbeRDD#expectedBytes}: the driver probes nothing to know).
+     * the live bytes ({@link ReadEstimate}: the driver probes nothing to know).
      */
     private LogicalPlan probeTasks(LookupPlanner.Plan plan, DeltaLog.Snapshot snapshot, StructType schema,
                                    StructType required, Expression condition, List<Attribute> read,
                                    Configuration conf, Limits limits) throws IOException {
         if (!limits.tasks
-                || !(limits.rowCache || ProbeRDD.expectedBytes(plan, snapshot, conf) <= limits.maxReadFraction * liveBytes(snapshot))) {
+                || !(limits.rowCache
+                     || ReadEstimate.bytes(plan, snapshot, schema, conf) <= limits.maxReadFraction * liveBytes(snapshot))) {
             return null;
         }
         org.apache.spark.sql.classic.SparkSession classic = (org.apache.spark.sql.classic.SparkSession) session;

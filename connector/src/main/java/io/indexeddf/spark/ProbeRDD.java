@@ -134,48 +134,6 @@ final class ProbeRDD extends RDD<InternalRow> {
         return LookupRDD.balance(all, n);
     }
 
-    /** Footers the estimate reads (cached on the driver): enough to know the table's row-group size. */
-    private static final int SAMPLED_FOOTERS = 8;
-
-    /**
-     * The bytes a probe of {@code plan}'s keys is expected to read, without probing: the
-     * unindexed files it scans, and of the covered files the share of row groups that {@code
-     * K} keys touch when each key's rows sit in one row group hashed uniformly among {@code G}
-     * ({@code 1 - (1 - 1/G)^K}; 10K keys touch 99.7 % of 1,728 row groups, 1K keys 44 %).
-     * {@code G} comes from the covered bytes and the row-group size of a few footers. Keys
-     * with rows in several row groups read more than this; absent keys, and keys sorted close
-     * together in sorted files, read less.
-     */
-    static double expectedBytes(LookupPlanner.Plan plan, DeltaLog.Snapshot snapshot, Configuration conf)
-            throws IOException {
-        List<DeltaLog.AddFile> covered = new ArrayList<>();
-        long coveredBytes = 0;
-        for (DeltaLog.AddFile a : snapshot.files) {
-            if (plan.liveCovered.contains(a.fileId)) {
-                covered.add(a);
-                coveredBytes += a.size;
-            }
-        }
-        double scanBytes = 0;
-        for (DeltaLog.AddFile a : plan.scan) {
-            scanBytes += a.size;
-        }
-        if (covered.isEmpty()) {
-            return scanBytes;
-        }
-        long sampledBytes = 0;
-        long sampledGroups = 0;
-        int step = Math.max(1, covered.size() / SAMPLED_FOOTERS);
-        for (int i = 0; i < covered.size(); i += step) {
-            DeltaLog.AddFile a = covered.get(i);
-            sampledBytes += a.size;
-            sampledGroups += ParquetRows.footer(a.location, conf).byteLength.length;
-        }
-        double groups = Math.max(1.0, coveredBytes * (double) Math.max(1, sampledGroups) / Math.max(1, sampledBytes));
-        double touched = 1.0 - Math.pow(1.0 - 1.0 / groups, plan.keys.size());
-        return touched * coveredBytes + scanBytes;
-    }
-
     @Override
     public Iterator<InternalRow> compute(Partition split, TaskContext context) {
         int i = split.index();
