@@ -77,7 +77,9 @@ def table(tmp_path_factory):
 
 
 QUERIES = ["k = 7", "k = 350", "k = 999", "k IN (1, 2, 350, 7)", "k <=> 12", "k IS NULL", "k = 350 AND v > 100",
-           "s = 'a3'", "s IN ('b1', 'a2') AND k < 320", "k = 351 OR k = 352"]
+           "s = 'a3'", "s IN ('b1', 'a2') AND k < 320", "k = 351 OR k = 352",
+           # a list long enough to be checked as a hash set; its NULL matches no row (not even k IS NULL)
+           "k IN (1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 350, NULL)"]
 
 
 def test_lookups_run_no_spark_job_and_answer_like_the_python_reader(spark, table):
@@ -154,7 +156,7 @@ def test_unindexed_appends_are_scanned_on_the_driver_too(spark, tmp_path):
 def test_past_the_driver_limits_spark_tasks_read_only_the_candidate_row_groups(spark, table, conf):
     df = load(spark, table)
     conf("spark.indexeddf.driverLookup.maxKeys", "2")
-    for where in ("k IN (1, 2, 3)", "k IN (1, 2, 350, 7, 999)", "s IN ('a1', 'b2', 'a3')"):
+    for where in ("k IN (1, 2, 3)", "k IN (1, 2, 350, 7, 999)", "s IN ('a1', 'b2', 'a3')", QUERIES[-1]):
         q = df.where(where)
         text = physical(q)
         assert "Scan ExistingRDD" in text and "FileScan" not in text, text
