@@ -108,7 +108,20 @@ def consecutive_keys(work: Path, args) -> Scenario:
     ])
 
 
+def random_5000(work: Path, args) -> Scenario:
+    """5,000 random keys a group: nearly every row group, so Spark's scan answers by default
+    (read unbucketed: its bucket pruning would cost a projection per value and prune nothing)."""
+    path = datasets.events(args.rows)
+    keys = datasets.some_keys(path, 5_000 * 20, seed=23)
+    groups = [keys[i: i + 5_000] for i in range(0, len(keys), 5_000)]
+    return _many_keys(args, "connector_in_list_5000", groups, "5,000 random keys", [
+        (f"{CONNECTOR} (JVM connector)", {}),
+        (f"{CONNECTOR} with {READ_FRACTION}=1.0", {READ_FRACTION: "1.0"}),
+    ])
+
+
 SCENARIOS = {
+    "connector_in_list_5000": random_5000,
     "connector_in_list_1000": random_keys,
     "connector_in_list_5000_consecutive": consecutive_keys,
 }

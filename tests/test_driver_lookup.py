@@ -294,3 +294,23 @@ def test_string_keys_are_estimated_by_row_group_statistics_too(spark, tmp_path, 
         q = df.where(f"name IN ({', '.join(repr(k) for k in keys)})")
         assert plan in lineage(q)
         assert sorted(r.n for r in q.collect()) == sorted(names.index(k) for k in keys if k in names)
+
+
+def test_a_long_in_list_left_to_spark_skips_its_bucket_pruning(spark, tmp_path, conf):
+    # Spark's bucket pruning builds a projection for each IN value (about 1 s for 5,000):
+    # when the values fall in every bucket it keeps every file, so the scan is read
+    # unbucketed (an aggregation above then shuffles the filtered rows).
+    path = tmp_path / "t"
+    IndexedTable.create(str(path), rows_of(list(range(4000))), index_columns=["k"], num_buckets=4)
+    conf("spark.indexeddf.driverLookup.maxKeys", "10")
+    conf("spark.indexeddf.lookup.maxReadFraction", "0.0")  # Spark's scan answers
+    df = load(spark, path)
+    for n, bucketed in ((999, True), (1000, False)):
+        where = f"k IN ({', '.join(map(str, range(n)))})"
+        text = physical(df.where(where))
+        assert "FileScan parquet" in text and ("Bucketed:" in text) == bucketed, (n, text)
+        assert same(collected(df.where(where)), expected(path, where)), n
+    # As many values, all in one bucket: pruning keeps a quarter of the files, so it stays.
+    one_bucket = [r.id for r in spark.range(6000).where("pmod(hash(id), 4) = 0").limit(1000).collect()]
+    text = physical(df.where(f"k IN ({', '.join(map(str, one_bucket))})"))
+    assert "Bucketed:" in text, text

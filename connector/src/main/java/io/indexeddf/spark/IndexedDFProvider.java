@@ -20,6 +20,7 @@ import org.apache.spark.sql.SQLContext;
 import org.apache.spark.sql.SaveMode;
 import org.apache.spark.sql.catalyst.catalog.BucketSpec;
 import org.apache.spark.sql.execution.datasources.HadoopFsRelation;
+import org.apache.spark.sql.execution.datasources.LogicalRelation;
 import org.apache.spark.sql.execution.datasources.parquet.ParquetFileFormat;
 import org.apache.spark.sql.execution.streaming.Sink;
 import org.apache.spark.sql.sources.BaseRelation;
@@ -164,6 +165,14 @@ public final class IndexedDFProvider extends ParquetFileFormat implements DataSo
                 + "LOCATION '" + root + "'. An entry made with LOCATION may be dropped first (DROP TABLE keeps "
                 + "the data then); dropping a managed entry deletes the table.");
         }
+    }
+
+    /** {@code lr} reading the same files without the bucketing (same output attributes). */
+    static LogicalRelation unbucketed(LogicalRelation lr) {
+        HadoopFsRelation r = (HadoopFsRelation) lr.relation();
+        HadoopFsRelation plain = new HadoopFsRelation(r.location(), r.partitionSchema(), r.dataSchema(),
+            Option.empty(), r.fileFormat(), r.options(), r.sparkSession());
+        return lr.copy(plain, lr.output(), lr.catalogTable(), lr.isStreaming(), lr.stream());
     }
 
     /**

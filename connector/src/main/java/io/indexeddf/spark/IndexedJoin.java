@@ -30,7 +30,6 @@ import org.apache.spark.sql.catalyst.plans.logical.LocalRelation;
 import org.apache.spark.sql.catalyst.plans.logical.LogicalPlan;
 import org.apache.spark.sql.catalyst.plans.logical.Project;
 import org.apache.spark.sql.catalyst.rules.Rule;
-import org.apache.spark.sql.execution.datasources.HadoopFsRelation;
 import org.apache.spark.sql.execution.datasources.LogicalRelation;
 import org.apache.spark.sql.catalyst.trees.TreeNodeTag;
 import scala.Option;
@@ -134,11 +133,7 @@ final class IndexedJoin extends Rule<LogicalPlan> {
          * its bucket pruning ran, even when it pruned nothing).
          */
         LogicalPlan unbucketed() {
-            LogicalRelation lr = (LogicalRelation) relation;
-            HadoopFsRelation r = (HadoopFsRelation) lr.relation();
-            HadoopFsRelation plain = new HadoopFsRelation(r.location(), r.partitionSchema(), r.dataSchema(),
-                Option.empty(), r.fileFormat(), r.options(), r.sparkSession());
-            LogicalPlan out = lr.copy(plain, lr.output(), lr.catalogTable(), lr.isStreaming(), lr.stream());
+            LogicalPlan out = IndexedDFProvider.unbucketed((LogicalRelation) relation);
             if (filter != null) {
                 out = new Filter(filter.condition(), out);
             }
