@@ -443,6 +443,28 @@ def test_spark_cache_serves_later_loads_of_the_same_version(spark, tmp_path):
         spark.sql("DROP TABLE IF EXISTS cached_events")
 
 
+def test_a_table_created_again_at_the_same_path_is_read_anew(spark, tmp_path):
+    """Snapshots are kept per JVM by version, and Spark's cache matches loads of one version:
+    a table deleted and created again at its path starts at version 0 again, and must be read
+    as the new table, not the old one's kept snapshot or cached rows."""
+    import shutil
+
+    path = str(tmp_path / "t")
+    IndexedTable.create(path, pa.table({"k": pa.array(range(10), pa.int64())}), index_columns=["k"], num_buckets=2)
+    assert read(spark, path).count() == 10
+    cached = read(spark, path).cache()
+    try:
+        assert cached.count() == 10
+        shutil.rmtree(path)
+        IndexedTable.create(path, pa.table({"k": pa.array(range(100, 105), pa.int64())}), index_columns=["k"],
+                            num_buckets=2)
+        again = read(spark, path)
+        assert "InMemoryTableScan" not in plan(again)
+        assert sorted(r.k for r in again.collect()) == list(range(100, 105))
+    finally:
+        cached.unpersist()
+
+
 # -- the jar ----------------------------------------------------------------------------------
 def test_the_jar_is_built_from_the_current_sources():
     assert build_jar() == jar_path() and is_built()

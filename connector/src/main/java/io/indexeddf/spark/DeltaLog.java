@@ -110,6 +110,12 @@ public final class DeltaLog {
         public final Map<String, IndexLog.Entry> indexes;
         /** The indexes at the newest version when this one is older (computed on first use), else null. */
         java.util.function.Supplier<Map<String, IndexLog.Entry>> newestIndexes;
+        /**
+         * The table and version with the modification time and length of the log file that holds
+         * the version: equal only for the same version of the same table (not one deleted and
+         * created again at the same path).
+         */
+        String identity;
 
         Snapshot(Path root, long version, JsonNode protocol, JsonNode metadata, List<AddFile> files,
                  Map<Long, Long> tombstoneSizes, Map<String, IndexLog.Entry> indexes) {
@@ -219,7 +225,22 @@ public final class DeltaLog {
         return Math.max(c, k);
     }
 
-    /** The snapshot at {@code version} (null: the newest). */
+    /** Most snapshots, and most live files in all of them, that {@link #SNAPSHOTS} keeps. */
+    private static final int MAX_SNAPSHOTS = 16;
+    private static final long MAX_SNAPSHOT_FILES = 1_000_000;
+
+    /**
+     * Snapshots replayed in this JVM, least recently used first out. A version never changes
+     * (commits and checkpoints are written once, put-if-absent), so a query of the newest
+     * version, each query of a catalog table, lists the log and replays nothing when no one
+     * committed since. Keyed by table, version, newest version (which decides the index states
+     * that may serve an older version), and the modification time and length of the log files
+     * of both versions: a table deleted and created again at the same path has new ones.
+     */
+    private static final LinkedHashMap<String, Snapshot> SNAPSHOTS = new LinkedHashMap<>(16, 0.75f, true);
+    private static long snapshotFiles;
+
+    /** The snapshot at {@code version} (null: the newest), from this JVM's cache or replayed now. */
     public Snapshot snapshot(Long version) {
         long latest = latestVersion();
         long target = version == null ? latest : version;
@@ -227,6 +248,45 @@ public final class DeltaLog {
             throw new IndexedDFException("VersionNotFoundError",
                 root + " has no version " + target + "; its newest version is " + latest);
         }
+        String key = root + "|" + stamp(target) + "|" + stamp(latest);
+        synchronized (SNAPSHOTS) {
+            Snapshot cached = SNAPSHOTS.get(key);
+            if (cached != null) {
+                return cached;
+            }
+        }
+        Snapshot snap = replay(target, latest);
+        snap.identity = root + "|" + stamp(target);
+        synchronized (SNAPSHOTS) {
+            if (SNAPSHOTS.put(key, snap) == null) {
+                snapshotFiles += snap.files.size();
+            }
+            java.util.Iterator<Snapshot> it = SNAPSHOTS.values().iterator();
+            while ((SNAPSHOTS.size() > MAX_SNAPSHOTS || snapshotFiles > MAX_SNAPSHOT_FILES) && it.hasNext()) {
+                Snapshot eldest = it.next();
+                if (eldest != snap) {
+                    snapshotFiles -= eldest.files.size();
+                    it.remove();
+                }
+            }
+        }
+        return snap;
+    }
+
+    /** Version {@code v} with the modification time and length of the log file that holds it. */
+    private String stamp(long v) {
+        FileStatus st = commits.containsKey(v) ? commits.get(v) : checkpoints.get(v).get(0);
+        return v + "@" + st.getModificationTime() + "+" + st.getLen();
+    }
+
+    /** Snapshots the cache holds now, and their live files (for tests). */
+    static long[] cacheStats() {
+        synchronized (SNAPSHOTS) {
+            return new long[] {SNAPSHOTS.size(), snapshotFiles};
+        }
+    }
+
+    private Snapshot replay(long target, long latest) {
         Long start = null;
         Long hinted = lastCheckpointHint();
         if (hinted != null && hinted <= target && checkpoints.containsKey(hinted)) {

@@ -87,14 +87,16 @@ public final class SnapshotFileIndex implements FileIndex {
     }
 
     /**
-     * Two loads of one version of one table are the same data: equal, so Spark's cache
+     * Two loads of one version of one table (not one deleted and created again at the same
+     * path: {@code Snapshot.identity}) are the same data: equal, so Spark's cache
      * ({@code df.cache()}, {@code CACHE TABLE}) serves a later load of that version, as it
      * does for two reads of one Parquet folder.
      */
     @Override
     public boolean equals(Object other) {
         return other instanceof SnapshotFileIndex && ((SnapshotFileIndex) other).version == version
-            && ((SnapshotFileIndex) other).root.equals(root);
+            && ((SnapshotFileIndex) other).root.equals(root)
+            && java.util.Objects.equals(((SnapshotFileIndex) other).snapshot.identity, snapshot.identity);
     }
 
     @Override
