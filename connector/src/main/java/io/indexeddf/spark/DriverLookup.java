@@ -36,15 +36,18 @@ import scala.runtime.AbstractPartialFunction;
  * filters), and keeps the rows that satisfy the whole filter condition (Spark's own
  * expression evaluation). Collecting a local relation runs no Spark job.
  *
- * <p>Past the driver's limits (more keys than {@code spark.indexeddf.driverLookup.maxKeys},
- * more row groups than {@code .maxRowGroups}, more matching rows than {@code .maxRows}, more
- * unindexed bytes to scan than {@code .maxScanBytes}) the same reads run as Spark tasks
- * ({@link LookupRDD}). Spark's bucket-pruned Parquet scan answers instead when the lookup
- * would read more than {@code spark.indexeddf.lookup.maxReadFraction} of the version's live
- * bytes (unless the whole table is at most {@code maxScanBytes}, cheap to read on the driver
- * either way); when reading the index fails; and when no index is usable (state, staleness,
- * columns not fixed, floating-point index columns, an index file deleted since the version
- * read, the log's index state unknown).
+ * <p>More keys than {@code spark.indexeddf.driverLookup.maxKeys} run as Spark tasks that
+ * probe the index themselves, in the executors ({@link ProbeRDD}). Few keys past the driver's
+ * other limits (more row groups than {@code .maxRowGroups}, more matching rows than {@code
+ * .maxRows}, more unindexed bytes to scan than {@code .maxScanBytes}) run as tasks that read
+ * what the driver's probe found ({@link LookupRDD}). Spark's bucket-pruned Parquet scan
+ * answers instead when the lookup would read more than {@code
+ * spark.indexeddf.lookup.maxReadFraction} of the version's live bytes (the driver's probe
+ * counts them; for probing tasks, {@link ReadEstimate}; a table of at most {@code
+ * maxScanBytes} is cheap to read on the driver either way); when reading the index fails;
+ * and when no index is usable (state, staleness, columns not fixed, floating-point index
+ * columns, an index file deleted since the version read, the log's index state unknown).
+ * Such a scan of a long IN list is read unbucketed ({@link #withoutWastedPruning}).
  */
 public final class DriverLookup extends Rule<LogicalPlan> {
     static final String CONF = "spark.indexeddf.driverLookup.";
