@@ -85,11 +85,15 @@ def _many_keys(args, name: str, groups: list[list[int]], what: str, candidates: 
     )
 
 
+def _random_groups(args, n: int, seed: int) -> list[list[int]]:
+    """20 groups of ``n`` random keys present in the table."""
+    keys = datasets.some_keys(datasets.events(args.rows), n * 20, seed=seed)
+    return [keys[i: i + n] for i in range(0, len(keys), n)]
+
+
 def random_keys(work: Path, args) -> Scenario:
     """1,000 random keys a group: the driver's limit (maxKeys 1000) against tasks that probe (maxKeys 100)."""
-    path = datasets.events(args.rows)
-    keys = datasets.some_keys(path, 1_000 * 20, seed=17)
-    groups = [keys[i: i + 1_000] for i in range(0, len(keys), 1_000)]
+    groups = _random_groups(args, 1_000, seed=17)
     return _many_keys(args, "connector_in_list_1000", groups, "1,000 random keys", [
         (f"{CONNECTOR} (JVM connector)", {}),
         (f"{CONNECTOR} with {MAX_KEYS}=100", {MAX_KEYS: "100"}),
@@ -111,9 +115,7 @@ def consecutive_keys(work: Path, args) -> Scenario:
 def random_5000(work: Path, args) -> Scenario:
     """5,000 random keys a group: nearly every row group, so Spark's scan answers by default
     (read unbucketed: its bucket pruning would cost a projection per value and prune nothing)."""
-    path = datasets.events(args.rows)
-    keys = datasets.some_keys(path, 5_000 * 20, seed=23)
-    groups = [keys[i: i + 5_000] for i in range(0, len(keys), 5_000)]
+    groups = _random_groups(args, 5_000, seed=23)
     return _many_keys(args, "connector_in_list_5000", groups, "5,000 random keys", [
         (f"{CONNECTOR} (JVM connector)", {}),
         (f"{CONNECTOR} with {READ_FRACTION}=1.0", {READ_FRACTION: "1.0"}),

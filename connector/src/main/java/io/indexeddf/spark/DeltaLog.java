@@ -279,13 +279,6 @@ public final class DeltaLog {
         return v + "@" + st.getModificationTime() + "+" + st.getLen();
     }
 
-    /** Snapshots the cache holds now, and their live files (for tests). */
-    static long[] cacheStats() {
-        synchronized (SNAPSHOTS) {
-            return new long[] {SNAPSHOTS.size(), snapshotFiles};
-        }
-    }
-
     private Snapshot replay(long target, long latest) {
         Long start = null;
         Long hinted = lastCheckpointHint();

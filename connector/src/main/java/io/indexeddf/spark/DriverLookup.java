@@ -118,12 +118,12 @@ public final class DriverLookup extends Rule<LogicalPlan> {
         if (values == null || values.size() < WASTED_PRUNING_VALUES) {
             return null;
         }
-        java.util.BitSet buckets = new java.util.BitSet(numBuckets);
+        List<Object[]> keys = new ArrayList<>();
         for (Object v : values) {
-            buckets.set(Math.floorMod(LookupPlanner.hash(new Object[] {v}, column, r.dataSchema(),
-                LookupPlanner.BUCKET_SEED), numBuckets));
+            keys.add(new Object[] {v});
         }
-        return buckets.cardinality() < numBuckets ? null : new Filter(filter.condition(), IndexedDFProvider.unbucketed(lr));
+        return LookupPlanner.buckets(keys, column, r.dataSchema(), numBuckets).size() < numBuckets ? null
+            : new Filter(filter.condition(), IndexedDFProvider.unbucketed(lr));
     }
 
     private String conf(String key, String dflt) {

@@ -313,10 +313,16 @@ final class LookupPlanner {
         return h;
     }
 
-    private static Set<Integer> buckets(List<Object[]> keys, List<String> columns, StructType schema, int n) {
+    /** The bucket of {@code n} that {@code key} lands in: {@code pmod(hash(columns), n)}, as the writer bucketed it. */
+    static int bucket(Object[] key, List<String> columns, StructType schema, int n) {
+        return Math.floorMod(hash(key, columns, schema, BUCKET_SEED), n);
+    }
+
+    /** The buckets of {@code n} that {@code keys} land in. */
+    static Set<Integer> buckets(List<Object[]> keys, List<String> columns, StructType schema, int n) {
         Set<Integer> out = new HashSet<>();
         for (Object[] k : keys) {
-            out.add(Math.floorMod(hash(k, columns, schema, BUCKET_SEED), n));
+            out.add(bucket(k, columns, schema, n));
         }
         return out;
     }

@@ -350,8 +350,7 @@ final class LookupReader {
         IndexLog.Entry index = plan.index;
         Map<Integer, Ordinals> byBucket = new TreeMap<>();
         for (Object[] k : plan.keys) {
-            int bucket = Math.floorMod(LookupPlanner.hash(k, index.columns, schema, LookupPlanner.BUCKET_SEED),
-                index.numBuckets);
+            int bucket = LookupPlanner.bucket(k, index.columns, schema, index.numBuckets);
             byBucket.computeIfAbsent(bucket, b -> new Ordinals())
                 .add(LookupPlanner.hash(k, index.columns, schema, LookupPlanner.KEY_HASH_SEED));
         }

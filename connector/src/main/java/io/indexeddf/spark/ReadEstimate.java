@@ -86,8 +86,7 @@ final class ReadEstimate {
         }
         Map<Integer, Keys> byBucket = new HashMap<>();
         for (Object[] k : plan.keys) {
-            int bucket = Math.floorMod(LookupPlanner.hash(k, columns, schema, LookupPlanner.BUCKET_SEED),
-                snapshot.numBuckets());
+            int bucket = LookupPlanner.bucket(k, columns, schema, snapshot.numBuckets());
             byBucket.computeIfAbsent(bucket, b -> new Keys()).add(k[0]);
         }
         for (Keys keys : byBucket.values()) {
