@@ -55,24 +55,23 @@ def spark_jobs(fn) -> int:
     return len(set(tracker.getJobIdsForGroup(None)) - before)
 
 
-def _jvm_static(cls: str, method: str):
-    """Calls a package-private static method of the connector (``cacheStats``, ``clear``:
-    "for tests and benchmarks") through Java reflection."""
+def _diagnostics(method: str):
+    """Calls ``io.indexeddf.spark.Diagnostics.<method>()``, the connector's public counters for tests
+    and benchmarks (``rowCacheStats``, ``clearRowCache``, ``segmentCacheStats``)."""
     s = spark()
     jvm, gateway = s._jvm, s.sparkContext._gateway
     loader = jvm.org.apache.spark.util.Utils.getContextOrSparkClassLoader()
-    klass = jvm.java.lang.Class.forName(f"io.indexeddf.spark.{cls}", True, loader)
-    m = klass.getDeclaredMethod(method, gateway.new_array(jvm.java.lang.Class, 0))
-    m.setAccessible(True)
+    klass = jvm.java.lang.Class.forName("io.indexeddf.spark.Diagnostics", True, loader)
+    m = klass.getMethod(method, gateway.new_array(jvm.java.lang.Class, 0))
     return m.invoke(None, gateway.new_array(jvm.java.lang.Object, 0))
 
 
 def segment_cache_stats() -> tuple[int, int, int] | None:
     """(segments, entries, bytes) of the connector's JVM cache of index segments, as the
-    connector accounts them (``IndexSegments.cacheStats()``); None when this connector has no
+    connector accounts them (``Diagnostics.segmentCacheStats()``); None when this connector has no
     such counter."""
     try:
-        segments, entries, held = list(_jvm_static("IndexSegments", "cacheStats"))
+        segments, entries, held = list(_diagnostics("segmentCacheStats"))
     except Exception:  # noqa: BLE001 - an older connector (no class, no method): not measurable
         return None
     return int(segments), int(entries), int(held)
@@ -90,7 +89,7 @@ def _segment_bytes_per_row() -> tuple[float, str] | None:
 SEGMENT_GOAL = dict(
     text="cached index segments <= 16 bytes per row in the JVM", at_most=16.0, unit="bytes/row",
     measure=_segment_bytes_per_row,
-    unmeasurable="this connector exposes no counter of its cached index segments (IndexSegments.cacheStats), "
+    unmeasurable="this connector exposes no counter of its cached index segments (Diagnostics.segmentCacheStats), "
                  "or no segment was cached",
 )
 
@@ -377,12 +376,12 @@ def join_small(work: Path, args) -> Scenario:
     base = PARQUET_JOIN
 
     fresh = _indexed(path)
-    _jvm_static("RowCache", "clear")
+    _diagnostics("clearRowCache")
     runs = _repeat(lambda: _with_conf(ROW_CACHE, ROW_CACHE_SIZE, lambda: _query(fresh.join(probe, KEY))))
     later = runs[1:]
     spread = max(later) / min(later)
     parquet_runs = _repeat(lambda: _query(parquet.join(probe, KEY)))
-    groups, rows, held = (int(x) for x in _jvm_static("RowCache", "cacheStats"))
+    groups, rows, held = (int(x) for x in _diagnostics("rowCacheStats"))
     probe_keys = pq.read_table(sorted(work.glob(f"probe-{n}-31.parquet"))[0], columns=[KEY]).column(0).to_pylist()
     touched, total = _touched_row_groups(path, probe_keys)
     notes = [

@@ -18,25 +18,31 @@ def physical(df) -> str:
     return df._jdf.queryExecution().executedPlan().toString()
 
 
-def _jvm_static(spark, cls: str, method: str):
-    """Calls a package-private static method of the connector (``io.indexeddf.spark.<cls>``, "for
-    tests and benchmarks") through Java reflection."""
+_DIAGNOSTICS = {("RowCache", "cacheStats"): "rowCacheStats", ("RowCache", "clear"): "clearRowCache",
+                ("IndexSegments", "cacheStats"): "segmentCacheStats"}
+"""The connector's counters by cache and what is asked of it: the public static methods of
+``io.indexeddf.spark.Diagnostics``."""
+
+
+def _diagnostics(spark, cache: str, what: str):
+    """Calls ``io.indexeddf.spark.Diagnostics.<method>()`` for ``what`` of ``cache`` (``"RowCache"``,
+    ``"IndexSegments"``), loaded by the session's class loader (where ``spark.jars`` puts the connector)."""
     jvm, gateway = spark._jvm, spark.sparkContext._gateway
     loader = jvm.org.apache.spark.util.Utils.getContextOrSparkClassLoader()
-    klass = jvm.java.lang.Class.forName(f"io.indexeddf.spark.{cls}", True, loader)
-    m = klass.getDeclaredMethod(method, gateway.new_array(jvm.java.lang.Class, 0))
-    m.setAccessible(True)
+    klass = jvm.java.lang.Class.forName("io.indexeddf.spark.Diagnostics", True, loader)
+    m = klass.getMethod(_DIAGNOSTICS[(cache, what)], gateway.new_array(jvm.java.lang.Class, 0))
     return m.invoke(None, gateway.new_array(jvm.java.lang.Object, 0))
 
 
-def jvm_cache_stats(spark, cls: str) -> list[int]:
-    """The connector's own counters of a JVM cache (``<cls>.cacheStats()``)."""
-    return [int(x) for x in _jvm_static(spark, cls, "cacheStats")]
+def jvm_cache_stats(spark, cache: str) -> list[int]:
+    """The connector's own counters of a JVM cache (``"RowCache"``: row groups, rows, bytes;
+    ``"IndexSegments"``: segments, entries, bytes)."""
+    return [int(x) for x in _diagnostics(spark, cache, "cacheStats")]
 
 
-def jvm_cache_clear(spark, cls: str) -> None:
-    """Empties a JVM cache of the connector (``<cls>.clear()``)."""
-    _jvm_static(spark, cls, "clear")
+def jvm_cache_clear(spark, cache: str) -> None:
+    """Empties a JVM cache of the connector (``"RowCache"``)."""
+    _diagnostics(spark, cache, "clear")
 
 
 SCHEMA = pa.schema([("k", pa.int64()), ("s", pa.string()), ("v", pa.float64())])

@@ -249,7 +249,7 @@ def test_many_matched_rows_ship_packed_to_the_join_tasks(spark, tmp_path):
                                         ("left_outer", False, False), ("left_semi", False, False)):
             q = joined(df, probe, how, table_left, False)
             assert "FileScan parquet" not in physical(q)
-            assert ("io.indexeddf.spark.PackedRows" in _leaf_rdds(q)) == packed, (how, table_left)
+            assert ("io.indexeddf.spark.exec.PackedRows" in _leaf_rdds(q)) == packed, (how, table_left)
             want = expected(path, version, probe_rows(probe), how, table_left, False)
             for _ in range(2):  # the same joined DataFrame, collected again
                 assert got_rows(q) == want, (how, table_left)

@@ -1,27 +1,24 @@
 package io.indexeddf.spark;
 
-import java.util.Map;
-
-import org.apache.spark.sql.SQLContext;
+import io.indexeddf.spark.plan.CatalogTables;
+import io.indexeddf.spark.plan.CreateEmptyTable;
+import io.indexeddf.spark.plan.DriverLookup;
+import io.indexeddf.spark.plan.IndexedJoin;
+import io.indexeddf.spark.plan.ResolveInsert;
+import io.indexeddf.spark.plan.ResolvePath;
 import org.apache.spark.sql.SparkSession;
 import org.apache.spark.sql.SparkSessionExtensions;
-import org.apache.spark.sql.catalyst.analysis.UnresolvedRelation;
 import org.apache.spark.sql.catalyst.plans.logical.LogicalPlan;
 import org.apache.spark.sql.catalyst.rules.Rule;
-import org.apache.spark.sql.execution.datasources.LogicalRelation;
-import org.apache.spark.sql.execution.datasources.LogicalRelation$;
-import scala.collection.immutable.Seq;
-import scala.jdk.javaapi.CollectionConverters;
 import scala.runtime.AbstractFunction1;
-import scala.runtime.AbstractPartialFunction;
 import scala.runtime.BoxedUnit;
 
 /**
  * Session extensions ({@code spark.sql.extensions=io.indexeddf.spark.IndexedDFExtensions},
  * which {@code indexeddf.configure(builder)} sets): resolves
- * {@code SELECT ... FROM indexeddf.`/path`} to the table at that path. Spark's own
- * SQL-on-files rule gives a V1 provider no path (only the options), so the connector
- * resolves these names itself. The analyzer rules for SQL commands: {@link ResolveInsert}
+ * {@code SELECT ... FROM indexeddf.`/path`} to the table at that path ({@link ResolvePath}, a
+ * hint-resolution rule, so it runs before Spark's SQL-on-files rule, which gives a V1 provider
+ * no path). The Catalyst rules are in {@code io.indexeddf.spark.plan}. The analyzer rules for SQL commands: {@link ResolveInsert}
  * (inserts commit through the writer), {@link CreateEmptyTable} (CREATE TABLE with columns),
  * {@link CatalogTables} (catalog entries read the newest version; no ADD COLUMNS). The
  * optimizer rules: {@link DriverLookup}, which answers index lookups on the driver with no
@@ -31,7 +28,9 @@ import scala.runtime.BoxedUnit;
 public final class IndexedDFExtensions extends AbstractFunction1<SparkSessionExtensions, BoxedUnit> {
     @Override
     public BoxedUnit apply(SparkSessionExtensions extensions) {
-        // Analyzer rules (each session builds its own).
+        // Analyzer rules (each session builds its own). indexeddf.`/path` first: the "Hints"
+        // batch runs before the "Resolution" batch and its ResolveSQLOnFile.
+        extensions.injectHintResolutionRule(rule(ResolvePath::new));
         extensions.injectResolutionRule(rule(ResolvePath::new));
         extensions.injectResolutionRule(rule(ResolveInsert::new));
         extensions.injectResolutionRule(rule(CatalogTables.FreshReads::new));
@@ -52,53 +51,5 @@ public final class IndexedDFExtensions extends AbstractFunction1<SparkSessionExt
                 return make.apply(session);
             }
         };
-    }
-
-    /** {@code indexeddf.`/path`} as a relation over the table's newest version. */
-    static final class ResolvePath extends Rule<LogicalPlan> {
-        private final SparkSession session;
-
-        ResolvePath(SparkSession session) {
-            this.session = session;
-        }
-
-        @Override
-        public LogicalPlan apply(LogicalPlan plan) {
-            return plan.resolveOperatorsDown(new AbstractPartialFunction<LogicalPlan, LogicalPlan>() {
-                @Override
-                public boolean isDefinedAt(LogicalPlan p) {
-                    return namesPath(p);
-                }
-
-                @Override
-                public LogicalPlan apply(LogicalPlan p) {
-                    return relation(session, (UnresolvedRelation) p);
-                }
-            });
-        }
-
-        /** Whether {@code p} is a relation named {@code indexeddf.`/path`}. */
-        static boolean namesPath(LogicalPlan p) {
-            if (!(p instanceof UnresolvedRelation)) {
-                return false;
-            }
-            Seq<String> ident = ((UnresolvedRelation) p).multipartIdentifier();
-            return ident.size() == 2 && IndexedDFProvider.NAME.equalsIgnoreCase(ident.head());
-        }
-
-        /** The table {@code indexeddf.`/path`} names, at its newest version. */
-        static LogicalRelation relation(SparkSession session, UnresolvedRelation u) {
-            Map<String, String> options = new java.util.LinkedHashMap<>();
-            for (Map.Entry<String, String> e : u.options().asCaseSensitiveMap().entrySet()) {
-                if (!e.getKey().startsWith("__")) {  // Spark's own marks (an insert's write privileges)
-                    options.put(e.getKey(), e.getValue());
-                }
-            }
-            options.put("path", u.multipartIdentifier().last());
-            scala.collection.immutable.Map<String, String> params =
-                scala.collection.immutable.Map$.MODULE$.from(CollectionConverters.asScala(options));
-            SQLContext sqlContext = session.sqlContext();
-            return LogicalRelation$.MODULE$.apply(new IndexedDFProvider().createRelation(sqlContext, params), false);
-        }
     }
 }

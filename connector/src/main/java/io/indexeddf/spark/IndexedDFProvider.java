@@ -1,28 +1,19 @@
 package io.indexeddf.spark;
 
-import java.io.IOException;
-import java.util.ArrayList;
 import java.util.Arrays;
-import java.util.LinkedHashMap;
 import java.util.List;
-import java.util.Locale;
 import java.util.Map;
-import java.util.regex.Matcher;
-import java.util.regex.Pattern;
 
-import org.apache.hadoop.conf.Configuration;
-import org.apache.hadoop.fs.FileStatus;
-import org.apache.hadoop.fs.FileSystem;
-import org.apache.hadoop.fs.Path;
+import io.indexeddf.log.IndexedDFException;
+import io.indexeddf.spark.exec.PythonWriter;
+import io.indexeddf.spark.exec.TableRelation;
 import org.apache.spark.sql.Dataset;
 import org.apache.spark.sql.Row;
 import org.apache.spark.sql.SQLContext;
 import org.apache.spark.sql.SaveMode;
-import org.apache.spark.sql.catalyst.catalog.BucketSpec;
-import org.apache.spark.sql.execution.datasources.HadoopFsRelation;
-import org.apache.spark.sql.execution.datasources.LogicalRelation;
 import org.apache.spark.sql.execution.datasources.parquet.ParquetFileFormat;
 import org.apache.spark.sql.execution.streaming.Sink;
+import org.apache.spark.sql.execution.streaming.Source;
 import org.apache.spark.sql.sources.BaseRelation;
 import org.apache.spark.sql.sources.CreatableRelationProvider;
 import org.apache.spark.sql.sources.DataSourceRegister;
@@ -30,57 +21,36 @@ import org.apache.spark.sql.sources.RelationProvider;
 import org.apache.spark.sql.sources.SchemaRelationProvider;
 import org.apache.spark.sql.sources.StreamSinkProvider;
 import org.apache.spark.sql.sources.StreamSourceProvider;
-import org.apache.spark.sql.execution.streaming.Source;
-import scala.Tuple2;
 import org.apache.spark.sql.streaming.OutputMode;
-import org.apache.spark.sql.types.DataType;
-import org.apache.spark.sql.types.DoubleType;
-import org.apache.spark.sql.types.FloatType;
-import org.apache.spark.sql.types.StructField;
 import org.apache.spark.sql.types.StructType;
 import scala.Option;
+import scala.Tuple2;
 import scala.collection.immutable.Seq;
-import scala.jdk.javaapi.CollectionConverters;
 
 /**
- * The Spark data source {@code indexeddf} in the JVM.
+ * The Spark data source {@code indexeddf} in the JVM (registered in
+ * {@code META-INF/services/org.apache.spark.sql.sources.DataSourceRegister}).
  *
  * <p>Reads ({@code spark.read.format("indexeddf").load(path)}, options {@code versionAsOf} /
- * {@code timestampAsOf}, and {@code SELECT ... FROM indexeddf.`/path`}) replay the table's
- * Delta log here ({@link DeltaLog}) and hand Spark a {@link HadoopFsRelation} over exactly
- * the snapshot's live files: Spark's own vectorized Parquet reads with column pruning and
- * filter pushdown, and, when every file carries its bucket, the table's bucketing
- * ({@link BucketSpec}) so bucket pruning and bucketed joins work.
+ * {@code timestampAsOf}, and {@code SELECT ... FROM indexeddf.`/path`}, which
+ * {@link IndexedDFExtensions} resolves) are {@link TableRelation}s: Spark's own Parquet scan of
+ * exactly the version's live files, bucketed when the files allow it.
  *
  * <p>Writes and streaming writes are done by the Python data source registered as
- * {@code indexeddf_python} ({@code indexeddf.register(spark)}); this provider handles
- * Spark's save modes first (Spark refuses errorifexists / ignore for Python sources).
+ * {@code indexeddf_python} ({@code indexeddf.register(spark)}), through {@link PythonWriter},
+ * which handles Spark's save modes first (Spark refuses errorifexists / ignore for Python
+ * sources). It is a {@link ParquetFileFormat} so that Spark accepts {@code indexeddf.`/path`}
+ * as SQL on files; the session extensions resolve such names before Spark's rule would.
  */
-public final class IndexedDFProvider extends ParquetFileFormat implements DataSourceRegister, RelationProvider, SchemaRelationProvider,
-        CreatableRelationProvider, StreamSinkProvider, StreamSourceProvider {
+public final class IndexedDFProvider extends ParquetFileFormat implements DataSourceRegister, RelationProvider,
+        SchemaRelationProvider, CreatableRelationProvider, StreamSinkProvider, StreamSourceProvider {
     /** The format name. */
-    public static final String NAME = "indexeddf";
+    public static final String NAME = TableRelation.NAME;
     /** The name the Python data source is registered under next to this provider. */
-    public static final String PYTHON_NAME = "indexeddf_python";
+    public static final String PYTHON_NAME = TableRelation.PYTHON_NAME;
 
-    static final List<String> READ_OPTIONS =
-        Arrays.asList("path", "storageOptions", "versionAsOf", "timestampAsOf", "maxPartitionBytes",
-            // A catalog table made by CREATE TABLE ... OPTIONS (...) AS SELECT or saveAsTable hands
-            // the options that created it to every read; the log decides these, reads ignore them.
-            "indexColumns", "numBuckets", "name", "description", "tableProperties");
     static final List<String> STREAM_OPTIONS = Arrays.asList("path", "storageOptions", "indexColumns", "numBuckets",
         "name", "description", "tableProperties", "txnAppId", "checkpointLocation");
-    private static final Pattern BUCKET_SUFFIX = Pattern.compile("_(\\d+)\\.parquet$");
-    private static final Pattern URL = Pattern.compile("^([A-Za-z][A-Za-z0-9+.-]*)://(.*)$");
-    private static final Map<String, String> HADOOP_SCHEMES = Map.of(
-        "s3", "s3a", "s3a", "s3a", "gs", "gs", "gcs", "gs", "hdfs", "hdfs", "abfs", "abfs", "abfss", "abfss",
-        "file", "file");
-
-    /** Whether a catalog entry's provider ({@code USING ...}) is this connector. */
-    static boolean isProvider(Option<String> provider) {
-        return provider.isDefined() && (NAME.equalsIgnoreCase(provider.get())
-            || IndexedDFProvider.class.getName().equals(provider.get()));
-    }
 
     @Override
     public String shortName() {
@@ -95,195 +65,33 @@ public final class IndexedDFProvider extends ParquetFileFormat implements DataSo
     // -- reads ------------------------------------------------------------------------------
     @Override
     public BaseRelation createRelation(SQLContext sqlContext, scala.collection.immutable.Map<String, String> parameters) {
-        return relation(sqlContext, parameters, null);
+        return TableRelation.read(sqlContext, parameters, null);
     }
 
     @Override
     public BaseRelation createRelation(SQLContext sqlContext, scala.collection.immutable.Map<String, String> parameters,
                                        StructType schema) {
-        return relation(sqlContext, parameters, schema);
-    }
-
-    private BaseRelation relation(SQLContext sqlContext, scala.collection.immutable.Map<String, String> parameters,
-                                  StructType given) {
-        Map<String, String> opts = canonical(parameters, READ_OPTIONS, "read.format('indexeddf')", true);
-        org.apache.spark.sql.classic.SparkSession session = classic(sqlContext);
-        Configuration conf = session.sessionState().newHadoopConf();
-        Path root = tableRoot(requirePath(opts), conf);
-        DeltaLog log = DeltaLog.open(root, conf);
-        Long version = timeTravel(opts, log);
-        DeltaLog.Snapshot snapshot = log.snapshot(version);
-        StructType schema = (StructType) DataType.fromJson(snapshot.schemaString());
-        if (given != null) {
-            checkReadSchema(given, schema, root, snapshot.version);
-        }
-        Option<BucketSpec> bucketing = bucketSpec(snapshot, schema);
-        scala.collection.immutable.Map<String, String> noOptions = scala.collection.immutable.Map$.MODULE$.empty();
-        return new HadoopFsRelation(new SnapshotFileIndex(snapshot), new StructType(), schema, bucketing,
-            new ParquetFileFormat(), noOptions, session);
-    }
-
-    private static Long timeTravel(Map<String, String> opts, DeltaLog log) {
-        String v = opts.get("versionAsOf");
-        String ts = opts.get("timestampAsOf");
-        boolean hasV = v != null && !v.trim().isEmpty();
-        boolean hasTs = ts != null && !ts.trim().isEmpty();
-        if (hasV && hasTs) {
-            throw IndexedDFException.option("give versionAsOf or timestampAsOf, not both");
-        }
-        if (hasTs) {
-            return log.versionAt(ts);
-        }
-        if (!hasV) {
-            return null;
-        }
-        try {
-            long version = Long.parseLong(v.trim());
-            if (version < 0) {
-                throw IndexedDFException.option("option versionAsOf must be in >= 0, got " + version);
-            }
-            return version;
-        } catch (NumberFormatException e) {
-            throw IndexedDFException.option("option versionAsOf must be an integer, got '" + v + "'");
-        }
-    }
-
-    private static void checkReadSchema(StructType given, StructType table, Path root, long version) {
-        boolean ok = given.fields().length == table.fields().length;
-        for (int i = 0; ok && i < given.fields().length; i++) {
-            StructField g = given.fields()[i];
-            StructField t = table.fields()[i];
-            ok = g.name().equals(t.name()) && g.dataType().equals(t.dataType()) && (g.nullable() || !t.nullable());
-        }
-        if (!ok) {
-            throw new IndexedDFException("SchemaMismatchError",
-                "the schema to read (" + given.simpleString() + ") is not the schema of " + root + " at version "
-                + version + " (" + table.simpleString() + "): .schema(...) may only repeat the table's schema; "
-                + "load the table without .schema(). A catalog table (CREATE TABLE ... USING indexeddf) keeps the "
-                + "schema its table had when the entry was created: after the table's schema changed (an overwrite "
-                + "that replaced it), register the table again: CREATE TABLE <another name> USING indexeddf "
-                + "LOCATION '" + root + "'. An entry made with LOCATION may be dropped first (DROP TABLE keeps "
-                + "the data then); dropping a managed entry deletes the table.");
-        }
-    }
-
-    /** {@code lr} reading the same files without the bucketing (same output attributes). */
-    static LogicalRelation unbucketed(LogicalRelation lr) {
-        HadoopFsRelation r = (HadoopFsRelation) lr.relation();
-        HadoopFsRelation plain = new HadoopFsRelation(r.location(), r.partitionSchema(), r.dataSchema(),
-            Option.empty(), r.fileFormat(), r.options(), r.sparkSession());
-        return lr.copy(plain, lr.output(), lr.catalogTable(), lr.isStreaming(), lr.stream());
-    }
-
-    /**
-     * The table's bucketing, when Spark can be told it: every live file has its bucket and a
-     * name ending in {@code _<bucket>.parquet} (where Spark reads a file's bucket from), and no
-     * index column is floating point (Spark normalises -0.0 and NaN in join keys; a file's
-     * bucket hashes the raw value). When every live file is also in index-column order (the
-     * {@code indexeddf.sorted} tag), the index columns are the sort columns too: with
-     * {@code spark.sql.legacy.bucketedTableScan.outputOrdering} (which
-     * {@code indexeddf.configure} sets) a scan whose buckets are single files reports that
-     * ordering, so a merge join on the key sorts only the other side. Spark itself checks
-     * the single files; several files in a bucket (appends) just mean Spark sorts.
-     */
-    static Option<BucketSpec> bucketSpec(DeltaLog.Snapshot snapshot, StructType schema) {
-        List<String> columns = snapshot.indexColumns();
-        int numBuckets = snapshot.numBuckets();
-        for (String c : columns) {
-            if (!Arrays.asList(schema.fieldNames()).contains(c)) {
-                return Option.empty();
-            }
-            DataType t = schema.apply(c).dataType();
-            if (t instanceof FloatType || t instanceof DoubleType) {
-                return Option.empty();
-            }
-        }
-        for (DeltaLog.AddFile a : snapshot.files) {
-            if (a.bucket == null || a.bucket < 0 || a.bucket >= numBuckets) {
-                return Option.empty();
-            }
-            Matcher m = BUCKET_SUFFIX.matcher(a.location.getName());
-            if (!m.find() || Integer.parseInt(m.group(1)) != a.bucket) {
-                return Option.empty();
-            }
-        }
-        boolean sorted = snapshot.files.stream().allMatch(a -> a.sorted);
-        Seq<String> sortColumns = CollectionConverters.asScala(sorted ? columns : new ArrayList<String>()).toList();
-        return Option.apply(new BucketSpec(numBuckets, CollectionConverters.asScala(columns).toList(), sortColumns));
+        return TableRelation.read(sqlContext, parameters, schema);
     }
 
     // -- writes -----------------------------------------------------------------------------
     @Override
     public BaseRelation createRelation(SQLContext sqlContext, SaveMode mode,
                                        scala.collection.immutable.Map<String, String> parameters, Dataset<Row> data) {
-        org.apache.spark.sql.classic.SparkSession session = classic(sqlContext);
-        Map<String, String> opts = passThrough(parameters);
-        String path = opts.get("path");
-        if (path == null || path.isEmpty()) {
-            throw IndexedDFException.option("indexeddf needs one table location: .save(path)");
-        }
-        requirePythonSource(session);
-        String pyMode;
-        String saveModeOption = lookup(opts, "saveMode");
-        switch (mode) {
-            case Overwrite:
-                pyMode = "overwrite";
-                break;
-            case Append:
-                pyMode = "append";
-                break;
-            case ErrorIfExists:
-            case Ignore:
-            default: {
-                pyMode = "append";
-                if (saveModeOption == null) {
-                    String name = mode == SaveMode.Ignore ? "ignore" : "errorifexists";
-                    if (tableExists(path, session.sessionState().newHadoopConf())) {
-                        if (mode == SaveMode.Ignore) {
-                            return new WrittenRelation(sqlContext, data.schema());
-                        }
-                        throw new IndexedDFException("TableExistsError",
-                            "a table already exists at " + path + " (mode " + name + "); use mode('append') "
-                            + "or mode('overwrite')");
-                    }
-                    // The Python writer checks again where it commits (put-if-absent).
-                    opts.put("saveMode", name);
-                }
-                break;
-            }
-        }
-        data.write().format(PYTHON_NAME).mode(pyMode).options(opts).save();
-        return new WrittenRelation(sqlContext, data.schema());
-    }
-
-    private static boolean tableExists(String path, Configuration conf) {
-        Path root = tableRoot(path, conf);
-        try {
-            FileSystem fs = root.getFileSystem(conf);
-            for (FileStatus st : fs.listStatus(new Path(root, "_delta_log"))) {
-                if (st.getPath().getName().endsWith(".json") || st.getPath().getName().contains(".checkpoint.")) {
-                    return true;
-                }
-            }
-            return false;
-        } catch (java.io.FileNotFoundException e) {
-            return false;
-        } catch (IOException e) {
-            throw new IndexedDFException("IndexedDFError", "cannot list " + root + "/_delta_log: " + e, e);
-        }
+        return PythonWriter.save(sqlContext, mode, parameters, data);
     }
 
     // -- streaming writes -------------------------------------------------------------------
     @Override
     public Sink createSink(SQLContext sqlContext, scala.collection.immutable.Map<String, String> parameters,
                            Seq<String> partitionColumns, OutputMode outputMode) {
-        canonical(parameters, STREAM_OPTIONS, "writeStream.format('indexeddf')", true);
-        Map<String, String> opts = passThrough(parameters);
+        TableRelation.canonical(parameters, STREAM_OPTIONS, "writeStream.format('indexeddf')", true);
+        Map<String, String> opts = PythonWriter.passThrough(parameters);
         if (opts.get("path") == null) {
             throw IndexedDFException.option(
                 "indexeddf needs the table location: .load(path), .save(path) or .start(path)");
         }
-        String app = lookup(opts, "txnAppId");
+        String app = PythonWriter.lookup(opts, "txnAppId");
         if (app == null || app.trim().isEmpty()) {
             throw IndexedDFException.option(
                 "writeStream.format('indexeddf') needs option('txnAppId', '<stable id of this query>'): "
@@ -297,7 +105,7 @@ public final class IndexedDFProvider extends ParquetFileFormat implements DataSo
             throw IndexedDFException.option("writeStream.format('indexeddf') supports outputMode append and "
                 + "complete, not update");
         }
-        requirePythonSource(classic(sqlContext));
+        PythonWriter.requirePythonSource(TableRelation.classic(sqlContext));
         return new IndexedDFSink(opts, outputMode == OutputMode.Complete());
     }
 
@@ -322,152 +130,4 @@ public final class IndexedDFProvider extends ParquetFileFormat implements DataSo
             + "read a version with spark.read.format('indexeddf') (versionAsOf / timestampAsOf)");
     }
 
-    // -- helpers ----------------------------------------------------------------------------
-    static void requirePythonSource(org.apache.spark.sql.classic.SparkSession session) {
-        if (!session.sessionState().dataSourceManager().dataSourceExists(PYTHON_NAME)) {
-            throw new IndexedDFException("IndexedDFError",
-                "the indexeddf connector writes through the Python data source '" + PYTHON_NAME
-                + "', which this session does not have: call indexeddf.register(spark) once after creating it");
-        }
-    }
-
-    static org.apache.spark.sql.classic.SparkSession classic(SQLContext sqlContext) {
-        return (org.apache.spark.sql.classic.SparkSession) sqlContext.sparkSession();
-    }
-
-    private static String requirePath(Map<String, String> opts) {
-        String path = opts.get("path");
-        if (path == null && calledFrom("ResolveSQLOnFile")) {
-            // SELECT ... FROM indexeddf.`/path`: Spark's rule passes no path; "class not found"
-            // makes it leave the name to IndexedDFExtensions' rule, which passes it.
-            sneakyThrow(new ClassNotFoundException("indexeddf.`path` is resolved by IndexedDFExtensions"));
-        }
-        if (path == null || path.trim().isEmpty()) {
-            throw IndexedDFException.option("indexeddf reads one table location, given by .load(path) or "
-                + "option('path', ...); none was given (several paths are not supported)");
-        }
-        return path;
-    }
-
-    private static boolean calledFrom(String simpleClassName) {
-        for (StackTraceElement e : new Throwable().getStackTrace()) {
-            if (e.getClassName().contains(simpleClassName)) {
-                return true;
-            }
-        }
-        return false;
-    }
-
-    @SuppressWarnings("unchecked")
-    private static <E extends Throwable> void sneakyThrow(Throwable e) throws E {
-        throw (E) e;
-    }
-
-    /** The table's root as a qualified Hadoop path (s3:// is read as s3a://, gcs:// as gs://). */
-    static Path tableRoot(String url, Configuration conf) {
-        String location = url;
-        Matcher m = URL.matcher(url);
-        if (m.matches()) {
-            String scheme = m.group(1).toLowerCase(Locale.ROOT);
-            if (scheme.equals("memory") || scheme.equals("memfs")) {
-                throw IndexedDFException.option(url + " is in fsspec's in-memory filesystem, which exists only in "
-                    + "one Python process; Spark reads and writes in its own processes. Use a local or shared "
-                    + "location.");
-            }
-            String mapped = HADOOP_SCHEMES.getOrDefault(scheme, scheme);
-            location = mapped + "://" + m.group(2);
-        }
-        Path p = new Path(location);
-        try {
-            return p.getFileSystem(conf).makeQualified(p);
-        } catch (org.apache.hadoop.fs.UnsupportedFileSystemException e) {
-            throw noFileSystem(url, p, e.getMessage(), e);
-        } catch (IOException e) {
-            throw IndexedDFException.option("Spark's Hadoop filesystems cannot open " + url + ": " + e.getMessage());
-        } catch (RuntimeException e) {
-            // Hadoop names a class for s3a:// (and others) that pyspark does not ship: the
-            // class lookup fails with ClassNotFoundException wrapped in a RuntimeException.
-            for (Throwable c = e; c != null; c = c.getCause()) {
-                if (c instanceof ClassNotFoundException) {
-                    throw noFileSystem(url, p, c.getMessage(), e);
-                }
-            }
-            throw e;
-        }
-    }
-
-    /**
-     * The session has no Hadoop file system for the table's scheme (s3a:// needs hadoop-aws,
-     * which pyspark does not ship): say both ways out, Hadoop's and the Python source's.
-     */
-    private static IndexedDFException noFileSystem(String url, Path p, String why, Throwable cause) {
-        String scheme = p.toUri().getScheme();
-        return new IndexedDFException("UnsupportedStorageError", "the connector reads " + url
-            + " through Hadoop's file systems, and this session has none for " + scheme + ":// (" + why + "). "
-            + "Either put Hadoop's module for it on the session (for s3a:// the hadoop-aws jar of Hadoop "
-            + org.apache.hadoop.util.VersionInfo.getVersion() + " and its AWS SDK bundle, in spark.jars) and set "
-            + "its fs." + scheme + ".* settings (credentials, endpoint), or read through indexeddf's Python data "
-            + "source, which reaches the table with fsspec: spark.read.format(\"" + PYTHON_NAME + "\")"
-            + ".option(\"storageOptions\", '{...}').load(\"" + url + "\") (no column pruning, no index "
-            + "lookups on the driver). Writes through format(\"indexeddf\") already go through the Python "
-            + "writer and take storageOptions.", cause);
-    }
-
-    /** Options keyed by canonical names; unknown names refused as the Python source does. */
-    static Map<String, String> canonical(scala.collection.immutable.Map<String, String> parameters, List<String> known,
-                                         String what, boolean properties) {
-        Map<String, String> canon = new LinkedHashMap<>();
-        for (String k : known) {
-            canon.put(k.toLowerCase(Locale.ROOT), k);
-        }
-        Map<String, String> out = new LinkedHashMap<>();
-        for (Map.Entry<String, String> e : CollectionConverters.asJava(parameters).entrySet()) {
-            String low = e.getKey().toLowerCase(Locale.ROOT);
-            if (canon.containsKey(low)) {
-                out.put(canon.get(low), e.getValue());
-            } else if (properties && low.startsWith("indexeddf.")) {
-                out.put(e.getKey(), e.getValue());
-            } else if (low.equals("paths")) {
-                throw IndexedDFException.option(what + " takes one table location, got several: " + e.getValue());
-            } else {
-                throw IndexedDFException.option("unknown option '" + low + "' for " + what + "; known options: "
-                    + String.join(", ", known) + (properties ? ", indexeddf.<table property>" : ""));
-            }
-        }
-        return out;
-    }
-
-    private static Map<String, String> passThrough(scala.collection.immutable.Map<String, String> parameters) {
-        return new LinkedHashMap<>(CollectionConverters.asJava(parameters));
-    }
-
-    private static String lookup(Map<String, String> opts, String name) {
-        for (Map.Entry<String, String> e : opts.entrySet()) {
-            if (e.getKey().equalsIgnoreCase(name)) {
-                return e.getValue();
-            }
-        }
-        return null;
-    }
-
-    /** What a write returns to Spark: the written frame's schema (Spark reads nothing from it). */
-    static final class WrittenRelation extends BaseRelation {
-        private final SQLContext sqlContext;
-        private final StructType schema;
-
-        WrittenRelation(SQLContext sqlContext, StructType schema) {
-            this.sqlContext = sqlContext;
-            this.schema = schema;
-        }
-
-        @Override
-        public SQLContext sqlContext() {
-            return sqlContext;
-        }
-
-        @Override
-        public StructType schema() {
-            return schema;
-        }
-    }
 }

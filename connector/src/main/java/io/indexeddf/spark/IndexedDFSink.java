@@ -1,5 +1,6 @@
 package io.indexeddf.spark;
 
+import io.indexeddf.spark.exec.PythonWriter;
 import java.util.Map;
 
 import org.apache.spark.sql.Dataset;
@@ -27,7 +28,7 @@ final class IndexedDFSink implements Sink {
         // The batch's rows through its own (incremental) execution, as a plain batch frame.
         org.apache.spark.sql.classic.SparkSession session =
             (org.apache.spark.sql.classic.SparkSession) data.sparkSession();
-        IndexedDFProvider.requirePythonSource(session);
+        PythonWriter.requirePythonSource(session);
         Dataset<Row> rows = session.internalCreateDataFrame(data.queryExecution().toRdd(), data.schema(), false);
         rows.write().format(IndexedDFProvider.PYTHON_NAME)
             .mode(complete ? "overwrite" : "append")

@@ -1,4 +1,4 @@
-package io.indexeddf.spark;
+package io.indexeddf.spark.exec;
 
 import java.util.ArrayList;
 import java.util.Comparator;
@@ -22,7 +22,7 @@ import scala.reflect.ClassTag$;
  * not cover, through Spark's own Parquet reader, and returns the rows that satisfy the filter.
  * Row groups without a candidate are never read.
  */
-final class LookupRDD extends RDD<InternalRow> {
+public final class LookupRDD extends RDD<InternalRow> {
     private static final long serialVersionUID = 1L;
 
     private final List<List<LookupReader.Piece>> parts;
@@ -30,7 +30,7 @@ final class LookupRDD extends RDD<InternalRow> {
     private final Function1<PartitionedFile, Iterator<InternalRow>> scanReader;
     private final Expression bound;
 
-    LookupRDD(SparkContext sc, LookupReader.Pieces pieces, int numPartitions,
+    public LookupRDD(SparkContext sc, LookupReader.Pieces pieces, int numPartitions,
               RowGroupReader groupReader,
               Function1<PartitionedFile, Iterator<InternalRow>> scanReader, Expression bound) {
         super(sc, CollectionConverters.asScala(new ArrayList<org.apache.spark.Dependency<?>>()).toList(),

@@ -1,4 +1,4 @@
-package io.indexeddf.spark;
+package io.indexeddf.spark.exec;
 
 import java.io.IOException;
 import java.util.Arrays;
@@ -27,7 +27,7 @@ import scala.jdk.javaapi.CollectionConverters;
  * An entry costs 12 bytes: the key hash, the position of its data file in the segment's
  * small table of file ids, and the row ordinal.
  */
-final class IndexSegments {
+public final class IndexSegments {
     /** Default bound of the cache: a quarter of the heap, at most 1 GiB. */
     static final long DEFAULT_MAX_BYTES = Math.min(1L << 30, Runtime.getRuntime().maxMemory() / 4);
 
@@ -85,7 +85,7 @@ final class IndexSegments {
     }
 
     /** Entries held by the cache now, and its bytes (for tests and benchmarks). */
-    static long[] cacheStats() {
+    public static long[] cacheStats() {
         return CACHE.stats();
     }
 
@@ -93,7 +93,7 @@ final class IndexSegments {
      * A reader of index files (their entries as columnar batches), built on the driver and
      * serializable: tasks that probe read their segments with it.
      */
-    static Function1<PartitionedFile, Iterator<InternalRow>> entryReader(SparkSession session, Configuration conf) {
+    public static Function1<PartitionedFile, Iterator<InternalRow>> entryReader(SparkSession session, Configuration conf) {
         Seq<org.apache.spark.sql.sources.Filter> none = CollectionConverters.asScala(
             new java.util.ArrayList<org.apache.spark.sql.sources.Filter>()).toList();
         return ParquetRows.reader(session, ENTRY_SCHEMA, ENTRY_SCHEMA, none, true, conf);

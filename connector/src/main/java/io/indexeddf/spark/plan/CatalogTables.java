@@ -1,5 +1,7 @@
-package io.indexeddf.spark;
+package io.indexeddf.spark.plan;
 
+import io.indexeddf.log.IndexedDFException;
+import io.indexeddf.spark.exec.TableRelation;
 import org.apache.spark.sql.SparkSession;
 import org.apache.spark.sql.catalyst.plans.logical.LogicalPlan;
 import org.apache.spark.sql.catalyst.rules.Rule;
@@ -11,7 +13,7 @@ import scala.runtime.BoxedUnit;
  * indexeddf}): the entry never stands between a query and the table's log. Inserts into
  * such tables are {@link ResolveInsert}'s, creating one is {@link CreateEmptyTable}'s.
  */
-final class CatalogTables {
+public final class CatalogTables {
     private CatalogTables() {
     }
 
@@ -24,10 +26,10 @@ final class CatalogTables {
      * drops that cache entry, so the next query loads the table again; the plan being analysed
      * keeps the relation it has (a DataFrame keeps its version).
      */
-    static final class FreshReads extends Rule<LogicalPlan> {
+    public static final class FreshReads extends Rule<LogicalPlan> {
         private final SparkSession session;
 
-        FreshReads(SparkSession session) {
+        public FreshReads(SparkSession session) {
             this.session = session;
         }
 
@@ -54,10 +56,10 @@ final class CatalogTables {
      * for Parquet-based providers (the connector is one) and would change only the catalog
      * entry, not the table's log, which made the table unreadable through that entry.
      */
-    static final class RefuseAddColumns extends Rule<LogicalPlan> {
+    public static final class RefuseAddColumns extends Rule<LogicalPlan> {
         private final SparkSession session;
 
-        RefuseAddColumns(SparkSession session) {
+        public RefuseAddColumns(SparkSession session) {
             this.session = session;
         }
 
@@ -72,7 +74,7 @@ final class CatalogTables {
                 } catch (org.apache.spark.sql.AnalysisException e) {
                     return plan;  // no such table: Spark's own command says so
                 }
-                if (IndexedDFProvider.isProvider(provider)) {
+                if (TableRelation.isProvider(provider)) {
                     throw IndexedDFException.option("ALTER TABLE " + name.unquotedString() + " ADD COLUMNS would "
                         + "change only the catalog entry, not the indexeddf table's log. Write the new columns "
                         + "with an overwrite that replaces the schema (IndexedTable.overwrite(data, "

@@ -1,5 +1,8 @@
-package io.indexeddf.spark;
+package io.indexeddf.spark.exec;
 
+import io.indexeddf.log.AddFile;
+import io.indexeddf.log.IndexLog;
+import io.indexeddf.log.Snapshot;
 import java.io.IOException;
 import java.util.ArrayList;
 import java.util.Comparator;
@@ -31,7 +34,7 @@ import scala.reflect.ClassTag$;
  * of their own (hybrid scan). The driver reads no index segment, so an index far bigger than
  * the driver's cache serves a lookup of a million keys.
  */
-final class ProbeRDD extends RDD<InternalRow> {
+public final class ProbeRDD extends RDD<InternalRow> {
     private static final long serialVersionUID = 1L;
 
     /** What one task probes: index files with the key hashes of their bucket, and the live files they may name. */
@@ -54,7 +57,7 @@ final class ProbeRDD extends RDD<InternalRow> {
     private final Function1<PartitionedFile, Iterator<InternalRow>> scanReader;
     private final Expression bound;
 
-    ProbeRDD(SparkContext sc, List<Share> shares, List<List<LookupReader.Piece>> scans,
+    public ProbeRDD(SparkContext sc, List<Share> shares, List<List<LookupReader.Piece>> scans,
              Function1<PartitionedFile, Iterator<InternalRow>> entryReader, long cacheMaxBytes,
              RowGroupReader groupReader, Function1<PartitionedFile, Iterator<InternalRow>> scanReader,
              Expression bound) {
@@ -74,7 +77,7 @@ final class ProbeRDD extends RDD<InternalRow> {
      * in one share (its files may name the same data files), the biggest first, each to the
      * share with the fewest entries so far.
      */
-    static List<Share> shares(LookupPlanner.Plan plan, DeltaLog.Snapshot snapshot, StructType schema, int n) {
+    public static List<Share> shares(LookupPlanner.Plan plan, Snapshot snapshot, StructType schema, int n) {
         Map<Integer, int[]> hashes = LookupReader.hashesByBucket(plan, schema);
         Map<Integer, List<IndexLog.IndexFile>> byBucket = new HashMap<>();
         if (!plan.liveCovered.isEmpty()) {
@@ -82,8 +85,8 @@ final class ProbeRDD extends RDD<InternalRow> {
                 byBucket.computeIfAbsent(f.bucket, b -> new ArrayList<>()).add(f);
             }
         }
-        Map<Long, DeltaLog.AddFile> live = new HashMap<>();
-        for (DeltaLog.AddFile a : snapshot.files) {
+        Map<Long, AddFile> live = new HashMap<>();
+        for (AddFile a : snapshot.files) {
             if (plan.liveCovered.contains(a.fileId)) {
                 live.put(a.fileId, a);
             }
@@ -107,7 +110,7 @@ final class ProbeRDD extends RDD<InternalRow> {
                 lightest.hashes.add(hashes.get(f.bucket));
                 lightest.load += f.numEntries;
                 for (long id : f.fileIds) {
-                    DeltaLog.AddFile a = live.get(id);
+                    AddFile a = live.get(id);
                     if (a != null) {
                         lightest.files.put(id, LookupReader.Piece.whole(a));
                     }
@@ -126,9 +129,9 @@ final class ProbeRDD extends RDD<InternalRow> {
     }
 
     /** {@code files} (whole, unindexed) dealt to at most {@code n} tasks by bytes, the biggest first. */
-    static List<List<LookupReader.Piece>> scanShares(List<DeltaLog.AddFile> files, int n) {
+    public static List<List<LookupReader.Piece>> scanShares(List<AddFile> files, int n) {
         List<LookupReader.Piece> all = new ArrayList<>();
-        for (DeltaLog.AddFile a : files) {
+        for (AddFile a : files) {
             all.add(LookupReader.Piece.whole(a));
         }
         return LookupRDD.balance(all, n);

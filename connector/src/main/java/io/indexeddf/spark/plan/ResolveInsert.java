@@ -1,5 +1,8 @@
-package io.indexeddf.spark;
+package io.indexeddf.spark.plan;
 
+import io.indexeddf.log.IndexedDFException;
+import io.indexeddf.log.Snapshot;
+import io.indexeddf.spark.exec.PythonWriter;
 import java.util.LinkedHashMap;
 import java.util.Map;
 
@@ -33,10 +36,10 @@ import scala.runtime.AbstractPartialFunction;
  * connector's save path instead ({@link InsertableRelation}: Spark casts the rows to the
  * table's schema first, as for its own tables).
  */
-final class ResolveInsert extends Rule<LogicalPlan> {
+public final class ResolveInsert extends Rule<LogicalPlan> {
     private final SparkSession session;
 
-    ResolveInsert(SparkSession session) {
+    public ResolveInsert(SparkSession session) {
         this.session = session;
     }
 
@@ -46,7 +49,7 @@ final class ResolveInsert extends Rule<LogicalPlan> {
             @Override
             public boolean isDefinedAt(LogicalPlan p) {
                 return p instanceof InsertIntoStatement && (tableOf((InsertIntoStatement) p) != null
-                    || IndexedDFExtensions.ResolvePath.namesPath(((InsertIntoStatement) p).table()));
+                    || ResolvePath.namesPath(((InsertIntoStatement) p).table()));
             }
 
             @Override
@@ -54,7 +57,7 @@ final class ResolveInsert extends Rule<LogicalPlan> {
                 InsertIntoStatement i = (InsertIntoStatement) p;
                 // The target is not a child of the insert: the path rule does not see it.
                 LogicalRelation lr = i.table() instanceof LogicalRelation ? (LogicalRelation) i.table()
-                    : IndexedDFExtensions.ResolvePath.relation(session, (UnresolvedRelation) i.table());
+                    : ResolvePath.relation(session, (UnresolvedRelation) i.table());
                 if (!i.partitionSpec().isEmpty()) {
                     throw IndexedDFException.option("indexeddf tables are bucketed, not partitioned: "
                         + "insert without a PARTITION clause");
@@ -72,7 +75,7 @@ final class ResolveInsert extends Rule<LogicalPlan> {
     }
 
     /** The table an insert goes to, when it is an indexeddf table read through the connector. */
-    private static DeltaLog.Snapshot tableOf(InsertIntoStatement i) {
+    private static Snapshot tableOf(InsertIntoStatement i) {
         return i.table() instanceof LogicalRelation ? DriverLookup.snapshotOf(i.table()) : null;
     }
 
@@ -116,7 +119,7 @@ final class ResolveInsert extends Rule<LogicalPlan> {
         public void insert(Dataset<Row> data, boolean overwrite) {
             scala.collection.immutable.Map<String, String> params =
                 scala.collection.immutable.Map$.MODULE$.from(CollectionConverters.asScala(options));
-            new IndexedDFProvider().createRelation(sqlContext, overwrite ? SaveMode.Overwrite : SaveMode.Append,
+            PythonWriter.save(sqlContext, overwrite ? SaveMode.Overwrite : SaveMode.Append,
                 params, data);
             if (catalogTable.isDefined()) {  // the next query of the table reads the new version
                 session.sessionState().catalog().invalidateCachedTable(catalogTable.get().identifier());

@@ -1,4 +1,4 @@
-package io.indexeddf.spark;
+package io.indexeddf.spark.exec;
 
 import java.util.ArrayList;
 import java.util.List;
@@ -26,10 +26,10 @@ import scala.reflect.ClassTag$;
  * about as much as the index lookup that found them when a join's side holds tens of
  * thousands of rows (measured: a third of the optimizer-to-answer time of a 10K-key join).
  */
-final class PackedRows extends RDD<InternalRow> {
+public final class PackedRows extends RDD<InternalRow> {
     private static final long serialVersionUID = 1L;
     /** Rows a partition at least: fewer rows ship cheaply either way. */
-    static final int MIN_ROWS_A_PART = 4096;
+    public static final int MIN_ROWS_A_PART = 4096;
 
     /** The driver's copy (each task gets its part's rows in the {@link Part} it runs, not these). */
     private final transient List<RowCache.Group> parts;
@@ -44,7 +44,7 @@ final class PackedRows extends RDD<InternalRow> {
      * {@code local} as a relation over packed rows, with the same output and statistics (so
      * Spark picks the same join strategy and build side).
      */
-    static LogicalPlan of(SparkSession session, LocalRelation local) {
+    public static LogicalPlan of(SparkSession session, LocalRelation local) {
         org.apache.spark.sql.classic.SparkSession classic = (org.apache.spark.sql.classic.SparkSession) session;
         int size = local.data().size();
         int numFields = local.output().size();

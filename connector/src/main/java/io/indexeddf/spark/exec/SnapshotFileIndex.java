@@ -1,5 +1,7 @@
-package io.indexeddf.spark;
+package io.indexeddf.spark.exec;
 
+import io.indexeddf.log.AddFile;
+import io.indexeddf.log.Snapshot;
 import java.util.ArrayList;
 import java.util.List;
 
@@ -23,21 +25,21 @@ import scala.jdk.javaapi.CollectionConverters;
 public final class SnapshotFileIndex implements FileIndex {
     private static final long BLOCK_SIZE = 128L * 1024 * 1024;
 
-    private final DeltaLog.Snapshot snapshot;
+    private final Snapshot snapshot;
     private final Path root;
     private final long version;
     private final List<FileStatusWithMetadata> files;
     private final long size;
 
     /** The index of a snapshot's live files. */
-    public SnapshotFileIndex(DeltaLog.Snapshot snapshot) {
+    public SnapshotFileIndex(Snapshot snapshot) {
         this.snapshot = snapshot;
         this.root = snapshot.root;
         this.version = snapshot.version;
         List<FileStatusWithMetadata> out = new ArrayList<>(snapshot.files.size());
         long total = 0;
         scala.collection.immutable.Map<String, Object> noMetadata = scala.collection.immutable.Map$.MODULE$.empty();
-        for (DeltaLog.AddFile a : snapshot.files) {
+        for (AddFile a : snapshot.files) {
             FileStatus st = new FileStatus(a.size, false, 1, BLOCK_SIZE, a.modificationTime, a.location);
             out.add(new FileStatusWithMetadata(st, noMetadata));
             total += a.size;
@@ -47,7 +49,7 @@ public final class SnapshotFileIndex implements FileIndex {
     }
 
     /** The snapshot whose files these are (the driver-side lookup plans on it). */
-    public DeltaLog.Snapshot snapshot() {
+    public Snapshot snapshot() {
         return snapshot;
     }
 
@@ -96,7 +98,7 @@ public final class SnapshotFileIndex implements FileIndex {
     public boolean equals(Object other) {
         return other instanceof SnapshotFileIndex && ((SnapshotFileIndex) other).version == version
             && ((SnapshotFileIndex) other).root.equals(root)
-            && java.util.Objects.equals(((SnapshotFileIndex) other).snapshot.identity, snapshot.identity);
+            && java.util.Objects.equals(((SnapshotFileIndex) other).snapshot.identity(), snapshot.identity());
     }
 
     @Override

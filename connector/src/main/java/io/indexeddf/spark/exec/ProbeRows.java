@@ -1,4 +1,4 @@
-package io.indexeddf.spark;
+package io.indexeddf.spark.exec;
 
 import java.io.IOException;
 import java.util.ArrayList;
@@ -37,12 +37,12 @@ import scala.jdk.javaapi.CollectionConverters;
  * unpartitioned Parquet files of at most the probe byte limit) read in this JVM with Spark's
  * own Parquet reader, with no Spark job; any other plan run as a Spark job.
  */
-final class ProbeRows {
+public final class ProbeRows {
     private ProbeRows() {
     }
 
     /** The rows of {@code plan}, or null past {@code maxRows} rows. */
-    static LocalRelation collect(SparkSession session, LogicalPlan plan, int maxRows, long maxBytes) {
+    public static LocalRelation collect(SparkSession session, LogicalPlan plan, int maxRows, long maxBytes) {
         if (plan instanceof LocalRelation) {
             LocalRelation l = (LocalRelation) plan;
             return l.data().size() <= maxRows ? l : null;

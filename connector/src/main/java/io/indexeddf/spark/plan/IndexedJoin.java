@@ -1,5 +1,12 @@
-package io.indexeddf.spark;
+package io.indexeddf.spark.plan;
 
+import io.indexeddf.log.IndexLog;
+import io.indexeddf.log.Snapshot;
+import io.indexeddf.spark.exec.LookupPlanner;
+import io.indexeddf.spark.exec.LookupReader;
+import io.indexeddf.spark.exec.PackedRows;
+import io.indexeddf.spark.exec.ProbeRows;
+import io.indexeddf.spark.exec.TableRelation;
 import java.util.ArrayList;
 import java.util.LinkedHashMap;
 import java.util.LinkedHashSet;
@@ -59,7 +66,7 @@ import scala.runtime.AbstractPartialFunction;
  * a small Parquet scan is read in this JVM with no job): a DataFrame joined once and collected
  * many times reuses the rows of its first run, as it reuses the table version it loaded.
  */
-final class IndexedJoin extends Rule<LogicalPlan> {
+public final class IndexedJoin extends Rule<LogicalPlan> {
     static final String CONF = "spark.indexeddf.indexedJoin.";
 
     private final SparkSession session;
@@ -71,7 +78,7 @@ final class IndexedJoin extends Rule<LogicalPlan> {
      */
     private static final TreeNodeTag<Object> TRIED = new TreeNodeTag<>("indexeddf.indexedJoin.tried");
 
-    IndexedJoin(SparkSession session) {
+    public IndexedJoin(SparkSession session) {
         this.session = session;
         this.lookup = new DriverLookup(session);
     }
@@ -118,9 +125,9 @@ final class IndexedJoin extends Rule<LogicalPlan> {
         final Project project;
         final Filter filter;
         final LogicalPlan relation;
-        final DeltaLog.Snapshot snapshot;
+        final Snapshot snapshot;
 
-        private TableSide(Project project, Filter filter, LogicalPlan relation, DeltaLog.Snapshot snapshot) {
+        private TableSide(Project project, Filter filter, LogicalPlan relation, Snapshot snapshot) {
             this.project = project;
             this.filter = filter;
             this.relation = relation;
@@ -133,7 +140,7 @@ final class IndexedJoin extends Rule<LogicalPlan> {
          * its bucket pruning ran, even when it pruned nothing).
          */
         LogicalPlan unbucketed() {
-            LogicalPlan out = IndexedDFProvider.unbucketed((LogicalRelation) relation);
+            LogicalPlan out = TableRelation.unbucketed((LogicalRelation) relation);
             if (filter != null) {
                 out = new Filter(filter.condition(), out);
             }
@@ -145,7 +152,7 @@ final class IndexedJoin extends Rule<LogicalPlan> {
             LogicalPlan n = project != null ? project.child() : p;
             Filter filter = n instanceof Filter ? (Filter) n : null;
             n = filter != null ? filter.child() : n;
-            DeltaLog.Snapshot s = DriverLookup.snapshotOf(n);
+            Snapshot s = DriverLookup.snapshotOf(n);
             return s == null ? null : new TableSide(project, filter, n, s);
         }
     }
@@ -263,7 +270,7 @@ final class IndexedJoin extends Rule<LogicalPlan> {
     }
 
     /** Whether some index of the table has only {@code keys} columns (else no lookup can serve). */
-    private static boolean indexOn(DeltaLog.Snapshot snapshot, Set<Attribute> keys) {
+    private static boolean indexOn(Snapshot snapshot, Set<Attribute> keys) {
         Set<String> names = new LinkedHashSet<>();
         for (Attribute a : keys) {
             names.add(a.name());
@@ -272,8 +279,8 @@ final class IndexedJoin extends Rule<LogicalPlan> {
         if (snapshot.indexes != null) {
             states.add(snapshot.indexes);
         }
-        if (snapshot.newestIndexes != null && snapshot.newestIndexes.get() != null) {
-            states.add(snapshot.newestIndexes.get());
+        if (snapshot.newestIndexes() != null && snapshot.newestIndexes().get() != null) {
+            states.add(snapshot.newestIndexes().get());
         }
         for (Map<String, IndexLog.Entry> s : states) {
             for (IndexLog.Entry e : s.values()) {

@@ -1,5 +1,8 @@
-package io.indexeddf.spark;
+package io.indexeddf.spark.exec;
 
+import io.indexeddf.log.AddFile;
+import io.indexeddf.log.IndexLog;
+import io.indexeddf.log.Snapshot;
 import java.io.IOException;
 import java.util.ArrayList;
 import java.util.HashMap;
@@ -34,7 +37,7 @@ import scala.runtime.AbstractPartialFunction;
  * and the live files the index does not cover, through Spark's own Parquet reader
  * ({@link ParquetRows}), and keeps the rows that satisfy the whole filter condition.
  */
-final class LookupReader {
+public final class LookupReader {
     private LookupReader() {
     }
 
@@ -61,7 +64,7 @@ final class LookupReader {
         }
 
         /** The whole live file {@code a} (a hybrid scan's piece, and what tasks that probe are told of a file). */
-        static Piece whole(DeltaLog.AddFile a) {
+        static Piece whole(AddFile a) {
             return new Piece(a.location.toString(), a.size, a.modificationTime, null, null, a.size);
         }
 
@@ -80,31 +83,31 @@ final class LookupReader {
     private static final int GROUPS_PER_PIECE = 8;
 
     /** What a lookup reads: candidate row groups, unindexed files, and how much that is. */
-    static final class Pieces {
-        final List<Piece> rowGroups = new ArrayList<>();
-        final List<Piece> scans = new ArrayList<>();
+    public static final class Pieces {
+        public final List<Piece> rowGroups = new ArrayList<>();
+        public final List<Piece> scans = new ArrayList<>();
         /** Row groups of {@link #rowGroups}. */
-        int groupCount;
-        long candidateRows;
+        public int groupCount;
+        public long candidateRows;
         /** Bytes of the candidate row groups and the unindexed files. */
-        long bytes;
+        public long bytes;
         /** Bytes of the unindexed files alone. */
-        long scanBytes;
+        public long scanBytes;
     }
 
     /** The row groups holding candidate rows of {@code plan}'s keys (probed through the index), and its scans. */
-    static Pieces pieces(SparkSession session, LookupPlanner.Plan plan, DeltaLog.Snapshot snapshot, StructType schema,
-                         Configuration conf, DriverLookup.Limits limits) throws IOException {
+    public static Pieces pieces(SparkSession session, LookupPlanner.Plan plan, Snapshot snapshot, StructType schema,
+                         Configuration conf, LookupLimits limits) throws IOException {
         Map<Long, int[]> candidates = probe(session, plan, snapshot.root, schema, conf, limits.cacheMaxBytes);
         Map<Long, Piece> files = new HashMap<>();
-        for (DeltaLog.AddFile a : snapshot.files) {
+        for (AddFile a : snapshot.files) {
             if (candidates.containsKey(a.fileId)) {
                 files.put(a.fileId, Piece.whole(a));
             }
         }
         Pieces out = new Pieces();
         addCandidates(out, candidates, files, conf);
-        for (DeltaLog.AddFile a : plan.scan) {
+        for (AddFile a : plan.scan) {
             out.scans.add(Piece.whole(a));
             out.bytes += a.size;
             out.scanBytes += a.size;
@@ -166,7 +169,7 @@ final class LookupReader {
      * {@code groupReader}), with the columns of {@code required} ({@code output} names them), or
      * null past {@code maxRows} rows.
      */
-    static List<InternalRow> readHere(SparkSession session, Pieces pieces, RowGroupReader groupReader,
+    public static List<InternalRow> readHere(SparkSession session, Pieces pieces, RowGroupReader groupReader,
                                       StructType schema, StructType required, Expression condition,
                                       List<Attribute> output, Configuration conf, long maxRows) throws IOException {
         Expression bound = bound(condition, output);
@@ -213,7 +216,7 @@ final class LookupReader {
     }
 
     /** A reader of unindexed files: the filter's conjuncts let Parquet skip their row groups. */
-    static Function1<PartitionedFile, Iterator<InternalRow>> scanReader(SparkSession session, StructType schema,
+    public static Function1<PartitionedFile, Iterator<InternalRow>> scanReader(SparkSession session, StructType schema,
             StructType required, Expression condition, Configuration conf) {
         return ParquetRows.reader(session, schema, required, pushed(condition), false, conf);
     }
@@ -240,7 +243,7 @@ final class LookupReader {
         });
 
     /** The results of {@code tasks}, in order, run on the pool (one task runs in the caller). */
-    static <T> List<T> inParallel(List<java.util.concurrent.Callable<T>> tasks) throws IOException {
+    public static <T> List<T> inParallel(List<java.util.concurrent.Callable<T>> tasks) throws IOException {
         List<T> out = new ArrayList<>();
         try {
             if (tasks.size() <= 1) {
@@ -270,7 +273,7 @@ final class LookupReader {
     }
 
     /** {@code condition} with its columns bound to their positions in the rows read. */
-    static Expression bound(Expression condition, List<Attribute> output) {
+    public static Expression bound(Expression condition, List<Attribute> output) {
         return hashedLists(condition).transform(new AbstractPartialFunction<Expression, Expression>() {
             @Override
             public boolean isDefinedAt(Expression e) {

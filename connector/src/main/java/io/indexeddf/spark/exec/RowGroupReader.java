@@ -1,4 +1,4 @@
-package io.indexeddf.spark;
+package io.indexeddf.spark.exec;
 
 import java.io.IOException;
 import java.util.LinkedHashMap;
@@ -26,7 +26,7 @@ import scala.collection.immutable.Seq;
  * ({@link RowCache}) and later reads jump to the wanted rows. Serializable: Spark tasks
  * carry it.
  */
-final class RowGroupReader implements java.io.Serializable {
+public final class RowGroupReader implements java.io.Serializable {
     /** Bound of the JVM's cache of decoded row groups ({@link RowCache}); 0, the default: no cache. */
     static final String ROW_CACHE_CONF = "spark.indexeddf.rowCache.maxBytes";
 
@@ -62,7 +62,7 @@ final class RowGroupReader implements java.io.Serializable {
      * A reader of chosen row groups of files with {@code dataSchema}, giving the columns of
      * {@code required} (kept per session and schema).
      */
-    static RowGroupReader of(SparkSession session, StructType dataSchema, StructType required, Configuration conf) {
+    public static RowGroupReader of(SparkSession session, StructType dataSchema, StructType required, Configuration conf) {
         long cacheBytes = org.apache.spark.network.util.JavaUtils.byteStringAsBytes(
             session.conf().get(ROW_CACHE_CONF, "0"));
         String key = ParquetRows.sessionId(session) + "|" + cacheBytes + "|" + dataSchema.json() + "|" + required.json();
@@ -122,7 +122,7 @@ final class RowGroupReader implements java.io.Serializable {
     }
 
     /** Whether the row cache holds every row group of {@code pieces} (in this reader's columns). */
-    boolean holdsAll(List<LookupReader.Piece> pieces) {
+    public boolean holdsAll(List<LookupReader.Piece> pieces) {
         if (cacheBytes <= 0) {
             return false;
         }

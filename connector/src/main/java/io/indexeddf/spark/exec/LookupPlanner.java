@@ -1,5 +1,8 @@
-package io.indexeddf.spark;
+package io.indexeddf.spark.exec;
 
+import io.indexeddf.log.AddFile;
+import io.indexeddf.log.IndexLog;
+import io.indexeddf.log.Snapshot;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.Comparator;
@@ -31,7 +34,7 @@ import scala.jdk.javaapi.CollectionConverters;
  * (docs/PROTOCOL.md 13): which columns a filter fixes, which index answers it at a version,
  * which index buckets it probes and which live files it must scan (hybrid scan).
  */
-final class LookupPlanner {
+public final class LookupPlanner {
     static final int KEY_HASH_SEED = 0x2545F491;
     static final int BUCKET_SEED = 42;
     /** The most keys one index lookup takes (as {@code MAX_INDEX_KEYS} of the Python planner). */
@@ -42,7 +45,7 @@ final class LookupPlanner {
 
     // -- which columns the filter fixes ---------------------------------------------------
     /** Column -> the values an equality, {@code <=>}, IN or IS NULL conjunct fixes it to. */
-    static Map<String, List<Object>> fixedValues(Expression condition, List<Attribute> output) {
+    public static Map<String, List<Object>> fixedValues(Expression condition, List<Attribute> output) {
         Map<String, List<Object>> fixed = new LinkedHashMap<>();
         for (Expression c : conjuncts(condition)) {
             Map.Entry<String, List<Object>> fix = fixes(c, output);
@@ -103,7 +106,7 @@ final class LookupPlanner {
         return foldable.eval(null);
     }
 
-    static List<Expression> conjuncts(Expression e) {
+    public static List<Expression> conjuncts(Expression e) {
         List<Expression> out = new ArrayList<>();
         if (e instanceof And) {
             out.addAll(conjuncts(((And) e).left()));
@@ -120,7 +123,7 @@ final class LookupPlanner {
     }
 
     /** The position in {@code output} of the column {@code e} is (by expression id), or -1 when it is none. */
-    static int indexOf(Expression e, List<Attribute> output) {
+    public static int indexOf(Expression e, List<Attribute> output) {
         if (!(e instanceof AttributeReference)) {
             return -1;
         }
@@ -134,15 +137,15 @@ final class LookupPlanner {
 
     // -- planning (the rules of optimizer/planner.py) -------------------------------------
     /** What a lookup reads: the index, its keys, and the live files it must scan. */
-    static final class Plan {
-        final IndexLog.Entry index;
-        final List<Object[]> keys;
-        final Set<Long> liveCovered;
-        final List<DeltaLog.AddFile> scan;
+    public static final class Plan {
+        public final IndexLog.Entry index;
+        public final List<Object[]> keys;
+        public final Set<Long> liveCovered;
+        public final List<AddFile> scan;
         /** More keys than the driver answers ({@code maxKeys}): Spark tasks read the rows. */
-        final boolean manyKeys;
+        public final boolean manyKeys;
 
-        Plan(IndexLog.Entry index, List<Object[]> keys, Set<Long> liveCovered, List<DeltaLog.AddFile> scan,
+        Plan(IndexLog.Entry index, List<Object[]> keys, Set<Long> liveCovered, List<AddFile> scan,
              boolean manyKeys) {
             this.index = index;
             this.keys = keys;
@@ -157,8 +160,8 @@ final class LookupPlanner {
      * through the first usable index (primary first, then by name; readable; every column
      * fixed; at most {@link #MAX_INDEX_KEYS} keys; within the staleness limits).
      */
-    static Plan plan(DeltaLog.Snapshot snapshot, StructType schema, Map<String, List<Object>> fixed,
-                     DriverLookup.Limits limits) {
+    public static Plan plan(Snapshot snapshot, StructType schema, Map<String, List<Object>> fixed,
+                     LookupLimits limits) {
         List<IndexLog.Entry> entries = servingStates(snapshot, fixed);
         entries.sort(Comparator.comparing((IndexLog.Entry e) -> !"primary".equals(e.kind)).thenComparing(e -> e.name));
         for (IndexLog.Entry e : entries) {
@@ -181,10 +184,10 @@ final class LookupPlanner {
             // Python planner's).
             List<Object[]> keys = product(e.columns, fixed);
             Set<Long> liveCovered = new HashSet<>();
-            List<DeltaLog.AddFile> scan = new ArrayList<>();
+            List<AddFile> scan = new ArrayList<>();
             Set<Integer> dataBuckets = e.columns.equals(snapshot.indexColumns())
                 ? buckets(keys, e.columns, schema, snapshot.numBuckets()) : null;
-            for (DeltaLog.AddFile a : snapshot.files) {
+            for (AddFile a : snapshot.files) {
                 if (covered.contains(a.fileId)) {
                     liveCovered.add(a.fileId);
                 } else if (dataBuckets == null || a.bucket == null || dataBuckets.contains(a.bucket)) {
@@ -202,9 +205,9 @@ final class LookupPlanner {
      * bucket count only; {@code serving_states} of the Python planner). Only indexes whose
      * columns the filter fixes are weighed (the others cannot answer).
      */
-    private static List<IndexLog.Entry> servingStates(DeltaLog.Snapshot snapshot, Map<String, List<Object>> fixed) {
+    private static List<IndexLog.Entry> servingStates(Snapshot snapshot, Map<String, List<Object>> fixed) {
         Map<String, IndexLog.Entry> held = snapshot.indexes == null ? Map.of() : snapshot.indexes;
-        Map<String, IndexLog.Entry> newest = snapshot.newestIndexes == null ? null : snapshot.newestIndexes.get();
+        Map<String, IndexLog.Entry> newest = snapshot.newestIndexes() == null ? null : snapshot.newestIndexes().get();
         if (newest == null) {
             return new ArrayList<>(held.values());
         }
@@ -229,13 +232,13 @@ final class LookupPlanner {
         return out;
     }
 
-    private static double unindexedBytes(DeltaLog.Snapshot snapshot, IndexLog.Entry e) {
+    private static double unindexedBytes(Snapshot snapshot, IndexLog.Entry e) {
         if (!e.readable()) {
             return Double.POSITIVE_INFINITY;
         }
         Set<Long> covered = e.coveredIds();
         long bytes = 0;
-        for (DeltaLog.AddFile a : snapshot.files) {
+        for (AddFile a : snapshot.files) {
             if (!covered.contains(a.fileId)) {
                 bytes += a.size;
             }
@@ -254,10 +257,10 @@ final class LookupPlanner {
     }
 
     /** The hybrid-scan limits of the table ({@code indexeddf.hybridScan.*}). */
-    private static boolean tooStale(DeltaLog.Snapshot snapshot, Set<Long> covered) {
+    private static boolean tooStale(Snapshot snapshot, Set<Long> covered) {
         long live = 0;
         long appended = 0;
-        for (DeltaLog.AddFile a : snapshot.files) {
+        for (AddFile a : snapshot.files) {
             live += a.size;
             if (!covered.contains(a.fileId)) {
                 appended += a.size;
@@ -276,7 +279,7 @@ final class LookupPlanner {
         return appendedRatio > maxAppended || deletedRatio > maxDeleted;
     }
 
-    private static double ratio(DeltaLog.Snapshot snapshot, String key, double dflt) {
+    private static double ratio(Snapshot snapshot, String key, double dflt) {
         String v = snapshot.configuration(key);
         return v == null ? dflt : Double.parseDouble(v.trim());
     }
@@ -314,12 +317,12 @@ final class LookupPlanner {
     }
 
     /** The bucket of {@code n} that {@code key} lands in: {@code pmod(hash(columns), n)}, as the writer bucketed it. */
-    static int bucket(Object[] key, List<String> columns, StructType schema, int n) {
+    public static int bucket(Object[] key, List<String> columns, StructType schema, int n) {
         return Math.floorMod(hash(key, columns, schema, BUCKET_SEED), n);
     }
 
     /** The buckets of {@code n} that {@code keys} land in. */
-    static Set<Integer> buckets(List<Object[]> keys, List<String> columns, StructType schema, int n) {
+    public static Set<Integer> buckets(List<Object[]> keys, List<String> columns, StructType schema, int n) {
         Set<Integer> out = new HashSet<>();
         for (Object[] k : keys) {
             out.add(bucket(k, columns, schema, n));

@@ -1,7 +1,9 @@
-package io.indexeddf.spark;
+package io.indexeddf.log;
 
 import com.fasterxml.jackson.databind.JsonNode;
 
+import java.io.FileNotFoundException;
+import java.io.IOException;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.Collections;
@@ -10,17 +12,26 @@ import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Set;
+import java.util.regex.Matcher;
+import java.util.regex.Pattern;
+
+import org.apache.hadoop.fs.FSDataInputStream;
+import org.apache.hadoop.fs.FileStatus;
+import org.apache.hadoop.fs.Path;
 
 /**
  * The index log that rides in the Delta log (docs/PROTOCOL.md 4.5): each commit's
  * {@code commitInfo.indexeddf.indexes} changes indexes, and {@code _indexes/_state/<v>.json}
  * holds the state at a checkpoint. Replay keeps, per name, the latest action's fields and
  * reconciles the file set as the Python reader does ({@code format/snapshot.py merge_index}).
+ * {@link #stateAt} is the state at a checkpoint, where a replay starts.
  */
 public final class IndexLog {
     /** States in which an index answers reads (PROTOCOL.md 4.5.3). */
     public static final Set<String> READABLE_STATES =
         Collections.unmodifiableSet(new HashSet<>(Arrays.asList("ACTIVE", "REFRESHING", "OPTIMIZING")));
+
+    private static final Pattern STATE = Pattern.compile("^(\\d{20})\\.json$");
 
     private IndexLog() {
     }
@@ -108,7 +119,7 @@ public final class IndexLog {
         files.addAll(added);
         JsonNode nb = change.get("numBuckets");
         if (nb == null || !nb.canConvertToInt()) {
-            throw DeltaLog.corrupt(source, "index action " + name + " has no integer numBuckets");
+            throw IndexedDFException.corrupt(source, "index action " + name + " has no integer numBuckets");
         }
         return new Entry(name, Collections.unmodifiableList(columns), text(change, "kind", source),
             text(change, "state", source), nb.asInt(), Collections.unmodifiableList(files));
@@ -119,7 +130,7 @@ public final class IndexLog {
         Map<String, Entry> out = new LinkedHashMap<>();
         JsonNode indexes = state.get("indexes");
         if (indexes == null || !indexes.isArray()) {
-            throw DeltaLog.corrupt(source, "an index state file needs an 'indexes' array");
+            throw IndexedDFException.corrupt(source, "an index state file needs an 'indexes' array");
         }
         for (JsonNode e : indexes) {
             Entry entry = merge(null, e, source);
@@ -137,6 +148,65 @@ public final class IndexLog {
         }
     }
 
+    /**
+     * The indexes at the checkpoint {@code version}: its state file when indexeddf wrote the
+     * checkpoint, else (another engine's checkpoint) replayed from the commits since the newest
+     * state file before it. Null when commits a log clean-up removed leave them unknown: readers
+     * then scan, which is always right (the Python reader warns and does the same).
+     */
+    static Map<String, Entry> stateAt(LogListing log, long version) {
+        Map<String, Entry> state = readState(log, version);
+        if (state != null) {
+            return state;
+        }
+        long from = 0;
+        Map<String, Entry> indexes = new LinkedHashMap<>();
+        try {
+            long best = -1;
+            for (FileStatus st : log.fs.listStatus(new Path(log.root, "_indexes/_state"))) {
+                Matcher m = STATE.matcher(st.getPath().getName());
+                if (m.matches() && Long.parseLong(m.group(1)) < version) {
+                    best = Math.max(best, Long.parseLong(m.group(1)));
+                }
+            }
+            if (best >= 0) {
+                indexes = new LinkedHashMap<>(readState(log, best));
+                from = best + 1;
+            }
+        } catch (FileNotFoundException e) {
+            // no state files at all: replay from version 0
+        } catch (IOException e) {
+            throw IndexedDFException.corrupt(log.root, "cannot list _indexes/_state: " + e);
+        }
+        for (long v = from; v <= version; v++) {
+            FileStatus st = log.commits.get(v);
+            if (st == null) {
+                return null;
+            }
+            for (String line : log.readLines(st.getPath())) {
+                if (!line.trim().isEmpty()) {
+                    JsonNode info = LogListing.parse(line, st.getPath()).get("commitInfo");
+                    if (info != null && !info.isNull()) {
+                        apply(indexes, info, st.getPath());
+                    }
+                }
+            }
+        }
+        return indexes;
+    }
+
+    /** The index state beside the checkpoint of {@code version}, or null when there is none. */
+    private static Map<String, Entry> readState(LogListing log, long version) {
+        Path p = new Path(log.root, String.format("_indexes/_state/%020d.json", version));
+        try (FSDataInputStream in = log.fs.open(p)) {
+            return fromState(DeltaLog.JSON.readTree(in), p);
+        } catch (FileNotFoundException e) {
+            return null;
+        } catch (IOException e) {
+            throw IndexedDFException.corrupt(p, "cannot be read: " + e);
+        }
+    }
+
     private static IndexFile file(JsonNode f, Object source) {
         JsonNode ids = f.path("fileIds");
         long[] fileIds = new long[ids.size()];
@@ -150,7 +220,7 @@ public final class IndexLog {
     private static String text(JsonNode n, String field, Object source) {
         JsonNode v = n.get(field);
         if (v == null || !v.isTextual()) {
-            throw DeltaLog.corrupt(source, "index action without the string field '" + field + "'");
+            throw IndexedDFException.corrupt(source, "index action without the string field '" + field + "'");
         }
         return v.asText();
     }

@@ -1,5 +1,6 @@
-package io.indexeddf.spark;
+package io.indexeddf.spark.plan;
 
+import io.indexeddf.spark.exec.TableRelation;
 import java.util.ArrayList;
 
 import org.apache.spark.sql.catalyst.InternalRow;
@@ -21,14 +22,14 @@ import scala.jdk.javaapi.CollectionConverters;
  * connector to read the table it is about to create (a managed table has no location yet),
  * which fails.
  */
-final class CreateEmptyTable extends Rule<LogicalPlan> {
+public final class CreateEmptyTable extends Rule<LogicalPlan> {
     @Override
     public LogicalPlan apply(LogicalPlan plan) {
         if (!(plan instanceof CreateTable)) {
             return plan;
         }
         CreateTable ct = (CreateTable) plan;
-        if (!IndexedDFProvider.isProvider(ct.tableDesc().provider()) || ct.query().isDefined()
+        if (!TableRelation.isProvider(ct.tableDesc().provider()) || ct.query().isDefined()
                 || ct.tableDesc().schema().isEmpty()) {
             return plan;
         }

@@ -1,4 +1,4 @@
-package io.indexeddf.spark;
+package io.indexeddf.spark.exec;
 
 import java.util.Iterator;
 import java.util.LinkedHashMap;
@@ -16,7 +16,7 @@ import org.apache.spark.unsafe.Platform;
  * queries and tasks; least recently used first out, bounded in bytes. Data files never
  * change, so entries never go stale.
  */
-final class RowCache {
+public final class RowCache {
     private RowCache() {
     }
 
@@ -110,7 +110,7 @@ final class RowCache {
     }
 
     /** (row groups, rows, bytes) held, for tests and benchmarks. */
-    static long[] cacheStats() {
+    public static long[] cacheStats() {
         synchronized (LOCK) {
             long rows = 0;
             for (Group g : GROUPS.values()) {
@@ -121,7 +121,7 @@ final class RowCache {
     }
 
     /** Drops every cached row group (tests, benchmarks). */
-    static void clear() {
+    public static void clear() {
         synchronized (LOCK) {
             GROUPS.clear();
             held = 0;

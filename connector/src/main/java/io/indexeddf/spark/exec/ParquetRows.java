@@ -1,4 +1,4 @@
-package io.indexeddf.spark;
+package io.indexeddf.spark.exec;
 
 import java.io.IOException;
 import java.util.LinkedHashMap;
@@ -28,7 +28,7 @@ import scala.collection.immutable.Seq;
  * out exactly as a Spark scan of the same file gives them (vectorized decoding, the session's
  * Parquet settings). Footers are cached: data and index files never change.
  */
-final class ParquetRows {
+public final class ParquetRows {
     private static final int MAX_FOOTERS = 1024;
     private static final Map<String, Footer> FOOTERS = new LinkedHashMap<String, Footer>(256, 0.75f, true) {
         @Override
@@ -50,12 +50,12 @@ final class ParquetRows {
     }
 
     /** A file's parsed footer, and where each row group starts: in rows (ordinals) and in bytes. */
-    static final class Footer {
-        final ParquetMetadata metadata;
+    public static final class Footer {
+        public final ParquetMetadata metadata;
         /** First row ordinal of each row group, then the file's row count. */
         final long[] rowBounds;
         final long[] byteStart;
-        final long[] byteLength;
+        public final long[] byteLength;
 
         Footer(ParquetMetadata metadata) {
             this.metadata = metadata;
@@ -89,7 +89,7 @@ final class ParquetRows {
     }
 
     /** The footer of {@code path} (cached by path: files are immutable). */
-    static Footer footer(Path path, Configuration conf) throws IOException {
+    public static Footer footer(Path path, Configuration conf) throws IOException {
         String key = path.toString();
         synchronized (FOOTERS) {
             Footer f = FOOTERS.get(key);

@@ -1,5 +1,16 @@
-package io.indexeddf.spark;
+package io.indexeddf.spark.plan;
 
+import io.indexeddf.spark.exec.LookupLimits;
+import io.indexeddf.log.AddFile;
+import io.indexeddf.log.Snapshot;
+import io.indexeddf.spark.exec.IndexSegments;
+import io.indexeddf.spark.exec.LookupPlanner;
+import io.indexeddf.spark.exec.LookupRDD;
+import io.indexeddf.spark.exec.LookupReader;
+import io.indexeddf.spark.exec.ProbeRDD;
+import io.indexeddf.spark.exec.RowGroupReader;
+import io.indexeddf.spark.exec.SnapshotFileIndex;
+import io.indexeddf.spark.exec.TableRelation;
 import java.io.FileNotFoundException;
 import java.io.IOException;
 import java.util.ArrayList;
@@ -50,7 +61,7 @@ import scala.runtime.AbstractPartialFunction;
  * Such a scan of a long IN list is read unbucketed ({@link #withoutWastedPruning}).
  */
 public final class DriverLookup extends Rule<LogicalPlan> {
-    static final String CONF = "spark.indexeddf.driverLookup.";
+    static final String CONF = LookupLimits.CONF;
 
     private static final org.slf4j.Logger LOG = org.slf4j.LoggerFactory.getLogger(DriverLookup.class);
 
@@ -123,42 +134,14 @@ public final class DriverLookup extends Rule<LogicalPlan> {
             keys.add(new Object[] {v});
         }
         return LookupPlanner.buckets(keys, column, r.dataSchema(), numBuckets).size() < numBuckets ? null
-            : new Filter(filter.condition(), IndexedDFProvider.unbucketed(lr));
+            : new Filter(filter.condition(), TableRelation.unbucketed(lr));
     }
 
     private String conf(String key, String dflt) {
         return session.conf().get(CONF + key, dflt);
     }
 
-    /** How much one driver-side lookup may do ({@code spark.indexeddf.driverLookup.*}, docs/spark.md). */
-    static final class Limits {
-        final long maxKeys;
-        final int maxRowGroups;
-        final long maxRows;
-        final long maxScanBytes;
-        final long cacheMaxBytes;
-        final boolean driver;
-        final boolean tasks;
-        final double maxReadFraction;
-        /** Whether decoded row groups are cached ({@code spark.indexeddf.rowCache.maxBytes} > 0). */
-        final boolean rowCache;
-
-        Limits(SparkSession session) {
-            driver = Boolean.parseBoolean(session.conf().get(CONF + "enabled", "true"));
-            tasks = Boolean.parseBoolean(session.conf().get("spark.indexeddf.lookupTasks.enabled", "true"));
-            maxReadFraction = Double.parseDouble(session.conf().get("spark.indexeddf.lookup.maxReadFraction", "0.5"));
-            rowCache = org.apache.spark.network.util.JavaUtils.byteStringAsBytes(
-                session.conf().get(RowGroupReader.ROW_CACHE_CONF, "0")) > 0;
-            maxKeys = Long.parseLong(session.conf().get(CONF + "maxKeys", "1000"));
-            maxRowGroups = Integer.parseInt(session.conf().get(CONF + "maxRowGroups", "256"));
-            maxRows = Long.parseLong(session.conf().get(CONF + "maxRows", "100000"));
-            maxScanBytes = Long.parseLong(session.conf().get(CONF + "maxScanBytes", String.valueOf(32L << 20)));
-            cacheMaxBytes = Long.parseLong(session.conf().get("spark.indexeddf.cache.maxBytes",
-                String.valueOf(IndexSegments.DEFAULT_MAX_BYTES)));
-        }
-    }
-
-    static DeltaLog.Snapshot snapshotOf(LogicalPlan p) {
+    static Snapshot snapshotOf(LogicalPlan p) {
         if (!(p instanceof LogicalRelation) || ((LogicalRelation) p).isStreaming()) {
             return null;
         }
@@ -177,13 +160,13 @@ public final class DriverLookup extends Rule<LogicalPlan> {
         }
         LogicalRelation lr = (LogicalRelation) filter.child();
         HadoopFsRelation rel = (HadoopFsRelation) lr.relation();
-        DeltaLog.Snapshot snapshot = snapshotOf(lr);
+        Snapshot snapshot = snapshotOf(lr);
         StructType schema = rel.dataSchema();
         List<Attribute> output = new ArrayList<>(CollectionConverters.asJava(lr.output()));
-        if ((snapshot.indexes == null && snapshot.newestIndexes == null) || output.size() != schema.size()) {
+        if ((snapshot.indexes == null && snapshot.newestIndexes() == null) || output.size() != schema.size()) {
             return null;
         }
-        Limits limits = new Limits(session);
+        LookupLimits limits = new LookupLimits(session);
         Map<String, List<Object>> fixed = LookupPlanner.fixedValues(condition, output);
         LookupPlanner.Plan plan = LookupPlanner.plan(snapshot, schema, fixed, limits);
         if (plan == null) {
@@ -247,9 +230,9 @@ public final class DriverLookup extends Rule<LogicalPlan> {
         }
     }
 
-    private static long liveBytes(DeltaLog.Snapshot snapshot) {
+    private static long liveBytes(Snapshot snapshot) {
         long live = 0;
-        for (DeltaLog.AddFile a : snapshot.files) {
+        for (AddFile a : snapshot.files) {
             live += a.size;
         }
         return live;
@@ -260,9 +243,9 @@ public final class DriverLookup extends Rule<LogicalPlan> {
      * or null (Spark's scan) when it is expected to read more than {@code maxReadFraction} of
      * the live bytes ({@link ReadEstimate}: the driver probes nothing to know).
      */
-    private LogicalPlan probeTasks(LookupPlanner.Plan plan, DeltaLog.Snapshot snapshot, StructType schema,
+    private LogicalPlan probeTasks(LookupPlanner.Plan plan, Snapshot snapshot, StructType schema,
                                    StructType required, Expression condition, List<Attribute> read,
-                                   Configuration conf, Limits limits) throws IOException {
+                                   Configuration conf, LookupLimits limits) throws IOException {
         if (!limits.tasks
                 || !(limits.rowCache
                      || ReadEstimate.bytes(plan, snapshot, schema, conf) <= limits.maxReadFraction * liveBytes(snapshot))) {

@@ -1,5 +1,11 @@
-package io.indexeddf.spark;
+package io.indexeddf.spark.plan;
 
+import io.indexeddf.log.AddFile;
+import io.indexeddf.log.Snapshot;
+import io.indexeddf.spark.exec.LookupPlanner;
+import io.indexeddf.spark.exec.LookupReader;
+import io.indexeddf.spark.exec.ParquetRows;
+import io.indexeddf.spark.exec.ProbeRDD;
 import java.io.IOException;
 import java.util.ArrayList;
 import java.util.Arrays;
@@ -47,16 +53,16 @@ final class ReadEstimate {
     }
 
     /** The bytes a lookup of {@code plan}'s keys is expected to read. */
-    static double bytes(LookupPlanner.Plan plan, DeltaLog.Snapshot snapshot, StructType schema, Configuration conf)
+    static double bytes(LookupPlanner.Plan plan, Snapshot snapshot, StructType schema, Configuration conf)
             throws IOException {
-        List<DeltaLog.AddFile> covered = new ArrayList<>();
-        for (DeltaLog.AddFile a : snapshot.files) {
+        List<AddFile> covered = new ArrayList<>();
+        for (AddFile a : snapshot.files) {
             if (plan.liveCovered.contains(a.fileId)) {
                 covered.add(a);
             }
         }
         double scanBytes = 0;
-        for (DeltaLog.AddFile a : plan.scan) {
+        for (AddFile a : plan.scan) {
             scanBytes += a.size;
         }
         if (covered.isEmpty()) {
@@ -67,8 +73,8 @@ final class ReadEstimate {
     }
 
     /** Bytes of the row groups whose statistics hold a key, or null when the files are not sorted by it. */
-    private static Double byStatistics(LookupPlanner.Plan plan, DeltaLog.Snapshot snapshot, StructType schema,
-                                       List<DeltaLog.AddFile> covered, Configuration conf) throws IOException {
+    private static Double byStatistics(LookupPlanner.Plan plan, Snapshot snapshot, StructType schema,
+                                       List<AddFile> covered, Configuration conf) throws IOException {
         List<String> columns = plan.index.columns;
         if (columns.size() != 1 || !columns.equals(snapshot.indexColumns()) || covered.size() > MAX_FOOTERS) {
             return null;
@@ -79,7 +85,7 @@ final class ReadEstimate {
         if (!integral && !(type instanceof StringType)) {
             return null;
         }
-        for (DeltaLog.AddFile a : covered) {
+        for (AddFile a : covered) {
             if (!a.sorted || a.bucket == null) {
                 return null;
             }
@@ -93,8 +99,8 @@ final class ReadEstimate {
             keys.sort(integral);
         }
         List<java.util.concurrent.Callable<ParquetRows.Footer>> loads = new ArrayList<>();
-        List<DeltaLog.AddFile> read = new ArrayList<>();
-        for (DeltaLog.AddFile a : covered) {
+        List<AddFile> read = new ArrayList<>();
+        for (AddFile a : covered) {
             if (byBucket.containsKey(a.bucket)) {
                 read.add(a);
                 loads.add(() -> ParquetRows.footer(a.location, conf));
@@ -182,16 +188,16 @@ final class ReadEstimate {
     }
 
     /** Covered bytes times the share of row groups {@code keys} uniformly hashed keys touch. */
-    private static double uniform(int keys, List<DeltaLog.AddFile> covered, Configuration conf) throws IOException {
+    private static double uniform(int keys, List<AddFile> covered, Configuration conf) throws IOException {
         long coveredBytes = 0;
-        for (DeltaLog.AddFile a : covered) {
+        for (AddFile a : covered) {
             coveredBytes += a.size;
         }
         long sampledBytes = 0;
         long sampledGroups = 0;
         int step = Math.max(1, covered.size() / SAMPLED_FOOTERS);
         for (int i = 0; i < covered.size(); i += step) {
-            DeltaLog.AddFile a = covered.get(i);
+            AddFile a = covered.get(i);
             sampledBytes += a.size;
             sampledGroups += ParquetRows.footer(a.location, conf).byteLength.length;
         }

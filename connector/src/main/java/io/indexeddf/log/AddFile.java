@@ -1,0 +1,33 @@
+package io.indexeddf.log;
+
+import org.apache.hadoop.fs.Path;
+
+/**
+ * A live data file of a {@link Snapshot}: an {@code add} action of the Delta log after replay,
+ * with the tags indexeddf writes (its bucket, its file id, whether its rows are sorted).
+ */
+public final class AddFile {
+    /** Decoded relative path (or absolute URI) as the log names it. */
+    public final String path;
+    /** Where Hadoop reads it. */
+    public final Path location;
+    public final long size;
+    public final long modificationTime;
+    /** The file's bucket ({@code indexeddf.bucket} tag), or null for files other Delta writers added. */
+    public final Integer bucket;
+    /** The file id index entries name it by ({@code indexeddf.fileId} tag, else derived from the path). */
+    public final long fileId;
+    /** The rows are in index-column order ({@code indexeddf.sorted} tag "true"). */
+    public final boolean sorted;
+
+    AddFile(String path, Path location, long size, long modificationTime, Integer bucket, long fileId,
+            boolean sorted) {
+        this.path = path;
+        this.location = location;
+        this.size = size;
+        this.modificationTime = modificationTime;
+        this.bucket = bucket;
+        this.fileId = fileId;
+        this.sorted = sorted;
+    }
+}

@@ -1,0 +1,161 @@
+package io.indexeddf.log;
+
+import com.fasterxml.jackson.databind.JsonNode;
+
+import java.net.URI;
+import java.net.URISyntaxException;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.Iterator;
+import java.util.LinkedHashMap;
+import java.util.Map;
+
+import org.apache.hadoop.fs.FileStatus;
+import org.apache.hadoop.fs.Path;
+
+/**
+ * The replay of a table's log up to one version: the newest classic checkpoint at or before it
+ * ({@code _last_checkpoint} names the newest one), then the JSON commits after it;
+ * {@code add}/{@code remove} reconciled by path, the latest {@code protocol} and {@code metaData}
+ * winning, each commit's index actions applied to the index log ({@link IndexLog}).
+ */
+final class Replay {
+    private final Path root;
+    JsonNode protocol;
+    JsonNode metadata;
+    final LinkedHashMap<String, AddFile> adds = new LinkedHashMap<>();
+    final Map<String, Long> tombstoneIds = new HashMap<>();
+    final Map<Long, Long> tombstones = new HashMap<>();
+    Map<String, IndexLog.Entry> indexes = new LinkedHashMap<>();
+
+    private Replay(Path root) {
+        this.root = root;
+    }
+
+    /** The snapshot of {@code target} (checked readable), replayed from {@code log}. */
+    static Snapshot snapshot(LogListing log, long target) {
+        Long start = null;
+        Long hinted = log.lastCheckpointHint();
+        if (hinted != null && hinted <= target && log.checkpoints.containsKey(hinted)) {
+            start = hinted;
+        }
+        Long floor = log.checkpoints.floorKey(target);
+        if (floor != null && (start == null || floor > start)) {
+            start = floor;
+        }
+        Replay state = new Replay(log.root);
+        long from = 0;
+        if (start != null) {
+            for (FileStatus part : log.checkpoints.get(start)) {
+                CheckpointReader.read(part, log.fs.getConf(), state);
+            }
+            state.indexes = IndexLog.stateAt(log, start);
+            from = start + 1;
+        }
+        for (long v = from; v <= target; v++) {
+            FileStatus st = log.commits.get(v);
+            if (st == null) {
+                throw new IndexedDFException("VersionNotFoundError",
+                    log.root + ": commit " + v + " is missing from the log, so version " + target
+                    + " cannot be reconstructed; pick a version at or after the oldest checkpoint");
+            }
+            for (String line : log.readLines(st.getPath())) {
+                if (!line.trim().isEmpty()) {
+                    state.apply(LogListing.parse(line, st.getPath()), false, st.getPath());
+                }
+            }
+        }
+        if (state.protocol == null || state.metadata == null) {
+            throw IndexedDFException.corrupt(log.root, "version " + target + " has no protocol or metaData action");
+        }
+        ProtocolCheck.checkReadable(log.root, state.protocol, state.metadata);
+        return new Snapshot(log.root, target, state.protocol, state.metadata, new ArrayList<>(state.adds.values()),
+            state.tombstones, state.indexes);
+    }
+
+    /** Applies one line's actions (a commit's, or a checkpoint row's). */
+    void apply(JsonNode line, boolean fromCheckpoint, Path source) {
+        Iterator<Map.Entry<String, JsonNode>> it = line.fields();
+        while (it.hasNext()) {
+            Map.Entry<String, JsonNode> e = it.next();
+            JsonNode body = e.getValue();
+            if (body == null || body.isNull()) {
+                continue;
+            }
+            switch (e.getKey()) {
+                case "protocol":
+                    protocol = body;
+                    // Refuse early: later actions may use what the feature changes.
+                    ProtocolCheck.checkProtocol(body);
+                    break;
+                case "metaData":
+                    metadata = body;
+                    break;
+                case "add": {
+                    ProtocolCheck.refuseFileFeatures(body);
+                    String encoded = body.path("path").asText();
+                    String path = decodePath(encoded, source);
+                    JsonNode tags = body.path("tags");
+                    Integer bucket = null;
+                    JsonNode b = tags.get(DeltaLog.TAG_BUCKET);
+                    if (b != null && !b.isNull()) {
+                        try {
+                            bucket = Integer.parseInt(b.asText().trim());
+                        } catch (NumberFormatException ex) {
+                            throw IndexedDFException.corrupt(root,
+                                source + ": tag " + DeltaLog.TAG_BUCKET + " must be a decimal string");
+                        }
+                    }
+                    adds.put(path, new AddFile(path, location(encoded, source), body.path("size").asLong(),
+                        body.path("modificationTime").asLong(), bucket, FileIds.fileId(tags, path, source),
+                        "true".equals(tags.path(DeltaLog.TAG_SORTED).asText(null))));
+                    Long was = tombstoneIds.remove(path);
+                    if (was != null) {
+                        tombstones.remove(was);
+                    }
+                    break;
+                }
+                case "remove": {
+                    ProtocolCheck.refuseFileFeatures(body);
+                    String path = decodePath(body.path("path").asText(), source);
+                    AddFile live = fromCheckpoint ? null : adds.remove(path);
+                    // A remove without our tags keeps the id the live file had.
+                    long id = live != null ? live.fileId : FileIds.fileId(body.path("tags"), path, source);
+                    long size = body.hasNonNull("size") ? body.path("size").asLong() : live != null ? live.size : 0;
+                    tombstoneIds.put(path, id);
+                    tombstones.put(id, size);
+                    break;
+                }
+                case "commitInfo":
+                    if (indexes != null && !fromCheckpoint) {
+                        IndexLog.apply(indexes, body, source);
+                    }
+                    break;
+                default:
+                    break;  // txn, commitInfo, cdc, domainMetadata, ...: nothing a scan needs
+            }
+        }
+    }
+
+    private static String decodePath(String encoded, Path source) {
+        try {
+            URI uri = new URI(encoded);
+            return uri.isAbsolute() ? uri.toString() : uri.getPath();
+        } catch (URISyntaxException e) {
+            throw IndexedDFException.corrupt(source, "add/remove path " + encoded + " is not a URI: " + e.getMessage());
+        }
+    }
+
+    /** Where Hadoop reads a file the log names by {@code encoded} (a relative URI, or an absolute one). */
+    private Path location(String encoded, Path source) {
+        try {
+            URI uri = new URI(encoded);
+            if (uri.isAbsolute()) {
+                return new Path(uri);
+            }
+            return new Path(root, new Path(null, null, uri.getPath()));
+        } catch (URISyntaxException e) {
+            throw IndexedDFException.corrupt(source, "file path " + encoded + " is not a URI: " + e.getMessage());
+        }
+    }
+}

@@ -1,0 +1,160 @@
+package io.indexeddf.spark.exec;
+
+import java.io.IOException;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Locale;
+import java.util.Map;
+import java.util.regex.Matcher;
+import java.util.regex.Pattern;
+
+import org.apache.hadoop.conf.Configuration;
+import org.apache.hadoop.fs.FileStatus;
+import org.apache.hadoop.fs.FileSystem;
+import org.apache.hadoop.fs.Path;
+import org.apache.spark.sql.Dataset;
+import org.apache.spark.sql.Row;
+import org.apache.spark.sql.SQLContext;
+import org.apache.spark.sql.SaveMode;
+import org.apache.spark.sql.catalyst.catalog.BucketSpec;
+import org.apache.spark.sql.execution.datasources.HadoopFsRelation;
+import org.apache.spark.sql.execution.datasources.LogicalRelation;
+import org.apache.spark.sql.execution.datasources.parquet.ParquetFileFormat;
+import org.apache.spark.sql.execution.streaming.Sink;
+import org.apache.spark.sql.sources.BaseRelation;
+import org.apache.spark.sql.sources.CreatableRelationProvider;
+import org.apache.spark.sql.sources.DataSourceRegister;
+import org.apache.spark.sql.sources.RelationProvider;
+import org.apache.spark.sql.sources.SchemaRelationProvider;
+import org.apache.spark.sql.sources.StreamSinkProvider;
+import org.apache.spark.sql.sources.StreamSourceProvider;
+import org.apache.spark.sql.execution.streaming.Source;
+import scala.Tuple2;
+import org.apache.spark.sql.streaming.OutputMode;
+import org.apache.spark.sql.types.DataType;
+import org.apache.spark.sql.types.DoubleType;
+import org.apache.spark.sql.types.FloatType;
+import org.apache.spark.sql.types.StructField;
+import org.apache.spark.sql.types.StructType;
+import scala.Option;
+import scala.collection.immutable.Seq;
+import scala.jdk.javaapi.CollectionConverters;
+
+import io.indexeddf.log.IndexedDFException;
+
+/**
+ * Writes through the Python data source {@code indexeddf_python} ({@code indexeddf.register(spark)}):
+ * the provider's batch writes, SQL inserts and the stream sink's micro-batches all commit
+ * through the Python writer. Spark's save modes are handled here first (Spark refuses
+ * errorifexists / ignore for Python sources).
+ */
+public final class PythonWriter {
+    private PythonWriter() {
+    }
+
+    /** Writes {@code data} in {@code mode} to the table {@code parameters} name ({@code path}). */
+    public static BaseRelation save(SQLContext sqlContext, SaveMode mode,
+                                    scala.collection.immutable.Map<String, String> parameters, Dataset<Row> data) {
+        org.apache.spark.sql.classic.SparkSession session = TableRelation.classic(sqlContext);
+        Map<String, String> opts = passThrough(parameters);
+        String path = opts.get("path");
+        if (path == null || path.isEmpty()) {
+            throw IndexedDFException.option("indexeddf needs one table location: .save(path)");
+        }
+        requirePythonSource(session);
+        String pyMode;
+        String saveModeOption = lookup(opts, "saveMode");
+        switch (mode) {
+            case Overwrite:
+                pyMode = "overwrite";
+                break;
+            case Append:
+                pyMode = "append";
+                break;
+            case ErrorIfExists:
+            case Ignore:
+            default: {
+                pyMode = "append";
+                if (saveModeOption == null) {
+                    String name = mode == SaveMode.Ignore ? "ignore" : "errorifexists";
+                    if (tableExists(path, session.sessionState().newHadoopConf())) {
+                        if (mode == SaveMode.Ignore) {
+                            return new WrittenRelation(sqlContext, data.schema());
+                        }
+                        throw new IndexedDFException("TableExistsError",
+                            "a table already exists at " + path + " (mode " + name + "); use mode('append') "
+                            + "or mode('overwrite')");
+                    }
+                    // The Python writer checks again where it commits (put-if-absent).
+                    opts.put("saveMode", name);
+                }
+                break;
+            }
+        }
+        data.write().format(TableRelation.PYTHON_NAME).mode(pyMode).options(opts).save();
+        return new WrittenRelation(sqlContext, data.schema());
+    }
+
+
+    private static boolean tableExists(String path, Configuration conf) {
+        Path root = TableRelation.tableRoot(path, conf);
+        try {
+            FileSystem fs = root.getFileSystem(conf);
+            for (FileStatus st : fs.listStatus(new Path(root, "_delta_log"))) {
+                if (st.getPath().getName().endsWith(".json") || st.getPath().getName().contains(".checkpoint.")) {
+                    return true;
+                }
+            }
+            return false;
+        } catch (java.io.FileNotFoundException e) {
+            return false;
+        } catch (IOException e) {
+            throw new IndexedDFException("IndexedDFError", "cannot list " + root + "/_delta_log: " + e, e);
+        }
+    }
+
+    /** Refuses a write when the session has no Python data source to write through. */
+    public static void requirePythonSource(org.apache.spark.sql.classic.SparkSession session) {
+        if (!session.sessionState().dataSourceManager().dataSourceExists(TableRelation.PYTHON_NAME)) {
+            throw new IndexedDFException("IndexedDFError",
+                "the indexeddf connector writes through the Python data source '" + TableRelation.PYTHON_NAME
+                + "', which this session does not have: call indexeddf.register(spark) once after creating it");
+        }
+    }
+
+    public static Map<String, String> passThrough(scala.collection.immutable.Map<String, String> parameters) {
+        return new LinkedHashMap<>(CollectionConverters.asJava(parameters));
+    }
+
+    public static String lookup(Map<String, String> opts, String name) {
+        for (Map.Entry<String, String> e : opts.entrySet()) {
+            if (e.getKey().equalsIgnoreCase(name)) {
+                return e.getValue();
+            }
+        }
+        return null;
+    }
+
+    /** What a write returns to Spark: the written frame's schema (Spark reads nothing from it). */
+    static final class WrittenRelation extends BaseRelation {
+        private final SQLContext sqlContext;
+        private final StructType schema;
+
+        WrittenRelation(SQLContext sqlContext, StructType schema) {
+            this.sqlContext = sqlContext;
+            this.schema = schema;
+        }
+
+        @Override
+        public SQLContext sqlContext() {
+            return sqlContext;
+        }
+
+        @Override
+        public StructType schema() {
+            return schema;
+        }
+    }
+}
