@@ -1,7 +1,8 @@
 """The JVM connector: building its jar and putting it on a Spark session.
 
-The connector (``connector/src/main/java/io/indexeddf/spark/``) is the Spark data source
-``indexeddf`` in the JVM: it replays the Delta log itself and reads with Spark's own
+The connector (``connector/src/main/java/io/indexeddf/``: the packages ``log``, with no Spark
+import, ``spark``, ``spark.plan`` and ``spark.exec``; every ``.java`` under ``connector/src/main``
+is compiled, and its ``resources`` packed) is the Spark data source ``indexeddf`` in the JVM: it replays the Delta log itself and reads with Spark's own
 Parquet reader (docs/spark.md). It is compiled here with the JDK's ``javac`` against the
 jars pyspark ships (no Maven, no Scala compiler), into
 ``indexeddf/spark/jars/indexeddf-connector.jar``, and rebuilt whenever the sources'
