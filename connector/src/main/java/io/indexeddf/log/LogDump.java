@@ -33,8 +33,7 @@ public final class LogDump {
             System.err.println("usage: LogDump PATH [VERSION | --timestamp TS]");
             System.exit(64);
         }
-        JsonNodeFactory f = JsonNodeFactory.instance;
-        ObjectNode out = f.objectNode();
+        ObjectNode out = JsonNodeFactory.instance.objectNode();
         int status = 0;
         try {
             Path p = new Path(args[0]);
@@ -58,7 +57,6 @@ public final class LogDump {
     }
 
     private static void dump(Snapshot s, long latest, ObjectNode out) {
-        JsonNodeFactory f = JsonNodeFactory.instance;
         out.put("version", s.version);
         out.put("latestVersion", latest);
         out.set("protocol", s.protocol);

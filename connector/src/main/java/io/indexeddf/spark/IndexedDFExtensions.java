@@ -18,8 +18,8 @@ import scala.runtime.BoxedUnit;
  * which {@code indexeddf.configure(builder)} sets): resolves
  * {@code SELECT ... FROM indexeddf.`/path`} to the table at that path ({@link ResolvePath}, a
  * hint-resolution rule, so it runs before Spark's SQL-on-files rule, which gives a V1 provider
- * no path). The Catalyst rules are in {@code io.indexeddf.spark.plan}. The analyzer rules for SQL commands: {@link ResolveInsert}
- * (inserts commit through the writer), {@link CreateEmptyTable} (CREATE TABLE with columns),
+ * no path). The Catalyst rules are in {@code io.indexeddf.spark.plan}. The analyzer rules for
+ * SQL commands: {@link ResolveInsert} (inserts commit through the writer), {@link CreateEmptyTable} (CREATE TABLE with columns),
  * {@link CatalogTables} (catalog entries read the newest version; no ADD COLUMNS). The
  * optimizer rules: {@link DriverLookup}, which answers index lookups on the driver with no
  * Spark job, and {@link IndexedJoin}, which answers the table's side of a join with a small
