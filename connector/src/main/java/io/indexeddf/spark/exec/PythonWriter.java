@@ -1,14 +1,8 @@
 package io.indexeddf.spark.exec;
 
 import java.io.IOException;
-import java.util.ArrayList;
-import java.util.Arrays;
 import java.util.LinkedHashMap;
-import java.util.List;
-import java.util.Locale;
 import java.util.Map;
-import java.util.regex.Matcher;
-import java.util.regex.Pattern;
 
 import org.apache.hadoop.conf.Configuration;
 import org.apache.hadoop.fs.FileStatus;
@@ -18,28 +12,8 @@ import org.apache.spark.sql.Dataset;
 import org.apache.spark.sql.Row;
 import org.apache.spark.sql.SQLContext;
 import org.apache.spark.sql.SaveMode;
-import org.apache.spark.sql.catalyst.catalog.BucketSpec;
-import org.apache.spark.sql.execution.datasources.HadoopFsRelation;
-import org.apache.spark.sql.execution.datasources.LogicalRelation;
-import org.apache.spark.sql.execution.datasources.parquet.ParquetFileFormat;
-import org.apache.spark.sql.execution.streaming.Sink;
 import org.apache.spark.sql.sources.BaseRelation;
-import org.apache.spark.sql.sources.CreatableRelationProvider;
-import org.apache.spark.sql.sources.DataSourceRegister;
-import org.apache.spark.sql.sources.RelationProvider;
-import org.apache.spark.sql.sources.SchemaRelationProvider;
-import org.apache.spark.sql.sources.StreamSinkProvider;
-import org.apache.spark.sql.sources.StreamSourceProvider;
-import org.apache.spark.sql.execution.streaming.Source;
-import scala.Tuple2;
-import org.apache.spark.sql.streaming.OutputMode;
-import org.apache.spark.sql.types.DataType;
-import org.apache.spark.sql.types.DoubleType;
-import org.apache.spark.sql.types.FloatType;
-import org.apache.spark.sql.types.StructField;
 import org.apache.spark.sql.types.StructType;
-import scala.Option;
-import scala.collection.immutable.Seq;
 import scala.jdk.javaapi.CollectionConverters;
 
 import io.indexeddf.log.IndexedDFException;
