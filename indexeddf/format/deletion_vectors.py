@@ -69,7 +69,10 @@ def _where(storage: TableStorage, d: DeletionVectorDescriptor) -> tuple[str, str
     """How an error names a DV, and its file (None for an inline one)."""
     if d.is_inline:
         return f"{storage.url}: an inline deletion vector in the log", None
-    path = _source(storage, d)[1]
+    try:
+        path = _source(storage, d)[1]
+    except DeletionVectorDecodeError as e:  # a 'u' path whose uuid is not Z85
+        raise _corrupt(f"{storage.url}: the deletion vector {d.unique_id!r}", e, None) from None
     return f"{path} (deletion vector at offset {d.file_offset})", path
 
 

@@ -100,6 +100,7 @@ class _ReplayState:
                 self.files[a.path] = a
                 self.tombstones.pop(a.path, None)
             elif isinstance(a, RemoveFile):
+                check_file_readable(a)
                 live = self.files.pop(a.path, None)
                 if live is not None and (a.fileId != live.fileId or a.bucket != live.bucket):
                     # Other Delta writers remove files without our tags: the tombstone

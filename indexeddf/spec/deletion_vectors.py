@@ -41,14 +41,15 @@ FIRST_OFFSET = 1
 """Offset of the first DV in a file (right after the version byte); also what an absent
 ``offset`` of an on-disk DV means."""
 FILE_NAME_PREFIX = "deletion_vector_"
+"""What a DV file's name starts with (then the uuid, then ``.bin``)."""
 ENCODED_UUID_LENGTH = 20
 """A uuid's 16 bytes are 20 Z85 characters; a ``u`` path's random prefix is what comes before."""
 MAX_ROW_INDEX = 2**63 - 1
 """The largest row index a DV can hold (keys keep their top bit 0)."""
 _FRAME_OVERHEAD = 8  # the size field and the checksum around each DV in a file
 
-Int32 = Annotated[int, PField(ge=0, le=2**31 - 1)]
-Int64 = Annotated[int, PField(ge=0, le=2**63 - 1)]
+_Int32 = Annotated[int, PField(ge=0, le=2**31 - 1)]  # Delta's Int fields (Java ints)
+_Int64 = Annotated[int, PField(ge=0, le=2**63 - 1)]
 
 
 class DeletionVectorDecodeError(ValueError):
@@ -243,11 +244,11 @@ class DeletionVectorDescriptor(BaseModel):
     pathOrInlineDv: str
     """``u``: an optional random prefix, then the Z85 uuid (20 characters); ``i``: the
     Z85 of the serialized DV; ``p``: the file's absolute path (a URI, as ``add.path``)."""
-    offset: Int32 | None = None
+    offset: _Int32 | None = None
     """Where the DV's size field starts in its file; None for inline (1 when absent on disk)."""
-    sizeInBytes: Int32
+    sizeInBytes: _Int32
     """Bytes of the serialized DV (before Z85 when inline)."""
-    cardinality: Int64
+    cardinality: _Int64
     """Rows the DV removes from its data file."""
 
     @model_validator(mode="after")

@@ -17,7 +17,7 @@ engine relies on.
 from __future__ import annotations
 
 from ..errors import UnsupportedFeatureError, UnsupportedProtocolError
-from .actions import AddFile, Metadata, Protocol
+from .actions import AddFile, Metadata, Protocol, RemoveFile
 
 READ_FEATURES = frozenset({"timestampNtz", "vacuumProtocolCheck", "appendOnly", "invariants"})
 """Reader features indexeddf reads correctly. Not ``deletionVectors``: the log actions and
@@ -69,10 +69,11 @@ def check_readable(p: Protocol, where: str) -> None:
     )
 
 
-def check_file_readable(a: AddFile) -> None:
-    """Refuse a live file that carries a deletion vector: the readers would return the
+def check_file_readable(a: AddFile | RemoveFile) -> None:
+    """Refuse a file action that carries a deletion vector: the readers would return the
     rows it deletes. (A table whose protocol lacks the ``deletionVectors`` feature may not
-    hold one either; either way the feature is what is missing.)"""
+    hold one either; either way the feature is what is missing.) Removes are refused as
+    adds are, as the JVM connector does, so both readers refuse the same tables."""
     if a.deletionVector is not None and "deletionVectors" not in READ_FEATURES:
         raise UnsupportedFeatureError("deletionVectors")
 
