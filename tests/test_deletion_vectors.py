@@ -367,7 +367,7 @@ def _log_adds(log: Path) -> list[dict]:
 def test_duckdb_reads_our_deletion_vectors(tmp_path):
     deltalake = pytest.importorskip("deltalake")
     path = tmp_path / "dv table"
-    sizes = [70_000, 1_000, 5_000, 300, 2_000]
+    sizes = [70_000, 1_000, 5_000, 300, 2_000, 100]
     for i, n in enumerate(sizes):  # one Parquet file per write; k holds (file, ordinal)
         keys = pa.array(np.arange(n, dtype=np.int64) + i * 1_000_000)
         deltalake.write_deltalake(str(path), pa.table({"k": keys, "s": pa.array([f"r{k}" for k in keys.to_pylist()])}), mode="append")
@@ -380,12 +380,17 @@ def test_duckdb_reads_our_deletion_vectors(tmp_path):
         np.arange(0, 5_000, 2),                                 # every other row
         np.array([7, 8, 9]),                                    # inline
         np.array([0, 1999]),                                    # file with a random prefix
+        np.array([1, 2, 50]),                                   # absolute path, outside the table
     ]
     in_file = write_deletion_vectors(storage, deleted[:3])      # three DVs in one file
     assert len({d.pathOrInlineDv for d in in_file}) == 1 and len({d.offset for d in in_file}) == 3
     inline = inline_descriptor(deleted[3])
-    (prefixed,) = write_deletion_vectors(storage, deleted[4:], prefix="q1")
-    descriptors = [*in_file, inline, prefixed]
+    (prefixed,) = write_deletion_vectors(storage, deleted[4:5], prefix="q1")
+    (elsewhere,) = write_deletion_vectors(TableStorage(str(tmp_path / "other dir")), deleted[5:])
+    absolute = DeletionVectorDescriptor(
+        storageType="p", pathOrInlineDv=(tmp_path / "other dir" / elsewhere.relative_path).as_uri(),
+        offset=elsewhere.offset, sizeInBytes=elsewhere.sizeInBytes, cardinality=elsewhere.cardinality)
+    descriptors = [*in_file, inline, prefixed, absolute]
     now = int(time.time() * 1000)
     lines = [
         {"commitInfo": {"timestamp": now, "operation": "DELETE"}},
