@@ -120,6 +120,12 @@ class UnsupportedFeatureError(UnsupportedProtocolError):
         )
 
 
+class CorruptDeletionVectorError(CorruptLogError):
+    """A deletion vector the log names fails its checks (size, CRC-32, format, or a
+    cardinality that differs from the descriptor's); ``path`` names its file, or the log
+    for an inline one. Reading stops rather than return rows that may be deleted."""
+
+
 class UnsafePathError(CorruptLogError):
     """A log action names a path outside the table root (absolute, or with ``..``)."""
 

@@ -33,15 +33,20 @@ INDEX_STATE_DIR = "_indexes/_state"
 """Where the index state at each checkpoint version is kept (JSON)."""
 
 _MAP = pa.map_(pa.string(), pa.string())
+_DV = pa.struct([  # Delta's DeletionVectorDescriptor struct, as Delta's checkpoints hold it
+    ("storageType", pa.string()), ("pathOrInlineDv", pa.string()), ("offset", pa.int32()),
+    ("sizeInBytes", pa.int32()), ("cardinality", pa.int64()),
+])
 _SCHEMA = pa.schema([
     ("txn", pa.struct([("appId", pa.string()), ("version", pa.int64()), ("lastUpdated", pa.int64())])),
     ("add", pa.struct([
         ("path", pa.string()), ("partitionValues", _MAP), ("size", pa.int64()), ("modificationTime", pa.int64()),
-        ("dataChange", pa.bool_()), ("stats", pa.string()), ("tags", _MAP),
+        ("dataChange", pa.bool_()), ("stats", pa.string()), ("tags", _MAP), ("deletionVector", _DV),
     ])),
     ("remove", pa.struct([
         ("path", pa.string()), ("deletionTimestamp", pa.int64()), ("dataChange", pa.bool_()),
         ("extendedFileMetadata", pa.bool_()), ("partitionValues", _MAP), ("size", pa.int64()), ("tags", _MAP),
+        ("deletionVector", _DV),
     ])),
     ("metaData", pa.struct([
         ("id", pa.string()), ("name", pa.string()), ("description", pa.string()),
@@ -67,14 +72,16 @@ def _file_row(a: AddFile | RemoveFile) -> dict:
     if a.bucket is not None:
         tags[TAG_BUCKET] = str(a.bucket)
     tags[TAG_FILE_ID] = str(a.fileId)
+    dv = None if a.deletionVector is None else a.deletionVector.model_dump()
     if isinstance(a, AddFile):
         if a.sorted:
             tags[TAG_SORTED] = "true"
         return {"path": encode_path(a.path), "partitionValues": [], "size": a.size,
                 "modificationTime": a.modificationTime, "dataChange": a.dataChange,
-                "stats": stats_string(a.stats), "tags": list(tags.items())}
+                "stats": stats_string(a.stats), "tags": list(tags.items()), "deletionVector": dv}
     return {"path": encode_path(a.path), "deletionTimestamp": a.deletionTimestamp, "dataChange": a.dataChange,
-            "extendedFileMetadata": True, "partitionValues": [], "size": a.size, "tags": list(tags.items())}
+            "extendedFileMetadata": True, "partitionValues": [], "size": a.size, "tags": list(tags.items()),
+            "deletionVector": dv}
 
 
 def _rows(snapshot: "Snapshot") -> list[dict]:

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 
 from ..errors import CorruptLogError, NotIndexedError, TableNotFoundError, VersionNotFoundError
-from ..spec.features import check_readable
+from ..spec.features import check_file_readable, check_readable
 from ..spec.actions import (
     Action,
     AddFile,
@@ -96,9 +96,11 @@ class _ReplayState:
     def apply(self, actions: list[Action]) -> None:
         for a in actions:
             if isinstance(a, AddFile):
+                check_file_readable(a)
                 self.files[a.path] = a
                 self.tombstones.pop(a.path, None)
             elif isinstance(a, RemoveFile):
+                check_file_readable(a)
                 live = self.files.pop(a.path, None)
                 if live is not None and (a.fileId != live.fileId or a.bucket != live.bucket):
                     # Other Delta writers remove files without our tags: the tombstone

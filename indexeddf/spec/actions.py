@@ -13,6 +13,7 @@ from typing import Annotated, Any, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field as PField, ValidationError
 
+from .deletion_vectors import DeletionVectorDescriptor
 from .schema import Field
 from .states import INDEX_STATES
 
@@ -98,6 +99,9 @@ class AddFile(_Action):
     """The rows are ordered by the table's index columns, ascending, nulls first, as Spark
     orders them (the ``indexeddf.sorted`` tag, PROTOCOL.md §4.3.1): a bucketed Spark scan
     of single-file buckets can then skip sorting for a merge join."""
+    deletionVector: DeletionVectorDescriptor | None = None
+    """The rows of the file that are no longer in the table (Delta's ``deletionVector``);
+    None when every row of the file is live."""
 
 
 class RemoveFile(_Action):
@@ -109,6 +113,8 @@ class RemoveFile(_Action):
     bucket: Count | None
     fileId: Int64
     size: Count
+    deletionVector: DeletionVectorDescriptor | None = None
+    """The deletion vector of the logical file removed (the one its add carried)."""
 
 
 class IndexFile(_Action):

@@ -41,6 +41,7 @@ from .actions import (
     RemoveFile,
     Txn,
 )
+from .deletion_vectors import DeletionVectorDescriptor
 from .schema import Field
 
 TAG_BUCKET = "indexeddf.bucket"
@@ -110,7 +111,7 @@ def encode_path(path: str) -> str:
 
 
 def _add(a: AddFile) -> dict:
-    return {
+    return _with_deletion_vector({
         "path": encode_path(a.path),
         "partitionValues": {},
         "size": a.size,
@@ -118,11 +119,11 @@ def _add(a: AddFile) -> dict:
         "dataChange": a.dataChange,
         "stats": stats_string(a.stats),
         "tags": _tags(a.bucket, a.fileId, a.path, a.sorted),
-    }
+    }, a.deletionVector)
 
 
 def _remove(r: RemoveFile) -> dict:
-    return {
+    return _with_deletion_vector({
         "path": encode_path(r.path),
         "deletionTimestamp": r.deletionTimestamp,
         "dataChange": r.dataChange,
@@ -130,7 +131,14 @@ def _remove(r: RemoveFile) -> dict:
         "partitionValues": {},
         "size": r.size,
         "tags": _tags(r.bucket, r.fileId, r.path),
-    }
+    }, r.deletionVector)
+
+
+def _with_deletion_vector(body: dict, dv: DeletionVectorDescriptor | None) -> dict:
+    """A file action's body with its ``deletionVector`` (left out when the file has none)."""
+    if dv is not None:
+        body["deletionVector"] = dv.wire()
+    return body
 
 
 def _tags(bucket: int | None, file_id: int, path: str, ordered: bool = False) -> dict[str, str] | None:
@@ -257,7 +265,8 @@ def decode_line(line: str) -> list[Action]:
 
     Actions indexeddf does not use (``cdc``, ``domainMetadata``, ``checkpointMetadata``,
     ``sidecar``) decode to nothing; those it cannot honour are refused by the protocol
-    check before (``deletionVector`` fields are refused here). Unknown fields are
+    check before (tables with deletion vectors by ``check_readable`` and the replay).
+    Unknown fields are
     ignored, as Delta asks of readers. Raises :class:`ActionParseError` with the reason.
     """
     try:
@@ -294,7 +303,6 @@ _IGNORED = {"cdc", "domainMetadata", "checkpointMetadata", "sidecar"}
 
 
 def _decode_add(b: dict) -> list[Action]:
-    _refuse_deletion_vector(b)
     path, tags = _file_path(b), b.get("tags") or {}
     return [AddFile(
         path=path,
@@ -305,6 +313,7 @@ def _decode_add(b: dict) -> list[Action]:
         fileId=_file_id(tags, path),
         stats=parse_stats(b.get("stats")),
         sorted=tags.get(TAG_SORTED) == "true",
+        deletionVector=decode_deletion_vector(b.get("deletionVector")),
     )]
 
 
@@ -323,7 +332,6 @@ def checkpoint_add(path: str, size: int, mtime: int, change: bool | None, stats:
 
 
 def _decode_remove(b: dict) -> list[Action]:
-    _refuse_deletion_vector(b)
     path, tags = _file_path(b), b.get("tags") or {}
     return [RemoveFile(
         path=path,
@@ -332,14 +340,21 @@ def _decode_remove(b: dict) -> list[Action]:
         bucket=_int_tag(tags, TAG_BUCKET),
         fileId=_file_id(tags, path),
         size=b.get("size") or 0,
+        deletionVector=decode_deletion_vector(b.get("deletionVector")),
     )]
 
 
-def _refuse_deletion_vector(b: dict) -> None:
-    if b.get("deletionVector"):
-        from ..errors import UnsupportedFeatureError
+_DV_FIELDS = tuple(DeletionVectorDescriptor.model_fields)
 
-        raise UnsupportedFeatureError("deletionVectors")
+
+def decode_deletion_vector(body) -> DeletionVectorDescriptor | None:
+    """A file action's ``deletionVector`` (None when absent or null). Fields the protocol
+    does not define (Delta Spark's ``maxRowIndex``) are ignored, as Delta asks of readers."""
+    if body is None:
+        return None
+    if not isinstance(body, dict):
+        raise ActionParseError("deletionVector must be a JSON object")
+    return DeletionVectorDescriptor.model_validate({k: body[k] for k in _DV_FIELDS if body.get(k) is not None})
 
 
 def _file_path(b: dict) -> str:

@@ -17,10 +17,12 @@ engine relies on.
 from __future__ import annotations
 
 from ..errors import UnsupportedFeatureError, UnsupportedProtocolError
-from .actions import Metadata, Protocol
+from .actions import AddFile, Metadata, Protocol, RemoveFile
 
 READ_FEATURES = frozenset({"timestampNtz", "vacuumProtocolCheck", "appendOnly", "invariants"})
-"""Reader features indexeddf reads correctly."""
+"""Reader features indexeddf reads correctly. Not ``deletionVectors``: the log actions and
+the codec carry deletion vectors (``spec/deletion_vectors.py``), but the readers do not
+drop the rows they delete, so such tables are refused (also :func:`check_file_readable`)."""
 WRITE_FEATURES = frozenset({
     "appendOnly",            # honoured: no data-changing remove while delta.appendOnly is true
     "invariants",            # only without invariants (columns with delta.invariants are refused)
@@ -65,6 +67,15 @@ def check_readable(p: Protocol, where: str) -> None:
         f"{where} needs Delta reader version {p.minReaderVersion}; indexeddf reads versions 1 and 3 "
         "(with the features it implements). Read it with a newer Delta engine."
     )
+
+
+def check_file_readable(a: AddFile | RemoveFile) -> None:
+    """Refuse a file action that carries a deletion vector: the readers would return the
+    rows it deletes. (A table whose protocol lacks the ``deletionVectors`` feature may not
+    hold one either; either way the feature is what is missing.) Removes are refused as
+    adds are, as the JVM connector does, so both readers refuse the same tables."""
+    if a.deletionVector is not None and "deletionVectors" not in READ_FEATURES:
+        raise UnsupportedFeatureError("deletionVectors")
 
 
 def writer_features(p: Protocol) -> set[str]:
