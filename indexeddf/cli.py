@@ -187,16 +187,11 @@ def cmd_lookup(args) -> None:
 
 
 def _parse_key(text: str, types) -> Any:
-    """A key from the command line: comma-separated values for a composite index."""
-    import pyarrow as pa
-
+    """A key from the command line: comma-separated values for a composite index, ``null``
+    for NULL. The text is handed to ``lookup`` as it is: the lookup casts it to the index
+    column's type and names the column and its type when it is no value of it."""
     parts = text.split(",") if len(types) > 1 else [text]
-    values = []
-    for raw, t in zip(parts, types):
-        if raw.lower() == "null":
-            values.append(None)
-        else:
-            values.append(pa.scalar(raw).cast(t).as_py())
+    values = [None if raw.lower() == "null" else raw for raw in parts]
     return tuple(values) if len(types) > 1 else values[0]
 
 

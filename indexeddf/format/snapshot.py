@@ -170,6 +170,12 @@ def load_snapshot(storage: TableStorage, version: int | None = None, unindexed_o
                 f"{storage.url} is a table of indexeddf's first layout (_indexeddf_log/): turn it into a "
                 "Delta table in place with `indexeddf upgrade PATH` (or IndexedTable.upgrade(path))"
             )
+        if unindexed_ok:  # convert: the user meant an existing Delta table
+            raise TableNotFoundError(
+                f"no Delta table at {storage.url} (no {storage.full('_delta_log')}): convert indexes an existing "
+                "Delta table in place; give the folder that holds _delta_log/, or create an indexed table with "
+                "IndexedTable.create(path, data, index_columns=[...])"
+            )
         raise TableNotFoundError(
             f"no indexeddf table at {storage.url} (no {storage.full('_delta_log')}); "
             "create one with IndexedTable.create(path, data, index_columns=[...])"

@@ -37,7 +37,7 @@ from ..spec.actions import PRIMARY_INDEX, IndexEntry, IndexFile
 from ..spec.states import READABLE_STATES
 from ..spec import config
 from ..spec.bucketing import bucket_ids
-from ..spec.schema import arrow_schema
+from ..spec.schema import arrow_schema, type_name
 
 MAX_INDEX_KEYS = 1_000_000
 """The most keys one index lookup takes: a filter whose fixed values combine to more
@@ -65,6 +65,41 @@ def index_for_lookup(snapshot: Snapshot, name: str | None) -> IndexEntry:
 
 
 # -- keys ------------------------------------------------------------------------------
+_CAST_ERRORS = (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError)
+
+
+def _key_column(values: pa.ChunkedArray, column: str, target: pa.DataType) -> pa.ChunkedArray:
+    """Lookup keys of one index column as its type; a key that is no value of the type
+    raises a one-line ``SchemaMismatchError`` naming the column, its type and the key."""
+    try:
+        return _cast_keys(values, target)
+    except _CAST_ERRORS:
+        bad = next((v for v in values.to_pylist() if not _casts(v, values.type, target)), None)
+        raise SchemaMismatchError(
+            f"lookup key {bad!r} is not a value of index column {column!r} ({type_name(target, column)})",
+            [column]) from None
+
+
+def _cast_keys(values, target: pa.DataType):
+    """``values`` cast to ``target``. Text keys of a ``timestamp`` column without an
+    offset are taken as UTC, the zone the table's timestamps are instants in."""
+    try:
+        return values.cast(target)
+    except _CAST_ERRORS:
+        if not (pa.types.is_timestamp(target) and target.tz is not None and pa.types.is_string(values.type)):
+            raise
+    return values.cast(pa.timestamp(target.unit)).cast(target)
+
+
+def _casts(value, source: pa.DataType, target: pa.DataType) -> bool:
+    """Whether one key value casts to ``target`` (asked on the error path only)."""
+    try:
+        _cast_keys(pa.array([value], source), target)
+        return True
+    except _CAST_ERRORS:
+        return False
+
+
 def keys_table(keys, columns: tuple[str, ...], schema: pa.Schema) -> pa.Table:
     """Distinct lookup keys as a table of the index columns, typed as the table's.
 
@@ -84,10 +119,7 @@ def keys_table(keys, columns: tuple[str, ...], schema: pa.Schema) -> pa.Table:
                 raise InvalidOptionError(f"key {r!r} has {len(r)} values; the index is on {list(columns)}")
         table = pa.Table.from_arrays([pa.array([r[i] for r in rows]) for i in range(len(columns))], names=list(columns))
     # (pa.table() would import pandas to check its argument: ~300 ms in a fresh process.)
-    try:
-        table = pa.Table.from_arrays([table.column(c).cast(t) for c, t in zip(columns, types)], names=list(columns))
-    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as e:
-        raise SchemaMismatchError(f"lookup keys do not fit the index columns {list(columns)}: {e}", list(columns)) from None
+    table = pa.Table.from_arrays([_key_column(table.column(c), c, t) for c, t in zip(columns, types)], names=list(columns))
     if table.num_rows > MAX_INDEX_KEYS:
         raise InvalidOptionError(f"{table.num_rows} lookup keys; at most {MAX_INDEX_KEYS} per lookup: join a DataFrame of the keys instead (IndexedTable.join)")
     if table.num_rows > 1:

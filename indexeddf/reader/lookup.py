@@ -23,6 +23,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from ..format.datafiles import conform, file_columns, missing_file, open_parquet, read_file
 from ..format.snapshot import Snapshot
 from ..format.storage import TableStorage, frozen_options, thawed_options
 from ..spec.actions import AddFile, IndexFile
@@ -46,6 +47,7 @@ class ReadContext:
     index_columns: tuple[str, ...]
     paths: dict  # file id -> relative path of the data files tasks may read
     live_covered_ids: np.ndarray
+    version: int | None = None  # the snapshot's, named by errors
 
     @classmethod
     def of(cls, snapshot: Snapshot, plan: LookupPlan, tasks: list[LookupTask] | None = None) -> "ReadContext":
@@ -58,7 +60,7 @@ class ReadContext:
         live = plan.live_covered_ids if wanted is None else plan.live_covered_ids[np.isin(plan.live_covered_ids, list(wanted))]
         return cls(
             snapshot.storage.url, frozen_options(snapshot.storage.storage_options), snapshot.metadata.id,
-            arrow_schema(snapshot.metadata.schema_), tuple(plan.index.columns), paths, live,
+            arrow_schema(snapshot.metadata.schema_), tuple(plan.index.columns), paths, live, snapshot.version,
         )
 
     @property
@@ -111,10 +113,18 @@ def bucket_trie(ctx: ReadContext | Snapshot, index_files: tuple[IndexFile, ...])
     storage = ctx.storage
     table_id = ctx.table_id if isinstance(ctx, ReadContext) else ctx.metadata.id
 
+    version = ctx.version if isinstance(ctx, ReadContext) else ctx.version
+
     def load(f: IndexFile):
         # ParquetFile, not read_table: read_table goes through pyarrow.dataset, whose
         # import (pandas included) would cost a fresh process ~300 ms.
-        return lambda: Segment.from_entries(f.path, pq.ParquetFile(io.BytesIO(storage.read_bytes(f.path))).read())
+        def read() -> Segment:
+            try:
+                data = storage.read_bytes(f.path)
+            except FileNotFoundError:
+                raise missing_file(storage, f.path, version) from None
+            return Segment.from_entries(f.path, pq.ParquetFile(io.BytesIO(data)).read())
+        return read
 
     segments = tuple(
         cache().get_or_load(("segment", table_id, f.path), load(f), lambda s: s.nbytes) for f in index_files
@@ -127,13 +137,10 @@ def file_segment(ctx: ReadContext, a: AddFile) -> Segment:
     of the index columns of each row, built on first use from those columns alone and
     cached like an index file's segment, so repeated hybrid lookups read only the rows
     they return."""
-    storage = ctx.storage
     columns = list(ctx.index_columns)
 
     def load() -> Segment:
-        target = pa.schema([ctx.schema.field(c) for c in columns])
-        with storage.arrow_filesystem().open_input_file(storage.full(a.path)) as f:
-            keys = pq.ParquetFile(f).read(columns=columns).cast(target)
+        keys = read_file(ctx.storage, a.path, ctx.schema, columns, ctx.version)
         return Segment.of_rows(a.path, a.fileId, key_hash([keys.column(c) for c in columns]))
 
     key = ("filesegment", ctx.table_id, a.path, ctx.index_columns)
@@ -220,7 +227,7 @@ def _footer(ctx: ReadContext, path: str) -> _Footer:
     storage = ctx.storage
 
     def load() -> _Footer:
-        meta = pq.ParquetFile(storage.full(path), filesystem=storage.arrow_filesystem()).metadata
+        meta = open_parquet(storage, path, ctx.version).metadata
         bounds = np.cumsum([0] + [meta.row_group(i).num_rows for i in range(meta.num_row_groups)])
         return _Footer(meta, bounds)
 
@@ -245,9 +252,11 @@ def _row_groups(ctx: ReadContext, path: str, footer: _Footer, groups: list[int],
     if missing:
         storage = ctx.storage
         # The cached footer spares a second read and parse of the file's metadata.
-        pf = pq.ParquetFile(storage.full(path), filesystem=storage.arrow_filesystem(), metadata=footer.metadata,
-                            read_dictionary=dictionary_columns(ctx.schema, columns))
-        table = pf.read_row_groups(missing, columns=columns)
+        pf = open_parquet(storage, path, ctx.version, footer.metadata, dictionary_columns(ctx.schema, columns))
+        # Typed as the table's columns here, so the cache holds the table's types whoever
+        # wrote the file (string columns stay dictionary-encoded until rows are picked).
+        table = conform(pf.read_row_groups(missing, columns=file_columns(pf, columns)), ctx.schema, columns,
+                        keep_dictionary=True)
         start = 0
         for g in missing:
             n = int(footer.bounds[g + 1] - footer.bounds[g])
@@ -259,14 +268,8 @@ def _row_groups(ctx: ReadContext, path: str, footer: _Footer, groups: list[int],
 
 def scan_files(ctx: ReadContext, files: tuple[AddFile, ...], read_cols: list[str]) -> pa.Table:
     """Every row of ``files`` with ``read_cols``, typed as the table's columns."""
-    storage = ctx.storage
-    fs = storage.arrow_filesystem()
-    target = pa.schema([ctx.schema.field(c) for c in read_cols])
-    parts = []
-    for a in files:
-        with fs.open_input_file(storage.full(a.path)) as f:
-            parts.append(pq.ParquetFile(f).read(columns=read_cols).cast(target))
-    return pa.concat_tables(parts) if parts else target.empty_table()
+    parts = [read_file(ctx.storage, a.path, ctx.schema, read_cols, ctx.version) for a in files]
+    return pa.concat_tables(parts) if parts else pa.schema([ctx.schema.field(c) for c in read_cols]).empty_table()
 
 
 def equal_null_safe(a: pa.ChunkedArray, b: pa.ChunkedArray) -> np.ndarray:

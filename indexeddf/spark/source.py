@@ -23,11 +23,11 @@ from __future__ import annotations
 from typing import Any, Iterator
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from pyspark.sql.types import StructType
 
 from ..errors import InvalidOptionError, SchemaMismatchError
+from ..format.datafiles import conform, file_columns, open_parquet
 from ..format.snapshot import Snapshot, load_snapshot
 from ..format.storage import TableStorage
 from ..format.timetravel import version_at
@@ -178,7 +178,7 @@ class IndexedReader(DataSourceReader):
         """The rows of one partition's files, as Arrow batches of Spark's schema."""
         if not isinstance(partition, BucketPartition):
             return iter(())  # an empty table: Spark plans one partition with no value
-        return _read_files(partition, self.arrow_schema)
+        return _read_files(partition, self.arrow_schema, self.version)
 
 
 def _file_list(snapshot: Snapshot) -> list[tuple[int, str, int]]:
@@ -194,15 +194,9 @@ def _spark_arrow_schema(schema: StructType) -> pa.Schema:
     return to_arrow_schema(schema, timezone="UTC")
 
 
-def _read_files(partition: BucketPartition, target: pa.Schema) -> Iterator[pa.RecordBatch]:
+def _read_files(partition: BucketPartition, target: pa.Schema, version: int) -> Iterator[pa.RecordBatch]:
     storage = TableStorage(partition.url, partition.storage_options)
-    fs = storage.arrow_filesystem()
-    names = target.names
     for rel in partition.paths:
-        pf = pq.ParquetFile(storage.full(rel), filesystem=fs)
-        for batch in pf.iter_batches(batch_size=READ_BATCH_ROWS, columns=names):
-            arrays = []
-            for f in target:
-                col = batch.column(f.name)
-                arrays.append(col if col.type == f.type else col.cast(f.type))
-            yield pa.RecordBatch.from_arrays(arrays, schema=target)
+        pf = open_parquet(storage, rel, version)
+        for batch in pf.iter_batches(batch_size=READ_BATCH_ROWS, columns=file_columns(pf, target.names)):
+            yield conform(batch, target)

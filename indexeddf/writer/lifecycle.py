@@ -39,9 +39,8 @@ import uuid
 from dataclasses import dataclass
 from typing import Callable
 
-import pyarrow.parquet as pq
-
 from ..errors import IndexNotFoundError, InvalidIndexStateError, InvalidOptionError, VersionNotFoundError
+from ..format.datafiles import read_file
 from ..format.snapshot import Snapshot, update_snapshot
 from ..format.transaction import CommitResult, Transaction
 from ..spec.actions import PRIMARY_INDEX, IndexEntry, IndexFile
@@ -172,7 +171,7 @@ def build_files(snapshot: Snapshot, entry: IndexEntry, data_files, written: list
     chunk: list[DataPiece] = []
     size, done, total = 0, 0, len(data_files)
     for a in data_files:
-        rows = pq.read_table(storage.full(a.path), columns=columns, schema=schema, filesystem=storage.arrow_filesystem())
+        rows = read_file(storage, a.path, schema, columns, snapshot.version)
         chunk.append(DataPiece(a.fileId, rows))
         size += a.size
         done += 1

@@ -19,10 +19,10 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from ..errors import InvalidIndexStateError, InvalidOptionError, VersionNotFoundError
 from ..format.log import list_log, read_commit
+from ..format.datafiles import read_file
 from ..format.snapshot import Snapshot, load_snapshot, update_snapshot
 from ..format.transaction import ALL_BUCKETS, CommitResult, Transaction
 from ..spec import config
@@ -93,8 +93,7 @@ def _compact(snapshot: Snapshot, mode: str, groups: dict[int, list[AddFile]], pr
         adds, pieces = [], []
         rg_bytes = config.get(meta.configuration, "indexeddf.targetRowGroupBytes")
         for batch in _batches(groups):
-            tables = [pq.read_table(storage.full(a.path), schema=schema, filesystem=storage.arrow_filesystem())
-                      for a in batch]
+            tables = [read_file(storage, a.path, schema, version=snapshot.version) for a in batch]
             written = write_bucketed_pieces(storage, pa.concat_tables(tables), list(meta.indexColumns), meta.numBuckets,
                                             rg_bytes, tx.written_paths)
             for add, rows in written:

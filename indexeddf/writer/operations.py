@@ -7,10 +7,10 @@ import uuid
 from typing import Any, Iterable
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from ..errors import InvalidOptionError, TableExistsError
 from ..format.log import list_log
+from ..format.datafiles import read_file
 from ..format.snapshot import Snapshot
 from ..format.storage import TableStorage
 from ..format.transaction import ALL_BUCKETS, CommitResult, Transaction, commit_create
@@ -263,7 +263,7 @@ def delete_rows(snapshot: Snapshot, predicate, buckets: set[int] | None = None) 
     removes, kept_tables, deleted_rows = [], [], 0
     now = int(time.time() * 1000)
     for add in candidates:
-        rows = pq.read_table(storage.full(add.path), schema=schema, filesystem=storage.arrow_filesystem())
+        rows = read_file(storage, add.path, schema, version=snapshot.version)
         hit = pc.fill_null(_evaluate(rows, expression), False)
         n = pc.sum(hit).as_py() or 0
         if n == 0:

@@ -1,0 +1,105 @@
+"""Reading the table's data files as the table's schema, whoever wrote them.
+
+A Delta table's files need not hold the types the table declares: Spark writes
+timestamps as INT96 (nanoseconds, no time zone) or as TIMESTAMP_MILLIS, other writers
+store decimals as int32/int64 or dictionary-encode them, and a file written before a
+column was added (by any engine) lacks that column. Every reader of the project (full
+reads, lookups, hybrid scans, the Python data source, maintenance) reads through this
+module, so every one of them returns the table's schema:
+
+- a column the file lacks reads as NULL;
+- a column of another physical type is cast to the table's type (timestamps to
+  microseconds in UTC, as Delta defines ``timestamp``; INT96 is read as microseconds,
+  so dates outside the nanosecond range do not overflow);
+- a file the log names but storage lacks raises :class:`MissingFileError` naming the
+  file and the version.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from ..errors import MissingFileError
+from .storage import TableStorage
+
+INT96_UNIT = "us"
+"""The unit INT96 timestamps are read in: Delta's timestamps are microseconds."""
+
+Columnar = pa.Table | pa.RecordBatch
+
+
+def missing_file(storage: TableStorage, path: str, version: int | None) -> MissingFileError:
+    """The typed error for a data file the log names at ``version`` but storage lacks."""
+    at = f" at version {version}" if version is not None else ""
+    return MissingFileError(
+        f"{storage.full(path)} is missing, but the table's log names it{at}. It was deleted outside indexeddf, "
+        "or by a vacuum of versions older than the retention: read a newer version, or restore the file."
+    )
+
+
+def open_parquet(storage: TableStorage, path: str, version: int | None = None,
+                 metadata: pq.FileMetaData | None = None, read_dictionary: Sequence[str] | None = None) -> pq.ParquetFile:
+    """The data file ``path`` (relative to the table root) opened for reading; a missing
+    file raises :class:`MissingFileError`. ``read_dictionary`` may name columns the file
+    lacks when ``metadata`` (its footer) is given."""
+    if read_dictionary and metadata is not None:
+        present = set(metadata.schema.to_arrow_schema().names)
+        read_dictionary = [c for c in read_dictionary if c in present]
+    try:
+        return pq.ParquetFile(storage.full(path), filesystem=storage.arrow_filesystem(), metadata=metadata,
+                              read_dictionary=read_dictionary, coerce_int96_timestamp_unit=INT96_UNIT)
+    except FileNotFoundError:
+        raise missing_file(storage, path, version) from None
+
+
+def file_columns(pf: pq.ParquetFile, columns: Sequence[str]) -> list[str]:
+    """Those of ``columns`` that the file holds (a file may predate a column)."""
+    present = set(pf.schema_arrow.names)
+    return [c for c in columns if c in present]
+
+
+def read_file(storage: TableStorage, path: str, schema: pa.Schema, columns: Sequence[str] | None = None,
+              version: int | None = None) -> pa.Table:
+    """Every row of one data file with ``columns`` (all when None), typed as ``schema``."""
+    wanted = list(schema.names if columns is None else columns)
+    pf = open_parquet(storage, path, version)
+    return conform(pf.read(columns=file_columns(pf, wanted)), schema, wanted)
+
+
+def conform(rows: Columnar, schema: pa.Schema, columns: Sequence[str] | None = None,
+            keep_dictionary: bool = False) -> Columnar:
+    """``rows`` (a table or a batch read from one file) with exactly ``columns`` of
+    ``schema`` (all when None) in that order and typed as the schema says: absent columns
+    as NULL, other physical types cast. With ``keep_dictionary``, a dictionary-encoded
+    column whose values already have the schema's type stays encoded (the lookup cache
+    decodes only the rows it returns)."""
+    names = list(schema.names if columns is None else columns)
+    present = set(rows.schema.names)
+    arrays = []
+    for name in names:
+        field = schema.field(name)
+        if name not in present:
+            arrays.append(pa.nulls(rows.num_rows, field.type))
+            continue
+        arrays.append(_as_type(rows.column(name), field.type, keep_dictionary))
+    fields = [schema.field(n) for n in names]
+    if isinstance(rows, pa.RecordBatch):
+        return pa.RecordBatch.from_arrays(arrays, schema=pa.schema(fields))
+    if keep_dictionary:  # the encoded columns keep their own (dictionary) type
+        fields = [f.with_type(a.type) for f, a in zip(fields, arrays)]
+    return pa.Table.from_arrays(arrays, schema=pa.schema(fields))
+
+
+def _as_type(column, target: pa.DataType, keep_dictionary: bool):
+    """``column`` as ``target``: unchanged when it already is (or is a dictionary of it and
+    ``keep_dictionary``). Timestamps are cast unsafely: a finer unit (INT96's or Parquet's
+    nanoseconds) is truncated to microseconds, as Spark reads it, and a file's naive
+    timestamps are taken as UTC, as Delta readers take them."""
+    t = column.type
+    if t == target or (keep_dictionary and pa.types.is_dictionary(t) and t.value_type == target):
+        return column
+    safe = not (pa.types.is_timestamp(t) and pa.types.is_timestamp(target))
+    return column.cast(target, safe=safe)
