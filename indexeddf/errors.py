@@ -41,6 +41,11 @@ class InvalidOptionError(IndexedDFError, ValueError):
     """An option or argument has an unknown name or a value out of range."""
 
 
+class AmbiguousColumnError(SchemaMismatchError, InvalidOptionError):
+    """An unqualified column name in a SQL expression matches columns of more than one
+    table (a merge's target and source): qualify it with the table's alias."""
+
+
 class IndexNotFoundError(IndexedDFError):
     """No index of that name exists on the table."""
 

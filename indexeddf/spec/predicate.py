@@ -2,7 +2,8 @@
 equivalent ``pyarrow.dataset`` expression for scans.
 
 Parsing is sqlglot's (Spark dialect); this module only maps the parsed tree. A
-predicate is split into top-level AND conjuncts; ``col = lit``, ``col <=> lit``,
+predicate is split into top-level AND conjuncts (the whole predicate's Arrow
+expression comes from :mod:`.expressions`); ``col = lit``, ``col <=> lit``,
 ``col IN (lits)`` and ``col IS NULL`` become key constraints, everything else is kept
 as residual text that a scan evaluates.
 """
@@ -21,6 +22,7 @@ import sqlglot
 from sqlglot import exp
 
 from ..errors import IndexedDFError, InvalidOptionError, SchemaMismatchError
+from .expressions import compile_tree, require_boolean
 
 
 @dataclass(frozen=True)
@@ -75,7 +77,7 @@ def parse_predicate(text: str, schema: pa.Schema) -> Predicate:
         raise InvalidOptionError(f"predicate {shown!r} is nested too deeply to parse; write it with fewer parentheses") from None
     except sqlglot.errors.SqlglotError as e:
         raise InvalidOptionError(f"cannot parse predicate {shown!r}: {str(e)[:500]}") from None
-    except (ValueError, ArithmeticError, TypeError) as e:
+    except (ValueError, ArithmeticError, TypeError, pa.ArrowException) as e:
         raise InvalidOptionError(f"cannot use predicate {shown!r}: {str(e)[:500]}") from None
     finally:
         sys.setrecursionlimit(limit)
@@ -85,7 +87,10 @@ def _parse(text: str, schema: pa.Schema) -> Predicate:
     tree = sqlglot.parse_one(text, read="spark")
     if tree is None:
         raise InvalidOptionError("an empty predicate: give a condition such as \"user_id = 42\"")
-    pred = Predicate(text, expression=_to_arrow(tree, schema))
+    # One translator in the project: the scan expression is the general compiler's.
+    columns = dict(zip(schema.names, schema.types))
+    compiled = compile_tree(tree, columns, text, context="predicate")
+    pred = Predicate(text, expression=require_boolean(compiled, "predicate").expression)
     for conjunct in _conjuncts(tree):
         constraint = _key_constraint(conjunct, schema)
         if constraint is None or constraint.column in pred.keys:
@@ -185,60 +190,3 @@ def literal_for(value: Any, t: pa.DataType) -> pa.Scalar:
         return pa.scalar(value).cast(t) if not isinstance(value, str) or pa.types.is_string(t) else pa.scalar(value, pa.string()).cast(t)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as e:
         raise SchemaMismatchError(f"literal {value!r} does not fit a column of type {t}: {e}", []) from None
-
-
-_COMPARE = {exp.EQ: "equal", exp.NEQ: "not_equal", exp.GT: "greater", exp.GTE: "greater_equal", exp.LT: "less", exp.LTE: "less_equal"}
-
-
-def _to_arrow(node: exp.Expression, schema: pa.Schema) -> pc.Expression:
-    node = node.unnest()
-    if isinstance(node, exp.And):
-        return _to_arrow(node.this, schema) & _to_arrow(node.expression, schema)
-    if isinstance(node, exp.Or):
-        return _to_arrow(node.this, schema) | _to_arrow(node.expression, schema)
-    if isinstance(node, exp.Not):
-        return ~_to_arrow(node.this, schema)
-    if isinstance(node, exp.Is) and isinstance(node.expression, exp.Null):
-        return pc.field(_require_column(node.this, schema)).is_null()
-    if isinstance(node, exp.In) and not node.args.get("query"):
-        col = _require_column(node.this, schema)
-        t = schema.field(col).type
-        values = [_literal(e) for e in node.expressions]
-        return pc.field(col).isin(pa.array([literal_for(v, t).as_py() for v in values if v is not None], type=t))
-    if isinstance(node, exp.Between):
-        col = _require_column(node.this, schema)
-        t = schema.field(col).type
-        lo, hi = literal_for(_literal(node.args["low"]), t), literal_for(_literal(node.args["high"]), t)
-        return (pc.field(col) >= lo) & (pc.field(col) <= hi)
-    if isinstance(node, exp.NullSafeEQ):
-        col, value = _column_and_literal(node, schema)
-        if value is None:
-            return pc.field(col).is_null()
-        return pc.field(col).is_valid() & (pc.field(col) == literal_for(value, schema.field(col).type))
-    if type(node) in _COMPARE:
-        col, value = _column_and_literal(node, schema)
-        if value is None:
-            return pc.scalar(False)
-        op = _COMPARE[type(node)]
-        if col != _column(node.this, schema):  # literal on the left: flip the comparison
-            op = {"greater": "less", "less": "greater", "greater_equal": "less_equal", "less_equal": "greater_equal"}.get(op, op)
-        return getattr(pc, op)(pc.field(col), literal_for(value, schema.field(col).type))
-    raise InvalidOptionError(
-        f"unsupported predicate {node.sql(dialect='spark')!r}: use comparisons of a column with a literal "
-        "(=, <=>, <>, <, <=, >, >=, IN, BETWEEN, IS NULL) joined by AND, OR, NOT"
-    )
-
-
-def _require_column(node: exp.Expression, schema: pa.Schema) -> str:
-    col = _column(node, schema)
-    if col is None:
-        raise InvalidOptionError(f"expected a column name, got {node.sql(dialect='spark')!r}")
-    return col
-
-
-def _column_and_literal(node: exp.Expression, schema: pa.Schema) -> tuple[str, Any]:
-    for col_side, lit_side in ((node.this, node.expression), (node.expression, node.this)):
-        col = _column(col_side, schema)
-        if col is not None and _is_literal(lit_side):
-            return col, _literal(lit_side)
-    raise InvalidOptionError(f"unsupported comparison {node.sql(dialect='spark')!r}: compare a column with a literal")
