@@ -169,7 +169,7 @@ def cmd_upgrade(args) -> None:
 def cmd_restore(args) -> None:
     """``restore``: commit a new version whose content equals an older one's."""
     t = IndexedTable.for_path(args.path)
-    before = t.update().version
+    before = t.update_incremental().version
     v = t.restore(args.version)
     text = f"restored to the content of version {args.version} as version {v}" if v != before else \
         f"version {before} already has the content of version {args.version}; nothing committed"
@@ -219,7 +219,7 @@ def cmd_index(args) -> None:
             v = run(name)
         else:
             v = {"vacuum": t.vacuum_index, "cancel": t.cancel_index}[args.action](name, progress=_progress(args))
-    state = t.update().snapshot.indexes[name].state
+    state = t.update_incremental().snapshot.indexes[name].state
     done = {"create": "created", "drop": "dropped", "restore": "restored", "vacuum": "vacuumed",
             "cancel": "cancelled", "optimize": "optimized"}[args.action]
     _emit(args, {"version": v, "name": name, "state": state}, f"index {name!r} {done} at version {v}; now {state}")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import json
+import warnings
 from collections.abc import Sequence
 from typing import Any
 
@@ -16,7 +17,6 @@ from .format.storage import TableStorage
 from .format.timetravel import version_at
 from .reader.direct import read_snapshot
 from .spark import is_spark_dataframe as _is_spark
-from .spec.predicate import parse_predicate
 from .spec.schema import arrow_schema
 from .reader import lookup as lookup_mod
 from .optimizer import planner
@@ -187,10 +187,56 @@ class IndexedTable(TableAdmin):
         """The replayed log state of the version this instance shows."""
         return self._snapshot
 
-    def update(self) -> "IndexedTable":
+    def update_incremental(self) -> "IndexedTable":
         """Move this instance to the newest version (reads only the new commits)."""
         self._snapshot = update_snapshot(self._snapshot)
         return self
+
+    def update(self, updates: dict[str, str] | None = None, predicate: str | None = None, *,
+               txn: tuple[str, int] | None = None):
+        """``UPDATE table SET column = expression, ... [WHERE predicate]``, as delta-rs's
+        ``DeltaTable.update``: ``updates`` maps columns to SQL expressions over the row
+        (``{"v": "v + 1", "s": "upper(s)"}``), ``predicate`` is SQL text (every row when
+        None). Copy on write, one commit; the index finds the rows when the predicate fixes
+        its columns. Returns the metrics (``version``: the version committed, None when no
+        row matched). An update of an index column moves the row to its new bucket.
+
+        Called with no arguments it keeps its old meaning, :meth:`update_incremental`
+        (deprecated: call that instead).
+        """
+        if updates is None and predicate is None and txn is None:
+            warnings.warn("IndexedTable.update() with no arguments is deprecated: call update_incremental() to move "
+                          "to the newest version; update(updates=..., predicate=...) changes rows",
+                          DeprecationWarning, stacklevel=2)
+            return self.update_incremental()
+        from .changes import update_rows
+
+        return self._run_change(update_rows(updates or {}, predicate), txn)
+
+    def merge(self, source: Any, predicate: str, source_alias: str = "source", target_alias: str = "target", *,
+              txn: tuple[str, int] | None = None):
+        """``MERGE INTO`` this table ``USING source ON predicate``: returns a
+        :class:`~indexeddf.changes.TableMerger` to add ``when_*`` clauses to, then
+        ``execute()`` (delta-rs's names). ``source``: a ``pyarrow.Table``, pandas or Spark
+        DataFrame (collected). ``predicate``: SQL over ``target_alias``'s and
+        ``source_alias``'s columns; when it equates every index column with a source
+        column, the index finds the matched rows and only the files holding them are
+        rewritten. ``txn=(app id, version)`` makes the merge idempotent."""
+        from .changes import TableMerger
+
+        return TableMerger(self, source, predicate, source_alias, target_alias, txn)
+
+    def _run_change(self, make_change, txn: tuple[str, int] | None = None) -> dict:
+        """Run the change ``make_change(snapshot)`` describes on the newest version."""
+        from .changes.engine import execute
+
+        snap = update_snapshot(self._snapshot)
+        change = make_change(snap)
+        if txn is not None:
+            change.txn = operations._check_txn(txn)
+        result, metrics = execute(snap, change)
+        self._snapshot = update_snapshot(snap) if result is None else result.snapshot
+        return metrics.as_dict()
 
     def snapshot_at(self, version: int | None = None, timestamp: Any = None) -> Snapshot:
         """The snapshot of another version (or this one when neither is given)."""
@@ -371,23 +417,22 @@ class IndexedTable(TableAdmin):
         self._snapshot = update_snapshot(self._snapshot) if version is None else _load(storage, version, None)
         return self._snapshot.version
 
-    def delete(self, predicate) -> int:
-        """Delete the rows matching ``predicate``: a SQL string in Spark syntax
-        (``"user_id = 42"``, ``"ts < TIMESTAMP '2026-01-01 00:00:00'"``) or a pyarrow
-        expression. Copy on write, one commit; earlier versions keep the rows.
-        Returns the new version, or the current one when nothing matched.
+    def delete(self, predicate=None) -> int:
+        """``DELETE FROM table [WHERE predicate]``: ``predicate`` is SQL text in Spark
+        syntax, any condition (``"user_id = 42"``, ``"v % 1000 = 0 OR s LIKE 'a%'"``), or
+        a pyarrow expression; None deletes every row. Copy on write, one commit; earlier
+        versions keep the rows; the index finds the files when the predicate fixes its
+        columns. Returns the new version, or the current one when nothing matched.
         """
-        snap = update_snapshot(self._snapshot)
-        buckets = None
-        if isinstance(predicate, str):
-            parsed = parse_predicate(predicate, self._schema_of(snap))
-            buckets = planner.data_buckets(snap, {c: k.values for c, k in parsed.keys.items()})
-        result = operations.delete_rows(snap, predicate, buckets)
-        if result is None:
-            self._snapshot = update_snapshot(self._snapshot)
+        if predicate is not None and not isinstance(predicate, str):  # a pyarrow expression
+            snap = update_snapshot(self._snapshot)
+            result = operations.delete_rows(snap, predicate, None)
+            self._snapshot = update_snapshot(snap) if result is None else result.snapshot
             return self._snapshot.version
-        self._snapshot = result.snapshot
-        return result.version
+        from .changes import delete_matching
+
+        self._run_change(delete_matching(predicate))
+        return self._snapshot.version
 
     def __repr__(self) -> str:
         return f"IndexedTable({self.path!r}, version={self.version})"
@@ -412,7 +457,7 @@ def _missing_files_typed(method):
 
 
 # Every Python-side read and write of files the log names: a missing one is a typed error.
-for _name in ("to_arrow", "lookup", "explain", "append", "overwrite", "delete", "history", "indexes", "detail",
+for _name in ("to_arrow", "lookup", "explain", "append", "overwrite", "delete", "_run_change", "history", "indexes", "detail",
               "create_index", "refresh", "optimize", "vacuum", "restore", "vacuum_index", "optimize_index"):
     setattr(IndexedTable, _name, _missing_files_typed(getattr(IndexedTable, _name)))
 

@@ -38,7 +38,7 @@ def table(table_path) -> IndexedTable:
 
 
 def keys(t: IndexedTable) -> list[int]:
-    return sorted(t.update().to_arrow().column("k").to_pylist())
+    return sorted(t.update_incremental().to_arrow().column("k").to_pylist())
 
 
 def test_appends_rebase_over_appends(table):
@@ -59,14 +59,14 @@ def test_append_rebases_over_an_overwrite(table):
 
 def test_serializable_overwrite_fails_after_a_concurrent_append_and_cleans_up(table, table_path):
     table.set_properties({"delta.isolationLevel": "Serializable"})
-    read = table.update().snapshot
+    read = table.update_incremental().snapshot
     operations.append(read, rows(100, 5))
     before = data_files(table_path)
     with pytest.raises(ConcurrentAppendError) as e:
         operations.overwrite(read, rows(900, 5))
     assert "retry" in str(e.value)
     assert data_files(table_path) == before  # the loser's files are gone
-    assert table.update().version == 2
+    assert table.update_incremental().version == 2
 
 
 def test_write_serializable_lets_deletes_and_overwrites_pass_blind_appends(table):
@@ -77,7 +77,7 @@ def test_write_serializable_lets_deletes_and_overwrites_pass_blind_appends(table
     operations.append(read, rows(100_000, 50))  # lands in every bucket, the one of k = 3 too
     operations.delete_rows(read, "k = 3")
     assert keys(table) == [k for k in range(40) if k != 3] + list(range(100_000, 100_050))
-    read = table.update().snapshot
+    read = table.update_incremental().snapshot
     operations.append(read, rows(200_000, 2))
     operations.overwrite(read, rows(900, 2))
     assert keys(table) == [900, 901, 200_000, 200_001]
@@ -87,7 +87,7 @@ def test_write_serializable_lets_deletes_and_overwrites_pass_blind_appends(table
 
 def test_serializable_deletes_fail_on_appends_to_the_buckets_they_read(table):
     table.set_properties({"delta.isolationLevel": "Serializable"})
-    read = table.update().snapshot
+    read = table.update_incremental().snapshot
     operations.append(read, rows(100_000, 50))
     with pytest.raises(ConcurrentAppendError):
         operations.delete_rows(read, "k = 3")
@@ -132,7 +132,7 @@ def test_file_ids_are_unique_and_reuse_is_refused(table, table_path):
     clash = existing.model_copy(update={"path": "data/bucket=00000/part-clash.parquet"})
     with pytest.raises(ConcurrentModificationError, match="already in use"):
         Transaction(table.snapshot, "WRITE").commit([clash])
-    assert table.update().version == 1
+    assert table.update_incremental().version == 1
 
 
 def test_racing_idempotent_overwrites_commit_once(table):

@@ -42,7 +42,7 @@ def key_rows(table: pa.Table) -> list:
 def assert_lookups_right(t: IndexedTable, index: str = "by_s", since: int = 0) -> None:
     """At every version, lookups (through ``index`` while it exists, from version
     ``since``) equal a filter."""
-    for v in range(t.update().version + 1):
+    for v in range(t.update_incremental().version + 1):
         full = t.to_arrow(version=v)
         want = full.filter(pc.is_in(full.column("s"), pa.array(["s1", "s3"])))
         if v >= since and index in load_snapshot(t.snapshot.storage, v).indexes:
@@ -54,7 +54,7 @@ def assert_lookups_right(t: IndexedTable, index: str = "by_s", since: int = 0) -
 def states(t: IndexedTable, name: str = "by_s") -> list[str]:
     """The state of index ``name`` at every version where it exists."""
     out = []
-    for v in range(t.update().version + 1):
+    for v in range(t.update_incremental().version + 1):
         e = load_snapshot(t.snapshot.storage, v).indexes.get(name)
         if e is not None and (not out or out[-1] != e.state):
             out.append(e.state)
@@ -123,7 +123,7 @@ def test_transitions_that_cannot_run_are_refused(table):
     t.drop_index("by_s")
     with pytest.raises(InvalidIndexStateError):
         t.drop_index("by_s")  # drop of a DELETED index
-    snap = t.update().snapshot
+    snap = t.update_incremental().snapshot
     lifecycle.begin(snap, snap.indexes["by_s"], "VACUUMING", "VACUUM INDEX", {"name": "by_s"})
     with pytest.raises(InvalidIndexStateError):
         t.restore_index("by_s")  # restore while VACUUMING
@@ -136,7 +136,7 @@ def test_cancel_returns_each_transient_state_to_its_stable_one(table, table_path
     t = table
     if TRANSIENT_STATES[transient] == "DELETED":
         t.drop_index("by_s")
-    snap = t.update().snapshot
+    snap = t.update_incremental().snapshot
     entry = snap.indexes["by_s"]
     started = lifecycle.begin(snap, entry, transient, "TEST", {})
     files_before = {f.path for f in started.entry.files}
@@ -162,7 +162,7 @@ def test_two_operations_from_one_snapshot_one_fails_with_a_conflict(table):
     lifecycle.drop_index(snap, "by_s")
     with pytest.raises(ConcurrentIndexError):
         index_ops.refresh_index(snap, "by_s", "full")
-    assert table.update().indexes()[0].state == "DELETED"
+    assert table.update_incremental().indexes()[0].state == "DELETED"
 
 
 def test_a_failing_operation_goes_back_to_its_stable_state(table, table_path, monkeypatch):
@@ -175,7 +175,7 @@ def test_a_failing_operation_goes_back_to_its_stable_state(table, table_path, mo
     monkeypatch.setattr(lifecycle, "build_files", boom)
     with pytest.raises(OSError):
         t.refresh(index="by_s", mode="full")
-    entry = t.update().snapshot.indexes["by_s"]
+    entry = t.update_incremental().snapshot.indexes["by_s"]
     assert entry.state == "ACTIVE" and [h.operation for h in t.history(limit=3)] == ["CANCEL INDEX", "REFRESH INDEX", "WRITE"]
     assert_lookups_right(t)
 
@@ -214,7 +214,7 @@ def test_sigkill_during_refresh_then_cancel(table, table_path):
         deadline = time.time() + 60
         pending = None
         while time.time() < deadline:
-            entry = t.update().snapshot.indexes["by_s"]
+            entry = t.update_incremental().snapshot.indexes["by_s"]
             if entry.state == "REFRESHING":
                 pending = entry.properties["pendingDir"]
                 if len(files_under(table_path, pending)) >= 2:
@@ -229,7 +229,7 @@ def test_sigkill_during_refresh_then_cancel(table, table_path):
     assert proc.returncode == -signal.SIGKILL
     partial = files_under(table_path, pending)
     assert partial  # the killed build left index files that no version names
-    t.update()
+    t.update_incremental()
     assert t.version == before + 1 and t.snapshot.indexes["by_s"].state == "REFRESHING"
     assert_lookups_right(t)  # readers are right while it is stuck
     t.cancel_index("by_s")

@@ -36,7 +36,7 @@ def content(table: pa.Table) -> list:
 
 
 def snapshot_contents(t: IndexedTable) -> dict[int, list]:
-    return {v: content(t.to_arrow(version=v)) for v in range(t.update().version + 1)}
+    return {v: content(t.to_arrow(version=v)) for v in range(t.update_incremental().version + 1)}
 
 
 def assert_lookups_right(t: IndexedTable, versions) -> None:
@@ -57,7 +57,7 @@ def assert_indexes_complete(t: IndexedTable) -> None:
     import pyarrow.parquet as pq
 
     records = {}
-    for v in range(t.update().version + 1):
+    for v in range(t.update_incremental().version + 1):
         records |= {a.fileId: a.stats.numRecords for a in t.snapshot_at(v).files.values()}
     for v in range(t.version + 1):
         for entry in t.snapshot_at(v).indexes.values():
@@ -122,8 +122,8 @@ def test_quick_optimize_leaves_big_files(table):
     kept = [a for a in result.snapshot.files.values() if a.size >= threshold and a.path in t.snapshot.files]
     assert kept and content(IndexedTable(result.snapshot).to_arrow()) == content(t.to_arrow())
     t.delete("k < 3")
-    maintenance.optimize(t.update().snapshot, "quick", small_file_bytes=threshold)
-    assert_lookups_right(t, range(t.update().version + 1))
+    maintenance.optimize(t.update_incremental().snapshot, "quick", small_file_bytes=threshold)
+    assert_lookups_right(t, range(t.update_incremental().version + 1))
     assert_indexes_complete(t)
 
 
@@ -131,14 +131,14 @@ def test_optimize_and_append_from_one_snapshot_both_commit(table):
     read = table.snapshot
     operations.append(read, rows(500, 8))
     maintenance.optimize(read, "full")  # loses the race to the append, rebases
-    t = table.update()
+    t = table.update_incremental()
     assert content(t.to_arrow()) == content(pa.concat_tables([rows(0, 100), rows(500, 8)]))
     assert_lookups_right(t, [t.version])
     t.append(rows(600, 4))
     read = t.snapshot
     maintenance.optimize(read, "full")
     operations.append(read, rows(700, 4))  # the append loses to optimize and rebases
-    t.update()
+    t.update_incremental()
     assert content(t.to_arrow()) == content(pa.concat_tables([rows(0, 100), rows(500, 8), rows(600, 4), rows(700, 4)]))
     assert_lookups_right(t, range(t.version + 1))
 
@@ -148,7 +148,7 @@ def test_optimize_fails_when_a_delete_removed_its_files(table):
     operations.delete_rows(read, "k = 45")
     with pytest.raises(ConcurrentDeleteDeleteError):
         maintenance.optimize(read, "full")
-    assert content(table.update().to_arrow()) == content(rows(0, 100).filter(pc.not_equal(rows(0, 100).column("k"), 45)))
+    assert content(table.update_incremental().to_arrow()) == content(rows(0, 100).filter(pc.not_equal(rows(0, 100).column("k"), 45)))
 
 
 RACING_APPENDS = textwrap.dedent("""
@@ -174,7 +174,7 @@ def test_optimize_racing_appends_in_another_process(table, table_path):
     finally:
         if proc.poll() is None:
             proc.kill()
-    t = table.update()
+    t = table.update_incremental()
     ks = sorted(t.to_arrow().column("k").to_pylist())
     assert ks == list(range(100)) + list(range(1000, 1150))
     assert sum(h.operation == "OPTIMIZE" for h in t.history()) >= 1
@@ -253,7 +253,7 @@ def test_restore_refuses_a_concurrent_write_and_transient_indexes(table):
     operations.append(read, rows(800, 2))
     with pytest.raises(ConcurrentAppendError):
         maintenance.restore(read, 2)
-    snap = table.update().snapshot
+    snap = table.update_incremental().snapshot
     lifecycle.begin(snap, snap.indexes["by_s"], "REFRESHING", "REFRESH INDEX", {})
     with pytest.raises(InvalidIndexStateError):
         table.restore(2)

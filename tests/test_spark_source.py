@@ -340,7 +340,7 @@ def test_indexed_table_accepts_spark_dataframes(spark, tmp_path):
     assert len(table.snapshot.live_files()) == 8
     # The same frame written directly: each of its 5 tasks writes up to one file per bucket.
     df.write.format("indexeddf").mode("append").save(path)
-    table.update()
+    table.update_incremental()
     assert table.version == 2 and 8 < len(table.snapshot.live_files()) <= 8 + 5 * 4
     assert table.overwrite(spark.range(10).selectExpr("id as user_id", "id as event")) == 3
     assert sorted(table.to_arrow()["event"].to_pylist()) == list(range(10))

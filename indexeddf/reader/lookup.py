@@ -73,8 +73,15 @@ def _storage(url: str, options: str) -> TableStorage:
     return TableStorage(url, thawed_options(options))
 
 
-def run_task(ctx: ReadContext, task: LookupTask, columns: list[str] | None) -> pa.Table:
-    """The verified rows of one task, with ``columns`` (all when None)."""
+FILE_ID = "__file_id"
+ROW_ORDINAL = "__row_ordinal"
+"""With ``locate``, a lookup's rows carry where they are: the data file's id and the
+row's ordinal in it (what a change rewrites or marks in a deletion vector)."""
+
+
+def run_task(ctx: ReadContext, task: LookupTask, columns: list[str] | None, locate: bool = False) -> pa.Table:
+    """The verified rows of one task, with ``columns`` (all when None), and with
+    ``locate`` the :data:`FILE_ID` and :data:`ROW_ORDINAL` of each."""
     schema = ctx.schema
     out_cols = list(columns) if columns is not None else schema.names
     check_columns(schema.names, out_cols)
@@ -83,16 +90,22 @@ def run_task(ctx: ReadContext, task: LookupTask, columns: list[str] | None) -> p
         trie, live = bucket_trie(ctx, task.index_files), ctx.live_covered_ids
     else:  # hybrid scan: files the index does not cover, probed through per-file tries
         trie, live = BucketTrie(tuple(file_segment(ctx, a) for a in task.scan_files)), None
-    return _probe(ctx, trie, live, task.keys, read_cols).select(out_cols)
+    return _probe(ctx, trie, live, task.keys, read_cols).select(out_cols + ([FILE_ID, ROW_ORDINAL] if locate else []))
 
 
-def run_plan(snapshot: Snapshot, plan: LookupPlan, columns: list[str] | None) -> pa.Table:
-    """Every task of ``plan``, concatenated."""
+def run_plan(snapshot: Snapshot, plan: LookupPlan, columns: list[str] | None, locate: bool = False) -> pa.Table:
+    """Every task of ``plan``, concatenated (``locate``: as in :func:`run_task`)."""
     ctx = ReadContext.of(snapshot, plan)
-    parts = [run_task(ctx, t, columns) for t in plan.tasks]
+    parts = [run_task(ctx, t, columns, locate) for t in plan.tasks]
     if not parts:
-        return ctx.schema.empty_table().select(list(columns) if columns is not None else ctx.schema.names)
+        empty = ctx.schema.empty_table().select(list(columns) if columns is not None else ctx.schema.names)
+        return _with_locators(empty, np.empty(0, np.int64), np.empty(0, np.int64)) if locate else empty
     return without_empty_batches(pa.concat_tables(parts))
+
+
+def _with_locators(rows: pa.Table, file_ids: np.ndarray, ordinals: np.ndarray) -> pa.Table:
+    return rows.append_column(FILE_ID, pa.array(file_ids, pa.int64())).append_column(
+        ROW_ORDINAL, pa.array(ordinals, pa.int64()))
 
 
 def without_empty_batches(table: pa.Table) -> pa.Table:
@@ -152,7 +165,7 @@ def _probe(ctx: ReadContext, trie: BucketTrie, live: np.ndarray | None, keys: pa
     candidate row once, and keep the rows whose key equals the key that probed them."""
     probe_of, file_ids, rows = trie.probe(key_hash([keys.column(c) for c in ctx.index_columns]), live)
     if len(rows) == 0:
-        return ctx.schema.empty_table().select(read_cols)
+        return _with_locators(ctx.schema.empty_table().select(read_cols), np.empty(0, np.int64), np.empty(0, np.int64))
     # Candidate rows, each once, ordered by file then row; `which` maps a probe match
     # to its candidate.
     order = np.lexsort((rows, file_ids))
@@ -164,9 +177,9 @@ def _probe(ctx: ReadContext, trie: BucketTrie, live: np.ndarray | None, keys: pa
     which[order] = np.cumsum(first) - 1
     starts = np.flatnonzero(np.concatenate(([True], cand_files[1:] != cand_files[:-1])))
     ends = np.append(starts[1:], len(cand_files))
-    candidates = pa.concat_tables([
+    candidates = _with_locators(pa.concat_tables([
         fetch_rows(ctx, ctx.paths[int(cand_files[s])], cand_rows[s:e], read_cols) for s, e in zip(starts, ends)
-    ])
+    ]), cand_files, cand_rows)
     # Hash matches are candidates only: compare the key values (null-safe, NaN = NaN).
     match = np.ones(len(which), dtype=bool)
     at, probe_at = pa.array(which), pa.array(probe_of)

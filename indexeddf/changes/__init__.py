@@ -1,0 +1,137 @@
+"""Changing a table: MERGE, UPDATE and DELETE, one engine behind every entry point.
+
+- :class:`TableMerger`: the MERGE builder, with delta-rs's names
+  (``IndexedTable.merge(...)`` returns one);
+- :func:`update_rows`, :func:`delete_matching`: UPDATE and DELETE;
+- :mod:`.engine`: finding the rows (through the index where it can), rewriting the
+  files that hold them, one commit.
+
+This layer sits above the optimizer (it plans lookups) and the writer (it writes
+files); ``table.py`` and ``spark/`` call it.
+"""
+
+from __future__ import annotations
+
+from ..errors import InvalidOptionError
+from ..format.snapshot import Snapshot
+from ..spec.expressions import equality_keys, merge_columns
+from ..spec.predicate import parse_predicate
+from ..spec.schema import arrow_schema
+from ..writer.data import to_arrow_table
+from .clauses import DELETE, INSERT, MATCHED, NOT_MATCHED, NOT_MATCHED_BY_SOURCE, UPDATE, Clause
+from .engine import Change, ChangeMetrics, execute
+
+__all__ = ["TableMerger", "ChangeMetrics", "update_rows", "delete_matching"]
+
+
+class TableMerger:
+    """A MERGE being described: add WHEN clauses, then :meth:`execute`.
+
+    Made by ``IndexedTable.merge(source, predicate, source_alias=..., target_alias=...)``;
+    the clause methods return the merger itself, so they chain as in delta-rs::
+
+        t.merge(src, "t.k = s.k", source_alias="s", target_alias="t") \\
+            .when_matched_update_all().when_not_matched_insert_all().execute()
+    """
+
+    def __init__(self, table, source, predicate: str, source_alias: str = "source", target_alias: str = "target",
+                 txn: tuple[str, int] | None = None):
+        if not isinstance(predicate, str) or not predicate.strip():
+            raise InvalidOptionError("merge needs a predicate: SQL text such as \"target.k = source.k\"")
+        if not source_alias or not target_alias or source_alias == target_alias:
+            raise InvalidOptionError(f"source_alias and target_alias must be two different names, got "
+                                     f"{source_alias!r} and {target_alias!r}")
+        self._table = table
+        self._source = to_arrow_table(source)
+        self._predicate = predicate
+        self._source_alias, self._target_alias = source_alias, target_alias
+        self._txn = txn
+        self._clauses: list[Clause] = []
+
+    def _add(self, clause: Clause) -> "TableMerger":
+        self._clauses.append(clause)
+        return self
+
+    def when_matched_update(self, updates: dict[str, str], predicate: str | None = None) -> "TableMerger":
+        """WHEN MATCHED [AND predicate] THEN UPDATE SET column = expression, ..."""
+        return self._add(Clause(MATCHED, UPDATE, predicate, dict(updates)))
+
+    def when_matched_update_all(self, predicate: str | None = None) -> "TableMerger":
+        """WHEN MATCHED [AND predicate] THEN UPDATE SET *: every column from the source's."""
+        return self._add(Clause(MATCHED, UPDATE, predicate, all_columns=True))
+
+    def when_matched_delete(self, predicate: str | None = None) -> "TableMerger":
+        """WHEN MATCHED [AND predicate] THEN DELETE."""
+        return self._add(Clause(MATCHED, DELETE, predicate))
+
+    def when_not_matched_insert(self, updates: dict[str, str], predicate: str | None = None) -> "TableMerger":
+        """WHEN NOT MATCHED [AND predicate] THEN INSERT (columns) VALUES (expressions over
+        the source); columns not named are NULL."""
+        return self._add(Clause(NOT_MATCHED, INSERT, predicate, dict(updates)))
+
+    def when_not_matched_insert_all(self, predicate: str | None = None) -> "TableMerger":
+        """WHEN NOT MATCHED [AND predicate] THEN INSERT *."""
+        return self._add(Clause(NOT_MATCHED, INSERT, predicate, all_columns=True))
+
+    def when_not_matched_by_source_update(self, updates: dict[str, str], predicate: str | None = None) -> "TableMerger":
+        """WHEN NOT MATCHED BY SOURCE [AND predicate] THEN UPDATE SET ... (target columns only)."""
+        return self._add(Clause(NOT_MATCHED_BY_SOURCE, UPDATE, predicate, dict(updates)))
+
+    def when_not_matched_by_source_delete(self, predicate: str | None = None) -> "TableMerger":
+        """WHEN NOT MATCHED BY SOURCE [AND predicate] THEN DELETE."""
+        return self._add(Clause(NOT_MATCHED_BY_SOURCE, DELETE, predicate))
+
+    def execute(self) -> dict:
+        """Run the merge in one commit; returns its metrics (delta-rs's names, plus
+        ``version``: the version committed, None when nothing changed)."""
+        if not self._clauses:
+            raise InvalidOptionError("a merge needs at least one when_* clause")
+        return self._table._run_change(lambda snapshot: self._change(snapshot), self._txn)
+
+    def _change(self, snapshot: Snapshot) -> Change:
+        schema = arrow_schema(snapshot.metadata.schema_)
+        columns, aliases = merge_columns(schema, self._source.schema, self._target_alias, self._source_alias)
+        on = equality_keys(self._predicate, columns, aliases=aliases, target_prefix=aliases[self._target_alias],
+                           source_prefix=aliases[self._source_alias])
+        params = {"predicate": self._predicate, "matchedPredicates": _described(self._clauses, MATCHED),
+                  "notMatchedPredicates": _described(self._clauses, NOT_MATCHED),
+                  "notMatchedBySourcePredicates": _described(self._clauses, NOT_MATCHED_BY_SOURCE)}
+        return Change("MERGE", params, list(self._clauses), self._source, self._target_alias, self._source_alias,
+                      on.keys, on.residual_text)
+
+
+def _described(clauses: list[Clause], when: str) -> list[dict]:
+    """Delta's commitInfo description of the clauses of one kind."""
+    return [{"actionType": c.action, **({"predicate": c.predicate} if c.predicate else {})}
+            for c in clauses if c.when == when]
+
+
+def _fixed(predicate: str | None, snapshot: Snapshot) -> dict | None:
+    """The literal values a predicate fixes per column (the planner's key constraints),
+    or None when it fixes none or the key parser does not take it."""
+    if predicate is None:
+        return None
+    try:
+        parsed = parse_predicate(predicate, arrow_schema(snapshot.metadata.schema_))
+    except InvalidOptionError:
+        return None
+    return {c: k.values for c, k in parsed.keys.items()} or None
+
+
+def update_rows(updates: dict[str, str], predicate: str | None = None):
+    """The change of ``UPDATE t SET column = expression, ... [WHERE predicate]``."""
+    if not updates:
+        raise InvalidOptionError("update needs updates={column: SQL expression}")
+
+    def change(snapshot: Snapshot) -> Change:
+        clause = Clause(MATCHED, UPDATE, predicate, dict(updates))
+        return Change("UPDATE", {"predicate": predicate or "true"}, [clause], fixed=_fixed(predicate, snapshot))
+    return change
+
+
+def delete_matching(predicate: str | None = None):
+    """The change of ``DELETE FROM t [WHERE predicate]``."""
+    def change(snapshot: Snapshot) -> Change:
+        clause = Clause(MATCHED, DELETE, predicate)
+        return Change("DELETE", {"predicate": predicate or "true"}, [clause], fixed=_fixed(predicate, snapshot))
+    return change
