@@ -72,6 +72,13 @@ class ChangeMetrics:
     version: int | None = None
     """The version committed (None: nothing changed, nothing committed)."""
 
+    def add(self, other: "ChangeMetrics") -> None:
+        """Add the row and file counts of ``other`` (one file's) to these."""
+        for name in ("num_target_rows_inserted", "num_target_rows_updated", "num_target_rows_deleted",
+                     "num_target_rows_copied", "num_output_rows", "num_target_files_added",
+                     "num_target_files_removed", "num_target_files_scanned", "num_deletion_vectors_added"):
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+
     def as_dict(self) -> dict:
         """The metrics as a plain dict (the commit's ``operationMetrics`` take it)."""
         return dict(self.__dict__)
@@ -260,56 +267,96 @@ def _distinct(table: pa.Table) -> pa.Table:
 
 
 # -- rewriting ---------------------------------------------------------------------------
+REWRITE_THREADS = 2
+"""Files rewritten at once: Parquet reads and writes release the GIL, so two files
+overlap on two cores; memory stays bounded by this many files (and the source)."""
+
+
+@dataclass
+class _Written:
+    """What rewriting one file (or writing the inserts) produced."""
+
+    actions: list = field(default_factory=list)
+    index_files: dict = field(default_factory=dict)
+    metrics: ChangeMetrics = field(default_factory=ChangeMetrics)
+    matched_source: np.ndarray | None = None
+
+
 def _rewrite(snapshot: Snapshot, change: Change, scope: Scope, schema: pa.Schema, files: list[AddFile],
              tx: Transaction, metrics: ChangeMetrics):
     """Every candidate file rewritten where it changes, then the inserts: the actions
     and index files to commit."""
-    storage, meta = snapshot.storage, snapshot.metadata
-    indexes = maintained_indexes(snapshot)
+    from concurrent.futures import ThreadPoolExecutor
+
     source = change.source
     if source is not None:
         source = source.append_column(SOURCE_ROW, pa.array(np.arange(source.num_rows, dtype=np.int64)))
-    matched_source = np.zeros(0 if source is None else source.num_rows, dtype=bool)
-    actions, index_files = [], {i.name: [] for i in indexes}
+    write = _writer(snapshot, tx)
     now = int(time.time() * 1000)
 
-    def write(rows: pa.Table) -> None:
-        if rows.num_rows == 0:
-            return
-        adds, written = write_rows(storage, meta, indexes, rows, tx.written_paths)
-        actions.extend(adds)
-        metrics.num_target_files_added += len(adds)
-        metrics.num_output_rows += rows.num_rows
-        for name, fs in written.items():
-            index_files[name].extend(fs)
+    def one(a: AddFile) -> _Written:
+        rows = read_file(snapshot.storage, a.path, schema, version=snapshot.version)
+        done = _Written()
+        done.metrics.num_target_files_scanned = 1
+        out, done.matched_source = _change_file(rows, source, change, scope, schema, done.metrics)
+        if out is not None:
+            done.actions.append(RemoveFile(path=a.path, deletionTimestamp=now, bucket=a.bucket, fileId=a.fileId,
+                                           size=a.size))
+            done.metrics.num_target_files_removed = 1
+            write(out, done)
+        return done
 
-    rewrite_started = time.perf_counter()
-    for a in files:
-        rows = read_file(storage, a.path, schema, version=snapshot.version)
-        metrics.num_target_files_scanned += 1
-        out = _change_file(rows, source, change, scope, schema, matched_source, metrics)
-        if out is None:
-            continue
-        actions.append(RemoveFile(path=a.path, deletionTimestamp=now, bucket=a.bucket, fileId=a.fileId, size=a.size))
-        metrics.num_target_files_removed += 1
-        write(out)
+    started = time.perf_counter()
+    results = []
+    with ThreadPoolExecutor(REWRITE_THREADS) as pool:
+        results += pool.map(one, files)
     if source is not None:
-        write(_inserts(source.filter(pa.array(~matched_source)), change, scope, schema, metrics))
-    metrics.rewrite_time_ms = _ms(rewrite_started)
+        matched = np.zeros(source.num_rows, dtype=bool)
+        for r in results:
+            matched[r.matched_source] = True
+        done = _Written()
+        write(_inserts(source.filter(pa.array(~matched)), change, scope, schema, done.metrics), done)
+        results.append(done)
+    actions, index_files = [], {}
+    for r in results:
+        actions += r.actions
+        for name, fs in r.index_files.items():
+            index_files.setdefault(name, []).extend(fs)
+        metrics.add(r.metrics)
+    metrics.rewrite_time_ms = _ms(started)
     return actions, {k: v for k, v in index_files.items() if v}
 
 
+def _writer(snapshot: Snapshot, tx: Transaction):
+    """A function writing rows as bucketed files with their index entries into a
+    :class:`_Written` (the files are the transaction's: aborted with it)."""
+    indexes = maintained_indexes(snapshot)
+
+    def write(rows: pa.Table, into: _Written) -> None:
+        if rows.num_rows == 0:
+            return
+        adds, written = write_rows(snapshot.storage, snapshot.metadata, indexes, rows, tx.written_paths)
+        into.actions.extend(adds)
+        into.metrics.num_target_files_added += len(adds)
+        into.metrics.num_output_rows += rows.num_rows
+        for name, fs in written.items():
+            into.index_files.setdefault(name, []).extend(fs)
+    return write
+
+
 def _change_file(rows: pa.Table, source: pa.Table | None, change: Change, scope: Scope, schema: pa.Schema,
-                 matched_source: np.ndarray, metrics: ChangeMetrics) -> pa.Table | None:
-    """The rows one file holds after the change, or None when none of them changes."""
+                 metrics: ChangeMetrics) -> tuple[pa.Table | None, np.ndarray | None]:
+    """The rows one file holds after the change (None when none of them changes), and
+    the ordinals of the source rows that matched one of its rows."""
     rows = rows.append_column(ROW, pa.array(np.arange(rows.num_rows, dtype=np.int64)))
     target = scope.target_columns(rows)
+    matched_source = None
     if source is None:  # UPDATE / DELETE: every row is its own "pair"
         pairs = target
     else:
         pairs = _pairs(target, source, change, scope)
         _check_cardinality(pairs, change, scope)
-        matched_source[pairs.column(scope.source_name(SOURCE_ROW)).to_numpy()] = True
+        matched_source = pairs.column(scope.source_name(SOURCE_ROW)).to_numpy()
     # Each row takes its first clause whose condition holds: -1 none.
     matched_clauses = [c for c in change.clauses if c.when == MATCHED]
     taken = _first_clause(pairs, matched_clauses, scope)
@@ -337,10 +384,10 @@ def _change_file(rows: pa.Table, source: pa.Table | None, change: Change, scope:
         metrics.num_target_rows_updated += int(sum((taken_b == i).sum() for i, c in enumerate(by_source)
                                                    if c.action == UPDATE))
     if not touched.any():
-        return None
+        return None, matched_source
     copied = rows.filter(pa.array(~touched)).drop_columns([ROW])
     metrics.num_target_rows_copied += copied.num_rows
-    return pa.concat_tables([copied, *updated_parts]) if updated_parts else copied
+    return (pa.concat_tables([copied, *updated_parts]) if updated_parts else copied), matched_source
 
 
 def _pairs(target: pa.Table, source: pa.Table, change: Change, scope: Scope) -> pa.Table:

@@ -1,0 +1,136 @@
+"""Upserts: ``IndexedTable.merge`` against delta-rs's MERGE on a copy of the same table.
+
+    python benchmarks/changes.py [--rows 20000000] [--buckets 32] [--source 10000] [--rounds 3]
+
+A MERGE changes its table, so each round runs on a fresh copy of one table (the copy is
+not timed) in a child process of its own, which reports the merge's wall time and the
+process's peak RSS. The source: half existing random keys (updated), half new keys
+(inserted). The anchor is delta-rs's ``DeltaTable.merge(...).when_matched_update_all()
+.when_not_matched_insert_all()`` on a copy of the very same table (it is a Delta table).
+Prints one row per engine: median and spread of the wall time, the ratio to delta-rs,
+and the largest peak RSS.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+
+CHUNK_ROWS = 2_000_000
+
+
+def _rows(start: int, n: int, seed: int) -> pa.Table:
+    rng = np.random.default_rng(seed)
+    letters = np.frombuffer(b"abcdefghijklmnopqrstuvwxyz0123456789", dtype="S1")
+    s = rng.choice(letters, size=(n, 64)).view("S64").ravel().astype(str)
+    return pa.table({"k": pa.array(np.arange(start, start + n, dtype=np.int64)),
+                     "v": pa.array(rng.integers(0, 1 << 40, n, dtype=np.int64)), "s": pa.array(s)})
+
+
+def build(path: Path, rows: int, buckets: int) -> None:
+    """The table: ``rows`` keys 0..rows-1 written in chunks (one create, then appends)."""
+    from indexeddf import IndexedTable
+
+    t = None
+    for start in range(0, rows, CHUNK_ROWS):
+        chunk = _rows(start, min(CHUNK_ROWS, rows - start), start)
+        if t is None:
+            t = IndexedTable.create(str(path), chunk, ["k"], num_buckets=buckets)
+        else:
+            t.append(chunk)
+    t.optimize(mode="full")  # one sorted file per bucket, as a maintained table has
+
+
+def source(rows: int, n: int, seed: int = 11) -> pa.Table:
+    """``n`` source rows: half random existing keys, half new ones."""
+    rng = np.random.default_rng(seed)
+    old = rng.choice(rows, n // 2, replace=False).astype(np.int64)
+    new = np.arange(rows, rows + n - n // 2, dtype=np.int64)
+    out = _rows(0, n, seed + 1)
+    return out.set_column(0, "k", pa.array(np.concatenate([old, new])))
+
+
+def child(engine: str, path: str, source_path: str) -> None:
+    """One merge, in this process: prints its wall time and the peak RSS as JSON."""
+    import pyarrow.parquet as pq
+
+    src = pq.read_table(source_path)
+    t0 = time.perf_counter()
+    if engine == "indexeddf":
+        from indexeddf import IndexedTable
+
+        m = IndexedTable.for_path(path).merge(src, "t.k = s.k", source_alias="s", target_alias="t") \
+            .when_matched_update_all().when_not_matched_insert_all().execute()
+        counts = (m["num_target_rows_updated"], m["num_target_rows_inserted"])
+    else:
+        import deltalake
+
+        m = deltalake.DeltaTable(path).merge(src, predicate="t.k = s.k", source_alias="s", target_alias="t") \
+            .when_matched_update_all().when_not_matched_insert_all().execute()
+        counts = (m["num_target_rows_updated"], m["num_target_rows_inserted"])
+    seconds = time.perf_counter() - t0
+    # VmHWM, not ru_maxrss: Linux carries ru_maxrss across exec, so a child would report
+    # the parent's peak (the table's build).
+    peak = next(int(line.split()[1]) * 1024 for line in open("/proc/self/status") if line.startswith("VmHWM:"))
+    print(json.dumps({"seconds": seconds, "peak_rss": peak, "updated": counts[0], "inserted": counts[1]}))
+
+
+def run(args) -> None:
+    work = Path(tempfile.mkdtemp(prefix="changes-bench-", dir=args.work))
+    try:
+        table = work / "table"
+        t0 = time.perf_counter()
+        build(table, args.rows, args.buckets)
+        print(f"table: {args.rows:,} rows, {args.buckets} buckets, built in {time.perf_counter() - t0:.0f} s")
+        src = work / "source.parquet"
+        import pyarrow.parquet as pq
+
+        pq.write_table(source(args.rows, args.source), src)
+        results: dict[str, list[dict]] = {"delta-rs": [], "indexeddf": []}
+        for _ in range(args.rounds):
+            for engine in results:
+                copy = work / "copy"
+                shutil.rmtree(copy, ignore_errors=True)
+                shutil.copytree(table, copy)
+                out = subprocess.run([sys.executable, __file__, "--child", engine, str(copy), str(src)],
+                                     capture_output=True, text=True, check=True).stdout
+                results[engine].append(json.loads(out.strip().splitlines()[-1]))
+        anchor = statistics.median(r["seconds"] for r in results["delta-rs"])
+        print(f"\nupsert of {args.source:,} source rows ({args.source // 2:,} matched random keys, "
+              f"{args.source - args.source // 2:,} new), {args.rounds} rounds, copy on write")
+        print(f"{'engine':<12} {'median s':>9} {'min..max s':>14} {'vs delta-rs':>12} {'peak RSS MiB':>13}")
+        for engine, rs in results.items():
+            secs = [r["seconds"] for r in rs]
+            med = statistics.median(secs)
+            print(f"{engine:<12} {med:>9.2f} {min(secs):>6.2f}..{max(secs):<6.2f} {anchor / med:>11.2f}x "
+                  f"{max(r['peak_rss'] for r in rs) / 2**20:>13.0f}")
+            assert all((r["updated"], r["inserted"]) == (args.source // 2, args.source - args.source // 2) for r in rs), rs
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def main() -> None:
+    if len(sys.argv) > 1 and sys.argv[1] == "--child":
+        child(*sys.argv[2:5])
+        return
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--rows", type=int, default=20_000_000)
+    p.add_argument("--buckets", type=int, default=32)
+    p.add_argument("--source", type=int, default=10_000)
+    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--work", default=None, help="folder for the tables (default: the system's temp folder)")
+    run(p.parse_args())
+
+
+if __name__ == "__main__":
+    main()
