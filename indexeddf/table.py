@@ -109,7 +109,8 @@ class IndexedTable(TableAdmin):
         ``progress``: called with a line of text as the index is built. Raises
         ``TableNotFoundError`` when there is no Delta table, ``TableExistsError`` when it
         is indexed already, ``UnsupportedFeatureError`` naming a Delta feature indexeddf
-        does not implement (deletion vectors, column mapping, partition columns, ...).
+        does not implement (column mapping, partition columns, ...). Deletion vectors are
+        read: the index skips the rows they delete.
         """
         from .writer.convert import convert_table
 
@@ -272,7 +273,9 @@ class IndexedTable(TableAdmin):
         count), as for a table written with ``bucketBy``, so joins and aggregations on
         the index columns do not shuffle this side; where that cannot be done (files
         written before bucket-suffixed names, floating-point index columns, Spark
-        Connect) the scan is a plain one. See docs/spark.md.
+        Connect) the scan is a plain one. A version whose files have deletion vectors is
+        read by the Python data source instead (Spark's Parquet reader cannot drop the
+        rows they delete). See docs/spark.md.
         """
         from .spark.native import native_scan
 

@@ -25,7 +25,7 @@ from hypothesis import strategies as st
 from pyroaring import BitMap64
 
 from indexeddf import IndexedTable
-from indexeddf.errors import CorruptDeletionVectorError, MissingFileError, UnsupportedFeatureError
+from indexeddf.errors import CorruptDeletionVectorError, MissingFileError
 from indexeddf.format import checkpoint as ckpt
 from indexeddf.format.deletion_vectors import (
     INLINE_MAX_BYTES,
@@ -239,9 +239,10 @@ def test_checkpoints_keep_deletion_vectors(tmp_path):
 
 
 @pytest.mark.parametrize("kind", ["add", "remove"])
-def test_readers_still_refuse_deletion_vectors(table_path, kind):
-    """The log carries DVs, but no reader drops their rows yet: a file action with a DV,
-    even under a protocol without the feature, is refused by name (as the JVM connector does)."""
+def test_replay_reconciles_files_by_path_and_deletion_vector(table_path, kind):
+    """A file action with a DV is read (tests/test_dv_reads.py checks every reader against
+    DuckDB): an add's DV drops its rows; a remove naming a DV the live file does not have
+    removes another logical file (Delta keys files by path and DV), so the live one stays."""
     t = IndexedTable.create(table_path, pa.table({"k": pa.array(range(10), pa.int64())}), index_columns=["k"], num_buckets=2)
     live = t.snapshot.live_files()[0]
     dv = inline_descriptor([0])
@@ -249,8 +250,7 @@ def test_readers_still_refuse_deletion_vectors(table_path, kind):
         RemoveFile(path=live.path, deletionTimestamp=1, bucket=live.bucket, fileId=live.fileId, size=live.size, deletionVector=dv)
     info = {"commitInfo": {"timestamp": int(time.time() * 1000) + 1000, "operation": "DELETE"}}
     (Path(table_path) / "_delta_log" / f"{1:020d}.json").write_text(json.dumps(info) + "\n" + encode_action(action) + "\n")
-    with pytest.raises(UnsupportedFeatureError, match="deletionVectors"):
-        IndexedTable.for_path(table_path)
+    assert IndexedTable.for_path(table_path).to_arrow().num_rows == (9 if kind == "add" else 10)
     assert IndexedTable.for_path(table_path, version=0).to_arrow().num_rows == 10
 
 
@@ -414,5 +414,6 @@ def test_duckdb_reads_our_deletion_vectors(tmp_path):
         want |= set(zip(kept["k"].to_pylist(), kept["s"].to_pylist()))
     assert len(got) == len(set(got)) == sum(sizes) - sum(len(np.unique(x)) for x in deleted)
     assert set(got) == want
-    with pytest.raises(UnsupportedFeatureError, match="deletionVectors"):
-        IndexedTable.convert(str(path), ["k"], num_buckets=2)
+    # indexeddf reads the table as DuckDB does, every DV kind included, and indexes it.
+    t = IndexedTable.convert(str(path), ["k"], num_buckets=2)
+    assert sorted(zip(*t.to_arrow().select(["k", "s"]).to_pydict().values())) == sorted(got)

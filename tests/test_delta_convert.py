@@ -107,10 +107,7 @@ def test_convert_refuses_what_indexeddf_does_not_implement(tmp_path):
     deltalake.write_deltalake(partitioned, batch(list(range(10))), partition_by=["day"])
     with pytest.raises(UnsupportedFeatureError, match="partitionColumns"):
         IndexedTable.convert(partitioned, ["k"], num_buckets=2)
-    dv = str(tmp_path / "dv")
-    deltalake.write_deltalake(dv, batch(list(range(10))), configuration={"delta.enableDeletionVectors": "true"})
-    with pytest.raises(UnsupportedFeatureError, match="deletionVectors"):
-        IndexedTable.convert(dv, ["k"], num_buckets=2)
+    # A table with deletion vectors converts: tests/test_dv_reads.py.
     plain = str(tmp_path / "plain")
     deltalake.write_deltalake(plain, batch(list(range(10))))
     with pytest.raises(Exception, match="not in the table"):

@@ -143,16 +143,12 @@ def _decode_adds(column: pa.ChunkedArray, source: str) -> list[AddFile]:
     adds = column.combine_chunks() if column.num_chunks != 1 else column.chunk(0)
     if not isinstance(adds, pa.StructArray) or any(adds.type.get_field_index(f) < 0 for f in _ADD_FIELDS):
         raise _NotPlain()
-    for refused in ("deletionVector", "partitionValues"):
-        i = adds.type.get_field_index(refused)
-        if i >= 0 and len(adds):
-            values = adds.field(i)
-            if refused == "deletionVector":
-                present = values.null_count < len(values)
-            else:  # maps: any entry at all
-                present = not isinstance(values, pa.MapArray) or len(values.keys) > 0
-            if present:
-                raise _NotPlain()  # the row decoder raises the feature's own error
+    parts = adds.type.get_field_index("partitionValues")
+    if parts >= 0 and len(adds):
+        values = adds.field(parts)
+        if not isinstance(values, pa.MapArray) or len(values.keys) > 0:
+            raise _NotPlain()  # the row decoder raises the feature's own error
+    dvs = _deletion_vectors(adds)
     tags = adds.field("tags")
     if not isinstance(tags, pa.MapArray) or tags.offset != 0 or [str(adds.type.field(f).type) for f in _TYPED] != _TYPES:
         raise _NotPlain()
@@ -168,12 +164,24 @@ def _decode_adds(column: pa.ChunkedArray, source: str) -> list[AddFile]:
         ours = {k: v for k, v in zip(keys[offsets[row - 1]:offsets[row]], items[offsets[row - 1]:offsets[row]])
                 if k in (TAG_BUCKET, TAG_FILE_ID, TAG_SORTED)}
         try:
-            a = checkpoint_add(path, size, mtime, change, stats, ours)
+            a = checkpoint_add(path, size, mtime, change, stats, ours, dvs[row - 1])
         except (ActionParseError, TypeError, ValueError, KeyError) as e:
             raise CorruptLogError(f"{source} add row {row}: {e}", source, row) from None
         check_action_paths(a, f"{source} add row {row}")
         out.append(a)
     return out
+
+
+def _deletion_vectors(adds: pa.StructArray) -> list:
+    """Each add row's ``deletionVector`` struct as a dict (None where it has none); only
+    the column of a checkpoint that holds any is turned into Python objects."""
+    i = adds.type.get_field_index("deletionVector")
+    if i < 0 or adds.field(i).null_count == len(adds):
+        return [None] * len(adds)
+    values = adds.flatten()[i]  # the struct's own offset and nulls applied
+    if not isinstance(values, pa.StructArray):
+        raise _NotPlain()
+    return values.to_pylist()
 
 
 def read_checkpoint(storage: "TableStorage", version: int) -> list[Action]:

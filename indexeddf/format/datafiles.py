@@ -12,17 +12,22 @@ module, so every one of them returns the table's schema:
   microseconds in UTC, as Delta defines ``timestamp``; INT96 is read as microseconds,
   so dates outside the nanosecond range do not overflow);
 - a file the log names but storage lacks raises :class:`MissingFileError` naming the
-  file and the version.
+  file and the version;
+- the rows a file's deletion vector deletes are not in the table: :func:`read_live_rows`
+  drops them (:func:`live_mask` for readers that need the rows' ordinals in the file).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ..errors import MissingFileError
+from ..spec.actions import AddFile
+from .deletion_vectors import keep_mask, read_deletion_vector
 from .storage import TableStorage
 
 INT96_UNIT = "us"
@@ -67,6 +72,23 @@ def read_file(storage: TableStorage, path: str, schema: pa.Schema, columns: Sequ
     wanted = list(schema.names if columns is None else columns)
     pf = open_parquet(storage, path, version)
     return conform(pf.read(columns=file_columns(pf, wanted)), schema, wanted)
+
+
+def read_live_rows(storage: TableStorage, add: AddFile, schema: pa.Schema, columns: Sequence[str] | None = None,
+                   version: int | None = None) -> pa.Table:
+    """The rows of one data file that are in the table (its deletion vector's rows
+    dropped), with ``columns`` (all when None), typed as ``schema``, in file order."""
+    rows = read_file(storage, add.path, schema, columns, version)
+    mask = live_mask(storage, add, rows.num_rows)
+    return rows if mask is None else rows.filter(mask)
+
+
+def live_mask(storage: TableStorage, add: AddFile, num_rows: int) -> np.ndarray | None:
+    """A boolean mask over the file's ``num_rows`` rows, True where a row is in the table;
+    None when the file has no deletion vector (every row is)."""
+    if add.deletionVector is None:
+        return None
+    return keep_mask(num_rows, read_deletion_vector(storage, add.deletionVector))
 
 
 def conform(rows: Columnar, schema: pa.Schema, columns: Sequence[str] | None = None,

@@ -1,9 +1,12 @@
 """Replay of the log into snapshots: the state of a table at one version.
 
 Replay rules (PROTOCOL.md, "Replay"): the latest ``protocol`` and ``metaData`` win;
-``add`` and ``remove`` are reconciled by path (the later action wins); the latest
-``txn`` per ``appId`` and the latest ``index`` per name win; ``commitInfo`` is
-provenance only.
+``add`` and ``remove`` are reconciled by logical file, Delta's (path, deletion vector
+unique id): a ``remove`` takes out the live file only when it names the same deletion
+vector, and within one commit the removes apply before the adds, so a file removed
+with its old deletion vector and added back with a new one stays live with the new
+one whatever the order of the two actions; the latest ``txn`` per ``appId`` and the
+latest ``index`` per name win; ``commitInfo`` is provenance only.
 """
 
 from __future__ import annotations
@@ -12,7 +15,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 
 from ..errors import CorruptLogError, NotIndexedError, TableNotFoundError, VersionNotFoundError
-from ..spec.features import check_file_readable, check_readable
+from ..spec.features import check_readable
 from ..spec.actions import (
     Action,
     AddFile,
@@ -94,30 +97,41 @@ class _ReplayState:
         return cls(s.protocol, s.metadata, dict(s.files), dict(s.tombstones), dict(s.txns), dict(s.indexes), s.timestamp)
 
     def apply(self, actions: list[Action]) -> None:
+        """Apply one commit's (or one checkpoint's) actions: removes first, then the rest
+        in order (see the module docstring)."""
+        for a in actions:
+            if isinstance(a, RemoveFile):
+                self._remove(a)
         for a in actions:
             if isinstance(a, AddFile):
-                check_file_readable(a)
                 self.files[a.path] = a
                 self.tombstones.pop(a.path, None)
-            elif isinstance(a, RemoveFile):
-                check_file_readable(a)
-                live = self.files.pop(a.path, None)
-                if live is not None and (a.fileId != live.fileId or a.bucket != live.bucket):
-                    # Other Delta writers remove files without our tags: the tombstone
-                    # keeps the id and bucket the file had (index coverage counts by id).
-                    a = a.model_copy(update={"fileId": live.fileId, "bucket": live.bucket, "size": a.size or live.size})
-                self.tombstones[a.path] = a
-            elif isinstance(a, Txn):
-                self.txns[a.appId] = a
-            elif isinstance(a, IndexEntry):
-                self.indexes[a.name] = merge_index(self.indexes.get(a.name), a)
-            elif isinstance(a, Metadata):
-                self.metadata = a
-            elif isinstance(a, Protocol):
-                check_readable(a, "the table")
-                self.protocol = a
-            elif isinstance(a, CommitInfo):
-                self.timestamp = a.timestamp
+            elif not isinstance(a, RemoveFile):
+                self._apply_other(a)
+
+    def _remove(self, a: RemoveFile) -> None:
+        live = self.files.get(a.path)
+        if live is not None and _dv_id(live) != _dv_id(a):
+            return  # another logical file of that path (an older deletion vector): the live one stays
+        self.files.pop(a.path, None)
+        if live is not None and (a.fileId != live.fileId or a.bucket != live.bucket):
+            # Other Delta writers remove files without our tags: the tombstone
+            # keeps the id and bucket the file had (index coverage counts by id).
+            a = a.model_copy(update={"fileId": live.fileId, "bucket": live.bucket, "size": a.size or live.size})
+        self.tombstones[a.path] = a
+
+    def _apply_other(self, a: Action) -> None:
+        if isinstance(a, Txn):
+            self.txns[a.appId] = a
+        elif isinstance(a, IndexEntry):
+            self.indexes[a.name] = merge_index(self.indexes.get(a.name), a)
+        elif isinstance(a, Metadata):
+            self.metadata = a
+        elif isinstance(a, Protocol):
+            check_readable(a, "the table")
+            self.protocol = a
+        elif isinstance(a, CommitInfo):
+            self.timestamp = a.timestamp
 
     def freeze(self, storage: TableStorage, version: int, unindexed_ok: bool = False) -> Snapshot:
         if self.protocol is None or self.metadata is None:
@@ -138,6 +152,11 @@ class _ReplayState:
             storage, version, self.protocol, self.metadata, self.files,
             self.tombstones, self.txns, self.indexes, self.timestamp,
         )
+
+
+def _dv_id(a: AddFile | RemoveFile) -> str | None:
+    """The deletion vector part of a logical file's identity (None: no deletion vector)."""
+    return None if a.deletionVector is None else a.deletionVector.unique_id
 
 
 def merge_index(before: IndexEntry | None, change: IndexEntry) -> IndexEntry:

@@ -296,8 +296,11 @@ def _index_actions(current: Snapshot, index_appends: dict[str, list[IndexFile]],
 
 
 def _check_new_file_ids(actions: list[Action], in_use) -> None:
-    """File ids of new files must be non-negative, distinct, and unused in the table."""
-    ids = [a.fileId for a in actions if isinstance(a, AddFile)]
+    """File ids of new files must be non-negative, distinct, and unused in the table. A
+    file removed and added back in the same commit (another deletion vector on the same
+    data file) keeps its id: it is no new file."""
+    same_file = {(a.path, a.fileId) for a in actions if isinstance(a, RemoveFile)}
+    ids = [a.fileId for a in actions if isinstance(a, AddFile) and (a.path, a.fileId) not in same_file]
     bad = [i for i in ids if i < 0 or i in in_use]
     if bad or len(set(ids)) != len(ids):
         raise ConcurrentModificationError(

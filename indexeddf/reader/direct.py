@@ -1,27 +1,48 @@
-"""Spark-free reads of a snapshot's row batches into Arrow."""
+"""Spark-free reads of a snapshot's row batches into Arrow.
+
+Files without a deletion vector are read through ``pyarrow.dataset`` (parallel, with
+projection and filter pushdown); a file with one is read by
+:func:`indexeddf.format.datafiles.read_live_rows`, which drops the rows it deletes (a
+dataset cannot), and filtered in memory. Rows come in file write order either way.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from itertools import groupby
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..format.datafiles import INT96_UNIT, missing_file
+from ..format.datafiles import INT96_UNIT, missing_file, read_live_rows
 from ..format.snapshot import Snapshot
+from ..spec.actions import AddFile
 from ..spec.schema import arrow_schema, check_columns
 
 
 def read_snapshot(snapshot: Snapshot, columns: Sequence[str] | None = None, filter: pc.Expression | None = None) -> pa.Table:
     """The rows of ``snapshot`` (files in write order), optionally projected and filtered."""
-    import pyarrow.dataset as ds  # imported on use: it pulls in pandas, slow to import
-
     schema = arrow_schema(snapshot.metadata.schema_)
     check_columns(schema.names, columns)
     files = snapshot.live_files()
+    wanted = list(columns) if columns is not None else None
     if not files:
         empty = schema.empty_table()
-        return empty.select(list(columns)) if columns is not None else empty
+        return empty.select(wanted) if wanted is not None else empty
+    # Consecutive files with (or without) deletion vectors are read together, so a
+    # table without any is one dataset read, as fast as before.
+    parts = []
+    for has_dv, run in groupby(files, key=lambda a: a.deletionVector is not None):
+        read = _read_with_deletions if has_dv else _read_dataset
+        parts.append(read(snapshot, list(run), schema, wanted, filter))
+    return parts[0] if len(parts) == 1 else pa.concat_tables(parts)
+
+
+def _read_dataset(snapshot: Snapshot, files: list[AddFile], schema: pa.Schema, columns: list[str] | None,
+                  filter: pc.Expression | None) -> pa.Table:
+    """Every row of ``files`` (none has a deletion vector), through ``pyarrow.dataset``."""
+    import pyarrow.dataset as ds  # imported on use: it pulls in pandas, slow to import
+
     storage = snapshot.storage
     # The dataset casts each file's columns to ``schema`` and reads absent ones as NULL,
     # as format/datafiles.py does for the other readers; INT96 in Delta's microseconds.
@@ -29,9 +50,21 @@ def read_snapshot(snapshot: Snapshot, columns: Sequence[str] | None = None, filt
     try:
         dataset = ds.dataset([storage.full(a.path) for a in files], schema=schema, format=parquet,
                              filesystem=storage.arrow_filesystem())
-        return dataset.to_table(columns=list(columns) if columns is not None else None, filter=filter)
+        return dataset.to_table(columns=columns, filter=filter)
     except FileNotFoundError:
         raise _first_missing(snapshot, files) from None
+
+
+def _read_with_deletions(snapshot: Snapshot, files: list[AddFile], schema: pa.Schema, columns: list[str] | None,
+                         filter: pc.Expression | None) -> pa.Table:
+    """The live rows of ``files`` (each has a deletion vector), projected and filtered in
+    memory (every column is read: the filter may name any)."""
+    import pyarrow.dataset as ds
+
+    rows = pa.concat_tables([read_live_rows(snapshot.storage, a, schema, version=snapshot.version) for a in files])
+    if filter is None:
+        return rows if columns is None else rows.select(columns)
+    return ds.dataset(rows).to_table(columns=columns, filter=filter)
 
 
 def _first_missing(snapshot: Snapshot, files):

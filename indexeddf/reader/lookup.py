@@ -10,12 +10,15 @@ A lookup plan (:mod:`.plan`, made by :mod:`indexeddf.optimizer.planner`) at one 
 
 Every candidate row's key is compared with the probed key, so a hash collision never
 returns a wrong row, and entries of files that are not live are dropped by file id.
+Index files (and per-file tries) point at every row of a file, deleted or not: a
+candidate whose ordinal is in its file's deletion vector is dropped before any row is
+read (deletion vectors are cached like footers, by their unique id).
 """
 
 from __future__ import annotations
 
 import io
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 
 import numpy as np
@@ -23,7 +26,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from ..format.datafiles import conform, file_columns, missing_file, open_parquet, read_file
+from ..format.datafiles import conform, file_columns, missing_file, open_parquet, read_file, read_live_rows
+from ..format.deletion_vectors import read_deletion_vector
 from ..format.snapshot import Snapshot
 from ..format.storage import TableStorage, frozen_options, thawed_options
 from ..spec.actions import AddFile, IndexFile
@@ -48,6 +52,8 @@ class ReadContext:
     paths: dict  # file id -> relative path of the data files tasks may read
     live_covered_ids: np.ndarray
     version: int | None = None  # the snapshot's, named by errors
+    deletion_vectors: dict = field(default_factory=dict)
+    """Relative path -> ``DeletionVectorDescriptor`` of the files (of ``paths``) that have one."""
 
     @classmethod
     def of(cls, snapshot: Snapshot, plan: LookupPlan, tasks: list[LookupTask] | None = None) -> "ReadContext":
@@ -56,16 +62,22 @@ class ReadContext:
         if tasks is not None:
             wanted = {i for t in tasks for f in t.index_files for i in f.fileIds}
             wanted |= {a.fileId for t in tasks for a in t.scan_files}
-        paths = {a.fileId: a.path for a in snapshot.files.values() if wanted is None or a.fileId in wanted}
+        files = [a for a in snapshot.files.values() if wanted is None or a.fileId in wanted]
         live = plan.live_covered_ids if wanted is None else plan.live_covered_ids[np.isin(plan.live_covered_ids, list(wanted))]
         return cls(
             snapshot.storage.url, frozen_options(snapshot.storage.storage_options), snapshot.metadata.id,
-            arrow_schema(snapshot.metadata.schema_), tuple(plan.index.columns), paths, live, snapshot.version,
+            arrow_schema(snapshot.metadata.schema_), tuple(plan.index.columns), {a.fileId: a.path for a in files},
+            live, snapshot.version, deletion_vectors_of(files),
         )
 
     @property
     def storage(self) -> TableStorage:
         return _storage(self.url, self.storage_options)
+
+
+def deletion_vectors_of(files) -> dict:
+    """Path -> deletion vector descriptor of those ``files`` (AddFiles) that have one."""
+    return {a.path: a.deletionVector for a in files if a.deletionVector is not None}
 
 
 @lru_cache(maxsize=64)
@@ -164,6 +176,9 @@ def _probe(ctx: ReadContext, trie: BucketTrie, live: np.ndarray | None, keys: pa
     """The verified rows of ``keys`` reached through ``trie``: probe it, read each
     candidate row once, and keep the rows whose key equals the key that probed them."""
     probe_of, file_ids, rows = trie.probe(key_hash([keys.column(c) for c in ctx.index_columns]), live)
+    if ctx.deletion_vectors and len(rows):
+        kept = _not_deleted(ctx, file_ids, rows)
+        probe_of, file_ids, rows = probe_of[kept], file_ids[kept], rows[kept]
     if len(rows) == 0:
         return _with_locators(ctx.schema.empty_table().select(read_cols), np.empty(0, np.int64), np.empty(0, np.int64))
     # Candidate rows, each once, ordered by file then row; `which` maps a probe match
@@ -189,9 +204,36 @@ def _probe(ctx: ReadContext, trie: BucketTrie, live: np.ndarray | None, keys: pa
     return candidates if len(keep) == candidates.num_rows else candidates.take(pa.array(keep))
 
 
+def _not_deleted(ctx: ReadContext, file_ids: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """A mask over probe matches (file id, row ordinal): False where the file's deletion
+    vector deletes the row."""
+    kept = np.ones(len(rows), dtype=bool)
+    for fid in np.unique(file_ids):
+        deleted = deleted_rows(ctx, ctx.paths[int(fid)])
+        if deleted is not None:
+            at = file_ids == fid
+            kept[at] = ~np.isin(rows[at], deleted)
+    return kept
+
+
+def deleted_rows(ctx: ReadContext, path: str) -> np.ndarray | None:
+    """The row ordinals a data file's deletion vector deletes (sorted), from the cache
+    where present; None when the file has none."""
+    dv = ctx.deletion_vectors.get(path)
+    if dv is None:
+        return None
+    return cache().get_or_load(("dv", ctx.table_id, dv.unique_id), lambda: read_deletion_vector(ctx.storage, dv),
+                               lambda rows: rows.nbytes)
+
+
 def fetch_rows(ctx: ReadContext, path: str, rows: np.ndarray, columns: list[str]) -> pa.Table:
     """Rows (sorted distinct ordinals) of one data file, reading only the row groups
-    that hold them."""
+    that hold them; rows its deletion vector deletes are left out."""
+    deleted = deleted_rows(ctx, path)
+    if deleted is not None:
+        rows = rows[~np.isin(rows, deleted)]
+    if len(rows) == 0:
+        return pa.schema([ctx.schema.field(c) for c in columns]).empty_table()
     footer = _footer(ctx, path)
     groups = np.searchsorted(footer.bounds, rows, side="right") - 1  # sorted, as rows are
     cuts = (np.flatnonzero(groups[1:] != groups[:-1]) + 1).tolist()
@@ -280,8 +322,8 @@ def _row_groups(ctx: ReadContext, path: str, footer: _Footer, groups: list[int],
 
 
 def scan_files(ctx: ReadContext, files: tuple[AddFile, ...], read_cols: list[str]) -> pa.Table:
-    """Every row of ``files`` with ``read_cols``, typed as the table's columns."""
-    parts = [read_file(ctx.storage, a.path, ctx.schema, read_cols, ctx.version) for a in files]
+    """Every live row of ``files`` with ``read_cols``, typed as the table's columns."""
+    parts = [read_live_rows(ctx.storage, a, ctx.schema, read_cols, ctx.version) for a in files]
     return pa.concat_tables(parts) if parts else pa.schema([ctx.schema.field(c) for c in read_cols]).empty_table()
 
 

@@ -31,6 +31,10 @@ def bucketed_scan_reason(snapshot: Snapshot) -> str | None:
     if floating:
         # Spark normalises -0.0 and NaN in join keys; a file's bucket hashes the raw value.
         return f"index column(s) {floating} are floating point"
+    with_dv = [a.path for a in snapshot.live_files() if a.deletionVector is not None]
+    if with_dv:
+        return (f"{len(with_dv)} live file(s) have deletion vectors (e.g. {with_dv[0]}), whose rows Spark's "
+                "Parquet reader would return; optimize() rewrites them without the deleted rows")
     foreign = [a.path for a in snapshot.live_files() if a.bucket is None]
     if foreign:
         return (f"{len(foreign)} live file(s) have no bucket (added by another Delta writer, e.g. {foreign[0]}); "

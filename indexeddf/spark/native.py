@@ -114,6 +114,8 @@ def native_scan(spark, snapshot: Snapshot, columns: Sequence[str] | None = None,
     ``bucketed``: tell Spark how the files are bucketed (:mod:`.bucketed`), where
     possible (``bucketed_scan_reason`` says why not); otherwise, or when False, a plain
     scan. A JVM that cannot build the bucketed relation gives a plain scan and a warning.
+    A snapshot whose files have deletion vectors is read by the Python data source
+    instead, which drops the rows they delete (Spark's Parquet reader cannot).
     A Spark Connect client has no JVM: it reads the version through the server's JVM
     connector instead (``format("indexeddf")`` with ``versionAsOf``, which reports the same
     bucketing), or, when the server has no connector, plainly with a warning.
@@ -125,7 +127,10 @@ def native_scan(spark, snapshot: Snapshot, columns: Sequence[str] | None = None,
     check_columns(schema.names, columns)
     files = snapshot.live_files()
     df = None
-    if bucketed and files and bucketed_scan_reason(snapshot) is None:
+    if any(a.deletionVector is not None for a in files):
+        # Spark's Parquet reader cannot drop the rows a deletion vector deletes.
+        df = _python_source_scan(spark, snapshot)
+    elif bucketed and files and bucketed_scan_reason(snapshot) is None:
         paths = [hadoop_path(snapshot.storage, a.path, glob_escaped=False) for a in files]
         if is_connect(spark):
             df = _connector_scan(spark, snapshot)
@@ -141,6 +146,21 @@ def native_scan(spark, snapshot: Snapshot, columns: Sequence[str] | None = None,
         paths = [hadoop_path(snapshot.storage, a.path) for a in files]
         df = spark.read.schema(schema).parquet(*paths)
     return df if columns is None else df.select(*columns)
+
+
+def _python_source_scan(spark, snapshot: Snapshot):
+    """The snapshot's version read by the Python data source (``indexeddf_python``), which
+    applies deletion vectors: the plain and bucketed native scans would return the rows
+    they delete."""
+    import json
+
+    from . import PYTHON_NAME, _register
+
+    _register(spark)
+    reader = spark.read.format(PYTHON_NAME).option("versionAsOf", snapshot.version)
+    if snapshot.storage.storage_options:
+        reader = reader.option("storageOptions", json.dumps(snapshot.storage.storage_options))
+    return reader.load(snapshot.storage.url)
 
 
 def _connector_scan(spark, snapshot: Snapshot):

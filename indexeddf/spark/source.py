@@ -28,6 +28,7 @@ from pyspark.sql.types import StructType
 
 from ..errors import InvalidOptionError, SchemaMismatchError
 from ..format.datafiles import conform, file_columns, open_parquet
+from ..format.deletion_vectors import keep_mask, read_deletion_vector
 from ..format.snapshot import Snapshot, load_snapshot
 from ..format.storage import TableStorage
 from ..format.timetravel import version_at
@@ -122,13 +123,16 @@ class PythonNamedDataSource(IndexedDataSource):
 
 
 class BucketPartition(InputPartition):
-    """Files of one bucket to read in one task (paths relative to the table root)."""
+    """Files of one bucket to read in one task (paths relative to the table root), and
+    the deletion vectors of those that have one (by path)."""
 
-    def __init__(self, bucket: int, paths: list[str], url: str, storage_options: dict[str, Any]):
+    def __init__(self, bucket: int, paths: list[str], url: str, storage_options: dict[str, Any],
+                 deletion_vectors: dict | None = None):
         self.bucket = bucket
         self.paths = paths
         self.url = url
         self.storage_options = storage_options
+        self.deletion_vectors = deletion_vectors or {}
 
 
 class IndexedReader(DataSourceReader):
@@ -142,7 +146,7 @@ class IndexedReader(DataSourceReader):
         self.url = snapshot.storage.url
         self.storage_options = dict(snapshot.storage.storage_options)
         self.version = snapshot.version
-        self.files: list[tuple[int, str, int]] | None = _file_list(snapshot)
+        self.files: list[tuple[int, str, int, Any]] | None = _file_list(snapshot)
         self.max_partition_bytes = max_partition_bytes
         self.arrow_schema = _spark_arrow_schema(schema)
 
@@ -159,20 +163,26 @@ class IndexedReader(DataSourceReader):
         if files is None:
             files = _file_list(load_snapshot(TableStorage(self.url, self.storage_options), self.version))
         by_bucket: dict[int, list[tuple[str, int]]] = {}
-        for bucket, path, size in files:
+        dvs = {path: dv for _, path, _, dv in files if dv is not None}
+        for bucket, path, size, _ in files:
             by_bucket.setdefault(bucket, []).append((path, size))
         parts = []
         for bucket in sorted(by_bucket):
             chunk, chunk_bytes = [], 0
             for path, size in by_bucket[bucket]:
                 if chunk and chunk_bytes + size > self.max_partition_bytes:
-                    parts.append(BucketPartition(bucket, chunk, self.url, self.storage_options))
+                    parts.append(self._partition(bucket, chunk, dvs))
                     chunk, chunk_bytes = [], 0
                 chunk.append(path)
                 chunk_bytes += size
             if chunk:
-                parts.append(BucketPartition(bucket, chunk, self.url, self.storage_options))
+                parts.append(self._partition(bucket, chunk, dvs))
         return parts
+
+    def _partition(self, bucket: int, paths: list[str], dvs: dict) -> BucketPartition:
+        """The partition of ``paths``, with the deletion vectors of those that have one."""
+        own = {p: dvs[p] for p in paths if p in dvs}
+        return BucketPartition(bucket, paths, self.url, self.storage_options, own)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         """The rows of one partition's files, as Arrow batches of Spark's schema."""
@@ -181,10 +191,10 @@ class IndexedReader(DataSourceReader):
         return _read_files(partition, self.arrow_schema, self.version)
 
 
-def _file_list(snapshot: Snapshot) -> list[tuple[int, str, int]]:
-    """(bucket, path, size) of the live files in file-id order (the order rows are read in);
-    bucket -1 for files another Delta writer added (they have none)."""
-    return [(-1 if a.bucket is None else a.bucket, a.path, a.size) for a in snapshot.live_files()]
+def _file_list(snapshot: Snapshot) -> list[tuple[int, str, int, Any]]:
+    """(bucket, path, size, deletion vector or None) of the live files in write order (the
+    order rows are read in); bucket -1 for files another Delta writer added (they have none)."""
+    return [(-1 if a.bucket is None else a.bucket, a.path, a.size, a.deletionVector) for a in snapshot.live_files()]
 
 
 def _spark_arrow_schema(schema: StructType) -> pa.Schema:
@@ -195,8 +205,16 @@ def _spark_arrow_schema(schema: StructType) -> pa.Schema:
 
 
 def _read_files(partition: BucketPartition, target: pa.Schema, version: int) -> Iterator[pa.RecordBatch]:
+    """The live rows of a partition's files, batch by batch, typed as ``target``."""
     storage = TableStorage(partition.url, partition.storage_options)
     for rel in partition.paths:
         pf = open_parquet(storage, rel, version)
+        dv = partition.deletion_vectors.get(rel)
+        keep = None if dv is None else keep_mask(pf.metadata.num_rows, read_deletion_vector(storage, dv))
+        start = 0  # the file's row ordinal of the batch's first row: the mask is by ordinal
         for batch in pf.iter_batches(batch_size=READ_BATCH_ROWS, columns=file_columns(pf, target.names)):
-            yield conform(batch, target)
+            rows = conform(batch, target)
+            if keep is not None:
+                rows = rows.filter(pa.array(keep[start:start + batch.num_rows]))
+                start += batch.num_rows
+            yield rows

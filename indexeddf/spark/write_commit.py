@@ -82,7 +82,7 @@ def _commit(plan: WritePlan, storage: TableStorage, adds, index_files, written, 
         primary = plan.indexes()[0]
         primary = primary.model_copy(update={"files": tuple(index_files.get(primary.name, ()))})
         try:
-            return commit_create(storage, [protocol_for(plan.metadata().schema_), plan.metadata(), *adds, primary, *txn_actions],
+            return commit_create(storage, [protocol_for(plan.metadata().schema_, plan.metadata().configuration), plan.metadata(), *adds, primary, *txn_actions],
                                  params, [], write_metrics(adds))
         except TableExistsError:
             existing = load_snapshot(storage)

@@ -103,6 +103,13 @@ class AddFile(_Action):
     """The rows of the file that are no longer in the table (Delta's ``deletionVector``);
     None when every row of the file is live."""
 
+    def removal(self, timestamp: int, data_change: bool = True) -> "RemoveFile":
+        """The ``remove`` of this logical file at ``timestamp`` (ms): same path, id, bucket
+        and size, and its deletion vector, which Delta requires a remove to carry (the
+        (path, deletion vector) pair is what replay reconciles)."""
+        return RemoveFile(path=self.path, deletionTimestamp=timestamp, dataChange=data_change, bucket=self.bucket,
+                          fileId=self.fileId, size=self.size, deletionVector=self.deletionVector)
+
 
 class RemoveFile(_Action):
     """A row-batch file that leaves the table (kept on disk until vacuum)."""

@@ -93,6 +93,12 @@ PROPERTIES: dict[str, Property] = {
             "An index whose covered bytes were removed beyond this share is not used.",
         ),
         Property(
+            "delta.enableDeletionVectors", "false", _bool,
+            "Delta's switch for deletion vectors: true adds the deletionVectors table feature to the "
+            "protocol (reader 3 / writer 7; readers without it, delta-rs 1.6.6 among them, can no longer "
+            "read the table). Every indexeddf reader applies deletion vectors either way.",
+        ),
+        Property(
             "indexeddf.vacuum.minRetentionHours", "168", _non_negative,
             "vacuum refuses a shorter retention (hours) unless enforce_retention=False.",
         ),

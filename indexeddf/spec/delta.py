@@ -265,9 +265,7 @@ def decode_line(line: str) -> list[Action]:
 
     Actions indexeddf does not use (``cdc``, ``domainMetadata``, ``checkpointMetadata``,
     ``sidecar``) decode to nothing; those it cannot honour are refused by the protocol
-    check before (tables with deletion vectors by ``check_readable`` and the replay).
-    Unknown fields are
-    ignored, as Delta asks of readers. Raises :class:`ActionParseError` with the reason.
+    check before. Unknown fields are ignored, as Delta asks of readers. Raises :class:`ActionParseError` with the reason.
     """
     try:
         obj = json.loads(line)
@@ -317,10 +315,12 @@ def _decode_add(b: dict) -> list[Action]:
     )]
 
 
-def checkpoint_add(path: str, size: int, mtime: int, change: bool | None, stats: str | None, tags: dict) -> AddFile:
+def checkpoint_add(path: str, size: int, mtime: int, change: bool | None, stats: str | None, tags: dict,
+                   deletion_vector: dict | None = None) -> AddFile:
     """An add from a checkpoint row whose column types the caller checked (string path,
     int64 size and time, boolean dataChange): built without the model's validation,
-    which cost a third of opening a table; the ranges are checked here instead."""
+    which cost a third of opening a table; the ranges are checked here instead (the
+    ``deletionVector`` struct, rare, is validated)."""
     if size is None or mtime is None or size < 0 or not 0 <= mtime <= MAX_MILLIS:
         raise ActionParseError(f"add {path!r}: size and modificationTime must be counts, got {size!r}, {mtime!r}")
     path = unquote(path)
@@ -328,6 +328,7 @@ def checkpoint_add(path: str, size: int, mtime: int, change: bool | None, stats:
         path=path, size=size, modificationTime=mtime, dataChange=True if change is None else change,
         bucket=_int_tag(tags, TAG_BUCKET), fileId=_file_id(tags, path),
         stats=None if stats is None else LazyStats(stats), sorted=tags.get(TAG_SORTED) == "true",
+        deletionVector=decode_deletion_vector(deletion_vector),
     )
 
 
@@ -349,8 +350,9 @@ _DV_FIELDS = tuple(DeletionVectorDescriptor.model_fields)
 
 def decode_deletion_vector(body) -> DeletionVectorDescriptor | None:
     """A file action's ``deletionVector`` (None when absent or null). Fields the protocol
-    does not define (Delta Spark's ``maxRowIndex``) are ignored, as Delta asks of readers."""
-    if body is None:
+    does not define (Delta Spark's ``maxRowIndex``) are ignored, as Delta asks of readers.
+    A checkpoint's struct of nulls (no ``storageType``) is no deletion vector."""
+    if body is None or (isinstance(body, dict) and body.get("storageType") is None):
         return None
     if not isinstance(body, dict):
         raise ActionParseError("deletionVector must be a JSON object")

@@ -7,7 +7,13 @@ zone (Delta requires the feature for that type). indexeddf declares no feature o
 own: everything it adds lives where Delta lets any writer put it (tags,
 configuration, commitInfo), so every Delta writer can keep appending.
 
-Anything a feature would change about reading (deletion vectors, column mapping, ...)
+``deletionVectors`` (reader 3 / writer 7) is read: every reader drops the rows a file's
+deletion vector deletes. It is written as far as indexeddf's writers preserve it: a
+``remove`` carries the deletion vector of the file it removes, and setting
+``delta.enableDeletionVectors = true`` adds the feature to the protocol
+(:func:`with_table_features`).
+
+Anything a feature would change about reading (column mapping, ...)
 or writing (check constraints, generated or identity columns, change data feed, ...)
 that indexeddf does not implement is refused with :class:`UnsupportedFeatureError`
 naming the feature: never a wrong answer, never a commit that breaks a rule another
@@ -17,12 +23,11 @@ engine relies on.
 from __future__ import annotations
 
 from ..errors import UnsupportedFeatureError, UnsupportedProtocolError
-from .actions import AddFile, Metadata, Protocol, RemoveFile
+from .actions import Metadata, Protocol
 
-READ_FEATURES = frozenset({"timestampNtz", "vacuumProtocolCheck", "appendOnly", "invariants"})
-"""Reader features indexeddf reads correctly. Not ``deletionVectors``: the log actions and
-the codec carry deletion vectors (``spec/deletion_vectors.py``), but the readers do not
-drop the rows they delete, so such tables are refused (also :func:`check_file_readable`)."""
+READ_FEATURES = frozenset({"timestampNtz", "vacuumProtocolCheck", "appendOnly", "invariants", "deletionVectors"})
+"""Reader features indexeddf reads correctly (``deletionVectors``: every reader drops the
+rows a file's deletion vector deletes, ``format/datafiles.py``)."""
 WRITE_FEATURES = frozenset({
     "appendOnly",            # honoured: no data-changing remove while delta.appendOnly is true
     "invariants",            # only without invariants (columns with delta.invariants are refused)
@@ -31,6 +36,7 @@ WRITE_FEATURES = frozenset({
     "generatedColumns",      # only without generated columns (refused in the schema)
     "timestampNtz",
     "vacuumProtocolCheck",   # vacuum checks the protocol as every write does
+    "deletionVectors",       # removes carry the file's DV; rewrites drop its rows; vacuum keeps live DVs
 })
 """Writer features indexeddf can write under (each with the condition next to it)."""
 
@@ -44,12 +50,15 @@ _LEGACY_WRITER = {
 }
 
 
-def protocol_for(fields) -> Protocol:
-    """The protocol of a new table with these fields (see the module docstring)."""
+def protocol_for(fields, configuration: dict[str, str] | None = None) -> Protocol:
+    """The protocol of a new table with these fields and properties (see the module
+    docstring)."""
     if any(f.type == "timestamp_ntz" for f in fields):
-        return Protocol(minReaderVersion=3, minWriterVersion=7,
+        base = Protocol(minReaderVersion=3, minWriterVersion=7,
                         readerFeatures=("timestampNtz",), writerFeatures=("timestampNtz",))
-    return Protocol(minReaderVersion=1, minWriterVersion=2)
+    else:
+        base = Protocol(minReaderVersion=1, minWriterVersion=2)
+    return with_table_features(base, required_features(configuration or {}))
 
 
 def check_readable(p: Protocol, where: str) -> None:
@@ -69,13 +78,33 @@ def check_readable(p: Protocol, where: str) -> None:
     )
 
 
-def check_file_readable(a: AddFile | RemoveFile) -> None:
-    """Refuse a file action that carries a deletion vector: the readers would return the
-    rows it deletes. (A table whose protocol lacks the ``deletionVectors`` feature may not
-    hold one either; either way the feature is what is missing.) Removes are refused as
-    adds are, as the JVM connector does, so both readers refuse the same tables."""
-    if a.deletionVector is not None and "deletionVectors" not in READ_FEATURES:
-        raise UnsupportedFeatureError("deletionVectors")
+DELETION_VECTORS = "deletionVectors"
+"""Delta's table feature for deletion vectors (reader 3 / writer 7)."""
+ENABLE_DELETION_VECTORS = "delta.enableDeletionVectors"
+"""The table property that asks for deletion vectors (Delta's name); ``true`` needs the
+``deletionVectors`` feature in the protocol."""
+
+
+def with_table_features(p: Protocol, features: set[str]) -> Protocol:
+    """``p`` upgraded to reader 3 / writer 7 with ``features`` added to both feature lists,
+    as Delta upgrades a table when a property needs a reader-writer feature: the features
+    the legacy versions implied are listed explicitly (so nothing the table had is lost),
+    and ``p`` itself when it already has them all."""
+    readers = set(p.readerFeatures or ()) if p.minReaderVersion >= 3 else set()
+    writers = writer_features(p)
+    if features <= readers and features <= writers:
+        return p
+    return Protocol(minReaderVersion=3, minWriterVersion=7,
+                    readerFeatures=tuple(sorted(readers | features)),
+                    writerFeatures=tuple(sorted(writers | features)))
+
+
+def required_features(configuration: dict[str, str]) -> set[str]:
+    """The reader-writer features a table's properties ask for (Delta adds
+    ``deletionVectors`` to the protocol when ``delta.enableDeletionVectors`` is true)."""
+    if configuration.get(ENABLE_DELETION_VECTORS, "false").lower() == "true":
+        return {DELETION_VECTORS}
+    return set()
 
 
 def writer_features(p: Protocol) -> set[str]:

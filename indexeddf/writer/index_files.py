@@ -34,6 +34,15 @@ class DataPiece:
 
     file_id: int
     rows: pa.Table
+    ordinals: np.ndarray | None = None
+    """Each row's ordinal in the file, when ``rows`` are not all of the file's rows (a
+    file read without the rows its deletion vector deletes); None: 0, 1, 2, ..."""
+
+    def row_ordinals(self) -> np.ndarray:
+        """The ordinal in the data file of each of ``rows`` (int32, as index entries hold)."""
+        if self.ordinals is None:
+            return np.arange(self.rows.num_rows, dtype=np.int32)
+        return self.ordinals.astype(np.int32)
 
 
 def index_file_path(name: str, bucket: int) -> str:
@@ -89,6 +98,6 @@ def _entries(columns: list[str], num_buckets: int, pieces: list[DataPiece]):
     hashes = key_hash(keys)
     buckets = bucket_ids(keys, num_buckets)
     file_ids = np.concatenate([np.full(p.rows.num_rows, p.file_id, dtype=np.int64) for p in parts])
-    rows = np.concatenate([np.arange(p.rows.num_rows, dtype=np.int32) for p in parts])
+    rows = np.concatenate([p.row_ordinals() for p in parts])
     return hashes, file_ids, rows, buckets
 

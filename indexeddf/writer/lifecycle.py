@@ -39,8 +39,10 @@ import uuid
 from dataclasses import dataclass
 from typing import Callable
 
+import numpy as np
+
 from ..errors import IndexNotFoundError, InvalidIndexStateError, InvalidOptionError, VersionNotFoundError
-from ..format.datafiles import read_file
+from ..format.datafiles import live_mask, read_file
 from ..format.snapshot import Snapshot, update_snapshot
 from ..format.transaction import CommitResult, Transaction
 from ..spec.actions import PRIMARY_INDEX, IndexEntry, IndexFile
@@ -171,8 +173,7 @@ def build_files(snapshot: Snapshot, entry: IndexEntry, data_files, written: list
     chunk: list[DataPiece] = []
     size, done, total = 0, 0, len(data_files)
     for a in data_files:
-        rows = read_file(storage, a.path, schema, columns, snapshot.version)
-        chunk.append(DataPiece(a.fileId, rows))
+        chunk.append(_live_piece(storage, a, schema, columns, snapshot.version))
         size += a.size
         done += 1
         if size >= BUILD_CHUNK_BYTES:
@@ -183,6 +184,17 @@ def build_files(snapshot: Snapshot, entry: IndexEntry, data_files, written: list
         out += build_index_files(storage, rel_dir, columns, entry.numBuckets, chunk, written)
     _say(progress, f"index {entry.name}: {done}/{total} data files indexed, {len(out)} index files")
     return out
+
+
+def _live_piece(storage, a, schema, columns: list[str], version: int) -> DataPiece:
+    """The key columns of one data file's live rows, each with its ordinal in the FILE
+    (index entries point at file positions; rows a deletion vector deletes get none, so
+    an index does not grow with dead rows)."""
+    rows = read_file(storage, a.path, schema, columns, version)
+    mask = live_mask(storage, a, rows.num_rows)
+    if mask is None:
+        return DataPiece(a.fileId, rows)
+    return DataPiece(a.fileId, rows.filter(mask), np.flatnonzero(mask))
 
 
 # -- the operations ------------------------------------------------------------------------

@@ -22,18 +22,19 @@ import pyarrow as pa
 
 from ..errors import InvalidIndexStateError, InvalidOptionError, VersionNotFoundError
 from ..format.log import list_log, read_commit
-from ..format.datafiles import read_file
+from ..format.datafiles import read_live_rows
 from ..format.snapshot import Snapshot, load_snapshot, update_snapshot
 from ..format.transaction import ALL_BUCKETS, CommitResult, Transaction
 from ..spec import config
-from ..spec.actions import AddFile, CommitInfo, IndexEntry, RemoveFile, named_with_bucket
+from ..spec.actions import AddFile, CommitInfo, IndexEntry, named_with_bucket
+from ..spec.deletion_vectors import FILE_NAME_PREFIX
 from ..spec.schema import arrow_schema
 from .files import write_bucketed_pieces
 from .index_compaction import compact_index, new_entries
 from .index_files import INDEX_DIR, DataPiece
 from ..spec.states import TRANSIENT_STATES
 from .lifecycle import PENDING, STABLE, VACUUMED, Progress, _say, stable_props
-from .tree import list_tree, remove_empty_dirs
+from .tree import list_files, list_tree, remove_empty_dirs
 
 SMALL_FILE_BYTES = 32 << 20
 """``optimize(mode="quick")`` compacts the data files smaller than this."""
@@ -53,8 +54,9 @@ def optimize(snapshot: Snapshot, mode: str = "quick", small_file_bytes: int = SM
     before bucket-suffixed names; Spark's bucketed scans need the suffix). Files another
     Delta writer added have no bucket: ``quick`` rewrites the small ones into buckets
     (when there are two or more), ``full`` rewrites all of them first (one commit) and
-    then compacts the buckets (a second commit). Rows keep their content; a new file is
-    clustered by key hash. The entries of the new files are added to every ACTIVE index,
+    then compacts the buckets (a second commit). A file with a deletion vector is
+    rewritten in either mode, without the rows it deletes (so no live file keeps one).
+    Rows keep their content; a new file is clustered by key hash. The entries of the new files are added to every ACTIVE index,
     and the index files that named the removed files are rewritten without their
     entries, one file per index bucket (``full`` also merges every other index bucket
     that has several files). Returns the last commit, or None when nothing needed it.
@@ -67,10 +69,12 @@ def optimize(snapshot: Snapshot, mode: str = "quick", small_file_bytes: int = SM
         return optimize(first.snapshot, mode, small_file_bytes, progress) or first
     groups: dict[int, list[AddFile]] = defaultdict(list)
     for a in snapshot.live_files():
-        if mode == "full" or a.size < small_file_bytes:
+        # A file with a deletion vector is always rewritten: that purges its deleted rows.
+        if mode == "full" or a.size < small_file_bytes or a.deletionVector is not None:
             groups[FOREIGN if a.bucket is None else a.bucket].append(a)
     groups = {b: files for b, files in sorted(groups.items())
-              if len(files) >= 2 or (mode == "full" and not named_with_bucket(files[0].path, b))}
+              if len(files) >= 2 or (mode == "full" and not named_with_bucket(files[0].path, b))
+              or any(f.deletionVector is not None for f in files)}
     if not groups:
         _say(progress, "optimize: nothing to compact")
         return None
@@ -93,7 +97,7 @@ def _compact(snapshot: Snapshot, mode: str, groups: dict[int, list[AddFile]], pr
         adds, pieces = [], []
         rg_bytes = config.get(meta.configuration, "indexeddf.targetRowGroupBytes")
         for batch in _batches(groups):
-            tables = [read_file(storage, a.path, schema, version=snapshot.version) for a in batch]
+            tables = [read_live_rows(storage, a, schema, version=snapshot.version) for a in batch]
             written = write_bucketed_pieces(storage, pa.concat_tables(tables), list(meta.indexColumns), meta.numBuckets,
                                             rg_bytes, tx.written_paths)
             for add, rows in written:
@@ -104,8 +108,7 @@ def _compact(snapshot: Snapshot, mode: str, groups: dict[int, list[AddFile]], pr
         removed_ids = {a.fileId for a in removed}
         keep_ids = set(snapshot.file_ids) - removed_ids
         now = int(time.time() * 1000)
-        actions = [RemoveFile(path=a.path, deletionTimestamp=now, dataChange=False, bucket=a.bucket, fileId=a.fileId, size=a.size)
-                   for a in removed]
+        actions = [a.removal(now, data_change=False) for a in removed]
         actions += adds
         n_index_added = n_index_removed = 0
         for entry in indexes:
@@ -215,6 +218,7 @@ def vacuum(snapshot: Snapshot, retention_hours: float | None = None, dry_run: bo
     candidates = [c for c in list_tree(storage, "data") + list_tree(storage, INDEX_DIR)
                   if (c[0].endswith(".parquet") or c[0].startswith("data/_staging/"))
                   and not c[0].startswith(f"{INDEX_DIR}/_state/")]
+    candidates += _deletion_vector_files(storage, ever)
     for rel, size, mtime in candidates:
         if rel in keep:
             continue
@@ -232,17 +236,32 @@ def vacuum(snapshot: Snapshot, retention_hours: float | None = None, dry_run: bo
 
 
 def _paths_added(actions) -> set[str]:
+    """The data, deletion vector and index files a commit adds."""
     out = set()
     for a in actions:
         if isinstance(a, AddFile):
             out.add(a.path)
+            out.update(_dv_files([a]))
         elif isinstance(a, IndexEntry):
             out |= {f.path for f in a.files}
     return out
 
 
 def _snapshot_paths(snap: Snapshot) -> set[str]:
-    return set(snap.files) | {f.path for e in snap.indexes.values() for f in e.files}
+    """The data, deletion vector and index files a snapshot reads."""
+    return set(snap.files) | set(_dv_files(list(snap.files.values()))) | {f.path for e in snap.indexes.values() for f in e.files}
+
+
+def _is_dv_file(rel: str) -> bool:
+    name = rel.rsplit("/", 1)[-1]
+    return name.startswith(FILE_NAME_PREFIX) and name.endswith(".bin")
+
+
+def _deletion_vector_files(storage, named: set[str]) -> list[tuple[str, int, float | None]]:
+    """The deletion vector files vacuum may consider: ``deletion_vector_*.bin`` at the table
+    root and in the random-prefix folders the log names (never walking the whole table)."""
+    folders = {""} | {p.rsplit("/", 1)[0] for p in named if "/" in p and _is_dv_file(p)}
+    return [c for folder in sorted(folders) for c in list_files(storage, folder) if _is_dv_file(c[0])]
 
 
 # -- restore ---------------------------------------------------------------------------------
@@ -267,10 +286,10 @@ def restore(snapshot: Snapshot, version: int) -> CommitResult | None:
         )
     old = load_snapshot(storage, version)
     removes = [
-        RemoveFile(path=a.path, deletionTimestamp=int(time.time() * 1000), bucket=a.bucket, fileId=a.fileId, size=a.size)
-        for p, a in sorted(current.files.items()) if p not in old.files
+        a.removal(int(time.time() * 1000)) for p, a in sorted(current.files.items()) if not _same_file(old.files.get(p), a)
     ]
-    readds = [a.model_copy(update={"dataChange": True}) for a in old.live_files() if a.path not in current.files]
+    readds = [a.model_copy(update={"dataChange": True}) for a in old.live_files()
+              if not _same_file(current.files.get(a.path), a)]
     index_actions = []
     for name, was in sorted(old.indexes.items()):
         gone = [f.path for f in was.files if not storage.exists(f.path)]
@@ -281,7 +300,7 @@ def restore(snapshot: Snapshot, version: int) -> CommitResult | None:
     for name, now in sorted(current.indexes.items()):
         if name not in old.indexes and now.state != "DELETED":
             index_actions.append(now.model_copy(update={"state": "DELETED", "files": (), "removedFiles": ()}))
-    needed = [a.path for a in readds] + [f.path for e in index_actions for f in e.files]
+    needed = [a.path for a in readds] + _dv_files(readds) + [f.path for e in index_actions for f in e.files]
     missing = [p for p in needed if not storage.exists(p)]
     if missing:
         raise VersionNotFoundError(
@@ -302,6 +321,19 @@ def restore(snapshot: Snapshot, version: int) -> CommitResult | None:
     metrics = {"numRemovedFiles": len(removes), "numRestoredFiles": len(readds),
                "numIndexesRestored": len(index_actions), "tableSizeAfterRestore": old.size_bytes()}
     return tx.commit(actions, metrics)
+
+
+def _same_file(a: AddFile | None, b: AddFile) -> bool:
+    """Whether ``a`` is the logical file ``b``: same path and same deletion vector (a
+    restore re-adds a file whose deletion vector changed since, with its old one)."""
+    dv = (lambda f: None if f.deletionVector is None else f.deletionVector.unique_id)
+    return a is not None and a.path == b.path and dv(a) == dv(b)
+
+
+def _dv_files(files: list[AddFile]) -> list[str]:
+    """The deletion vector files (under the table root) that ``files`` name."""
+    return sorted({a.deletionVector.relative_path for a in files
+                   if a.deletionVector is not None and a.deletionVector.storageType == "u"})
 
 
 def _restored_index(now: IndexEntry | None, was: IndexEntry) -> list[IndexEntry]:

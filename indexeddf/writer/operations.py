@@ -10,13 +10,13 @@ import pyarrow as pa
 
 from ..errors import InvalidOptionError, TableExistsError
 from ..format.log import list_log
-from ..format.datafiles import read_file
+from ..format.datafiles import read_live_rows
 from ..format.snapshot import Snapshot
 from ..format.storage import TableStorage
 from ..format.transaction import ALL_BUCKETS, CommitResult, Transaction, commit_create
 from ..spec import config
 from ..spec.actions import Action, AddFile, IndexEntry, IndexFile, Metadata, Protocol, RemoveFile, Txn
-from ..spec.features import protocol_for
+from ..spec.features import protocol_for, required_features, with_table_features
 from .data import conform, table_fields, to_arrow_table
 from .files import write_bucketed_pieces
 from .index_files import PRIMARY, DataPiece, build_index_files
@@ -73,7 +73,7 @@ def create_table(
         raise
     primary = primary.model_copy(update={"files": tuple(index_files[PRIMARY])})
     params = {"indexColumns": index_columns, "numBuckets": num_buckets}
-    return commit_create(storage, [protocol_for(metadata.schema_), metadata, *adds, primary], params, written, write_metrics(adds))
+    return commit_create(storage, [protocol_for(metadata.schema_, metadata.configuration), metadata, *adds, primary], params, written, write_metrics(adds))
 
 
 def append(snapshot: Snapshot, data: Any, txn: tuple[str, int] | None = None) -> CommitResult:
@@ -154,8 +154,7 @@ def replace_all_actions(snapshot: Snapshot, indexes: list[IndexEntry], index_fil
     only at removed files)."""
     now = int(time.time() * 1000)
     actions: list[Action] = [
-        RemoveFile(path=a.path, deletionTimestamp=now, bucket=a.bucket, fileId=a.fileId, size=a.size)
-        for a in snapshot.live_files()
+        a.removal(now) for a in snapshot.live_files()
     ]
     for i in indexes:
         old = snapshot.indexes.get(i.name, i)
@@ -232,7 +231,11 @@ def set_properties(snapshot: Snapshot, updates: dict[str, str] | None = None, re
     metadata = snapshot.metadata.model_copy(update={"configuration": conf})
     params = {"properties": dict(updates or {})} if updates else {"removed": list(removals or [])}
     op = "SET TBLPROPERTIES" if updates else "UNSET TBLPROPERTIES"
-    return Transaction(snapshot, op, params, read_buckets=()).commit([metadata])
+    # A property that needs a table feature upgrades the protocol in the same commit, as
+    # Delta does (unsetting it keeps the feature: dropping one is Delta's DROP FEATURE).
+    protocol = with_table_features(snapshot.protocol, required_features(conf))
+    upgrade: list[Action] = [protocol] if protocol != snapshot.protocol else []
+    return Transaction(snapshot, op, params, read_buckets=()).commit([*upgrade, metadata])
 
 
 def delete_rows(snapshot: Snapshot, predicate, buckets: set[int] | None = None) -> CommitResult | None:
@@ -263,13 +266,13 @@ def delete_rows(snapshot: Snapshot, predicate, buckets: set[int] | None = None) 
     removes, kept_tables, deleted_rows = [], [], 0
     now = int(time.time() * 1000)
     for add in candidates:
-        rows = read_file(storage, add.path, schema, version=snapshot.version)
+        rows = read_live_rows(storage, add, schema, version=snapshot.version)
         hit = pc.fill_null(_evaluate(rows, expression), False)
         n = pc.sum(hit).as_py() or 0
         if n == 0:
             continue
         deleted_rows += n
-        removes.append(RemoveFile(path=add.path, deletionTimestamp=now, bucket=add.bucket, fileId=add.fileId, size=add.size))
+        removes.append(add.removal(now))
         kept = rows.filter(pc.invert(hit))
         if kept.num_rows:
             kept_tables.append(kept)

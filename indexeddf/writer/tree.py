@@ -39,6 +39,32 @@ def list_tree(storage: TableStorage, rel_dir: str) -> list[tuple[str, int, float
     return sorted(out)
 
 
+def list_files(storage: TableStorage, rel_dir: str) -> list[tuple[str, int, float | None]]:
+    """The files directly in ``rel_dir`` ("" is the table root), as :func:`list_tree`
+    gives them, without walking the folders below."""
+    if storage.is_local:
+        base = storage.full(rel_dir) if rel_dir else storage.root
+        try:
+            entries = [e for e in os.scandir(base) if e.is_file()]
+        except FileNotFoundError:
+            return []
+        prefix = f"{rel_dir}/" if rel_dir else ""
+        return sorted((prefix + e.name, e.stat().st_size, e.stat().st_mtime * 1000) for e in entries)
+    try:
+        found = storage.fs.ls(storage.full(rel_dir) if rel_dir else storage.root, detail=True)
+    except FileNotFoundError:
+        return []
+    root = storage.fs._strip_protocol(storage.root).rstrip("/")
+    out = []
+    for info in found:
+        if info.get("type") == "directory":
+            continue
+        path = storage.fs._strip_protocol(info["name"])
+        rel = path[len(root) + 1:] if path.startswith(root + "/") else path
+        out.append((rel, int(info.get("size") or 0), _mtime_ms(info)))
+    return sorted(out)
+
+
 def _mtime_ms(info: dict) -> float | None:
     for key in ("mtime", "LastModified", "last_modified", "updated", "created", "modified"):
         v = info.get(key)
