@@ -33,12 +33,14 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..errors import InvalidOptionError, SchemaMismatchError
-from ..format.datafiles import read_file
+from ..format.datafiles import live_mask, read_file
+from ..format.deletion_vectors import read_deletion_vector, write_deletion_vectors
 from ..format.snapshot import Snapshot
 from ..format.transaction import ALL_BUCKETS, CommitResult, Transaction
 from ..optimizer import planner
 from ..reader import lookup as lookup_mod
-from ..spec.actions import AddFile, RemoveFile, Txn
+from ..spec.actions import AddFile, Txn
+from ..spec.features import deletion_vectors_enabled
 from ..spec.schema import arrow_schema
 from ..writer.operations import maintained_indexes, write_metrics, write_rows
 from .clauses import DELETE, INSERT, MATCHED, NOT_MATCHED, NOT_MATCHED_BY_SOURCE, UPDATE, Clause
@@ -116,7 +118,9 @@ def execute(snapshot: Snapshot, change: Change) -> tuple[CommitResult | None, Ch
     scope = Scope(schema, change.target_alias, None if change.source is None else change.source.schema,
                   change.source_alias)
     _check(change, scope, schema)
-    files, found_by = _candidate_files(snapshot, change, schema)
+    vectors = deletion_vectors_enabled(snapshot.metadata.configuration)
+    found = _find(snapshot, change, schema, with_rows=vectors)
+    files, found_by = found.files, found.by
     metrics.rows_found_by = found_by
     metrics.scan_time_ms = _ms(started)
     buckets = ALL_BUCKETS if found_by == "scan" else sorted({a.bucket for a in files if a.bucket is not None})
@@ -124,7 +128,7 @@ def execute(snapshot: Snapshot, change: Change) -> tuple[CommitResult | None, Ch
         buckets = ALL_BUCKETS  # a file without a bucket holds rows of every bucket
     tx = Transaction(snapshot, change.operation, change.parameters, read_buckets=buckets)
     try:
-        actions, index_files = _rewrite(snapshot, change, scope, schema, files, tx, metrics)
+        actions, index_files = _rewrite(snapshot, change, scope, schema, found, vectors, tx, metrics)
     except BaseException:
         tx.abort()
         raise
@@ -204,25 +208,37 @@ def _check(change: Change, scope: Scope, schema: pa.Schema) -> None:
 
 
 # -- finding the files -----------------------------------------------------------------
-def _candidate_files(snapshot: Snapshot, change: Change, schema: pa.Schema) -> tuple[list[AddFile], str]:
-    """The live files that can hold a changed row, and whether the index found them."""
+@dataclass
+class _Found:
+    """The live files that can hold a changed row, how they were found, and (index
+    found, deletion vectors on) the located target rows with their file id and ordinal."""
+
+    files: list[AddFile]
+    by: str
+    located: pa.Table | None = None
+
+
+def _find(snapshot: Snapshot, change: Change, schema: pa.Schema, with_rows: bool) -> _Found:
+    """Where the change's target rows are: through the index when it can say, else every
+    live file. ``with_rows``: the index lookup returns the rows themselves (every column),
+    so a deletion-vector change reads only the row groups that hold them."""
     live = snapshot.live_files()
     if any(c.when == NOT_MATCHED_BY_SOURCE for c in change.clauses) or not live:
-        return live, "scan"
+        return _Found(live, "scan")
     keys = _probe_keys(change, schema)
     if keys is None:
-        return live, "scan"
+        return _Found(live, "scan")
     columns, table = keys
     entry, _ = planner.join_index(snapshot, columns)
     if entry is None:
-        return live, "scan"
+        return _Found(live, "scan")
     if table.num_rows == 0:
-        return [], "index"
+        return _Found([], "index", schema.empty_table() if with_rows else None)
     located = lookup_mod.run_plan(
-        snapshot, planner.plan_lookup(snapshot, entry, table.select(list(entry.columns))), list(entry.columns),
-        locate=True)
+        snapshot, planner.plan_lookup(snapshot, entry, table.select(list(entry.columns))),
+        None if with_rows else list(entry.columns), locate=True)
     ids = set(located.column(lookup_mod.FILE_ID).to_pylist())
-    return [a for a in live if a.fileId in ids], "index"
+    return _Found([a for a in live if a.fileId in ids], "index", located if with_rows else None)
 
 
 def _probe_keys(change: Change, schema: pa.Schema) -> tuple[list[str], pa.Table] | None:
@@ -280,12 +296,14 @@ class _Written:
     index_files: dict = field(default_factory=dict)
     metrics: ChangeMetrics = field(default_factory=ChangeMetrics)
     matched_source: np.ndarray | None = None
+    deleted: tuple[AddFile, np.ndarray] | None = None
+    """With deletion vectors: the file and the ordinals of its rows the change removes."""
 
 
-def _rewrite(snapshot: Snapshot, change: Change, scope: Scope, schema: pa.Schema, files: list[AddFile],
+def _rewrite(snapshot: Snapshot, change: Change, scope: Scope, schema: pa.Schema, found: _Found, vectors: bool,
              tx: Transaction, metrics: ChangeMetrics):
-    """Every candidate file rewritten where it changes, then the inserts: the actions
-    and index files to commit."""
+    """Every candidate file changed (rewritten, or given a deletion vector when
+    ``vectors``), then the inserts: the actions and index files to commit."""
     from concurrent.futures import ThreadPoolExecutor
 
     source = change.source
@@ -293,27 +311,37 @@ def _rewrite(snapshot: Snapshot, change: Change, scope: Scope, schema: pa.Schema
         source = source.append_column(SOURCE_ROW, pa.array(np.arange(source.num_rows, dtype=np.int64)))
     write = _writer(snapshot, tx)
     now = int(time.time() * 1000)
+    located = _by_file(found.located)
 
     def one(a: AddFile) -> _Written:
-        rows = read_file(snapshot.storage, a.path, schema, version=snapshot.version)
         done = _Written()
-        done.metrics.num_target_files_scanned = 1
-        out, done.matched_source = _change_file(rows, source, change, scope, schema, done.metrics)
-        if out is not None:
-            done.actions.append(RemoveFile(path=a.path, deletionTimestamp=now, bucket=a.bucket, fileId=a.fileId,
-                                           size=a.size))
-            done.metrics.num_target_files_removed = 1
-            write(out, done)
+        rows = located.get(a.fileId) if located is not None else None
+        if rows is None:
+            rows = _file_rows(snapshot, a, schema)
+            done.metrics.num_target_files_scanned = 1
+        touched, updated, done.matched_source = _change_file(rows, source, change, scope, schema, done.metrics)
+        if touched is None:
+            return done
+        if vectors:
+            done.deleted = (a, touched)
+            write(updated, done)
+            return done
+        done.actions.append(a.removal(now))
+        done.metrics.num_target_files_removed = 1
+        copied = rows.filter(pc.invert(pc.is_in(rows.column(ROW), pa.array(touched)))).drop_columns([ROW])
+        done.metrics.num_target_rows_copied += copied.num_rows
+        write(pa.concat_tables([copied, updated]) if updated is not None else copied, done)
         return done
 
     started = time.perf_counter()
     results = []
     with ThreadPoolExecutor(REWRITE_THREADS) as pool:
-        results += pool.map(one, files)
+        results += pool.map(one, found.files)
     if source is not None:
         matched = np.zeros(source.num_rows, dtype=bool)
         for r in results:
-            matched[r.matched_source] = True
+            if r.matched_source is not None:
+                matched[r.matched_source] = True
         done = _Written()
         write(_inserts(source.filter(pa.array(~matched)), change, scope, schema, done.metrics), done)
         results.append(done)
@@ -323,8 +351,50 @@ def _rewrite(snapshot: Snapshot, change: Change, scope: Scope, schema: pa.Schema
         for name, fs in r.index_files.items():
             index_files.setdefault(name, []).extend(fs)
         metrics.add(r.metrics)
+    actions += _vector_actions(snapshot, [r.deleted for r in results if r.deleted is not None], tx, now, metrics)
     metrics.rewrite_time_ms = _ms(started)
     return actions, {k: v for k, v in index_files.items() if v}
+
+
+def _by_file(located: pa.Table | None) -> dict[int, pa.Table] | None:
+    """Located target rows per file id, each with its ordinal as :data:`ROW`."""
+    if located is None:
+        return None
+    out = {}
+    ids = located.column(lookup_mod.FILE_ID).to_numpy()
+    for fid in np.unique(ids):
+        part = located.filter(pa.array(ids == fid))
+        out[int(fid)] = part.drop_columns([lookup_mod.FILE_ID]).rename_columns(
+            [ROW if c == lookup_mod.ROW_ORDINAL else c for c in part.column_names if c != lookup_mod.FILE_ID])
+    return out
+
+
+def _file_rows(snapshot: Snapshot, a: AddFile, schema: pa.Schema) -> pa.Table:
+    """The rows of one file still in the table, each with its ordinal in the file as
+    :data:`ROW` (a deletion vector names rows by that ordinal)."""
+    rows = read_file(snapshot.storage, a.path, schema, version=snapshot.version)
+    rows = rows.append_column(ROW, pa.array(np.arange(rows.num_rows, dtype=np.int64)))
+    mask = live_mask(snapshot.storage, a, rows.num_rows)
+    return rows if mask is None else rows.filter(pa.array(mask))
+
+
+def _vector_actions(snapshot: Snapshot, deleted: list[tuple[AddFile, np.ndarray]], tx: Transaction, now: int,
+                    metrics: ChangeMetrics) -> list:
+    """Each changed file removed and added back with a deletion vector: its old deleted
+    rows and ``touched`` (all the DVs written into one file, the transaction's)."""
+    if not deleted:
+        return []
+    sets = []
+    for a, touched in deleted:
+        old = read_deletion_vector(snapshot.storage, a.deletionVector) if a.deletionVector is not None else None
+        sets.append(np.union1d(old, touched) if old is not None else np.unique(touched))
+    descriptors = write_deletion_vectors(snapshot.storage, sets)
+    tx.written_paths.extend({d.relative_path for d in descriptors if d.storageType == "u"})
+    actions = []
+    for (a, _), d in zip(deleted, descriptors):
+        actions += [a.removal(now), a.model_copy(update={"deletionVector": d, "dataChange": True})]
+    metrics.num_deletion_vectors_added += len(descriptors)
+    return actions
 
 
 def _writer(snapshot: Snapshot, tx: Transaction):
@@ -345,10 +415,10 @@ def _writer(snapshot: Snapshot, tx: Transaction):
 
 
 def _change_file(rows: pa.Table, source: pa.Table | None, change: Change, scope: Scope, schema: pa.Schema,
-                 metrics: ChangeMetrics) -> tuple[pa.Table | None, np.ndarray | None]:
-    """The rows one file holds after the change (None when none of them changes), and
-    the ordinals of the source rows that matched one of its rows."""
-    rows = rows.append_column(ROW, pa.array(np.arange(rows.num_rows, dtype=np.int64)))
+                 metrics: ChangeMetrics) -> tuple[np.ndarray | None, pa.Table | None, np.ndarray | None]:
+    """What the change does to ``rows`` (one file's, each with its ordinal as :data:`ROW`):
+    the ordinals of the rows it deletes or replaces (None: it changes none), their new
+    versions (None: none), and the ordinals of the source rows that matched one of them."""
     target = scope.target_columns(rows)
     matched_source = None
     if source is None:  # UPDATE / DELETE: every row is its own "pair"
@@ -357,37 +427,37 @@ def _change_file(rows: pa.Table, source: pa.Table | None, change: Change, scope:
         pairs = _pairs(target, source, change, scope)
         _check_cardinality(pairs, change, scope)
         matched_source = pairs.column(scope.source_name(SOURCE_ROW)).to_numpy()
-    # Each row takes its first clause whose condition holds: -1 none.
-    matched_clauses = [c for c in change.clauses if c.when == MATCHED]
-    taken = _first_clause(pairs, matched_clauses, scope)
-    changed = taken >= 0
-    updated_parts = [_assign(pairs.filter(pa.array(taken == i)), c, scope, schema)
-                     for i, c in enumerate(matched_clauses) if c.action == UPDATE]
-    target_rows = pairs.column(scope.target_name(ROW)).to_numpy()
-    touched = np.zeros(rows.num_rows, dtype=bool)
-    touched[target_rows[changed]] = True
-    metrics.num_target_rows_deleted += int(sum((taken == i).sum() for i, c in enumerate(matched_clauses)
-                                               if c.action == DELETE))
-    metrics.num_target_rows_updated += int(sum((taken == i).sum() for i, c in enumerate(matched_clauses)
-                                               if c.action == UPDATE))
+    touched, updated = _apply(pairs, [c for c in change.clauses if c.when == MATCHED], scope, schema, metrics)
     by_source = [c for c in change.clauses if c.when == NOT_MATCHED_BY_SOURCE]
     if by_source:
-        unmatched = np.ones(rows.num_rows, dtype=bool)
-        unmatched[target_rows] = False
-        lonely = target.filter(pa.array(unmatched))
-        taken_b = _first_clause(lonely, by_source, scope, source=False)
-        touched[lonely.column(scope.target_name(ROW)).to_numpy()[taken_b >= 0]] = True
-        updated_parts += [_assign(lonely.filter(pa.array(taken_b == i)), c, scope, schema, source=False)
-                          for i, c in enumerate(by_source) if c.action == UPDATE]
-        metrics.num_target_rows_deleted += int(sum((taken_b == i).sum() for i, c in enumerate(by_source)
-                                                   if c.action == DELETE))
-        metrics.num_target_rows_updated += int(sum((taken_b == i).sum() for i, c in enumerate(by_source)
-                                                   if c.action == UPDATE))
-    if not touched.any():
-        return None, matched_source
-    copied = rows.filter(pa.array(~touched)).drop_columns([ROW])
-    metrics.num_target_rows_copied += copied.num_rows
-    return (pa.concat_tables([copied, *updated_parts]) if updated_parts else copied), matched_source
+        lonely = target.filter(pc.invert(pc.is_in(target.column(scope.target_name(ROW)),
+                                                  pairs.column(scope.target_name(ROW)))))
+        more, more_updated = _apply(lonely, by_source, scope, schema, metrics, source=False)
+        touched, updated = touched + more, updated + more_updated
+    if not touched:
+        return None, None, matched_source
+    return np.concatenate(touched), (pa.concat_tables(updated) if updated else None), matched_source
+
+
+def _apply(rows: pa.Table, clauses: list[Clause], scope: Scope, schema: pa.Schema, metrics: ChangeMetrics,
+           source: bool = True) -> tuple[list[np.ndarray], list[pa.Table]]:
+    """Each row takes its first clause whose condition holds: the ordinals of the rows a
+    clause took, and the new versions of the updated ones."""
+    taken = _first_clause(rows, clauses, scope, source=source)
+    ordinals = rows.column(scope.target_name(ROW)).to_numpy()
+    touched, updated = [], []
+    for i, clause in enumerate(clauses):
+        took = taken == i
+        n = int(took.sum())
+        if n == 0:
+            continue
+        touched.append(ordinals[took])
+        if clause.action == DELETE:
+            metrics.num_target_rows_deleted += n
+        else:
+            metrics.num_target_rows_updated += n
+            updated.append(_assign(rows.filter(pa.array(took)), clause, scope, schema, source=source))
+    return touched, updated
 
 
 def _pairs(target: pa.Table, source: pa.Table, change: Change, scope: Scope) -> pa.Table:

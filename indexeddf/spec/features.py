@@ -99,12 +99,16 @@ def with_table_features(p: Protocol, features: set[str]) -> Protocol:
                     writerFeatures=tuple(sorted(writers | features)))
 
 
+def deletion_vectors_enabled(configuration: dict[str, str]) -> bool:
+    """Whether ``delta.enableDeletionVectors`` is true: changes then mark rows deleted in
+    deletion vectors instead of rewriting their files."""
+    return configuration.get(ENABLE_DELETION_VECTORS, "false").lower() == "true"
+
+
 def required_features(configuration: dict[str, str]) -> set[str]:
     """The reader-writer features a table's properties ask for (Delta adds
     ``deletionVectors`` to the protocol when ``delta.enableDeletionVectors`` is true)."""
-    if configuration.get(ENABLE_DELETION_VECTORS, "false").lower() == "true":
-        return {DELETION_VECTORS}
-    return set()
+    return {DELETION_VECTORS} if deletion_vectors_enabled(configuration) else set()
 
 
 def writer_features(p: Protocol) -> set[str]:
