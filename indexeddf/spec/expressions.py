@@ -48,7 +48,10 @@ Known differences from Spark (spark.sql.ansi.enabled as noted):
 - NaN = NaN is false (Spark: true); float % float uses Arrow's floating remainder.
 - RLIKE uses RE2 syntax (Spark: java.util.regex); LIKE ... ESCAPE takes one character.
 - CAST(double AS string) prints 1.0 as "1"; CAST(timestamp AS string) adds "Z".
-- round(decimal, d) with d < 0 is not supported.
+- round(decimal, d) with d < 0 is not supported; `div` takes integers only (Spark: decimals too).
+- substring's position and length, LIKE / RLIKE patterns and trim characters must be literals.
+- decimal + - * past 38 digits: the scale shrinks as Spark's (to at least 6); a value that still
+  does not fit raises (Spark: NULL, or an error under ANSI).
 """
 """What a user may see differently from Spark (also in the module docstring)."""
 
