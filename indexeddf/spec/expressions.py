@@ -48,7 +48,10 @@ Known differences from Spark (spark.sql.ansi.enabled as noted):
 - NaN = NaN is false (Spark: true); float % float uses Arrow's floating remainder.
 - RLIKE uses RE2 syntax (Spark: java.util.regex); LIKE ... ESCAPE takes one character.
 - CAST(double AS string) prints 1.0 as "1"; CAST(timestamp AS string) adds "Z".
-- round(decimal, d) with d < 0 is not supported.
+- round(decimal, d) with d < 0 is not supported; `div` takes integers only (Spark: decimals too).
+- substring's position and length, LIKE / RLIKE patterns and trim characters must be literals.
+- decimal + - * past 38 digits: the scale shrinks as Spark's (to at least 6); a value that still
+  does not fit raises (Spark: NULL, or an error under ANSI).
 """
 """What a user may see differently from Spark (also in the module docstring)."""
 
@@ -452,7 +455,10 @@ class _Compiler:
         """The typed Arrow expression of ``node``."""
         outer, self.node = self.node, node  # the construct error messages name
         try:
-            return self._dispatch(node)
+            result = self._dispatch(node)
+            if node.args.get("negate") is True and result.type == _BOOL:  # sqlglot's `x NOT LIKE p`
+                result = self._call("invert", [result])
+            return result
         finally:
             self.node = outer
 
@@ -496,12 +502,16 @@ class _Compiler:
             return _constant(self._cast_scalar(value.scalar, target))
         source = value.type
         if (pa.types.is_floating(source) or pa.types.is_decimal(source)) and pa.types.is_integer(target):
+            if pa.types.is_decimal(source):  # Arrow's trunc wants room for a carry digit
+                value = self._cast(value, pa.decimal128(min(38, source.precision + 1), source.scale))
             value = self._call("trunc", [value])  # Spark truncates toward zero; Arrow's safe cast would refuse
         if _is_string(source) and pa.types.is_timestamp(target) and target.tz:
             parsed = value.expr.cast(pa.timestamp(target.unit))  # the session time zone (UTC) for zone-less text
             return _Typed(parsed.cast(target), target)
         if pa.types.is_timestamp(source) and pa.types.is_date(target):
             return _Typed(value.expr.cast(target, safe=False), target)  # drop the time of day
+        if pa.types.is_integer(source) and pa.types.is_decimal(target) and target != _as_decimal(source):
+            value = self._checked_cast(value, _as_decimal(source))  # Arrow casts integers only to a wide enough decimal
         if pa.types.is_timestamp(source) and pa.types.is_timestamp(target) and source.tz and not target.tz:
             return _Typed(value.expr.cast(target, safe=False), target)
         return self._checked_cast(value, target)
@@ -519,7 +529,7 @@ class _Compiler:
                 return pa.scalar(_parse_temporal(scalar.as_py(), target), target)
             if (pa.types.is_floating(scalar.type) or pa.types.is_decimal(scalar.type)) and pa.types.is_integer(target) \
                     and scalar.is_valid:
-                scalar = pc.trunc(scalar)
+                return pa.scalar(int(scalar.as_py()), target)  # int() truncates toward zero, as Spark
             if pa.types.is_timestamp(scalar.type) and pa.types.is_date(target):
                 return scalar.cast(target, safe=False)
             return scalar.cast(target)
@@ -583,7 +593,19 @@ class _Compiler:
 
     def _arithmetic(self, fn: str, node: exp.Binary) -> _Typed:
         a, b = self._numbers(node)
-        return self._call(fn, [a, b])
+        if not pa.types.is_decimal(a.type):
+            return self._call(fn, [a, b])
+        wide = [pa.decimal256(v.type.precision, v.type.scale) for v in (a, b)]
+        exact = pc.call_function(fn, [pa.array([], t) for t in wide]).type
+        if exact.precision <= 38:
+            return self._call(fn, [a, b])
+        # Past 38 digits Spark keeps the integer digits and gives up scale (down to 6),
+        # rounding half up: compute in 256 bits, then round and narrow the same way.
+        scale = max(38 - (exact.precision - exact.scale), min(exact.scale, 6))
+        product = self._call(fn, [self._cast(a, wide[0]), self._cast(b, wide[1])])
+        rounded = self._call("round", [product], pc.RoundOptions(scale, round_mode="half_towards_infinity"))
+        return self._checked_cast(_Typed(rounded.expr.cast(pa.decimal256(exact.precision, scale), safe=False),
+                                         pa.decimal256(exact.precision, scale)), pa.decimal128(38, scale))
 
     def _neg(self, node: exp.Neg) -> _Typed:
         value = self.compile(node.this)
