@@ -233,7 +233,7 @@ def _find(snapshot: Snapshot, change: Change, schema: pa.Schema, with_rows: bool
     if entry is None:
         return _Found(live, "scan")
     if table.num_rows == 0:
-        return _Found([], "index", schema.empty_table() if with_rows else None)
+        return _Found([], "index")
     located = lookup_mod.run_plan(
         snapshot, planner.plan_lookup(snapshot, entry, table.select(list(entry.columns))),
         None if with_rows else list(entry.columns), locate=True)
@@ -324,7 +324,8 @@ def _rewrite(snapshot: Snapshot, change: Change, scope: Scope, schema: pa.Schema
             return done
         if vectors:
             done.deleted = (a, touched)
-            write(updated, done)
+            if updated is not None:
+                write(updated, done)
             return done
         done.actions.append(a.removal(now))
         done.metrics.num_target_files_removed = 1
@@ -386,8 +387,9 @@ def _vector_actions(snapshot: Snapshot, deleted: list[tuple[AddFile, np.ndarray]
         return []
     sets = []
     for a, touched in deleted:
+        touched = touched.astype(np.uint64)  # row ordinals, as deletion vectors hold them
         old = read_deletion_vector(snapshot.storage, a.deletionVector) if a.deletionVector is not None else None
-        sets.append(np.union1d(old, touched) if old is not None else np.unique(touched))
+        sets.append(np.union1d(old.astype(np.uint64), touched) if old is not None else np.unique(touched))
     descriptors = write_deletion_vectors(snapshot.storage, sets)
     tx.written_paths.extend({d.relative_path for d in descriptors if d.storageType == "u"})
     actions = []
