@@ -1,14 +1,17 @@
-"""Upserts: ``IndexedTable.merge`` against delta-rs's MERGE on a copy of the same table.
+"""Upserts and deletes: ``IndexedTable.merge`` / ``delete`` against delta-rs's on a copy of
+the same table, copy on write and with deletion vectors.
 
-    python benchmarks/changes.py [--rows 20000000] [--buckets 32] [--source 10000] [--rounds 3]
+    python benchmarks/changes.py [--rows 20000000] [--buckets 32] [--source 10000] [--rounds 3] [--op merge|delete]
 
 A MERGE changes its table, so each round runs on a fresh copy of one table (the copy is
 not timed) in a child process of its own, which reports the merge's wall time and the
 process's peak RSS. The source: half existing random keys (updated), half new keys
 (inserted). The anchor is delta-rs's ``DeltaTable.merge(...).when_matched_update_all()
 .when_not_matched_insert_all()`` on a copy of the very same table (it is a Delta table).
-Prints one row per engine: median and spread of the wall time, the ratio to delta-rs,
-and the largest peak RSS.
+``--op delete`` deletes the source's matched keys instead (``k IN (...)``). The
+deletion-vector copy has ``delta.enableDeletionVectors = true`` set before the round
+(not timed). Prints one row per engine: median and spread of the wall time, the ratio
+to delta-rs, and the largest peak RSS.
 """
 
 from __future__ import annotations
@@ -60,13 +63,27 @@ def source(rows: int, n: int, seed: int = 11) -> pa.Table:
     return out.set_column(0, "k", pa.array(np.concatenate([old, new])))
 
 
-def child(engine: str, path: str, source_path: str) -> None:
-    """One merge, in this process: prints its wall time and the peak RSS as JSON."""
+def child(engine: str, path: str, source_path: str, op: str = "merge") -> None:
+    """One merge (or delete), in this process: prints its wall time and the peak RSS as JSON."""
     import pyarrow.parquet as pq
 
     src = pq.read_table(source_path)
+    if op == "delete":
+        keys = ", ".join(map(str, src.column("k").to_pylist()[: src.num_rows // 2]))
     t0 = time.perf_counter()
-    if engine == "indexeddf":
+    if op == "delete" and engine == "indexeddf":
+        from indexeddf import IndexedTable
+
+        t = IndexedTable.for_path(path)
+        before = t.version
+        t.delete(f"k IN ({keys})")
+        counts = (t.history(limit=1)[0].metrics.get("numDeletedRows"), 0) if t.version > before else (0, 0)
+    elif op == "delete":
+        import deltalake
+
+        m = deltalake.DeltaTable(path).delete(f"k IN ({keys})")
+        counts = (m["num_deleted_rows"], 0)
+    elif engine == "indexeddf":
         from indexeddf import IndexedTable
 
         m = IndexedTable.for_path(path).merge(src, "t.k = s.k", source_alias="s", target_alias="t") \
@@ -96,38 +113,47 @@ def run(args) -> None:
         import pyarrow.parquet as pq
 
         pq.write_table(source(args.rows, args.source), src)
-        results: dict[str, list[dict]] = {"delta-rs": [], "indexeddf": []}
+        from indexeddf import IndexedTable
+
+        results: dict[str, list[dict]] = {"delta-rs": [], "indexeddf": [], "indexeddf, deletion vectors": []}
         for _ in range(args.rounds):
-            for engine in results:
+            for name in results:
                 copy = work / "copy"
                 shutil.rmtree(copy, ignore_errors=True)
                 shutil.copytree(table, copy)
-                out = subprocess.run([sys.executable, __file__, "--child", engine, str(copy), str(src)],
+                if name.endswith("deletion vectors"):
+                    IndexedTable.for_path(str(copy)).set_properties({"delta.enableDeletionVectors": "true"})
+                engine = name.split(",")[0]
+                out = subprocess.run([sys.executable, __file__, "--child", engine, str(copy), str(src), args.op],
                                      capture_output=True, text=True, check=True).stdout
-                results[engine].append(json.loads(out.strip().splitlines()[-1]))
+                results[name].append(json.loads(out.strip().splitlines()[-1]))
         anchor = statistics.median(r["seconds"] for r in results["delta-rs"])
-        print(f"\nupsert of {args.source:,} source rows ({args.source // 2:,} matched random keys, "
-              f"{args.source - args.source // 2:,} new), {args.rounds} rounds, copy on write")
-        print(f"{'engine':<12} {'median s':>9} {'min..max s':>14} {'vs delta-rs':>12} {'peak RSS MiB':>13}")
+        what = (f"upsert of {args.source:,} source rows ({args.source // 2:,} matched random keys, "
+                f"{args.source - args.source // 2:,} new)" if args.op == "merge"
+                else f"DELETE ... WHERE k IN ({args.source // 2:,} random keys)")
+        print(f"\n{what}, {args.rounds} rounds")
+        print(f"{'engine':<28} {'median s':>9} {'min..max s':>14} {'vs delta-rs':>12} {'peak RSS MiB':>13}")
         for engine, rs in results.items():
             secs = [r["seconds"] for r in rs]
             med = statistics.median(secs)
-            print(f"{engine:<12} {med:>9.2f} {min(secs):>6.2f}..{max(secs):<6.2f} {anchor / med:>11.2f}x "
+            print(f"{engine:<28} {med:>9.3f} {min(secs):>6.3f}..{max(secs):<6.3f} {anchor / med:>11.2f}x "
                   f"{max(r['peak_rss'] for r in rs) / 2**20:>13.0f}")
-            assert all((r["updated"], r["inserted"]) == (args.source // 2, args.source - args.source // 2) for r in rs), rs
+            want = (args.source // 2, args.source - args.source // 2) if args.op == "merge" else (args.source // 2, 0)
+            assert all((r["updated"], r["inserted"]) == want for r in rs), rs
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
 
 def main() -> None:
     if len(sys.argv) > 1 and sys.argv[1] == "--child":
-        child(*sys.argv[2:5])
+        child(*sys.argv[2:6])
         return
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--rows", type=int, default=20_000_000)
     p.add_argument("--buckets", type=int, default=32)
     p.add_argument("--source", type=int, default=10_000)
     p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--op", choices=["merge", "delete"], default="merge")
     p.add_argument("--work", default=None, help="folder for the tables (default: the system's temp folder)")
     run(p.parse_args())
 

@@ -119,7 +119,7 @@ def execute(snapshot: Snapshot, change: Change) -> tuple[CommitResult | None, Ch
                   change.source_alias)
     _check(change, scope, schema)
     vectors = deletion_vectors_enabled(snapshot.metadata.configuration)
-    found = _find(snapshot, change, schema, with_rows=vectors)
+    found = _find(snapshot, change, schema, _target_columns(change, scope, schema) if vectors else None)
     files, found_by = found.files, found.by
     metrics.rows_found_by = found_by
     metrics.scan_time_ms = _ms(started)
@@ -218,10 +218,23 @@ class _Found:
     located: pa.Table | None = None
 
 
-def _find(snapshot: Snapshot, change: Change, schema: pa.Schema, with_rows: bool) -> _Found:
+def _target_columns(change: Change, scope: Scope, schema: pa.Schema) -> list[str]:
+    """The target columns a deletion-vector change must read of its matched rows: all of
+    them when it writes new versions of rows (UPDATE), else those its conditions name."""
+    if any(c.action == UPDATE for c in change.clauses):
+        return list(schema.names)
+    texts = [c.predicate for c in change.clauses if c.predicate is not None]
+    texts += [change.residual] if change.residual is not None else []
+    prefix = scope.target_name("")
+    used = {name[len(prefix):] for text in texts
+            for name in scope.compile(text, condition=True).columns_used if name.startswith(prefix)}
+    return [c for c in schema.names if c in used or c in {t for t, _ in change.keys}]
+
+
+def _find(snapshot: Snapshot, change: Change, schema: pa.Schema, with_rows: list[str] | None) -> _Found:
     """Where the change's target rows are: through the index when it can say, else every
-    live file. ``with_rows``: the index lookup returns the rows themselves (every column),
-    so a deletion-vector change reads only the row groups that hold them."""
+    live file. ``with_rows`` (columns): the index lookup returns the rows themselves, so
+    a deletion-vector change reads only those columns of the row groups that hold them."""
     live = snapshot.live_files()
     if any(c.when == NOT_MATCHED_BY_SOURCE for c in change.clauses) or not live:
         return _Found(live, "scan")
@@ -234,11 +247,12 @@ def _find(snapshot: Snapshot, change: Change, schema: pa.Schema, with_rows: bool
         return _Found(live, "scan")
     if table.num_rows == 0:
         return _Found([], "index")
+    read = list(entry.columns) if with_rows is None else [c for c in schema.names
+                                                          if c in with_rows or c in entry.columns]
     located = lookup_mod.run_plan(
-        snapshot, planner.plan_lookup(snapshot, entry, table.select(list(entry.columns))),
-        None if with_rows else list(entry.columns), locate=True)
+        snapshot, planner.plan_lookup(snapshot, entry, table.select(list(entry.columns))), read, locate=True)
     ids = set(located.column(lookup_mod.FILE_ID).to_pylist())
-    return _Found([a for a in live if a.fileId in ids], "index", located if with_rows else None)
+    return _Found([a for a in live if a.fileId in ids], "index", None if with_rows is None else located)
 
 
 def _probe_keys(change: Change, schema: pa.Schema) -> tuple[list[str], pa.Table] | None:
