@@ -312,6 +312,8 @@ class _Written:
     matched_source: np.ndarray | None = None
     deleted: tuple[AddFile, np.ndarray] | None = None
     """With deletion vectors: the file and the ordinals of its rows the change removes."""
+    updated: pa.Table | None = None
+    """With deletion vectors: the new versions of the file's updated rows (written later)."""
 
 
 def _rewrite(snapshot: Snapshot, change: Change, scope: Scope, schema: pa.Schema, found: _Found, vectors: bool,
@@ -336,10 +338,8 @@ def _rewrite(snapshot: Snapshot, change: Change, scope: Scope, schema: pa.Schema
         touched, updated, done.matched_source = _change_file(rows, source, change, scope, schema, done.metrics)
         if touched is None:
             return done
-        if vectors:
-            done.deleted = (a, touched)
-            if updated is not None:
-                write(updated, done)
+        if vectors:  # the file stays; its new rows are written with the inserts, at most a file a bucket
+            done.deleted, done.updated = (a, touched), updated
             return done
         done.actions.append(a.removal(now))
         done.metrics.num_target_files_removed = 1
@@ -352,14 +352,17 @@ def _rewrite(snapshot: Snapshot, change: Change, scope: Scope, schema: pa.Schema
     results = []
     with ThreadPoolExecutor(REWRITE_THREADS) as pool:
         results += pool.map(one, found.files)
+    done = _Written()
+    new_rows = [r.updated for r in results if r.updated is not None]
     if source is not None:
         matched = np.zeros(source.num_rows, dtype=bool)
         for r in results:
             if r.matched_source is not None:
                 matched[r.matched_source] = True
-        done = _Written()
-        write(_inserts(source.filter(pa.array(~matched)), change, scope, schema, done.metrics), done)
-        results.append(done)
+        new_rows.append(_inserts(source.filter(pa.array(~matched)), change, scope, schema, done.metrics))
+    if new_rows:
+        write(pa.concat_tables(new_rows), done)
+    results.append(done)
     actions, index_files = [], {}
     for r in results:
         actions += r.actions
