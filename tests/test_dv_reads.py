@@ -17,7 +17,6 @@ import shutil
 import tempfile
 from pathlib import Path
 
-import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pytest

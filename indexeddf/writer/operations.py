@@ -15,7 +15,7 @@ from ..format.snapshot import Snapshot
 from ..format.storage import TableStorage
 from ..format.transaction import ALL_BUCKETS, CommitResult, Transaction, commit_create
 from ..spec import config
-from ..spec.actions import Action, AddFile, IndexEntry, IndexFile, Metadata, Protocol, RemoveFile, Txn
+from ..spec.actions import Action, AddFile, IndexEntry, IndexFile, Metadata, Protocol, Txn
 from ..spec.features import protocol_for, required_features, with_table_features
 from .data import conform, table_fields, to_arrow_table
 from .files import write_bucketed_pieces
