@@ -17,11 +17,14 @@ def test_the_demo_runs_and_leaves_a_table(tmp_path):
     assert done.returncode == 0, done.stderr[-3000:]
     out = done.stdout
     for title in ("build a table of 100,000 events", "a point lookup", "an IN-list of 100 keys", "explain",
-                  "join 10,000 probe keys", "hybrid scan", "refresh", "time travel", "optimize", "vacuum --dry-run"):
+                  "join 10,000 probe keys", "hybrid scan", "refresh", "time travel", "optimize", "upsert with MERGE",
+                  "vacuum --dry-run"):
         assert title in out, title
     assert out.count("proves:") >= 9
     assert "lookup([-1]) -> 2 rows" in out and "unindexed files scanned: 0" in out
     from indexeddf import IndexedTable
 
     t = IndexedTable.for_path(str(tmp_path / "lake" / "events"))
-    assert t.snapshot.num_records() == 100_003
+    assert "1 updated, 1 inserted, rows found by index" in out
+    assert "lookup([-1, -7]) -> ['new', 'new', 'refund']" in out
+    assert t.snapshot.num_records() == 100_004  # 100,000 built, 3 appended, 1 inserted by the merge
