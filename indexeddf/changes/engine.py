@@ -219,16 +219,21 @@ class _Found:
 
 
 def _target_columns(change: Change, scope: Scope, schema: pa.Schema) -> list[str]:
-    """The target columns a deletion-vector change must read of its matched rows: all of
-    them when it writes new versions of rows (UPDATE), else those its conditions name."""
-    if any(c.action == UPDATE for c in change.clauses):
-        return list(schema.names)
-    texts = [c.predicate for c in change.clauses if c.predicate is not None]
-    texts += [change.residual] if change.residual is not None else []
+    """The target columns a deletion-vector change must read of its matched rows: the key
+    columns, those its conditions and expressions name, and those an UPDATE keeps as they
+    were (none for ``UPDATE SET *``, whose new rows come from the source alone). An upsert
+    then decodes the key columns of the row groups it touches, not the whole rows."""
     prefix = scope.target_name("")
-    used = {name[len(prefix):] for text in texts
-            for name in scope.compile(text, condition=True).columns_used if name.startswith(prefix)}
-    return [c for c in schema.names if c in used or c in {t for t, _ in change.keys}]
+    needed = {t for t, _ in change.keys}
+    texts = [change.residual] if change.residual is not None else []
+    for c in change.clauses:
+        texts += [c.predicate] if c.predicate is not None else []
+        texts += list(c.updates.values())
+        if c.action == UPDATE and not c.all_columns:
+            needed |= {f for f in schema.names if f not in c.updates}
+    for text in texts:
+        needed |= {name[len(prefix):] for name in scope.compile(text).columns_used if name.startswith(prefix)}
+    return [c for c in schema.names if c in needed]
 
 
 def _find(snapshot: Snapshot, change: Change, schema: pa.Schema, with_rows: list[str] | None) -> _Found:
