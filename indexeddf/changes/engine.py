@@ -557,14 +557,23 @@ def _truth(values) -> np.ndarray:
 def _assign(rows: pa.Table, clause: Clause, scope: Scope, schema: pa.Schema, source: bool = True) -> pa.Table:
     """Target rows after an UPDATE clause: assigned columns from their expressions (all
     from the source's same-named columns with ``*``), the others as they were."""
+    return _new_rows(rows, clause, scope, schema, lambda f: rows.column(scope.target_name(f.name)),
+                     target=True, source=source)
+
+
+def _new_rows(rows: pa.Table, clause: Clause, scope: Scope, schema: pa.Schema, unset, target: bool,
+              source: bool) -> pa.Table:
+    """Rows of the table's schema made by an UPDATE or INSERT clause from ``rows``: every
+    column from the source's of its name with ``*``, assigned columns from their
+    expressions, the others ``unset(field)`` (kept for an update, NULL for an insert)."""
     arrays = []
     for f in schema:
         if clause.all_columns:
             value = rows.column(scope.source_name(f.name))
         elif f.name in clause.updates:
-            value = scope.evaluate(clause.updates[f.name], rows, source=source)
+            value = scope.evaluate(clause.updates[f.name], rows, target=target, source=source)
         else:
-            value = rows.column(scope.target_name(f.name))
+            value = unset(f)
         arrays.append(_typed(value, f, rows.num_rows))
     return pa.Table.from_arrays(arrays, schema=schema)
 
@@ -581,16 +590,8 @@ def _inserts(source: pa.Table, change: Change, scope: Scope, schema: pa.Schema, 
         rows = src.filter(pa.array(taken == i))
         if rows.num_rows == 0:
             continue
-        arrays = []
-        for f in schema:
-            if clause.all_columns:
-                value = rows.column(scope.source_name(f.name))
-            elif f.name in clause.updates:
-                value = scope.evaluate(clause.updates[f.name], rows, target=False)
-            else:
-                value = pa.nulls(rows.num_rows, f.type)
-            arrays.append(_typed(value, f, rows.num_rows))
-        parts.append(pa.Table.from_arrays(arrays, schema=schema))
+        parts.append(_new_rows(rows, clause, scope, schema, lambda f, n=rows.num_rows: pa.nulls(n, f.type),
+                               target=False, source=True))
     out = pa.concat_tables(parts) if parts else schema.empty_table()
     metrics.num_target_rows_inserted += out.num_rows
     return out
