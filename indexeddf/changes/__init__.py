@@ -19,7 +19,7 @@ from ..spec.predicate import parse_predicate
 from ..spec.schema import arrow_schema
 from ..writer.data import to_arrow_table
 from .clauses import DELETE, INSERT, MATCHED, NOT_MATCHED, NOT_MATCHED_BY_SOURCE, UPDATE, Clause
-from .engine import Change, ChangeMetrics, execute
+from .model import Change, ChangeMetrics
 
 __all__ = ["TableMerger", "ChangeMetrics", "update_rows", "delete_matching"]
 

@@ -1,0 +1,68 @@
+"""What a change is and what it did: :class:`Change` (built by the entry points in
+``changes/__init__.py``) and :class:`ChangeMetrics` (what ``execute`` returns)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import pyarrow as pa
+
+from .clauses import Clause
+
+ROW = "__row"
+"""A target row's ordinal in its file (pairs keep it to tell target rows apart)."""
+SOURCE_ROW = "__source_row"
+"""A source row's ordinal in the source (to know which source rows matched)."""
+
+
+@dataclass
+class ChangeMetrics:
+    """What a change did (delta-rs's names for a MERGE's metrics)."""
+
+    num_source_rows: int = 0
+    num_target_rows_inserted: int = 0
+    num_target_rows_updated: int = 0
+    num_target_rows_deleted: int = 0
+    num_target_rows_copied: int = 0
+    num_output_rows: int = 0
+    num_target_files_added: int = 0
+    num_target_files_removed: int = 0
+    num_target_files_scanned: int = 0
+    num_deletion_vectors_added: int = 0
+    rows_found_by: str = "scan"
+    """``index`` when the index located the matched rows, ``scan`` when every file was read."""
+    execution_time_ms: int = 0
+    scan_time_ms: int = 0
+    rewrite_time_ms: int = 0
+    version: int | None = None
+    """The version committed (None: nothing changed, nothing committed)."""
+
+    def add(self, other: "ChangeMetrics") -> None:
+        """Add the row and file counts of ``other`` (one file's) to these."""
+        for name in ("num_target_rows_inserted", "num_target_rows_updated", "num_target_rows_deleted",
+                     "num_target_rows_copied", "num_output_rows", "num_target_files_added",
+                     "num_target_files_removed", "num_target_files_scanned", "num_deletion_vectors_added"):
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+
+    def as_dict(self) -> dict:
+        """The metrics as a plain dict (the commit's ``operationMetrics`` take it)."""
+        return dict(self.__dict__)
+
+
+@dataclass
+class Change:
+    """One change to run: the source (None for UPDATE / DELETE), the equality key pairs
+    (target column, source column) and the rest of the predicate, and the clauses."""
+
+    operation: str
+    parameters: dict
+    clauses: list[Clause]
+    source: pa.Table | None = None
+    target_alias: str = "t"
+    source_alias: str = "s"
+    keys: list[tuple[str, str]] = field(default_factory=list)
+    residual: str | None = None
+    fixed: dict | None = None
+    """UPDATE / DELETE: literal values the predicate fixes per column (planner's keys)."""
+    txn: tuple[str, int] | None = None
+    """(app id, version): commit only if this application has not committed that version."""
