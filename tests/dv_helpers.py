@@ -77,10 +77,12 @@ def file_rows(path, file: str) -> int:
     return pq.ParquetFile(Path(path) / file).metadata.num_rows
 
 
-def delete_rows(path, deleted: dict[str, np.ndarray | list[int]], *, inline: bool = False, prefix: str = "") -> int:
+def delete_rows(path, deleted: dict[str, np.ndarray | list[int]], *, inline: bool = False, prefix: str = "",
+                add_first: bool = False) -> int:
     """Commits DVs deleting ``deleted`` (data file path -> row ordinals) on top of the files'
-    DVs; inline DVs in the log with ``inline``, else one DV file (under ``prefix/``). Returns the
-    new version."""
+    DVs; inline DVs in the log with ``inline``, else one DV file (under ``prefix/``); each file's
+    ``add`` before its ``remove`` with ``add_first`` (a commit's actions have no order). Returns
+    the new version."""
     storage = TableStorage(str(path))
     adds = live_adds(path)
     files = list(deleted)
@@ -108,8 +110,9 @@ def delete_rows(path, deleted: dict[str, np.ndarray | list[int]], *, inline: boo
                   "partitionValues": {}, "size": add["size"], "tags": add.get("tags")}
         if add.get("deletionVector") is not None:
             remove["deletionVector"] = add["deletionVector"]
-        lines.append({"remove": remove})
-        lines.append({"add": {**add, "modificationTime": now, "dataChange": True, "deletionVector": d.wire()}})
+        pair = [{"remove": remove},
+                {"add": {**add, "modificationTime": now, "dataChange": True, "deletionVector": d.wire()}}]
+        lines += pair[::-1] if add_first else pair
     with open(Path(path) / "_delta_log" / f"{version:020d}.json", "x") as out:  # put-if-absent
         out.write("".join(json.dumps(x) + "\n" for x in lines))
     return version
@@ -118,3 +121,28 @@ def delete_rows(path, deleted: dict[str, np.ndarray | list[int]], *, inline: boo
 def delete_keys(path, column: str, values, **kw) -> int:
     """Deletes with DVs every live row whose ``column`` is one of ``values``."""
     return delete_rows(path, ordinals_where(path, column, values), **kw)
+
+
+def write_checkpoint(path) -> int:
+    """Writes a classic Parquet checkpoint of the newest version (Delta's checkpoint schema, as
+    ``indexeddf.format.checkpoint`` writes it: DVs in ``add.deletionVector``) from the JSON
+    commits, and points ``_last_checkpoint`` at it. Returns the version."""
+    from indexeddf.format import checkpoint as ckpt
+
+    version = _commits(path)[-1][0]
+    meta = {}
+    for _, actions in _commits(path):
+        for a in actions:
+            meta = a.get("metaData", meta)
+    proto = {"readerFeatures": None, "writerFeatures": None, **_protocol(path)}
+    meta = {**meta, "format": {"provider": "parquet", "options": []},
+            "configuration": list(meta.get("configuration", {}).items())}
+    rows = [{"protocol": proto}, {"metaData": meta}]
+    for add in live_adds(path).values():
+        rows.append({"add": {**add, "partitionValues": [], "tags": list((add.get("tags") or {}).items())}})
+    buf = pa.BufferOutputStream()
+    pq.write_table(pa.Table.from_pylist(rows, schema=ckpt._SCHEMA), buf)
+    log = Path(path) / "_delta_log"
+    (log / f"{version:020d}.checkpoint.parquet").write_bytes(buf.getvalue().to_pybytes())
+    (log / "_last_checkpoint").write_text(json.dumps({"version": version, "size": len(rows)}))
+    return version

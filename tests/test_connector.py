@@ -264,22 +264,16 @@ def _commit(path: str, version: int, *actions: dict) -> None:
     (Path(path) / "_delta_log" / f"{version:020d}.json").write_text(text)
 
 
-@pytest.mark.parametrize("case", ["reader feature", "deletion vector", "column mapping"])
+# Deletion vectors are read by the connector (tests/test_connector_dv.py), no longer refused.
+@pytest.mark.parametrize("case", ["reader feature", "column mapping"])
 def test_what_the_python_reader_refuses_the_connector_refuses(spark, tmp_path, case):
     path = str(tmp_path / "refused")
-    t = IndexedTable.create(path, batch(list(range(10))), index_columns=["k"], num_buckets=2)
+    IndexedTable.create(path, batch(list(range(10))), index_columns=["k"], num_buckets=2)
     info = {"commitInfo": {"timestamp": int(time.time() * 1000) + 1000, "operation": "WRITE"}}
     if case == "reader feature":
         feature = "fancyNewFeature"
         _commit(path, 1, info, {"protocol": {"minReaderVersion": 3, "minWriterVersion": 7,
                                              "readerFeatures": [feature], "writerFeatures": [feature]}})
-    elif case == "deletion vector":
-        feature = "deletionVectors"
-        live = t.snapshot.live_files()[0]
-        _commit(path, 1, info, {"add": {"path": live.path, "partitionValues": {}, "size": live.size,
-                                        "modificationTime": live.modificationTime, "dataChange": True,
-                                        "deletionVector": {"storageType": "u", "pathOrInlineDv": "ab^-aqEH.-t@S}K{vb[*k^",
-                                                           "offset": 4, "sizeInBytes": 40, "cardinality": 6}}})
     else:
         feature = "columnMapping"
         _commit(path, 1, info, {"protocol": {"minReaderVersion": 2, "minWriterVersion": 5}})

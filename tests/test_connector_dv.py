@@ -22,7 +22,7 @@ from indexeddf import IndexedTable
 from indexeddf.spark import connector as jvm_connector
 from connector_helpers import SCHEMA, jvm_cache_clear, jvm_cache_stats, physical, rows_of
 from connector_helpers import read as load
-from dv_helpers import delete_keys, delete_rows, file_rows, live_adds
+from dv_helpers import delete_keys, delete_rows, file_rows, live_adds, ordinals_where, write_checkpoint
 from test_delta_oracles import duckdb_delta
 
 pytestmark = pytest.mark.spark
@@ -237,35 +237,56 @@ def test_a_dataframe_keeps_the_version_it_loaded(spark, tmp_path):
     t = IndexedTable.create(str(tmp_path / "t"), rows_of(list(range(50))), index_columns=["k"], num_buckets=2)
     df = load(spark, t.path)
     assert df.where("k = 4").count() == 1
+    assert "Batched: true" in physical(df)  # no DV: Spark's columnar scan, as before DVs were read
     delete_keys(t.path, "k", [4, 5, 6])
     assert df.count() == 50 and df.where("k = 4").count() == 1
     fresh = load(spark, t.path)
     assert fresh.count() == 47 and fresh.where("k = 4").count() == 0
+    assert "Batched: false" in physical(fresh)
     assert spark_rows(fresh) == oracle(tmp_path / "t")
     delete_keys(t.path, "k", [7], inline=True)  # a DV replacing a DV: the union of both
     assert load(spark, t.path).where("k IN (4, 7, 8)").count() == 1 and load(spark, t.path).count() == 46
 
 
-def test_damaged_dv_files_fail_the_read_by_name(spark, tmp_path):
+@pytest.mark.parametrize("damage, message", [
+    ("crc", "CRC-32 mismatch"), ("version", "format version"), ("truncated", "truncated"),
+    ("size", "bytes, the log says"), ("cardinality", "cardinality says 4"), ("missing", "MissingFileError"),
+])
+def test_damaged_dvs_fail_the_read_by_name(spark, tmp_path, damage, message):
     t = IndexedTable.create(str(tmp_path / "t"), rows_of(list(range(50))), index_columns=["k"], num_buckets=1)
-    delete_keys(t.path, "k", [4, 5, 6])
+    version = delete_keys(t.path, "k", [4, 5, 6])
     (dv_file,) = (tmp_path / "t").glob("deletion_vector_*.bin")
     raw = bytearray(dv_file.read_bytes())
-    raw[-1] ^= 0xFF  # the CRC
+    commit = tmp_path / "t" / "_delta_log" / f"{version:020d}.json"
+    if damage == "crc":
+        raw[-1] ^= 0xFF
+    elif damage == "version":
+        raw[0] = 2
+    elif damage == "truncated":
+        raw = raw[:-2]
+    elif damage == "size":
+        raw[1:5] = (len(raw) - 9 + 1).to_bytes(4, "big")
+    elif damage == "cardinality":
+        commit.write_text(commit.read_text().replace('"cardinality": 3', '"cardinality": 4'))
     dv_file.write_bytes(bytes(raw))
-    with pytest.raises(Exception, match="CorruptDeletionVectorError"):
-        load(spark, t.path).collect()
-    dv_file.unlink()
-    with pytest.raises(Exception, match="MissingFileError"):
-        load(spark, t.path).where("v > 1").collect()
+    if damage == "missing":
+        dv_file.unlink()
+    for query in (lambda df: df.collect(), lambda df: df.where("k = 5").collect()):  # a scan, a driver lookup
+        with pytest.raises(Exception, match="CorruptDeletionVectorError|MissingFileError") as e:
+            query(load(spark, t.path))
+        assert message in str(e.value) and "deletion_vector_" in str(e.value)
+
+
+def log_dump(path) -> dict:
+    jar = jvm_connector.build_jar()
+    done = subprocess.run(["java", "-cp", f"{jar}:{jvm_connector._pyspark_jars() / '*'}", "io.indexeddf.log.LogDump",
+                           str(path)], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    return json.loads(done.stdout)
 
 
 def test_log_dump_shows_each_files_dv(table):
-    jar = jvm_connector.build_jar()
-    done = subprocess.run(["java", "-cp", f"{jar}:{jvm_connector._pyspark_jars() / '*'}", "io.indexeddf.log.LogDump",
-                           str(table["path"])], capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, done.stdout + done.stderr
-    files = {f["path"]: f for f in json.loads(done.stdout)["files"]}
+    files = {f["path"]: f for f in log_dump(table["path"])["files"]}
     adds = live_adds(table["path"])
     assert set(files) == set(adds)
     from indexeddf.spec.deletion_vectors import DeletionVectorDescriptor
@@ -275,3 +296,39 @@ def test_log_dump_shows_each_files_dv(table):
         else:
             d = DeletionVectorDescriptor.model_validate(a["deletionVector"])
             assert files[p]["deletionVector"] == {"uniqueId": d.unique_id, "cardinality": d.cardinality}
+
+
+def test_a_checkpoint_carries_the_dvs_and_either_order_of_add_and_remove(spark, tmp_path):
+    """A file re-vectored with its add before its remove is live with the new DV (files are
+    keyed by path and DV id, no tombstone left); a checkpoint's add.deletionVector is read."""
+    path = tmp_path / "t"
+    t = IndexedTable.create(str(path), rows_of(list(range(300))), index_columns=["k"], num_buckets=2,
+                            properties={"indexeddf.targetRowGroupBytes": "1024"})
+    delete_keys(path, "k", range(0, 300, 4), add_first=True)
+    delete_rows(path, ordinals_where(path, "k", [1, 2, 3]), inline=True, add_first=True)
+    before = log_dump(path)
+    assert len(before["files"]) == 2 and all("deletionVector" in f for f in before["files"])
+    want = oracle(path)
+    assert len(want) == 300 - 75 - 3
+    assert spark_rows(load(spark, path)) == want
+    q = load(spark, path).where("k IN (1, 4, 5, 9)")
+    assert "LocalTableScan" in physical(q)  # a re-vectored file is live, not a deletion that makes the index stale
+    assert spark_rows(q) == oracle(path, "k IN (1, 4, 5, 9)")
+    version = write_checkpoint(path)
+    # The index state beside the checkpoint (the DV commits changed no index): lookups still use it.
+    from indexeddf.format import checkpoint as ckpt
+    indexes = [e.model_dump(mode="json") for e in IndexedTable.for_path(str(path), version=0).snapshot.indexes.values()]
+    (path / ckpt.index_state_path(version)).parent.mkdir(parents=True, exist_ok=True)
+    (path / ckpt.index_state_path(version)).write_text(json.dumps({"version": version, "timestamp": 0,
+                                                                    "indexes": indexes}))
+    for f in (path / "_delta_log").glob("*.json"):
+        if int(f.name[:20]) < version:
+            f.unlink()  # only the checkpoint holds the files now
+    after = log_dump(path)
+    assert after["files"] == before["files"] and after["indexes"] == before["indexes"]
+    assert after["version"] == version
+    assert oracle(path) == want
+    df = load(spark, path)
+    assert spark_rows(df) == want
+    assert "LocalTableScan" in physical(df.where("k IN (1, 4, 5, 9)"))
+    assert spark_rows(df.where("k IN (1, 4, 5, 9)")) == oracle(path, "k IN (1, 4, 5, 9)")
