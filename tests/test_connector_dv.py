@@ -20,7 +20,7 @@ import pytest
 import indexeddf
 from indexeddf import IndexedTable
 from indexeddf.spark import connector as jvm_connector
-from connector_helpers import SCHEMA, jvm_cache_clear, jvm_cache_stats, physical, rows_of
+from connector_helpers import SCHEMA, jvm_cache_clear, jvm_cache_stats, lineage, physical, rows_of
 from connector_helpers import read as load
 from dv_helpers import delete_keys, delete_rows, file_rows, live_adds, ordinals_where, write_checkpoint
 from test_delta_oracles import duckdb_delta
@@ -31,24 +31,6 @@ pytestmark = pytest.mark.spark
 @pytest.fixture(scope="module", autouse=True)
 def connector(spark):
     assert indexeddf.register(spark) == "connector"
-
-
-@pytest.fixture
-def conf(spark):
-    """Set Spark confs for one test."""
-    changed = []
-
-    def set_(key, value):
-        changed.append(key)
-        spark.conf.set(key, value)
-
-    yield set_
-    for key in changed:
-        spark.conf.unset(key)
-
-
-def lineage(df) -> str:
-    return df._jdf.queryExecution().executedPlan().execute().toDebugString()
 
 
 # Keys deleted by DVs in the module's table: every third key (file DVs), 40..60 (inline DVs on
