@@ -43,3 +43,17 @@ def spark():
 def table_path(tmp_path):
     """A fresh local folder path for a table."""
     return str(tmp_path / "table")
+
+
+@pytest.fixture
+def conf(spark):
+    """Sets Spark confs for one test: ``conf(key, value)``; unset again after it."""
+    changed = []
+
+    def set_(key, value):
+        changed.append(key)
+        spark.conf.set(key, value)
+
+    yield set_
+    for key in changed:
+        spark.conf.unset(key)

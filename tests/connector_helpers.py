@@ -18,6 +18,11 @@ def physical(df) -> str:
     return df._jdf.queryExecution().executedPlan().toString()
 
 
+def lineage(df) -> str:
+    """The RDDs the physical plan of ``df`` runs (``toDebugString``): names the connector's own RDDs."""
+    return df._jdf.queryExecution().executedPlan().execute().toDebugString()
+
+
 _DIAGNOSTICS = {("RowCache", "cacheStats"): "rowCacheStats", ("RowCache", "clear"): "clearRowCache",
                 ("IndexSegments", "cacheStats"): "segmentCacheStats"}
 """The connector's counters by cache and what is asked of it: the public static methods of

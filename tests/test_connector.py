@@ -264,12 +264,12 @@ def _commit(path: str, version: int, *actions: dict) -> None:
     (Path(path) / "_delta_log" / f"{version:020d}.json").write_text(text)
 
 
-# Deletion vectors: the Python reader applies them; the connector's refusal of such a table
-# is tested in tests/test_dv_reads.py (with real DVs).
+# Deletion vectors are read by the connector (tests/test_connector_dv.py) and the Python readers
+# (tests/test_dv_reads.py): neither refuses them.
 @pytest.mark.parametrize("case", ["reader feature", "column mapping"])
 def test_what_the_python_reader_refuses_the_connector_refuses(spark, tmp_path, case):
     path = str(tmp_path / "refused")
-    t = IndexedTable.create(path, batch(list(range(10))), index_columns=["k"], num_buckets=2)
+    IndexedTable.create(path, batch(list(range(10))), index_columns=["k"], num_buckets=2)
     info = {"commitInfo": {"timestamp": int(time.time() * 1000) + 1000, "operation": "WRITE"}}
     if case == "reader feature":
         feature = "fancyNewFeature"

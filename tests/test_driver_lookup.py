@@ -13,7 +13,7 @@ import pytest
 
 import indexeddf
 from indexeddf import IndexedTable
-from connector_helpers import SCHEMA, jvm_cache_clear, jvm_cache_stats, physical, rows_of
+from connector_helpers import SCHEMA, jvm_cache_clear, jvm_cache_stats, lineage, physical, rows_of
 from connector_helpers import read as load
 
 pytestmark = pytest.mark.spark
@@ -23,28 +23,9 @@ def connector(spark):
     assert indexeddf.register(spark) == "connector"
 
 
-@pytest.fixture
-def conf(spark):
-    """Set Spark confs for one test."""
-    changed = []
-
-    def set_(key, value):
-        changed.append(key)
-        spark.conf.set(key, value)
-
-    yield set_
-    for key in changed:
-        spark.conf.unset(key)
-
-
 def collected(df) -> pa.Table:
     """``collect()``, as users call it (``toArrow()`` always runs a job, even on local rows)."""
     return pa.Table.from_pylist([r.asDict() for r in df.collect()], schema=SCHEMA)
-
-
-def lineage(df) -> str:
-    """The RDDs the physical plan of ``df`` runs (``toDebugString``): names the connector's own RDDs."""
-    return df._jdf.queryExecution().executedPlan().execute().toDebugString()
 
 
 def jobs(spark) -> int:

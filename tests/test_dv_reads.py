@@ -5,7 +5,7 @@ extension (delta-kernel-rs), a reader nobody here wrote: ``to_arrow`` (and time 
 to the version before), lookups through the primary and a secondary index, hybrid
 scans of unindexed files, the Python Spark data source; and every write keeps the
 table right: optimize purges the DVs, delete rewrites a file with one, refresh,
-restore, vacuum. The JVM connector does not apply DVs yet: it refuses such tables.
+restore, vacuum. The JVM connector applies them too (tests/test_connector_dv.py).
 """
 
 from __future__ import annotations
@@ -334,7 +334,7 @@ def test_python_source_masks_follow_row_ordinals_across_batches(table_path, monk
     assert_same(pa.Table.from_batches(batches), duckdb_rows(table_path))
 
 
-def test_spark_python_source_drops_deleted_rows_and_the_connector_refuses(spark, table_path):
+def test_spark_python_source_and_the_connector_drop_deleted_rows(spark, table_path):
     import indexeddf
 
     indexeddf.register(spark)
@@ -349,17 +349,13 @@ def test_spark_python_source_drops_deleted_rows_and_the_connector_refuses(spark,
     t = IndexedTable.for_path(table_path)
     assert_same(rows(t.to_df(spark)), want)
     assert_same(rows(t.to_df(spark, bucketed=True)), want)
-    # The JVM connector does not apply deletion vectors yet: it refuses the table by name.
-    with pytest.raises(Exception, match="UnsupportedFeatureError: .*deletionVectors") as refused:
-        spark.read.format("indexeddf").load(table_path).collect()
-    assert "indexeddf does not implement" in str(refused.value)
-    with pytest.raises(Exception, match="UnsupportedFeatureError: .*deletionVectors"):
-        spark.read.format("indexeddf").option("versionAsOf", t.version).load(table_path).collect()
+    # The JVM connector applies them too (tests/test_connector_dv.py covers its every path).
+    assert_same(rows(spark.read.format("indexeddf").load(table_path)), want)
+    assert_same(rows(spark.read.format("indexeddf").option("versionAsOf", t.version).load(table_path)), want)
     assert spark.read.format("indexeddf").option("versionAsOf", t.version - 1).load(table_path).count() == 1200
-    # A DV in a table whose protocol lacks the feature (against Delta's rule) is refused too.
+    # A DV in a table whose protocol lacks the feature (against Delta's rule) is applied too.
     other = table_path + "-no-feature"
     build(other)
     mark_deleted(other, some_deletions(other, random.Random(13)), upgrade=False)
     assert_same(rows(spark.read.format("indexeddf_python").load(other)), duckdb_rows(other))
-    with pytest.raises(Exception, match="UnsupportedFeatureError: .*deletionVectors"):
-        spark.read.format("indexeddf").load(other).collect()
+    assert_same(rows(spark.read.format("indexeddf").load(other)), duckdb_rows(other))

@@ -4,7 +4,8 @@ import org.apache.hadoop.fs.Path;
 
 /**
  * A live data file of a {@link Snapshot}: an {@code add} action of the Delta log after replay,
- * with the tags indexeddf writes (its bucket, its file id, whether its rows are sorted).
+ * with the tags indexeddf writes (its bucket, its file id, whether its rows are sorted) and its
+ * deletion vector, if any.
  */
 public final class AddFile {
     /** Decoded relative path (or absolute URI) as the log names it. */
@@ -19,9 +20,11 @@ public final class AddFile {
     public final long fileId;
     /** The rows are in index-column order ({@code indexeddf.sorted} tag "true"). */
     public final boolean sorted;
+    /** The rows of the file that are no longer in the table ({@code add.deletionVector}), or null: none. */
+    public final DeletionVectorDescriptor deletionVector;
 
     AddFile(String path, Path location, long size, long modificationTime, Integer bucket, long fileId,
-            boolean sorted) {
+            boolean sorted, DeletionVectorDescriptor deletionVector) {
         this.path = path;
         this.location = location;
         this.size = size;
@@ -29,5 +32,6 @@ public final class AddFile {
         this.bucket = bucket;
         this.fileId = fileId;
         this.sorted = sorted;
+        this.deletionVector = deletionVector;
     }
 }

@@ -20,7 +20,8 @@ import org.apache.hadoop.fs.Path;
  *
  * <p>Prints {@code version}, {@code latestVersion}, {@code protocol}, {@code schemaString},
  * {@code indexColumns}, {@code numBuckets}, {@code files} (live paths, sorted, each with its
- * bucket and file id) and {@code indexes} (by name: columns, kind, state, numBuckets, index
+ * bucket and file id, and, when it has one, its {@code deletionVector}: unique id and
+ * cardinality) and {@code indexes} (by name: columns, kind, state, numBuckets, index
  * file paths sorted; null when the log leaves them unknown). A typed refusal prints
  * {@code {"error": name, "message": ...}} and exits with status 2.
  */
@@ -78,6 +79,11 @@ public final class LogDump {
             }
             o.put("fileId", a.fileId);
             o.put("sorted", a.sorted);
+            if (a.deletionVector != null) {  // only then: the Python side's dump has no such key
+                ObjectNode dv = o.putObject("deletionVector");
+                dv.put("uniqueId", a.deletionVector.uniqueId());
+                dv.put("cardinality", a.deletionVector.cardinality);
+            }
         }
         if (s.indexes == null) {
             out.putNull("indexes");

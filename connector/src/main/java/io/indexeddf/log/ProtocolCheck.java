@@ -12,13 +12,15 @@ import org.apache.hadoop.fs.Path;
 
 /**
  * What the Python reader refuses is refused here too, with the same error names: reader
- * protocol versions and features it does not implement, deletion vectors, column mapping,
- * partition columns, nested columns, Delta tables indexeddf has not indexed.
+ * protocol versions and features it does not implement, column mapping, partition columns,
+ * nested columns, Delta tables indexeddf has not indexed. Deletion vectors are read
+ * ({@link DeletionVectors}): every read path of the connector drops the rows they delete.
  */
 final class ProtocolCheck {
     /** The reader features (protocol 3) indexeddf reads. */
     static final Set<String> READ_FEATURES =
-        new HashSet<>(Arrays.asList("timestampNtz", "vacuumProtocolCheck", "appendOnly", "invariants"));
+        new HashSet<>(Arrays.asList("timestampNtz", "vacuumProtocolCheck", "appendOnly", "invariants",
+            "deletionVectors"));
 
     private ProtocolCheck() {
     }
@@ -45,12 +47,8 @@ final class ProtocolCheck {
             + "(with the features it implements). Read it with a newer Delta engine.");
     }
 
-    /** An {@code add} or {@code remove} without a deletion vector or partition values. */
+    /** An {@code add} or {@code remove} without partition values. */
     static void refuseFileFeatures(JsonNode body) {
-        JsonNode dv = body.get("deletionVector");
-        if (dv != null && !dv.isNull()) {
-            throw IndexedDFException.unsupportedFeature("deletionVectors");
-        }
         JsonNode pv = body.get("partitionValues");
         if (pv != null && pv.size() > 0) {
             throw IndexedDFException.unsupportedFeature("partitionColumns");

@@ -16,13 +16,17 @@ import org.apache.hadoop.fs.Path;
 /**
  * The replay of a table's log up to one version: the newest classic checkpoint at or before it
  * ({@code _last_checkpoint} names the newest one), then the JSON commits after it;
- * {@code add}/{@code remove} reconciled by path, the latest {@code protocol} and {@code metaData}
- * winning, each commit's index actions applied to the index log ({@link IndexLog}).
+ * {@code add}/{@code remove} reconciled by path and deletion vector ({@code (path,
+ * deletionVector.uniqueId)} is a file's key, PROTOCOL.md "Action Reconciliation": a commit that
+ * gives a file a new DV removes the file with its old DV and adds it with the new one, in either
+ * order), the latest {@code protocol} and {@code metaData} winning, each commit's index actions
+ * applied to the index log ({@link IndexLog}).
  */
 final class Replay {
     private final Path root;
     JsonNode protocol;
     JsonNode metadata;
+    /** Live files by {@link #key}. */
     final LinkedHashMap<String, AddFile> adds = new LinkedHashMap<>();
     final Map<String, Long> tombstoneIds = new HashMap<>();
     final Map<Long, Long> tombstones = new HashMap<>();
@@ -69,6 +73,14 @@ final class Replay {
             throw IndexedDFException.corrupt(log.root, "version " + target + " has no protocol or metaData action");
         }
         ProtocolCheck.checkReadable(log.root, state.protocol, state.metadata);
+        // A file re-vectored with its remove after its add (Delta writers may order them so)
+        // is live, not removed: no tombstone for it.
+        for (AddFile a : state.adds.values()) {
+            Long id = state.tombstoneIds.remove(a.path);
+            if (id != null) {
+                state.tombstones.remove(id);
+            }
+        }
         return new Snapshot(log.root, target, state.protocol, state.metadata, new ArrayList<>(state.adds.values()),
             state.tombstones, state.indexes);
     }
@@ -106,9 +118,10 @@ final class Replay {
                                 source + ": tag " + DeltaLog.TAG_BUCKET + " must be a decimal string");
                         }
                     }
-                    adds.put(path, new AddFile(path, location(encoded, source), body.path("size").asLong(),
+                    DeletionVectorDescriptor dv = DeletionVectorDescriptor.of(body, root, source);
+                    adds.put(key(path, dv), new AddFile(path, location(encoded, source), body.path("size").asLong(),
                         body.path("modificationTime").asLong(), bucket, FileIds.fileId(tags, path, source),
-                        "true".equals(tags.path(DeltaLog.TAG_SORTED).asText(null))));
+                        "true".equals(tags.path(DeltaLog.TAG_SORTED).asText(null)), dv));
                     Long was = tombstoneIds.remove(path);
                     if (was != null) {
                         tombstones.remove(was);
@@ -118,7 +131,8 @@ final class Replay {
                 case "remove": {
                     ProtocolCheck.refuseFileFeatures(body);
                     String path = decodePath(body.path("path").asText(), source);
-                    AddFile live = fromCheckpoint ? null : adds.remove(path);
+                    AddFile live = fromCheckpoint ? null
+                        : adds.remove(key(path, DeletionVectorDescriptor.of(body, root, source)));
                     // A remove without our tags keeps the id the live file had.
                     long id = live != null ? live.fileId : FileIds.fileId(body.path("tags"), path, source);
                     long size = body.hasNonNull("size") ? body.path("size").asLong() : live != null ? live.size : 0;
@@ -135,6 +149,11 @@ final class Replay {
                     break;  // txn, commitInfo, cdc, domainMetadata, ...: nothing a scan needs
             }
         }
+    }
+
+    /** A file's key in the set of live files: its path, and its DV's unique id when it has one. */
+    private static String key(String path, DeletionVectorDescriptor dv) {
+        return dv == null ? path : path + "\u0000" + dv.uniqueId();
     }
 
     private static String decodePath(String encoded, Path source) {

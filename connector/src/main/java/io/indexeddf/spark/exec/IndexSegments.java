@@ -12,6 +12,7 @@ import org.apache.hadoop.fs.Path;
 import org.apache.spark.sql.SparkSession;
 import org.apache.spark.sql.catalyst.InternalRow;
 import org.apache.spark.sql.execution.datasources.PartitionedFile;
+import org.apache.spark.sql.execution.datasources.parquet.ParquetFileFormat;
 import org.apache.spark.sql.types.DataTypes;
 import org.apache.spark.sql.types.StructType;
 import org.apache.spark.sql.vectorized.ColumnarBatch;
@@ -96,7 +97,7 @@ public final class IndexSegments {
     public static Function1<PartitionedFile, Iterator<InternalRow>> entryReader(SparkSession session, Configuration conf) {
         Seq<org.apache.spark.sql.sources.Filter> none = CollectionConverters.asScala(
             new java.util.ArrayList<org.apache.spark.sql.sources.Filter>()).toList();
-        return ParquetRows.reader(session, ENTRY_SCHEMA, ENTRY_SCHEMA, none, true, conf);
+        return ParquetRows.reader(session, new ParquetFileFormat(), ENTRY_SCHEMA, ENTRY_SCHEMA, none, true, conf);
     }
 
     /**
@@ -125,7 +126,7 @@ public final class IndexSegments {
         Map<Long, Integer> ids = new HashMap<>();
         long[] idTable = new long[4];
         int count = 0;
-        Iterator<InternalRow> it = reader.apply(ParquetRows.split(path, 0, size, size, 0));
+        Iterator<InternalRow> it = reader.apply(ParquetRows.split(path, 0, size, size, 0, DeletionVectorFormat.metadata(null)));
         while (it.hasNext()) {
             Object next = it.next();
             ColumnarBatch batch = (ColumnarBatch) next;

@@ -1,6 +1,8 @@
 package io.indexeddf.spark.exec;
 
 import io.indexeddf.log.AddFile;
+import io.indexeddf.log.DeletionVectorDescriptor;
+import io.indexeddf.log.DeletionVectors;
 import io.indexeddf.log.IndexLog;
 import io.indexeddf.log.Snapshot;
 import java.io.IOException;
@@ -23,6 +25,7 @@ import org.apache.spark.sql.catalyst.expressions.InSet;
 import org.apache.spark.sql.catalyst.expressions.InterpretedPredicate;
 import org.apache.spark.sql.execution.datasources.DataSourceStrategy$;
 import org.apache.spark.sql.execution.datasources.PartitionedFile;
+import org.apache.spark.sql.execution.datasources.parquet.ParquetFileFormat;
 import org.apache.spark.sql.types.StructType;
 import scala.Function1;
 import scala.Option;
@@ -53,29 +56,34 @@ public final class LookupReader {
         final long[] wanted;
         /** Bytes to read. */
         final long length;
+        /** The file's deletion vector, or null: its rows are dropped from candidates and scans. */
+        final DeletionVectorDescriptor dv;
 
-        private Piece(String path, long fileSize, long modificationTime, int[] groups, long[] wanted, long length) {
+        private Piece(String path, long fileSize, long modificationTime, int[] groups, long[] wanted, long length,
+                      DeletionVectorDescriptor dv) {
             this.path = path;
             this.fileSize = fileSize;
             this.modificationTime = modificationTime;
             this.groups = groups;
             this.wanted = wanted;
             this.length = length;
+            this.dv = dv;
         }
 
         /** The whole live file {@code a} (a hybrid scan's piece, and what tasks that probe are told of a file). */
         static Piece whole(AddFile a) {
-            return new Piece(a.location.toString(), a.size, a.modificationTime, null, null, a.size);
+            return new Piece(a.location.toString(), a.size, a.modificationTime, null, null, a.size, a.deletionVector);
         }
 
         /** Row groups {@code groups} of this whole file, with the rows at offsets {@code wanted} of them. */
         Piece rows(int[] groups, long[] wanted, long length) {
-            return new Piece(path, fileSize, modificationTime, groups, wanted, length);
+            return new Piece(path, fileSize, modificationTime, groups, wanted, length, dv);
         }
 
-        /** The whole file as Spark's readers take a split. */
+        /** The whole file as Spark's readers take a split (with its DV, for {@link DeletionVectorFormat}). */
         PartitionedFile split() {
-            return ParquetRows.split(new org.apache.hadoop.fs.Path(path), 0, fileSize, fileSize, modificationTime);
+            return ParquetRows.split(new org.apache.hadoop.fs.Path(path), 0, fileSize, fileSize, modificationTime,
+                DeletionVectorFormat.metadata(dv));
         }
     }
 
@@ -93,6 +101,8 @@ public final class LookupReader {
         public long bytes;
         /** Bytes of the unindexed files alone. */
         public long scanBytes;
+        /** Whether some unindexed file has a deletion vector (its scan applies it). */
+        public boolean dvScans;
     }
 
     /** The row groups holding candidate rows of {@code plan}'s keys (probed through the index), and its scans. */
@@ -109,6 +119,7 @@ public final class LookupReader {
         addCandidates(out, candidates, files, conf);
         for (AddFile a : plan.scan) {
             out.scans.add(Piece.whole(a));
+            out.dvScans |= a.deletionVector != null;
             out.bytes += a.size;
             out.scanBytes += a.size;
         }
@@ -118,15 +129,25 @@ public final class LookupReader {
     /**
      * Adds the pieces holding {@code candidates} (data file id, ascending -> candidate row
      * ordinals, ascending, distinct) of the whole files {@code files} (by id) to {@code out}.
+     * The index may still name rows a file's deletion vector deletes: they are no candidates
+     * (on the driver, and in the tasks that probe, {@link ProbeRDD}).
      */
     static void addCandidates(Pieces out, Map<Long, int[]> candidates, Map<Long, Piece> files, Configuration conf)
             throws IOException {
+        Map<Long, int[]> live = new java.util.LinkedHashMap<>();
+        for (Map.Entry<Long, int[]> e : candidates.entrySet()) {
+            DeletionVectorDescriptor dv = files.get(e.getKey()).dv;
+            int[] rows = dv == null ? e.getValue() : DeletionVectors.read(dv, conf).keep(e.getValue());
+            if (rows.length > 0) {
+                live.put(e.getKey(), rows);
+            }
+        }
         List<java.util.concurrent.Callable<ParquetRows.Footer>> footerLoads = new ArrayList<>();
-        for (Long id : candidates.keySet()) {
+        for (Long id : live.keySet()) {
             footerLoads.add(() -> ParquetRows.footer(new org.apache.hadoop.fs.Path(files.get(id).path), conf));
         }
         java.util.Iterator<ParquetRows.Footer> footers = inParallel(footerLoads).iterator();
-        for (Map.Entry<Long, int[]> e : candidates.entrySet()) {
+        for (Map.Entry<Long, int[]> e : live.entrySet()) {
             addPieces(out, files.get(e.getKey()), footers.next(), e.getValue());
         }
     }
@@ -174,7 +195,7 @@ public final class LookupReader {
                                       List<Attribute> output, Configuration conf, long maxRows) throws IOException {
         Expression bound = bound(condition, output);
         Function1<PartitionedFile, Iterator<InternalRow>> scanReader =
-            pieces.scans.isEmpty() ? null : scanReader(session, schema, required, condition, conf);
+            pieces.scans.isEmpty() ? null : scanReader(session, schema, required, condition, conf, pieces.dvScans);
         List<java.util.concurrent.Callable<List<InternalRow>>> reads = new ArrayList<>();
         for (Piece p : pieces.rowGroups) {
             reads.add(() -> readGroups(groupReader, p, bound));
@@ -215,10 +236,16 @@ public final class LookupReader {
         return predicate;
     }
 
-    /** A reader of unindexed files: the filter's conjuncts let Parquet skip their row groups. */
+    /**
+     * A reader of unindexed files: the filter's conjuncts let Parquet skip their row groups.
+     * With {@code deletionVectors} (some file of the version has one), it drops the rows a
+     * piece's DV deletes ({@link DeletionVectorFormat}, by row index: skipped row groups leave
+     * no ordinal to count).
+     */
     public static Function1<PartitionedFile, Iterator<InternalRow>> scanReader(SparkSession session, StructType schema,
-            StructType required, Expression condition, Configuration conf) {
-        return ParquetRows.reader(session, schema, required, pushed(condition), false, conf);
+            StructType required, Expression condition, Configuration conf, boolean deletionVectors) {
+        return ParquetRows.reader(session, deletionVectors ? new DeletionVectorFormat() : new ParquetFileFormat(),
+            schema, required, pushed(condition), false, conf);
     }
 
     /** The rows of {@code rows} (a whole file, hybrid scan) that satisfy {@code bound}, copied. */

@@ -108,17 +108,17 @@ public final class ParquetRows {
     }
 
     /**
-     * A reader of files with {@code dataSchema} giving the columns of {@code required}: rows
+     * A reader ({@code format}'s) of files with {@code dataSchema} giving the columns of {@code required}: rows
      * (each reused by the next; copy what you keep), or, with {@code batches}, the columnar
      * batches themselves (cast each element to {@code ColumnarBatch}). {@code filters} let the
      * Parquet reader skip row groups by statistics and bloom filters.
      */
-    static Function1<PartitionedFile, Iterator<InternalRow>> reader(SparkSession session, StructType dataSchema,
-            StructType required, Seq<Filter> filters, boolean batches, Configuration conf) {
+    static Function1<PartitionedFile, Iterator<InternalRow>> reader(SparkSession session, ParquetFileFormat format,
+            StructType dataSchema, StructType required, Seq<Filter> filters, boolean batches, Configuration conf) {
         // Building a reader broadcasts the Hadoop configuration (milliseconds): readers without
-        // filters are kept per session and schema.
-        String key = filters.isEmpty()
-            ? sessionId(session) + "|" + batches + "|" + dataSchema.json() + "|" + required.json() : null;
+        // filters are kept per session, format and schema.
+        String key = filters.isEmpty() ? sessionId(session) + "|" + format.getClass().getSimpleName() + "|" + batches
+            + "|" + dataSchema.json() + "|" + required.json() : null;
         if (key != null) {
             synchronized (READERS) {
                 Function1<PartitionedFile, Iterator<InternalRow>> r = READERS.get(key);
@@ -131,7 +131,7 @@ public final class ParquetRows {
             .updated("returning_batch", Boolean.toString(batches));
         // A copy: Spark sets the requested schema in the configuration it is given and
         // broadcasts that very object, which a later reader built on it would change.
-        Function1<PartitionedFile, Iterator<InternalRow>> r = new ParquetFileFormat().buildReaderWithPartitionValues(
+        Function1<PartitionedFile, Iterator<InternalRow>> r = format.buildReaderWithPartitionValues(
             session, dataSchema, new StructType(), required, filters, options, new Configuration(conf));
         if (key != null) {
             synchronized (READERS) {
@@ -146,10 +146,13 @@ public final class ParquetRows {
         return ((org.apache.spark.sql.classic.SparkSession) session).sessionUUID();
     }
 
-    /** The byte range {@code [start, start + length)} of a file, as Spark's readers take a split. */
-    static PartitionedFile split(Path path, long start, long length, long fileSize, long modificationTime) {
-        scala.collection.immutable.Map<String, Object> none = scala.collection.immutable.Map$.MODULE$.empty();
+    /**
+     * The byte range {@code [start, start + length)} of a file, as Spark's readers take a split,
+     * with the file's {@code metadata} (its deletion vector: {@link DeletionVectorFormat#metadata}).
+     */
+    static PartitionedFile split(Path path, long start, long length, long fileSize, long modificationTime,
+                                 scala.collection.immutable.Map<String, Object> metadata) {
         return new PartitionedFile(InternalRow.empty(), SparkPath$.MODULE$.fromPath(path), start, length,
-            new String[0], modificationTime, fileSize, none);
+            new String[0], modificationTime, fileSize, metadata);
     }
 }

@@ -86,7 +86,10 @@ public final class ProbeRows {
         }
         HadoopFsRelation rel = (HadoopFsRelation) ((LogicalRelation) n).relation();
         List<Attribute> output = CollectionConverters.asJava(n.output());
-        if (!(rel.fileFormat() instanceof ParquetFileFormat) || !rel.partitionSchema().isEmpty()
+        // Spark's Parquet format, or ours for deletion vectors: another subclass (delta-spark's)
+        // may need columns of its own plan to read right, so a Spark job reads it.
+        if (!(rel.fileFormat().getClass() == ParquetFileFormat.class || rel.fileFormat() instanceof DeletionVectorFormat)
+                || !rel.partitionSchema().isEmpty()
                 || output.size() != rel.dataSchema().size()
                 || (filter != null && !filter.condition().deterministic())
                 || (project != null && !project.deterministic())) {
@@ -105,8 +108,10 @@ public final class ProbeRows {
             return null;
         }
         Configuration conf = ((org.apache.spark.sql.classic.SparkSession) session).sessionState().newHadoopConf();
-        Function1<PartitionedFile, Iterator<InternalRow>> reader = ParquetRows.reader(session, rel.dataSchema(),
-            rel.dataSchema(), scala.collection.immutable.List$.MODULE$.empty(), false, conf);
+        // The relation's own format: an indexeddf version with deletion vectors drops deleted rows.
+        Function1<PartitionedFile, Iterator<InternalRow>> reader = ParquetRows.reader(session,
+            (ParquetFileFormat) rel.fileFormat(), rel.dataSchema(), rel.dataSchema(),
+            scala.collection.immutable.List$.MODULE$.empty(), false, conf);
         BasePredicate keep = null;
         if (filter != null) {
             keep = new InterpretedPredicate(LookupReader.bound(filter.condition(), output));
@@ -123,7 +128,7 @@ public final class ProbeRows {
         List<InternalRow> out = new ArrayList<>();
         for (FileStatusWithMetadata f : files) {
             Iterator<InternalRow> rows = reader.apply(ParquetRows.split(f.getPath(), 0, f.getLen(), f.getLen(),
-                f.getModificationTime()));
+                f.getModificationTime(), f.metadata()));
             while (rows.hasNext() && out.size() <= maxRows) {
                 InternalRow r = rows.next();
                 if (keep == null || keep.eval(r)) {

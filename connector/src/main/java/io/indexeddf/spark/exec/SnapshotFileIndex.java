@@ -18,7 +18,7 @@ import scala.jdk.javaapi.CollectionConverters;
 
 /**
  * Exactly the live files of one snapshot, as the log describes them (size, modification
- * time): no listing, no file system call, whatever the query. The table is unpartitioned;
+ * time) and deletion vector: no listing, no file system call, whatever the query. The table is unpartitioned;
  * Spark's Parquet reader prunes columns and row groups, and a bucketed relation prunes
  * files by bucket.
  */
@@ -38,14 +38,24 @@ public final class SnapshotFileIndex implements FileIndex {
         this.version = snapshot.version;
         List<FileStatusWithMetadata> out = new ArrayList<>(snapshot.files.size());
         long total = 0;
-        scala.collection.immutable.Map<String, Object> noMetadata = scala.collection.immutable.Map$.MODULE$.empty();
         for (AddFile a : snapshot.files) {
             FileStatus st = new FileStatus(a.size, false, 1, BLOCK_SIZE, a.modificationTime, a.location);
-            out.add(new FileStatusWithMetadata(st, noMetadata));
+            // A file's deletion vector rides with it to the reader (DeletionVectorFormat).
+            out.add(new FileStatusWithMetadata(st, DeletionVectorFormat.metadata(a.deletionVector)));
             total += a.size;
         }
         this.files = out;
         this.size = total;
+    }
+
+    /** Whether some live file has a deletion vector (the relation then reads with {@link DeletionVectorFormat}). */
+    public static boolean hasDeletionVectors(Snapshot snapshot) {
+        for (AddFile a : snapshot.files) {
+            if (a.deletionVector != null) {
+                return true;
+            }
+        }
+        return false;
     }
 
     /** The snapshot whose files these are (the driver-side lookup plans on it). */

@@ -38,7 +38,8 @@ import io.indexeddf.log.Snapshot;
  * of {@code indexeddf.`/path`} and SQL inserts all come here. It replays the table's Delta
  * log ({@link DeltaLog}) and hands Spark a {@link HadoopFsRelation} over exactly the
  * snapshot's live files ({@link SnapshotFileIndex}): Spark's own vectorized Parquet reads with
- * column pruning and filter pushdown, and, when every file carries its bucket, the table's
+ * column pruning and filter pushdown (rows deleted by deletion vectors dropped by
+ * {@link DeletionVectorFormat}), and, when every file carries its bucket, the table's
  * bucketing ({@link BucketSpec}) so bucket pruning and bucketed joins work. Also the options
  * and table locations the provider takes (Hadoop schemes for fsspec URLs).
  */
@@ -88,8 +89,11 @@ public final class TableRelation {
         }
         Option<BucketSpec> bucketing = bucketSpec(snapshot, schema);
         scala.collection.immutable.Map<String, String> noOptions = scala.collection.immutable.Map$.MODULE$.empty();
+        // Versions without deletion vectors read exactly as Spark reads Parquet (columnar batches).
+        ParquetFileFormat format = SnapshotFileIndex.hasDeletionVectors(snapshot) ? new DeletionVectorFormat()
+            : new ParquetFileFormat();
         return new HadoopFsRelation(new SnapshotFileIndex(snapshot), new StructType(), schema, bucketing,
-            new ParquetFileFormat(), noOptions, session);
+            format, noOptions, session);
     }
 
     private static Long timeTravel(Map<String, String> opts, DeltaLog log) {

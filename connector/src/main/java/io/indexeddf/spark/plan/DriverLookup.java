@@ -258,7 +258,8 @@ public final class DriverLookup extends Rule<LogicalPlan> {
             // unset: each executor's own default (a quarter of its heap), not the driver's
             session.conf().contains("spark.indexeddf.cache.maxBytes") ? limits.cacheMaxBytes : -1,
             RowGroupReader.of(session, schema, required, conf),
-            plan.scan.isEmpty() ? null : LookupReader.scanReader(session, schema, required, condition, conf),
+            plan.scan.isEmpty() ? null : LookupReader.scanReader(session, schema, required, condition, conf,
+                plan.scan.stream().anyMatch(a -> a.deletionVector != null)),
             LookupReader.bound(condition, read));
         return relation(rdd, read);
     }
@@ -278,7 +279,8 @@ public final class DriverLookup extends Rule<LogicalPlan> {
         org.apache.spark.sql.classic.SparkSession classic = (org.apache.spark.sql.classic.SparkSession) session;
         LookupRDD rdd = new LookupRDD(classic.sparkContext(), pieces, classic.sparkContext().defaultParallelism() * 2,
             groups,
-            pieces.scans.isEmpty() ? null : LookupReader.scanReader(session, schema, required, condition, conf),
+            pieces.scans.isEmpty() ? null
+                : LookupReader.scanReader(session, schema, required, condition, conf, pieces.dvScans),
             LookupReader.bound(condition, read));
         return relation(rdd, read);
     }

@@ -1,0 +1,183 @@
+package io.indexeddf.spark.exec;
+
+import io.indexeddf.log.DeletionVectorDescriptor;
+import io.indexeddf.log.DeletionVectors;
+import java.util.ArrayList;
+import java.util.List;
+
+import org.apache.hadoop.conf.Configuration;
+import org.apache.spark.broadcast.Broadcast;
+import org.apache.spark.sql.SparkSession;
+import org.apache.spark.sql.catalyst.InternalRow;
+import org.apache.spark.sql.catalyst.expressions.BoundReference;
+import org.apache.spark.sql.catalyst.expressions.Expression;
+import org.apache.spark.sql.catalyst.expressions.UnsafeProjection;
+import org.apache.spark.sql.execution.datasources.PartitionedFile;
+import org.apache.spark.sql.execution.datasources.parquet.ParquetFileFormat;
+import org.apache.spark.sql.execution.datasources.parquet.ParquetFileFormat$;
+import org.apache.spark.sql.sources.Filter;
+import org.apache.spark.sql.types.LongType$;
+import org.apache.spark.sql.types.Metadata;
+import org.apache.spark.sql.types.StructField;
+import org.apache.spark.sql.types.StructType;
+import org.apache.spark.util.SerializableConfiguration;
+import scala.Function1;
+import scala.Option;
+import scala.collection.Iterator;
+import scala.collection.immutable.Seq;
+import scala.jdk.javaapi.CollectionConverters;
+import scala.reflect.ClassTag$;
+import scala.runtime.AbstractFunction1;
+
+/**
+ * Spark's Parquet format for a table version where some live file has a deletion vector: the
+ * rows a file's DV deletes never leave the reader. Each file's DV rides with the file itself
+ * ({@link #METADATA_KEY} in its {@code FileStatusWithMetadata} metadata, which Spark hands to
+ * the reader as the split's {@code otherConstantMetadataColumnValues}, as delta-spark does);
+ * a file with one is read with Spark's row-index column (each row's ordinal in its file, which
+ * the Parquet reader computes even when it skips row groups or pages), rows whose ordinal the
+ * DV holds are dropped and the column is projected away. Files without a DV are read as Spark
+ * reads them.
+ *
+ * <p>The cost: rows, not columnar batches ({@link #supportBatch} is false: a batch cannot drop
+ * rows), and one copy of each row of a file with a DV. Versions without any DV keep the plain
+ * {@link ParquetFileFormat} ({@link TableRelation#read}) and its batches.
+ */
+public final class DeletionVectorFormat extends ParquetFileFormat {
+    private static final long serialVersionUID = 1L;
+    /** The key of a file's {@link DeletionVectorDescriptor} in its metadata. */
+    public static final String METADATA_KEY = "indexeddf_deletion_vector";
+
+    /** The metadata of a file with deletion vector {@code dv} (none when null). */
+    public static scala.collection.immutable.Map<String, Object> metadata(DeletionVectorDescriptor dv) {
+        scala.collection.immutable.Map<String, Object> none = scala.collection.immutable.Map$.MODULE$.empty();
+        return dv == null ? none : none.updated(METADATA_KEY, dv);
+    }
+
+    /** The deletion vector of split {@code f}, or null. */
+    static DeletionVectorDescriptor of(PartitionedFile f) {
+        Option<Object> v = f.otherConstantMetadataColumnValues().get(METADATA_KEY);
+        return v.isDefined() ? (DeletionVectorDescriptor) v.get() : null;
+    }
+
+    @Override
+    public boolean supportBatch(SparkSession session, StructType schema) {
+        return false;
+    }
+
+    @Override
+    public Function1<PartitionedFile, Iterator<InternalRow>> buildReaderWithPartitionValues(
+            SparkSession session, StructType dataSchema, StructType partitionSchema, StructType requiredSchema,
+            Seq<Filter> filters, scala.collection.immutable.Map<String, String> options, Configuration hadoopConf) {
+        scala.collection.immutable.Map<String, String> rows = options.updated("returning_batch", "false");
+        // Copies: Spark writes the requested schema into the configuration it builds a reader
+        // with and broadcasts that very object.
+        Function1<PartitionedFile, Iterator<InternalRow>> plain = super.buildReaderWithPartitionValues(session,
+            dataSchema, partitionSchema, requiredSchema, filters, rows, new Configuration(hadoopConf));
+        String rowIndex = ParquetFileFormat$.MODULE$.ROW_INDEX_TEMPORARY_COLUMN_NAME();
+        int at = java.util.Arrays.asList(requiredSchema.fieldNames()).indexOf(rowIndex);
+        StructType withIndex = requiredSchema;
+        if (at < 0) {  // the query did not ask for _metadata.row_index itself: add it, and drop it after
+            at = requiredSchema.size();
+            // Nullable: the reader refuses a required column that the file lacks.
+            withIndex = requiredSchema.add(new StructField(rowIndex, LongType$.MODULE$, true, Metadata.empty()));
+        }
+        Function1<PartitionedFile, Iterator<InternalRow>> indexed = super.buildReaderWithPartitionValues(session,
+            dataSchema, partitionSchema, withIndex, filters, rows, new Configuration(hadoopConf));
+        // The output: the required columns, then the partition columns (the reader's order),
+        // without the added row index.
+        List<Expression> keep = new ArrayList<>();
+        List<StructField> read = new ArrayList<>(java.util.Arrays.asList(withIndex.fields()));
+        read.addAll(java.util.Arrays.asList(partitionSchema.fields()));
+        for (int i = 0; i < read.size(); i++) {
+            if (i != at) {
+                keep.add(new BoundReference(i, read.get(i).dataType(), read.get(i).nullable()));
+            }
+        }
+        Broadcast<SerializableConfiguration> conf = session.sparkContext().broadcast(
+            new SerializableConfiguration(hadoopConf), ClassTag$.MODULE$.apply(SerializableConfiguration.class));
+        return new Reader(plain, indexed, at, withIndex == requiredSchema ? null : keep, conf);
+    }
+
+    /** Reads a split: plainly without a DV, else with the row index, dropping deleted rows. */
+    private static final class Reader extends AbstractFunction1<PartitionedFile, Iterator<InternalRow>>
+            implements java.io.Serializable {
+        private static final long serialVersionUID = 1L;
+        private final Function1<PartitionedFile, Iterator<InternalRow>> plain;
+        private final Function1<PartitionedFile, Iterator<InternalRow>> indexed;
+        private final int rowIndex;
+        /** The columns to keep (bound), or null when the row index is one the query asked for. */
+        private final List<Expression> keep;
+        private final Broadcast<SerializableConfiguration> conf;
+
+        Reader(Function1<PartitionedFile, Iterator<InternalRow>> plain,
+               Function1<PartitionedFile, Iterator<InternalRow>> indexed, int rowIndex, List<Expression> keep,
+               Broadcast<SerializableConfiguration> conf) {
+            this.plain = plain;
+            this.indexed = indexed;
+            this.rowIndex = rowIndex;
+            this.keep = keep;
+            this.conf = conf;
+        }
+
+        @Override
+        public Iterator<InternalRow> apply(PartitionedFile file) {
+            DeletionVectorDescriptor dv = of(file);
+            if (dv == null) {
+                return plain.apply(file);
+            }
+            DeletionVectors.Rows deleted = DeletionVectors.read(dv, conf.value().value());
+            Iterator<InternalRow> rows = indexed.apply(file);
+            UnsafeProjection project = keep == null ? null
+                : UnsafeProjection.create(CollectionConverters.asScala(keep).toList());
+            return new Kept(rows, deleted, rowIndex, project);
+        }
+    }
+
+    /** The rows of {@code rows} whose row index {@code deleted} does not hold, projected. */
+    static final class Kept extends scala.collection.AbstractIterator<InternalRow> {
+        private final Iterator<InternalRow> rows;
+        private final DeletionVectors.Rows deleted;
+        private final int rowIndex;
+        private final UnsafeProjection project;
+        private InternalRow next;
+
+        Kept(Iterator<InternalRow> rows, DeletionVectors.Rows deleted, int rowIndex, UnsafeProjection project) {
+            this.rows = rows;
+            this.deleted = deleted;
+            this.rowIndex = rowIndex;
+            this.project = project;
+        }
+
+        @Override
+        public boolean hasNext() {
+            while (next == null && rows.hasNext()) {
+                InternalRow r = rows.next();
+                if (!deleted.contains(r.getLong(rowIndex))) {
+                    next = r;
+                }
+            }
+            return next != null;
+        }
+
+        @Override
+        public InternalRow next() {
+            if (!hasNext()) {
+                throw new java.util.NoSuchElementException();
+            }
+            InternalRow r = next;
+            next = null;
+            return project == null ? r : project.apply(r);
+        }
+    }
+
+    @Override
+    public boolean equals(Object other) {
+        return other instanceof DeletionVectorFormat;
+    }
+
+    @Override
+    public int hashCode() {
+        return DeletionVectorFormat.class.hashCode();
+    }
+}
