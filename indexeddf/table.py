@@ -198,8 +198,9 @@ class IndexedTable(TableAdmin):
         """``UPDATE table SET column = expression, ... [WHERE predicate]``, as delta-rs's
         ``DeltaTable.update``: ``updates`` maps columns to SQL expressions over the row
         (``{"v": "v + 1", "s": "upper(s)"}``), ``predicate`` is SQL text (every row when
-        None). Copy on write, one commit; the index finds the rows when the predicate fixes
-        its columns. Returns the metrics (``version``: the version committed, None when no
+        None). One commit: copy on write, or deletion vectors when the table has
+        ``delta.enableDeletionVectors = true`` (docs/changes.md); the index finds the rows when
+        the predicate fixes its columns. Returns the metrics (``version``: the version committed, None when no
         row matched). An update of an index column moves the row to its new bucket.
 
         Called with no arguments it keeps its old meaning, :meth:`update_incremental`
@@ -222,7 +223,8 @@ class IndexedTable(TableAdmin):
         DataFrame (collected). ``predicate``: SQL over ``target_alias``'s and
         ``source_alias``'s columns; when it equates every index column with a source
         column, the index finds the matched rows and only the files holding them are
-        rewritten. ``txn=(app id, version)`` makes the merge idempotent."""
+        rewritten (or given deletion vectors, with ``delta.enableDeletionVectors = true``).
+        ``txn=(app id, version)`` makes the merge idempotent."""
         from .changes import TableMerger
 
         return TableMerger(self, source, predicate, source_alias, target_alias, txn)
@@ -423,7 +425,8 @@ class IndexedTable(TableAdmin):
     def delete(self, predicate=None) -> int:
         """``DELETE FROM table [WHERE predicate]``: ``predicate`` is SQL text in Spark
         syntax, any condition (``"user_id = 42"``, ``"v % 1000 = 0 OR s LIKE 'a%'"``), or
-        a pyarrow expression; None deletes every row. Copy on write, one commit; earlier
+        a pyarrow expression; None deletes every row. One commit, copy on write or deletion
+        vectors as for :meth:`update` (a pyarrow expression: copy on write); earlier
         versions keep the rows; the index finds the files when the predicate fixes its
         columns. Returns the new version, or the current one when nothing matched.
         """
