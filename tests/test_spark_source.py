@@ -507,3 +507,21 @@ def test_spark_frames_convert_to_arrow_for_local_writes(spark, tmp_path):
     table = IndexedTable.create(str(tmp_path / "local"), pa.table({"id": pa.array([1], pa.int64())}), index_columns=["id"])
     result = operations.append(table.snapshot, spark.range(2, 5))  # collected, written by this process
     assert sorted(IndexedTable.for_path(str(tmp_path / "local"), version=result.version).to_arrow()["id"].to_pylist()) == [1, 2, 3, 4]
+
+
+def test_configure_points_spark_python_workers_at_this_interpreter(monkeypatch):
+    """A venv's Python run without PYSPARK_PYTHON: the workers get this interpreter; a
+    value the user gave (builder or environment) is kept."""
+    import sys
+
+    from pyspark.sql import SparkSession
+
+    import indexeddf
+
+    monkeypatch.delenv("PYSPARK_PYTHON", raising=False)
+    fresh = SparkSession.Builder()
+    assert indexeddf.configure(fresh)._options["spark.pyspark.python"] == sys.executable
+    given = SparkSession.Builder().config("spark.pyspark.python", "/opt/python")
+    assert indexeddf.configure(given)._options["spark.pyspark.python"] == "/opt/python"
+    monkeypatch.setenv("PYSPARK_PYTHON", "/opt/other")
+    assert "spark.pyspark.python" not in indexeddf.configure(SparkSession.Builder())._options

@@ -104,11 +104,23 @@ def configure(builder):
     changed, see :mod:`indexeddf.spark.connector`) and its session extensions (for
     ``SELECT ... FROM indexeddf.`/path```) to ``spark.sql.extensions``, as delta-spark's
     ``configure_spark_with_delta_pip`` does. Without a JDK the builder comes back
-    unchanged, with a warning, and the session reads through the Python data source.
+    without them, with a warning, and the session reads through the Python data source.
+
+    It also sets ``spark.pyspark.python`` to this interpreter unless the builder or the
+    ``PYSPARK_PYTHON`` environment variable names one: Spark's Python workers (writes
+    run in them) must find this environment's packages, and a virtual environment run
+    without being activated would otherwise give them the system's Python.
     """
+    import os
+    import sys
+
     from .connector import configure as _configure
 
-    return _configure(builder)
+    builder = _configure(builder)
+    options = getattr(builder, "_options", {}) or {}
+    if "spark.pyspark.python" not in options and not os.environ.get("PYSPARK_PYTHON"):
+        builder = builder.config("spark.pyspark.python", sys.executable)
+    return builder
 
 
 def is_spark_dataframe(data: Any) -> bool:
