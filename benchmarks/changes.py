@@ -9,7 +9,9 @@ not timed) in a child process of its own, which reports the merge's wall time an
 process's peak RSS. The source: half existing random keys (updated), half new keys
 (inserted). The anchor is delta-rs's ``DeltaTable.merge(...).when_matched_update_all()
 .when_not_matched_insert_all()`` on a copy of the very same table (it is a Delta table).
-A ``delete:N`` run deletes the N/2 existing keys instead (``k IN (...)``). The
+A ``delete:N`` run deletes the N/2 existing keys instead (``k IN (...)``); a ``reads:N``
+run times lookups and a scan after N deletion-vector upserts against the same rows
+optimized. The
 deletion-vector copy has ``delta.enableDeletionVectors = true`` set before the round
 (not timed). Prints one row per engine: median and spread of the wall time, the ratio
 to delta-rs, and the largest peak RSS.
@@ -117,9 +119,53 @@ def run(args) -> None:
         print(f"table: {args.rows:,} rows, {args.buckets} buckets, built in {time.perf_counter() - t0:.0f} s")
         for spec in args.runs.split(","):
             op, n = spec.split(":")
-            _run_one(table, work, args, op, int(n), IndexedTable)
+            if op == "reads":
+                _reads_after_merges(table, work, args, int(n), IndexedTable)
+            else:
+                _run_one(table, work, args, op, int(n), IndexedTable)
     finally:
         shutil.rmtree(work, ignore_errors=True)
+
+
+def _reads_after_merges(table: Path, work: Path, args, merges: int, IndexedTable) -> None:
+    """Lookups and a scan after ``merges`` deletion-vector upserts of 1,000 rows, against
+    the same rows optimized (no deletion vector, one file a bucket), in this process,
+    warm (the median of 20 repetitions after one untimed)."""
+    changed = work / "changed"
+    shutil.rmtree(changed, ignore_errors=True)
+    shutil.copytree(table, changed)
+    t = IndexedTable.for_path(str(changed))
+    t.set_properties({"delta.enableDeletionVectors": "true"})
+    for i in range(merges):
+        t.merge(source(args.rows, 1000, seed=100 + i), "t.k = s.k", source_alias="s", target_alias="t") \
+            .when_matched_update_all().when_not_matched_insert_all().execute()
+    optimized = work / "optimized"
+    shutil.rmtree(optimized, ignore_errors=True)
+    shutil.copytree(changed, optimized)
+    o = IndexedTable.for_path(str(optimized))
+    o.optimize(mode="full")
+    rng = np.random.default_rng(5)
+    keys = [rng.choice(args.rows, 100, replace=False).tolist() for _ in range(21)]
+
+    def timed(fn) -> float:
+        fn(0)
+        secs = []
+        for i in range(1, 21):
+            t0 = time.perf_counter()
+            fn(i)
+            secs.append(time.perf_counter() - t0)
+        return statistics.median(secs)
+
+    dv_files = sum(a.deletionVector is not None for a in t.snapshot.live_files())
+    print(f"\nreads after {merges} deletion-vector upserts of 1,000 rows ({dv_files} files with a deletion vector, "
+          f"{len(t.snapshot.live_files())} files) vs the same rows optimized ({len(o.snapshot.live_files())} files)")
+    print(f"{'read':<36} {'optimized ms':>13} {'after merges ms':>16} {'ratio':>7}")
+    for name, fn in (("lookup of 100 random keys", lambda tab: (lambda i: tab.lookup(keys[i]))),
+                     ("to_arrow(columns=['v']) (a scan)", lambda tab: (lambda i: tab.to_arrow(columns=["v"])))):
+        base, after = timed(fn(o)), timed(fn(t))
+        print(f"{name:<36} {base * 1000:>13.1f} {after * 1000:>16.1f} {after / base:>6.2f}x")
+    assert t.to_arrow(columns=["k"]).num_rows == o.to_arrow(columns=["k"]).num_rows
+    sys.stdout.flush()
 
 
 def _run_one(table: Path, work: Path, args, op: str, n: int, IndexedTable) -> None:
@@ -163,7 +209,8 @@ def main() -> None:
     p.add_argument("--rows", type=int, default=20_000_000)
     p.add_argument("--buckets", type=int, default=32)
     p.add_argument("--runs", default="merge:10000,merge:100,delete:200",
-                   help="comma-separated OP:N, OP merge (N source rows) or delete (N/2 keys)")
+                   help="comma-separated OP:N: merge (N source rows), delete (N/2 keys), or reads (lookups "
+                        "and a scan after N deletion-vector upserts, against the same rows optimized)")
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--work", default=None, help="folder for the tables (default: the system's temp folder)")
     run(p.parse_args())

@@ -58,12 +58,17 @@ def _read_dataset(snapshot: Snapshot, files: list[AddFile], schema: pa.Schema, c
 def _read_with_deletions(snapshot: Snapshot, files: list[AddFile], schema: pa.Schema, columns: list[str] | None,
                          filter: pc.Expression | None) -> pa.Table:
     """The live rows of ``files`` (each has a deletion vector), projected and filtered in
-    memory (every column is read: the filter may name any)."""
+    memory. Without a filter only ``columns`` are read (a filter may name any column);
+    files are read two at a time (Parquet decoding releases the GIL), in order."""
     import pyarrow.dataset as ds
+    from concurrent.futures import ThreadPoolExecutor
 
-    rows = pa.concat_tables([read_live_rows(snapshot.storage, a, schema, version=snapshot.version) for a in files])
+    read = columns if filter is None else None
+    with ThreadPoolExecutor(2) as pool:
+        rows = pa.concat_tables(list(pool.map(
+            lambda a: read_live_rows(snapshot.storage, a, schema, read, version=snapshot.version), files)))
     if filter is None:
-        return rows if columns is None else rows.select(columns)
+        return rows
     return ds.dataset(rows).to_table(columns=columns, filter=filter)
 
 
