@@ -37,7 +37,7 @@ from ..errors import AmbiguousColumnError, IndexedDFError, InvalidOptionError, S
 
 __all__ = [
     "CompiledExpression", "JoinCondition", "compile_expression", "compile_predicate", "compile_tree",
-    "equality_keys", "merge_columns", "require_boolean", "SUPPORTED_FUNCTIONS", "SEMANTICS",
+    "equality_keys", "merge_columns", "parse_guarded", "require_boolean", "SUPPORTED_FUNCTIONS", "SEMANTICS",
 ]
 
 SEMANTICS = """\
@@ -143,7 +143,7 @@ def compile_expression(text: str, columns: Mapping[str, pa.DataType], *, aliases
     "update of column v"). Unsupported constructs raise ``InvalidOptionError``,
     unknown columns ``SchemaMismatchError``, ambiguous ones ``AmbiguousColumnError``.
     """
-    return _guarded(text, context, lambda tree: compile_tree(tree, columns, text, aliases=aliases, context=context))
+    return parse_guarded(text, context, lambda tree: compile_tree(tree, columns, text, aliases=aliases, context=context))
 
 
 def compile_predicate(text: str, columns: Mapping[str, pa.DataType], *, aliases: Mapping[str, str] | None = None,
@@ -189,7 +189,7 @@ def equality_keys(text: str, columns: Mapping[str, pa.DataType], *, aliases: Map
         residual = compile_tree(residual_tree, columns, residual_text, aliases=aliases, context="merge condition")
         return JoinCondition(keys, require_boolean(residual, "merge condition"), residual_text)
 
-    return _guarded(text, "merge condition", split)
+    return parse_guarded(text, "merge condition", split)
 
 
 def _key_pair(node, resolver, columns, target_prefix, source_prefix) -> tuple[str, str] | None:
@@ -225,15 +225,20 @@ def require_boolean(compiled: CompiledExpression, context: str) -> CompiledExpre
                              "write a condition such as \"v > 0\"")
 
 
-def _guarded(text: Any, context: str, then: Callable[[exp.Expression], Any]) -> Any:
-    """Parse ``text`` and run ``then`` on the tree; any failure becomes a typed error."""
+def parse_guarded(text: Any, context: str, then: Callable[[exp.Expression], Any]) -> Any:
+    """Parse ``text`` (Spark SQL) and run ``then`` on the tree; any failure becomes a typed
+    error naming ``context`` ("predicate", "merge condition", ...): a text too long, nested
+    too deeply, that does not parse, or whose values do not fit."""
     if not isinstance(text, str):
         raise InvalidOptionError(f"a {context} is a SQL string, got {type(text).__name__}")
     if len(text) > MAX_EXPRESSION_CHARS:
         raise InvalidOptionError(f"{context} of {len(text)} characters; at most {MAX_EXPRESSION_CHARS}")
     limit = sys.getrecursionlimit()
     try:
-        # sqlglot descends ~20 Python frames per parenthesis level (see predicate.py).
+        # sqlglot descends about 20 Python frames per level of parentheses: the default
+        # limit would stop near 40 levels. Python-to-Python calls use no C stack on
+        # CPython 3.11+ (on 3.10 a few MiB at this limit, within a thread's 8 MiB), so a
+        # higher limit for the parse is safe; past it (some 500 levels) it is refused.
         sys.setrecursionlimit(max(limit, PARSE_RECURSION_LIMIT))
         tree = sqlglot.parse_one(text, read="spark")
         if tree is None:

@@ -11,18 +11,16 @@ as residual text that a scan evaluates.
 from __future__ import annotations
 
 import datetime as dt
-import sys
 import decimal
 from dataclasses import dataclass, field
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
-import sqlglot
 from sqlglot import exp
 
-from ..errors import IndexedDFError, InvalidOptionError, SchemaMismatchError
-from .expressions import compile_tree, require_boolean
+from ..errors import InvalidOptionError, SchemaMismatchError
+from .expressions import compile_tree, parse_guarded, require_boolean
 
 
 @dataclass(frozen=True)
@@ -45,48 +43,17 @@ class Predicate:
     expression: pc.Expression | None = None
 
 
-PARSE_RECURSION_LIMIT = 10_000
-"""Python's recursion limit while a predicate is parsed (restored afterwards)."""
-MAX_PREDICATE_CHARS = 1_000_000
-"""Longer predicate strings are refused before parsing."""
-
-
 def parse_predicate(text: str, schema: pa.Schema) -> Predicate:
     """Parse ``text`` against ``schema``.
 
     Anything it cannot take raises ``InvalidOptionError`` (or ``SchemaMismatchError``
-    for a column the table lacks) with the reason: never a parser's own exception.
+    for a column the table lacks) with the reason: never a parser's own exception. The
+    guards (length, nesting, the parser's errors) are the expression compiler's.
     """
-    if not isinstance(text, str):
-        raise InvalidOptionError(f"a predicate is a SQL string, got {type(text).__name__}")
-    if len(text) > MAX_PREDICATE_CHARS:
-        raise InvalidOptionError(f"predicate of {len(text)} characters; at most {MAX_PREDICATE_CHARS}")
-    shown = text if len(text) <= 200 else text[:200] + "..."
-    limit = sys.getrecursionlimit()
-    try:
-        # sqlglot descends about 20 Python frames per level of parentheses: the default
-        # limit would stop near 40 levels. Python-to-Python calls use no C stack on
-        # CPython 3.11+ (on 3.10 a few MiB at this limit, within a thread's 8 MiB), so a
-        # higher limit for the parse is safe; past it (some 500 levels) the predicate
-        # is refused below.
-        sys.setrecursionlimit(max(limit, PARSE_RECURSION_LIMIT))
-        return _parse(text, schema)
-    except IndexedDFError:
-        raise
-    except RecursionError:
-        raise InvalidOptionError(f"predicate {shown!r} is nested too deeply to parse; write it with fewer parentheses") from None
-    except sqlglot.errors.SqlglotError as e:
-        raise InvalidOptionError(f"cannot parse predicate {shown!r}: {str(e)[:500]}") from None
-    except (ValueError, ArithmeticError, TypeError, pa.ArrowException) as e:
-        raise InvalidOptionError(f"cannot use predicate {shown!r}: {str(e)[:500]}") from None
-    finally:
-        sys.setrecursionlimit(limit)
+    return parse_guarded(text, "predicate", lambda tree: _parse(tree, text, schema))
 
 
-def _parse(text: str, schema: pa.Schema) -> Predicate:
-    tree = sqlglot.parse_one(text, read="spark")
-    if tree is None:
-        raise InvalidOptionError("an empty predicate: give a condition such as \"user_id = 42\"")
+def _parse(tree: exp.Expression, text: str, schema: pa.Schema) -> Predicate:
     # One translator in the project: the scan expression is the general compiler's.
     columns = dict(zip(schema.names, schema.types))
     compiled = compile_tree(tree, columns, text, context="predicate")
