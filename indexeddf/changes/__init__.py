@@ -2,7 +2,8 @@
 
 - :class:`TableMerger`: the MERGE builder, with delta-rs's names
   (``IndexedTable.merge(...)`` returns one);
-- :func:`update_rows`, :func:`delete_matching`: UPDATE and DELETE;
+- :func:`merge_change`, :func:`update_rows`, :func:`delete_matching`: the change a MERGE,
+  an UPDATE or a DELETE makes (Spark SQL's statements come in through these);
 - :mod:`.engine`: finding the rows (through the index where it can), rewriting the
   files that hold them, one commit.
 
@@ -21,7 +22,7 @@ from ..writer.data import to_arrow_table
 from .clauses import DELETE, INSERT, MATCHED, NOT_MATCHED, NOT_MATCHED_BY_SOURCE, UPDATE, Clause
 from .model import Change, ChangeMetrics
 
-__all__ = ["TableMerger", "ChangeMetrics", "update_rows", "delete_matching"]
+__all__ = ["TableMerger", "ChangeMetrics", "merge_change", "update_rows", "delete_matching"]
 
 
 class TableMerger:
@@ -89,15 +90,27 @@ class TableMerger:
         return self._table._run_change(lambda snapshot: self._change(snapshot), self._txn)
 
     def _change(self, snapshot: Snapshot) -> Change:
+        return merge_change(self._source, self._predicate, self._clauses, self._source_alias,
+                            self._target_alias)(snapshot)
+
+
+def merge_change(source, predicate: str, clauses: list[Clause], source_alias: str = "source",
+                 target_alias: str = "target"):
+    """The change of ``MERGE INTO target USING source ON predicate WHEN ...`` (the clauses in
+    their order; ``source`` an Arrow table), as :func:`update_rows` gives UPDATE's."""
+    if not clauses:
+        raise InvalidOptionError("a merge needs at least one WHEN clause")
+
+    def change(snapshot: Snapshot) -> Change:
         schema = arrow_schema(snapshot.metadata.schema_)
-        columns, aliases = merge_columns(schema, self._source.schema, self._target_alias, self._source_alias)
-        on = equality_keys(self._predicate, columns, aliases=aliases, target_prefix=aliases[self._target_alias],
-                           source_prefix=aliases[self._source_alias])
-        params = {"predicate": self._predicate, "matchedPredicates": _described(self._clauses, MATCHED),
-                  "notMatchedPredicates": _described(self._clauses, NOT_MATCHED),
-                  "notMatchedBySourcePredicates": _described(self._clauses, NOT_MATCHED_BY_SOURCE)}
-        return Change("MERGE", params, list(self._clauses), self._source, self._target_alias, self._source_alias,
-                      on.keys, on.residual_text)
+        columns, aliases = merge_columns(schema, source.schema, target_alias, source_alias)
+        on = equality_keys(predicate, columns, aliases=aliases, target_prefix=aliases[target_alias],
+                           source_prefix=aliases[source_alias])
+        params = {"predicate": predicate, "matchedPredicates": _described(clauses, MATCHED),
+                  "notMatchedPredicates": _described(clauses, NOT_MATCHED),
+                  "notMatchedBySourcePredicates": _described(clauses, NOT_MATCHED_BY_SOURCE)}
+        return Change("MERGE", params, list(clauses), source, target_alias, source_alias, on.keys, on.residual_text)
+    return change
 
 
 def _described(clauses: list[Clause], when: str) -> list[dict]:

@@ -32,6 +32,7 @@ from ..format.deletion_vectors import keep_mask, read_deletion_vector
 from ..format.snapshot import Snapshot, load_snapshot
 from ..format.storage import TableStorage
 from ..format.timetravel import version_at
+from . import change as sc
 from . import options as so
 from . import write as sw
 from .native import spark_schema
@@ -104,7 +105,10 @@ class IndexedDataSource(DataSource):
         return IndexedReader(snapshot, schema, max_bytes)
 
     def writer(self, schema: StructType, overwrite: bool):
-        """The batch writer (:mod:`indexeddf.spark.write`)."""
+        """The batch writer (:mod:`indexeddf.spark.write`), or a change statement's
+        (:mod:`indexeddf.spark.change`: Spark SQL's DELETE, UPDATE and MERGE INTO)."""
+        if sc.is_change(self.options):
+            return sc.change_writer(self.options, schema)
         return sw.batch_writer(self.options, schema, overwrite)
 
     def streamWriter(self, schema: StructType, overwrite: bool):

@@ -4,6 +4,7 @@ import io.indexeddf.spark.plan.CatalogTables;
 import io.indexeddf.spark.plan.CreateEmptyTable;
 import io.indexeddf.spark.plan.DriverLookup;
 import io.indexeddf.spark.plan.IndexedJoin;
+import io.indexeddf.spark.plan.ResolveChanges;
 import io.indexeddf.spark.plan.ResolveInsert;
 import io.indexeddf.spark.plan.ResolvePath;
 import org.apache.spark.sql.SparkSession;
@@ -19,7 +20,8 @@ import scala.runtime.BoxedUnit;
  * {@code SELECT ... FROM indexeddf.`/path`} to the table at that path ({@link ResolvePath}, a
  * hint-resolution rule, so it runs before Spark's SQL-on-files rule, which gives a V1 provider
  * no path). The Catalyst rules are in {@code io.indexeddf.spark.plan}. The analyzer rules for
- * SQL commands: {@link ResolveInsert} (inserts commit through the writer), {@link CreateEmptyTable} (CREATE TABLE with columns),
+ * SQL commands: {@link ResolveInsert} (inserts commit through the writer), {@link ResolveChanges}
+ * (DELETE, UPDATE and MERGE INTO run the Python change engine), {@link CreateEmptyTable} (CREATE TABLE with columns),
  * {@link CatalogTables} (catalog entries read the newest version; no ADD COLUMNS). The
  * optimizer rules: {@link DriverLookup}, which answers index lookups on the driver with no
  * Spark job, and {@link IndexedJoin}, which answers the table's side of a join with a small
@@ -33,6 +35,7 @@ public final class IndexedDFExtensions extends AbstractFunction1<SparkSessionExt
         extensions.injectHintResolutionRule(rule(ResolvePath::new));
         extensions.injectResolutionRule(rule(ResolvePath::new));
         extensions.injectResolutionRule(rule(ResolveInsert::new));
+        extensions.injectResolutionRule(rule(ResolveChanges::new));
         extensions.injectResolutionRule(rule(CatalogTables.FreshReads::new));
         extensions.injectResolutionRule(rule(CatalogTables.RefuseAddColumns::new));
         extensions.injectResolutionRule(rule(session -> new CreateEmptyTable()));

@@ -3,7 +3,6 @@ package io.indexeddf.spark.plan;
 import io.indexeddf.log.IndexedDFException;
 import io.indexeddf.log.Snapshot;
 import io.indexeddf.spark.exec.PythonWriter;
-import java.util.LinkedHashMap;
 import java.util.Map;
 
 import org.apache.spark.sql.Dataset;
@@ -84,7 +83,7 @@ public final class ResolveInsert extends Rule<LogicalPlan> {
         private final SparkSession session;
         private final SQLContext sqlContext;
         private final StructType schema;
-        private final Map<String, String> options = new LinkedHashMap<>();
+        private final Map<String, String> options;
         private final scala.Option<org.apache.spark.sql.catalyst.catalog.CatalogTable> catalogTable;
 
         Writer(SparkSession session, LogicalRelation lr) {
@@ -92,17 +91,7 @@ public final class ResolveInsert extends Rule<LogicalPlan> {
             this.sqlContext = session.sqlContext();
             this.catalogTable = lr.catalogTable();
             this.schema = ((HadoopFsRelation) lr.relation()).dataSchema();
-            java.net.URI uri = DriverLookup.snapshotOf(lr).root.toUri();
-            // The Python writer takes local tables as plain paths, others as URLs.
-            options.put("path", "file".equals(uri.getScheme()) ? uri.getPath() : uri.toString());
-            if (lr.catalogTable().isDefined()) {  // CREATE TABLE ... OPTIONS (storageOptions ...)
-                for (Map.Entry<String, String> e
-                        : CollectionConverters.asJava(lr.catalogTable().get().storage().properties()).entrySet()) {
-                    if (e.getKey().equalsIgnoreCase("storageOptions")) {
-                        options.put("storageOptions", e.getValue());
-                    }
-                }
-            }
+            this.options = ResolveChanges.writeOptions(lr);
         }
 
         @Override

@@ -1,0 +1,213 @@
+package io.indexeddf.spark.plan;
+
+import java.util.ArrayList;
+import java.util.List;
+
+import com.fasterxml.jackson.databind.node.ArrayNode;
+import com.fasterxml.jackson.databind.node.ObjectNode;
+import org.apache.spark.sql.catalyst.expressions.Alias;
+import org.apache.spark.sql.catalyst.expressions.Attribute;
+import org.apache.spark.sql.catalyst.expressions.AttributeReference;
+import org.apache.spark.sql.catalyst.expressions.AttributeSet;
+import org.apache.spark.sql.catalyst.expressions.Expression;
+import org.apache.spark.sql.catalyst.expressions.NamedExpression;
+import org.apache.spark.sql.catalyst.expressions.NamedExpression$;
+import org.apache.spark.sql.catalyst.expressions.SubqueryExpression$;
+import org.apache.spark.sql.catalyst.plans.logical.Assignment;
+import org.apache.spark.sql.catalyst.plans.logical.DeleteAction;
+import org.apache.spark.sql.catalyst.plans.logical.InsertAction;
+import org.apache.spark.sql.catalyst.plans.logical.LogicalPlan;
+import org.apache.spark.sql.catalyst.plans.logical.MergeAction;
+import org.apache.spark.sql.catalyst.plans.logical.Project;
+import org.apache.spark.sql.catalyst.plans.logical.UpdateAction;
+import org.apache.spark.sql.execution.datasources.LogicalRelation;
+import scala.collection.immutable.Seq;
+import scala.jdk.javaapi.CollectionConverters;
+import scala.runtime.AbstractPartialFunction;
+
+/**
+ * A resolved DELETE / UPDATE / MERGE as the Python change engine takes it: JSON with the
+ * statement's conditions and assignments as Spark SQL text ({@code Expression.sql()}), in the
+ * shape of {@code indexeddf.changes} ({@code operation}, {@code predicate}, {@code updates},
+ * {@code clauses} of {@code when} / {@code action} / {@code predicate} / {@code updates}).
+ *
+ * <p>Names: DELETE and UPDATE have the target alone, its columns unqualified; a MERGE's are
+ * qualified {@code target.} and {@code source.}, whatever aliases the statement used (Spark has
+ * already resolved every name to its side). A MERGE's sub-expressions over the source's columns
+ * alone (a cast, {@code s.v * 2}, a UDF) are evaluated by Spark: they become extra columns of
+ * the source rows ({@code __indexeddf_source_N}) and the engine reads them by name.
+ */
+final class ChangeSpec {
+    static final String TARGET = "target";
+    static final String SOURCE = "source";
+    static final String COMPUTED = "__indexeddf_source_";
+
+    private final ObjectNode json = ResolveChanges.object();
+
+    private ChangeSpec(String operation) {
+        json.put("operation", operation);
+        json.put("targetAlias", TARGET);
+        json.put("sourceAlias", SOURCE);
+    }
+
+    String json() {
+        return json.toString();
+    }
+
+    /** {@code DELETE FROM t [WHERE condition]} (condition null: every row). */
+    static ChangeSpec delete(LogicalRelation target, Expression condition) {
+        ChangeSpec spec = new ChangeSpec("DELETE");
+        spec.json.put("predicate", condition == null ? null : targetOnly(condition, "the WHERE condition"));
+        return spec;
+    }
+
+    /** {@code UPDATE t SET ... [WHERE condition]}. */
+    static ChangeSpec update(LogicalRelation target, List<Assignment> assignments, Expression condition) {
+        ChangeSpec spec = new ChangeSpec("UPDATE");
+        spec.json.put("predicate", condition == null ? null : targetOnly(condition, "the WHERE condition"));
+        ObjectNode updates = spec.json.putObject("updates");
+        for (Assignment a : assignments) {
+            updates.put(column(a.key()), targetOnly(a.value(), "SET " + column(a.key())));
+        }
+        return spec;
+    }
+
+    /** A MERGE: its JSON and the source rows Spark writes for it. */
+    static final class Merge {
+        final ChangeSpec spec;
+        final LogicalPlan sourceRows;
+
+        Merge(ChangeSpec spec, LogicalPlan sourceRows) {
+            this.spec = spec;
+            this.sourceRows = sourceRows;
+        }
+    }
+
+    static Merge merge(LogicalRelation target, LogicalPlan source, Expression on, List<MergeAction> matched,
+                       List<MergeAction> notMatched, List<MergeAction> notMatchedBySource) {
+        ChangeSpec spec = new ChangeSpec("MERGE");
+        Names names = new Names(target.outputSet(), source.outputSet());
+        spec.json.put("predicate", names.text(on, "the ON condition"));
+        ArrayNode clauses = spec.json.putArray("clauses");
+        addClauses(clauses, "matched", matched, names);
+        addClauses(clauses, "not_matched", notMatched, names);
+        addClauses(clauses, "not_matched_by_source", notMatchedBySource, names);
+        List<NamedExpression> columns = new ArrayList<>();
+        for (Attribute a : CollectionConverters.asJava(source.output())) {
+            columns.add(a);
+        }
+        columns.addAll(names.computed);
+        return new Merge(spec, new Project(CollectionConverters.asScala(columns).toList(), source));
+    }
+
+    private static void addClauses(ArrayNode clauses, String when, List<MergeAction> actions, Names names) {
+        for (MergeAction action : actions) {
+            ObjectNode clause = clauses.addObject();
+            clause.put("when", when);
+            String where = "WHEN " + when.toUpperCase().replace('_', ' ');
+            clause.put("predicate", action.condition().isDefined()
+                ? names.text(action.condition().get(), "the condition of " + where) : null);
+            Seq<Assignment> assignments;
+            if (action instanceof DeleteAction) {
+                clause.put("action", "delete");
+                continue;
+            } else if (action instanceof UpdateAction) {
+                clause.put("action", "update");
+                assignments = ((UpdateAction) action).assignments();
+            } else if (action instanceof InsertAction) {
+                clause.put("action", "insert");
+                assignments = ((InsertAction) action).assignments();
+            } else {
+                throw ResolveChanges.refuse("MERGE INTO an indexeddf table does not take the action " + action.sql());
+            }
+            ObjectNode updates = clause.putObject("updates");
+            for (Assignment a : CollectionConverters.asJava(assignments)) {
+                updates.put(column(a.key()), names.text(a.value(), where + " SET " + column(a.key())));
+            }
+        }
+    }
+
+    /** The target column an assignment sets (a top-level column: nested fields are refused). */
+    private static String column(Expression key) {
+        if (!(key instanceof AttributeReference)) {
+            throw ResolveChanges.refuse("an indexeddf change sets whole columns; " + key.sql()
+                + " is not one (set the struct column to a new struct instead)");
+        }
+        return ((AttributeReference) key).name();
+    }
+
+    /** An expression of a DELETE or UPDATE as SQL text over the target's unqualified columns. */
+    private static String targetOnly(Expression e, String where) {
+        refuseSubquery(e, where);
+        return qualified(e, null).sql();
+    }
+
+    private static void refuseSubquery(Expression e, String where) {
+        if (SubqueryExpression$.MODULE$.hasSubquery(e)) {
+            throw ResolveChanges.refuse(where + " of a change to an indexeddf table has a subquery (" + e.sql()
+                + "); write it as MERGE INTO ... USING (the subquery) ON ...");
+        }
+    }
+
+    /** {@code e} with every column qualified by its side ({@code TARGET} for the target's, else
+     * {@code SOURCE}: the source's and the computed ones), or unqualified when {@code target} is null. */
+    private static Expression qualified(Expression e, AttributeSet target) {
+        return e.transform(new AbstractPartialFunction<Expression, Expression>() {
+            @Override
+            public boolean isDefinedAt(Expression x) {
+                return x instanceof AttributeReference;
+            }
+
+            @Override
+            public Expression apply(Expression x) {
+                AttributeReference a = (AttributeReference) x;
+                String side = target == null ? null : target.contains(a) ? TARGET : SOURCE;
+                List<String> qualifier = side == null ? List.of() : List.of(side);
+                return a.withQualifier(CollectionConverters.asScala(qualifier).toList());
+            }
+        });
+    }
+
+    /** A MERGE's expressions as text, the source-only parts turned into computed source columns. */
+    private static final class Names {
+        final AttributeSet target;
+        final AttributeSet source;
+        final List<NamedExpression> computed = new ArrayList<>();
+
+        Names(AttributeSet target, AttributeSet source) {
+            this.target = target;
+            this.source = source;
+        }
+
+        String text(Expression e, String where) {
+            refuseSubquery(e, where);
+            for (Attribute a : CollectionConverters.asJava(e.references().toSeq())) {
+                if (!target.contains(a) && !source.contains(a)) {
+                    throw ResolveChanges.refuse(where + " names " + a.sql() + ", a column of neither the target "
+                        + "nor the source");
+                }
+            }
+            return qualified(computeSourceParts(e), target).sql();
+        }
+
+        /** Largest sub-expressions that read source columns only, replaced by computed columns. */
+        private Expression computeSourceParts(Expression e) {
+            return e.transformDown(new AbstractPartialFunction<Expression, Expression>() {
+                @Override
+                public boolean isDefinedAt(Expression x) {
+                    return !(x instanceof Attribute) && !x.references().isEmpty()
+                        && x.references().subsetOf(source);
+                }
+
+                @Override
+                public Expression apply(Expression x) {
+                    Alias alias = new Alias(x, COMPUTED + computed.size(), NamedExpression$.MODULE$.newExprId(),
+                        CollectionConverters.asScala(List.<String>of()).toList(), scala.Option.empty(),
+                        CollectionConverters.asScala(List.<String>of()).toList());
+                    computed.add(alias);
+                    return alias.toAttribute();
+                }
+            });
+        }
+    }
+}

@@ -1,0 +1,207 @@
+package io.indexeddf.spark.plan;
+
+import io.indexeddf.log.IndexedDFException;
+import io.indexeddf.spark.exec.PythonWriter;
+
+import java.util.ArrayList;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+
+import com.fasterxml.jackson.databind.node.ArrayNode;
+import com.fasterxml.jackson.databind.node.JsonNodeFactory;
+import com.fasterxml.jackson.databind.node.ObjectNode;
+import org.apache.spark.sql.Dataset;
+import org.apache.spark.sql.Row;
+import org.apache.spark.sql.SQLContext;
+import org.apache.spark.sql.SaveMode;
+import org.apache.spark.sql.SparkSession;
+import org.apache.spark.sql.catalyst.catalog.CatalogTable;
+import org.apache.spark.sql.catalyst.expressions.Expression;
+import org.apache.spark.sql.catalyst.expressions.Literal;
+import org.apache.spark.sql.catalyst.plans.logical.DeleteFromTable;
+import org.apache.spark.sql.catalyst.plans.logical.LogicalPlan;
+import org.apache.spark.sql.catalyst.plans.logical.MergeAction;
+import org.apache.spark.sql.catalyst.plans.logical.MergeIntoTable;
+import org.apache.spark.sql.catalyst.plans.logical.OneRowRelation;
+import org.apache.spark.sql.catalyst.plans.logical.SubqueryAlias;
+import org.apache.spark.sql.catalyst.plans.logical.UpdateTable;
+import org.apache.spark.sql.catalyst.rules.Rule;
+import org.apache.spark.sql.execution.datasources.InsertIntoDataSourceCommand;
+import org.apache.spark.sql.execution.datasources.LogicalRelation;
+import org.apache.spark.sql.sources.BaseRelation;
+import org.apache.spark.sql.sources.InsertableRelation;
+import org.apache.spark.sql.types.StructType;
+import scala.jdk.javaapi.CollectionConverters;
+import scala.runtime.AbstractPartialFunction;
+
+/**
+ * {@code DELETE FROM}, {@code UPDATE ... SET} and {@code MERGE INTO} an indexeddf table (a
+ * catalog table or {@code indexeddf.`/path`}) as one commit of the Python change engine, the
+ * engine behind {@code IndexedTable.merge / update / delete}, as delta-spark's analysis rules
+ * turn these statements on a Delta table into its own commands.
+ *
+ * <p>Spark resolves the statement first (names, {@code *} actions, types); this rule then
+ * replaces it with an insert into a {@link ChangeWriter}, which runs the change through the
+ * Python data source {@code indexeddf_python} with the statement as a JSON option
+ * ({@link ChangeSpec}). For a MERGE, Spark evaluates the source query and every expression
+ * over the source's columns alone (the writer's tasks stage those rows); the change engine
+ * evaluates what refers to the target's columns (conditions, {@code SET v = t.v + s.v}),
+ * finds the matched rows through the index when the ON condition fixes the index columns,
+ * and writes copy-on-write files or deletion vectors. An expression the engine cannot
+ * evaluate is refused with a typed error before anything is written.
+ */
+public final class ResolveChanges extends Rule<LogicalPlan> {
+    private final SparkSession session;
+
+    public ResolveChanges(SparkSession session) {
+        this.session = session;
+    }
+
+    @Override
+    public LogicalPlan apply(LogicalPlan plan) {
+        return plan.resolveOperatorsDown(new AbstractPartialFunction<LogicalPlan, LogicalPlan>() {
+            @Override
+            public boolean isDefinedAt(LogicalPlan p) {
+                return p.resolved() && relationOf(target(p)) != null;
+            }
+
+            @Override
+            public LogicalPlan apply(LogicalPlan p) {
+                return command(p);
+            }
+        });
+    }
+
+    /** The table a change statement changes, or null when {@code p} is not one. */
+    private static LogicalPlan target(LogicalPlan p) {
+        if (p instanceof DeleteFromTable) {
+            return ((DeleteFromTable) p).table();
+        }
+        if (p instanceof UpdateTable) {
+            return ((UpdateTable) p).table();
+        }
+        if (p instanceof MergeIntoTable) {
+            return ((MergeIntoTable) p).targetTable();
+        }
+        return null;
+    }
+
+    /** The indexeddf relation under a statement's target (aliases removed), or null. */
+    static LogicalRelation relationOf(LogicalPlan p) {
+        while (p instanceof SubqueryAlias) {
+            p = ((SubqueryAlias) p).child();
+        }
+        return p instanceof LogicalRelation && DriverLookup.snapshotOf(p) != null ? (LogicalRelation) p : null;
+    }
+
+    private LogicalPlan command(LogicalPlan p) {
+        LogicalRelation lr = relationOf(target(p));
+        ChangeSpec spec;
+        LogicalPlan rows;
+        if (p instanceof DeleteFromTable) {
+            Expression condition = ((DeleteFromTable) p).condition();
+            spec = ChangeSpec.delete(lr, isTrue(condition) ? null : condition);
+            rows = new OneRowRelation();
+        } else if (p instanceof UpdateTable) {
+            UpdateTable u = (UpdateTable) p;
+            Expression condition = u.condition().isDefined() ? u.condition().get() : null;
+            spec = ChangeSpec.update(lr, CollectionConverters.asJava(u.assignments()),
+                condition == null || isTrue(condition) ? null : condition);
+            rows = new OneRowRelation();
+        } else {
+            MergeIntoTable m = (MergeIntoTable) p;
+            ChangeSpec.Merge merge = ChangeSpec.merge(lr, m.sourceTable(), m.mergeCondition(),
+                actions(m.matchedActions()), actions(m.notMatchedActions()), actions(m.notMatchedBySourceActions()));
+            spec = merge.spec;
+            rows = merge.sourceRows;
+        }
+        ChangeWriter writer = new ChangeWriter(session, lr, spec.json(), rows.schema(), p instanceof MergeIntoTable);
+        LogicalRelation writable = lr.copy(writer, lr.output(), lr.catalogTable(), false, lr.stream());
+        return new InsertIntoDataSourceCommand(writable, rows, false);
+    }
+
+    private static List<MergeAction> actions(scala.collection.immutable.Seq<MergeAction> seq) {
+        return new ArrayList<>(CollectionConverters.asJava(seq));
+    }
+
+    private static boolean isTrue(Expression e) {
+        return e instanceof Literal && Boolean.TRUE.equals(((Literal) e).value());
+    }
+
+    /** The options every write of a table passes to the Python writer: its path and storage options. */
+    static Map<String, String> writeOptions(LogicalRelation lr) {
+        Map<String, String> options = new LinkedHashMap<>();
+        java.net.URI uri = DriverLookup.snapshotOf(lr).root.toUri();
+        // The Python writer takes local tables as plain paths, others as URLs.
+        options.put("path", "file".equals(uri.getScheme()) ? uri.getPath() : uri.toString());
+        if (lr.catalogTable().isDefined()) {  // CREATE TABLE ... OPTIONS (storageOptions ...)
+            for (Map.Entry<String, String> e
+                    : CollectionConverters.asJava(lr.catalogTable().get().storage().properties()).entrySet()) {
+                if (e.getKey().equalsIgnoreCase("storageOptions")) {
+                    options.put("storageOptions", e.getValue());
+                }
+            }
+        }
+        return options;
+    }
+
+    /**
+     * The change as Spark executes it: an insertable relation whose insert runs the change
+     * through the Python writer. For a MERGE the inserted rows are the source's (with the
+     * source-only expressions Spark evaluated); for DELETE and UPDATE one empty row, so that
+     * the writer's commit, where the change runs, is reached through one task.
+     */
+    static final class ChangeWriter extends BaseRelation implements InsertableRelation {
+        private final SparkSession session;
+        private final SQLContext sqlContext;
+        private final StructType schema;
+        private final Map<String, String> options;
+        private final scala.Option<CatalogTable> catalogTable;
+        private final boolean withSource;
+
+        ChangeWriter(SparkSession session, LogicalRelation lr, String spec, StructType schema, boolean withSource) {
+            this.session = session;
+            this.sqlContext = session.sqlContext();
+            this.schema = schema;
+            this.catalogTable = lr.catalogTable();
+            this.withSource = withSource;
+            this.options = writeOptions(lr);
+            options.put("changeSpec", spec);
+        }
+
+        @Override
+        public SQLContext sqlContext() {
+            return sqlContext;
+        }
+
+        @Override
+        public StructType schema() {
+            return schema;
+        }
+
+        @Override
+        public void insert(Dataset<Row> data, boolean overwrite) {
+            scala.collection.immutable.Map<String, String> params =
+                scala.collection.immutable.Map$.MODULE$.from(CollectionConverters.asScala(options));
+            Dataset<Row> rows = withSource ? data : session.range(1).toDF();
+            PythonWriter.save(sqlContext, SaveMode.Append, params, rows);
+            if (catalogTable.isDefined()) {  // the next query of the table reads the new version
+                session.sessionState().catalog().invalidateCachedTable(catalogTable.get().identifier());
+            }
+        }
+    }
+
+    /** Refuses an expression the change engine cannot take (it names the statement's part). */
+    static IndexedDFException refuse(String what) {
+        return IndexedDFException.option(what);
+    }
+
+    static ObjectNode object() {
+        return JsonNodeFactory.instance.objectNode();
+    }
+
+    static ArrayNode array() {
+        return JsonNodeFactory.instance.arrayNode();
+    }
+}

@@ -1,0 +1,176 @@
+"""Spark SQL's DELETE FROM, UPDATE and MERGE INTO on indexeddf tables, against DuckDB.
+
+The statements are typed as a Spark user types them, on a catalog table
+(``CREATE TABLE ... USING indexeddf LOCATION``) and on ``indexeddf.`/path```; DuckDB runs
+the same statements on its copy of the rows, and every version must equal its answer
+through ``to_arrow``, the connector's scan of the catalog table, ``lookup`` and DuckDB's
+delta extension reading the log.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import pyarrow as pa
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+sys.path.insert(0, os.path.dirname(__file__))
+
+import indexeddf  # noqa: E402
+from indexeddf import IndexedTable  # noqa: E402
+from indexeddf.errors import InvalidOptionError  # noqa: E402
+from test_changes import SCHEMA, UPDATES, DELETES, Duck, operations, ordered, rows  # noqa: E402
+from test_delta_oracles import duckdb_delta  # noqa: E402
+
+pytestmark = pytest.mark.spark
+
+
+@pytest.fixture
+def registered(spark):
+    assert indexeddf.register(spark) == indexeddf.spark.CONNECTOR
+    return spark
+
+
+def spark_rows(spark, table: pa.Table):
+    return spark.createDataFrame(table.to_pylist(), "k bigint, v bigint, s string")
+
+
+def run_sql(spark, sql: str) -> None:
+    try:
+        spark.sql(sql).collect()
+    except Exception as e:  # the typed error the statement failed with, as the Python API raises it
+        typed = indexeddf.spark.typed_error(e)
+        if typed is None:
+            raise
+        raise typed from None
+
+
+def spark_statement(spark, name: str, op) -> str | None:
+    """The Spark SQL of a random operation (the Python API's strategy), or None for an append."""
+    kind = op[0]
+    if kind == "merge":
+        _, keys, v0, clauses = op
+        spark_rows(spark, rows(keys, 1000 + v0, "b")).createOrReplaceTempView("source_rows")
+        return f"MERGE INTO {name} AS t USING source_rows AS s ON t.k = s.k " + " ".join(c.sql() for c in clauses)
+    if kind == "update":
+        updates, predicate = UPDATES[op[1]]
+        sets = ", ".join(f"{c} = {e}" for c, e in updates.items())
+        return f"UPDATE {name} SET {sets}" + (f" WHERE {predicate}" if predicate else "")
+    if kind == "delete":
+        return f"DELETE FROM {name} WHERE {op[1]}"
+    return None
+
+
+def duck_statement(op) -> tuple[str, pa.Table | None]:
+    kind = op[0]
+    if kind == "merge":
+        _, keys, v0, clauses = op
+        return ("MERGE INTO target AS t USING source_rows AS s ON t.k = s.k " + " ".join(c.sql() for c in clauses),
+                rows(keys, 1000 + v0, "b"))
+    if kind == "update":
+        updates, predicate = UPDATES[op[1]]
+        sets = ", ".join(f"{c} = {e}" for c, e in updates.items())
+        return f"UPDATE target SET {sets}" + (f" WHERE {predicate}" if predicate else ""), None
+    if kind == "delete":
+        return f"DELETE FROM target WHERE {op[1]}", None
+    return "INSERT INTO target SELECT * FROM source_rows", rows(op[1], 500, "c")
+
+
+@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(ops=st.lists(operations, min_size=1, max_size=4), vectors=st.booleans(), by_path=st.booleans(),
+       probes=st.lists(st.integers(0, 180), min_size=1, max_size=6))
+def test_every_statement_equals_duckdb_running_it(registered, tmp_path_factory, ops, vectors, by_path, probes):
+    spark = registered
+    path = str(tmp_path_factory.mktemp("sqlchanges") / "t")
+    first = rows(list(range(0, 50, 2)))
+    t = IndexedTable.create(path, first, ["k"], num_buckets=4,
+                            properties={"delta.enableDeletionVectors": str(vectors).lower()})
+    t.create_index("by_s", ["s"], num_buckets=2)
+    spark.sql("DROP TABLE IF EXISTS sql_changes")
+    spark.sql(f"CREATE TABLE sql_changes USING indexeddf LOCATION '{path}'")
+    name = f"indexeddf.`{path}`" if by_path else "sql_changes"
+    duck = Duck(first)
+    for op in ops:
+        sql = spark_statement(spark, name, op)
+        if sql is None:
+            t.append(rows(op[1], 500, "c"))
+        else:
+            run_sql(spark, sql)
+        duck.run(*duck_statement(op))
+        want = ordered(duck.rows())
+        assert ordered(IndexedTable.for_path(path).to_arrow()) == want, (sql, op)
+        assert ordered(pa.Table.from_pylist([r.asDict() for r in spark.table("sql_changes").collect()],
+                                            SCHEMA)) == want, sql
+        probe = duck.rows(f"k IN ({', '.join(map(str, probes))})")
+        assert ordered(IndexedTable.for_path(path).lookup(probes)) == ordered(probe), sql
+        theirs = duckdb_delta().execute(f"SELECT * FROM delta_scan('{path}')").to_arrow_table()
+        assert ordered(theirs) == want, sql
+
+
+def test_the_statements_go_through_the_index_in_one_commit_each(registered, tmp_path):
+    spark = registered
+    path = str(tmp_path / "t")
+    t = IndexedTable.create(path, rows(list(range(2000))), ["k"], num_buckets=16)
+    spark.sql("DROP TABLE IF EXISTS ev")
+    spark.sql(f"CREATE TABLE ev USING indexeddf LOCATION '{path}'")
+    files = len(t.snapshot.live_files())
+    spark_rows(spark, rows([5, 6, 9999], 7, "n")).createOrReplaceTempView("src")
+    version = t.version
+    run_sql(spark, "MERGE INTO ev USING src ON ev.k = src.k "
+                   "WHEN MATCHED THEN UPDATE SET * WHEN NOT MATCHED THEN INSERT *")
+    entry = IndexedTable.for_path(path).history()[0]
+    assert (entry.version, entry.operation) == (version + 1, "MERGE")
+    m = entry.metrics
+    assert (m["numTargetRowsUpdated"], m["numTargetRowsInserted"], m["numSourceRows"]) == (2, 1, 3)
+    assert m["numTargetFilesRemoved"] <= 2 < files, m  # only the files holding keys 5 and 6
+    assert entry.parameters["predicate"] == "(target.k = source.k)"
+    assert IndexedTable.for_path(path).lookup([5, 6, 9999]).sort_by("k").column("v").to_pylist() == [7, 8, 9]
+    # The catalog entry reads the new version; so does a query of the path.
+    assert spark.sql("SELECT v FROM ev WHERE k = 9999").collect()[0].v == 9
+    run_sql(spark, "UPDATE ev SET v = v * 10 WHERE k = 5")
+    run_sql(spark, f"DELETE FROM indexeddf.`{path}` WHERE k = 6")
+    assert [e.operation for e in IndexedTable.for_path(path).history()[:3]] == ["DELETE", "UPDATE", "MERGE"]
+    got = spark.sql(f"SELECT k, v FROM indexeddf.`{path}` WHERE k IN (5, 6)").collect()
+    assert [(r.k, r.v) for r in got] == [(5, 70)]
+    run_sql(spark, "DELETE FROM ev")  # no WHERE: every row
+    assert IndexedTable.for_path(path).to_arrow().num_rows == 0
+
+
+def test_spark_evaluates_what_reads_the_source_alone(registered, tmp_path):
+    """sha2 is a function the change engine does not evaluate: over the source's columns
+    alone Spark evaluates it, so the statement runs; over the target's it is refused."""
+    spark = registered
+    path = str(tmp_path / "t")
+    IndexedTable.create(path, rows(list(range(10))), ["k"], num_buckets=2)
+    spark_rows(spark, rows([1, 50], 100, "n")).createOrReplaceTempView("src")
+    run_sql(spark, f"MERGE INTO indexeddf.`{path}` AS t USING src ON t.k = CAST(src.k AS INT) "
+                   "WHEN MATCHED AND length(sha2(src.s, 256)) = 64 THEN UPDATE SET s = sha2(src.s, 256), v = t.v + src.v "
+                   "WHEN NOT MATCHED THEN INSERT (k, s) VALUES (src.k, sha2(src.s, 256))")
+    got = {r["k"]: r for r in IndexedTable.for_path(path).lookup([1, 50]).to_pylist()}
+    want = {r.k: r for r in spark.sql("SELECT k, sha2(s, 256) AS h FROM src").collect()}
+    assert (got[1]["s"], got[1]["v"]) == (want[1].h, 1 + 100)
+    assert (got[50]["s"], got[50]["v"]) == (want[50].h, None)
+    version = IndexedTable.for_path(path).version
+    with pytest.raises(InvalidOptionError, match="sha2 is not supported"):
+        run_sql(spark, f"UPDATE indexeddf.`{path}` SET s = sha2(s, 256) WHERE k = 2")
+    assert IndexedTable.for_path(path).version == version
+
+
+def test_refusals_are_typed_and_commit_nothing(registered, tmp_path):
+    spark = registered
+    path = str(tmp_path / "t")
+    IndexedTable.create(path, rows(list(range(10))), ["k"], num_buckets=2)
+    name = f"indexeddf.`{path}`"
+    spark_rows(spark, rows([1, 1], 100, "n")).createOrReplaceTempView("dup")
+    with pytest.raises(InvalidOptionError, match="multiple source rows matched"):
+        run_sql(spark, f"MERGE INTO {name} t USING dup s ON t.k = s.k WHEN MATCHED THEN UPDATE SET *")
+    with pytest.raises(InvalidOptionError, match="subquery"):
+        run_sql(spark, f"DELETE FROM {name} WHERE k IN (SELECT k FROM dup)")
+    t = IndexedTable.for_path(path)
+    assert t.version == 0 and ordered(t.to_arrow()) == ordered(rows(list(range(10))))
+    # The staged source rows of the failed MERGE are gone.
+    staging = os.path.join(path, "data", "_staging")
+    assert not os.path.isdir(staging) or not any(files for _, _, files in os.walk(staging))
