@@ -166,18 +166,28 @@ def lifecycle(t: IndexedTable, path: Path) -> int:
 
 
 def upsert(spark, t: IndexedTable) -> None:
-    """A MERGE from a Spark DataFrame: one existing user updated, one new user inserted."""
-    step("upsert with MERGE: t.merge(spark_df, ...).when_matched_update_all().when_not_matched_insert_all()",
+    """A MERGE INTO in Spark SQL: one existing user updated, one new user inserted."""
+    import indexeddf
+
+    step("upsert with MERGE: MERGE INTO indexeddf.`path` USING changes ... WHEN MATCHED THEN UPDATE SET * "
+         "WHEN NOT MATCHED THEN INSERT *",
          "the index finds the matched rows, only their files are rewritten, and a lookup sees the change at once")
     t.set_properties({"indexeddf.index.autoRefresh": "true"})
-    changes = spark.createDataFrame([(-1, "refund", -5.0, -10), (-7, "new", 7.0, -11)],
-                                    "user_id bigint, event string, amount double, seq bigint")
+    spark.createDataFrame([(-1, "refund", -5.0, -10), (-7, "new", 7.0, -11)],
+                          "user_id bigint, event string, amount double, seq bigint").createOrReplaceTempView("changes")
     before = len(t.snapshot.live_files())
-    m = t.merge(changes, "t.user_id = s.user_id AND t.seq = -1", source_alias="s", target_alias="t") \
-        .when_matched_update_all().when_not_matched_insert_all().execute()
-    print(f"   {m['num_target_rows_updated']} updated, {m['num_target_rows_inserted']} inserted, rows found by "
-          f"{m['rows_found_by']}: {m['num_target_files_scanned']} of {before} files read, "
-          f"{m['num_target_files_removed']} rewritten, version {m['version']}, {m['execution_time_ms']} ms")
+    statement = (f"MERGE INTO indexeddf.`{t.path}` AS t USING changes AS s ON t.user_id = s.user_id AND t.seq = -1 "
+                 "WHEN MATCHED THEN UPDATE SET * WHEN NOT MATCHED THEN INSERT *")
+    if indexeddf.register(spark) == indexeddf.spark.CONNECTOR:
+        spark.sql(statement)
+    else:  # no JVM connector (no javac): the same change through the Python API
+        t.merge(spark.table("changes"), "t.user_id = s.user_id AND t.seq = -1", source_alias="s", target_alias="t") \
+            .when_matched_update_all().when_not_matched_insert_all().execute()
+    t.update_incremental()
+    entry = t.history()[0]
+    m = entry.metrics
+    print(f"   {m['numTargetRowsUpdated']} updated, {m['numTargetRowsInserted']} inserted in version {entry.version}: "
+          f"{m['numTargetFilesRemoved']} of {before} files rewritten, {m['executionTimeMs']} ms in the change engine")
     print(f"   lookup([-1, -7]) -> {sorted(t.lookup([-1, -7]).column('event').to_pylist())}")
 
 

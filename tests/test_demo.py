@@ -25,6 +25,6 @@ def test_the_demo_runs_and_leaves_a_table(tmp_path):
     from indexeddf import IndexedTable
 
     t = IndexedTable.for_path(str(tmp_path / "lake" / "events"))
-    assert "1 updated, 1 inserted, rows found by index" in out
+    assert "1 updated, 1 inserted in version" in out and "1 of " in out
     assert "lookup([-1, -7]) -> ['new', 'new', 'refund']" in out
     assert t.snapshot.num_records() == 100_004  # 100,000 built, 3 appended, 1 inserted by the merge

@@ -111,6 +111,10 @@ public final class ResolveChanges extends Rule<LogicalPlan> {
             rows = new OneRowRelation();
         } else {
             MergeIntoTable m = (MergeIntoTable) p;
+            if (m.withSchemaEvolution()) {
+                throw refuse("MERGE WITH SCHEMA EVOLUTION is not supported on indexeddf tables: add the new "
+                    + "columns to the table first, then MERGE");
+            }
             ChangeSpec.Merge merge = ChangeSpec.merge(lr, m.sourceTable(), m.mergeCondition(),
                 actions(m.matchedActions()), actions(m.notMatchedActions()), actions(m.notMatchedBySourceActions()));
             spec = merge.spec;
