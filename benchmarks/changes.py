@@ -9,6 +9,9 @@ not timed) in a child process of its own, which reports the merge's wall time an
 process's peak RSS. The source: half existing random keys (updated), half new keys
 (inserted). The anchor is delta-rs's ``DeltaTable.merge(...).when_matched_update_all()
 .when_not_matched_insert_all()`` on a copy of the very same table (it is a Delta table).
+A ``sql:N`` run times the same upsert as Spark SQL's ``MERGE INTO`` in one Spark session
+(started before the clock), against the Python API's merge in the same process and the
+connector's floor for a query (``SELECT count(*)`` of an empty indexeddf table).
 A ``delete:N`` run deletes the N/2 existing keys instead (``k IN (...)``); a ``reads:N``
 run times lookups and a scan after N deletion-vector upserts against the same rows
 optimized. The
@@ -121,6 +124,8 @@ def run(args) -> None:
             op, n = spec.split(":")
             if op == "reads":
                 _reads_after_merges(table, work, args, int(n), IndexedTable)
+            elif op == "sql":
+                _sql_merges(table, work, args, int(n))
             else:
                 _run_one(table, work, args, op, int(n), IndexedTable)
     finally:
@@ -201,15 +206,86 @@ def _run_one(table: Path, work: Path, args, op: str, n: int, IndexedTable) -> No
     sys.stdout.flush()
 
 
+SQL_MERGE = ("MERGE INTO indexeddf.`{path}` AS t USING src AS s ON t.k = s.k "
+             "WHEN MATCHED THEN UPDATE SET * WHEN NOT MATCHED THEN INSERT *")
+
+
+def sql_child(table: str, work: str, source_path: str, rounds: int) -> None:
+    """``rounds`` upserts as Spark SQL and through the Python API, each on a fresh copy, and
+    the connector's query floor, in one Spark session: prints the times as JSON."""
+    import pyarrow.parquet as pq
+    from pyspark.sql import SparkSession
+
+    import indexeddf
+    from indexeddf import IndexedTable
+
+    spark = indexeddf.configure(SparkSession.builder.master("local[2]").config("spark.ui.enabled", "false")
+                                .config("spark.driver.memory", "4g")).getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    assert indexeddf.register(spark) == indexeddf.spark.CONNECTOR
+    spark.read.parquet(source_path).createOrReplaceTempView("src")
+    src = pq.read_table(source_path)
+    empty = Path(work) / "empty"
+    IndexedTable.create(str(empty), src.schema.empty_table(), ["k"], num_buckets=2)
+    out: dict[str, list[float]] = {"sql": [], "python": [], "floor": []}
+    for _ in range(rounds + 1):  # the first round warms the session up and is dropped
+        times = {}
+        for how in ("sql", "python"):
+            copy = Path(work) / "copy"
+            shutil.rmtree(copy, ignore_errors=True)
+            shutil.copytree(table, copy)
+            t0 = time.perf_counter()
+            if how == "sql":
+                spark.sql(SQL_MERGE.format(path=copy)).collect()
+            else:
+                IndexedTable.for_path(str(copy)).merge(src, "t.k = s.k", source_alias="s", target_alias="t") \
+                    .when_matched_update_all().when_not_matched_insert_all().execute()
+            times[how] = time.perf_counter() - t0
+            m = IndexedTable.for_path(str(copy)).history(limit=1)[0].metrics
+            assert (m["numTargetRowsUpdated"], m["numTargetRowsInserted"]) == (src.num_rows // 2,
+                                                                               src.num_rows - src.num_rows // 2), m
+        t0 = time.perf_counter()
+        spark.sql(f"SELECT count(*) FROM indexeddf.`{empty}`").collect()
+        times["floor"] = time.perf_counter() - t0
+        for k, v in times.items():
+            out[k].append(v)
+    print(json.dumps({k: v[1:] for k, v in out.items()}))
+    spark.stop()
+
+
+def _sql_merges(table: Path, work: Path, args, n: int) -> None:
+    """The upsert as Spark SQL against the Python API plus the query floor, and the ratio."""
+    import pyarrow.parquet as pq
+
+    src = work / f"source-{n}.parquet"
+    pq.write_table(source(args.rows, n), src)
+    out = subprocess.run([sys.executable, __file__, "--sql-child", str(table), str(work), str(src), str(args.rounds)],
+                         capture_output=True, text=True)
+    if out.returncode:
+        raise SystemExit(out.stderr[-3000:])
+    r = json.loads(out.stdout.strip().splitlines()[-1])
+    sql, python, floor = (statistics.median(r[k]) for k in ("sql", "python", "floor"))
+    print(f"\nSpark SQL MERGE INTO, upsert of {n:,} source rows, {args.rounds} rounds (one warm Spark session)")
+    print(f"{'what':<40} {'median s':>9} {'min..max s':>14}")
+    for name, key in (("Spark SQL MERGE INTO", "sql"), ("Python API merge, same process", "python"),
+                      ("connector query floor (empty table)", "floor")):
+        print(f"{name:<40} {statistics.median(r[key]):>9.3f} {min(r[key]):>6.3f}..{max(r[key]):<6.3f}")
+    print(f"SQL / (Python API + floor) = {sql / (python + floor):.2f} (goal: at most 2)")
+    sys.stdout.flush()
+
+
 def main() -> None:
     if len(sys.argv) > 1 and sys.argv[1] == "--child":
         child(*sys.argv[2:6])
+        return
+    if len(sys.argv) > 1 and sys.argv[1] == "--sql-child":
+        sql_child(sys.argv[2], sys.argv[3], sys.argv[4], int(sys.argv[5]))
         return
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--rows", type=int, default=20_000_000)
     p.add_argument("--buckets", type=int, default=32)
     p.add_argument("--runs", default="merge:10000,merge:100,delete:200",
-                   help="comma-separated OP:N: merge (N source rows), delete (N/2 keys), or reads (lookups "
+                   help="comma-separated OP:N: merge (N source rows), sql (the same upsert as Spark SQL), delete (N/2 keys), or reads (lookups "
                         "and a scan after N deletion-vector upserts, against the same rows optimized)")
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--work", default=None, help="folder for the tables (default: the system's temp folder)")

@@ -107,9 +107,10 @@ def configure(builder):
     without them, with a warning, and the session reads through the Python data source.
 
     It also sets ``spark.pyspark.python`` to this interpreter unless the builder or the
-    ``PYSPARK_PYTHON`` environment variable names one: Spark's Python workers (writes
-    run in them) must find this environment's packages, and a virtual environment run
-    without being activated would otherwise give them the system's Python.
+    ``PYSPARK_PYTHON`` environment variable names one, and ``PYSPARK_PYTHON`` (read when the
+    context starts) unless it is set: Spark's Python workers (writes run in them) must find
+    this environment's packages, and a virtual environment run without being activated
+    would otherwise give them the system's Python.
     """
     import os
     import sys
@@ -120,6 +121,11 @@ def configure(builder):
     options = getattr(builder, "_options", {}) or {}
     if "spark.pyspark.python" not in options and not os.environ.get("PYSPARK_PYTHON"):
         builder = builder.config("spark.pyspark.python", sys.executable)
+    # PySpark gives every Python function it ships, the data sources' planners included,
+    # the interpreter PYSPARK_PYTHON names when the context starts (the conf above is not
+    # read there): without it a change statement's writer starts the system's Python.
+    if not os.environ.get("PYSPARK_PYTHON"):
+        os.environ["PYSPARK_PYTHON"] = options.get("spark.pyspark.python", sys.executable)
     return builder
 
 
