@@ -19,7 +19,7 @@ deltalake = pytest.importorskip("deltalake")
 
 import indexeddf  # noqa: E402
 from indexeddf import IndexedTable  # noqa: E402
-from indexeddf.errors import NotIndexedError, TableExistsError, UnsupportedFeatureError  # noqa: E402
+from indexeddf.errors import NotIndexedError, TableExistsError  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(__file__))
 from test_delta_oracles import SCHEMA, batch, same_rows  # noqa: E402
@@ -103,11 +103,8 @@ def test_spark_reads_and_joins_of_a_converted_table_equal_delta_rs(spark, tmp_pa
 
 
 def test_convert_refuses_what_indexeddf_does_not_implement(tmp_path):
-    partitioned = str(tmp_path / "partitioned")
-    deltalake.write_deltalake(partitioned, batch(list(range(10))), partition_by=["day"])
-    with pytest.raises(UnsupportedFeatureError, match="partitionColumns"):
-        IndexedTable.convert(partitioned, ["k"], num_buckets=2)
-    # A table with deletion vectors converts: tests/test_dv_reads.py.
+    # Partitioned tables and tables with deletion vectors convert: tests/test_partitioned.py,
+    # tests/test_dv_reads.py.
     plain = str(tmp_path / "plain")
     deltalake.write_deltalake(plain, batch(list(range(10))))
     with pytest.raises(Exception, match="not in the table"):

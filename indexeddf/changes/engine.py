@@ -247,7 +247,7 @@ def _by_file(located: pa.Table | None) -> dict[int, pa.Table] | None:
 def _file_rows(snapshot: Snapshot, a: AddFile, schema: pa.Schema) -> pa.Table:
     """The rows of one file still in the table, each with its ordinal in the file as
     :data:`ROW` (a deletion vector names rows by that ordinal)."""
-    rows = read_file(snapshot.storage, a.path, schema, version=snapshot.version)
+    rows = read_file(snapshot.storage, a.path, schema, version=snapshot.version, partition=a.partitionValues)
     rows = rows.append_column(ROW, pa.array(np.arange(rows.num_rows, dtype=np.int64)))
     mask = live_mask(snapshot.storage, a, rows.num_rows)
     return rows if mask is None else rows.filter(pa.array(mask))

@@ -76,11 +76,12 @@ def _file_row(a: AddFile | RemoveFile) -> dict:
     if isinstance(a, AddFile):
         if a.sorted:
             tags[TAG_SORTED] = "true"
-        return {"path": encode_path(a.path), "partitionValues": [], "size": a.size,
+        return {"path": encode_path(a.path), "partitionValues": list(a.partitionValues.items()), "size": a.size,
                 "modificationTime": a.modificationTime, "dataChange": a.dataChange,
                 "stats": stats_string(a.stats), "tags": list(tags.items()), "deletionVector": dv}
     return {"path": encode_path(a.path), "deletionTimestamp": a.deletionTimestamp, "dataChange": a.dataChange,
-            "extendedFileMetadata": True, "partitionValues": [], "size": a.size, "tags": list(tags.items()),
+            "extendedFileMetadata": True, "partitionValues": list(a.partitionValues.items()), "size": a.size,
+            "tags": list(tags.items()),
             "deletionVector": dv}
 
 
@@ -143,11 +144,7 @@ def _decode_adds(column: pa.ChunkedArray, source: str) -> list[AddFile]:
     adds = column.combine_chunks() if column.num_chunks != 1 else column.chunk(0)
     if not isinstance(adds, pa.StructArray) or any(adds.type.get_field_index(f) < 0 for f in _ADD_FIELDS):
         raise _NotPlain()
-    parts = adds.type.get_field_index("partitionValues")
-    if parts >= 0 and len(adds):
-        values = adds.field(parts)
-        if not isinstance(values, pa.MapArray) or len(values.keys) > 0:
-            raise _NotPlain()  # the row decoder raises the feature's own error
+    partitions = _partition_values(adds)
     dvs = _deletion_vectors(adds)
     tags = adds.field("tags")
     if not isinstance(tags, pa.MapArray) or tags.offset != 0 or [str(adds.type.field(f).type) for f in _TYPED] != _TYPES:
@@ -164,12 +161,25 @@ def _decode_adds(column: pa.ChunkedArray, source: str) -> list[AddFile]:
         ours = {k: v for k, v in zip(keys[offsets[row - 1]:offsets[row]], items[offsets[row - 1]:offsets[row]])
                 if k in (TAG_BUCKET, TAG_FILE_ID, TAG_SORTED)}
         try:
-            a = checkpoint_add(path, size, mtime, change, stats, ours, dvs[row - 1])
+            a = checkpoint_add(path, size, mtime, change, stats, ours, dvs[row - 1], partitions[row - 1])
         except (ActionParseError, TypeError, ValueError, KeyError) as e:
             raise CorruptLogError(f"{source} add row {row}: {e}", source, row) from None
         check_action_paths(a, f"{source} add row {row}")
         out.append(a)
     return out
+
+
+def _partition_values(adds: pa.StructArray) -> list:
+    """Each add row's ``partitionValues`` as a dict (all empty in an unpartitioned table)."""
+    i = adds.type.get_field_index("partitionValues")
+    if i < 0 or not len(adds):
+        return [None] * len(adds)
+    values = adds.flatten()[i]
+    if not isinstance(values, pa.MapArray):
+        raise _NotPlain()
+    if len(values.keys) == 0:
+        return [None] * len(adds)
+    return [dict(v) if v is not None else None for v in values.to_pylist()]
 
 
 def _deletion_vectors(adds: pa.StructArray) -> list:

@@ -11,6 +11,8 @@ module, so every one of them returns the table's schema:
 - a column of another physical type is cast to the table's type (timestamps to
   microseconds in UTC, as Delta defines ``timestamp``; INT96 is read as microseconds,
   so dates outside the nanosecond range do not overflow);
+- a partitioned table's files lack the partition columns: each reads as the value the
+  file's ``add.partitionValues`` names (``spec/partitions.py``), whatever the file holds;
 - a file the log names but storage lacks raises :class:`MissingFileError` naming the
   file and the version;
 - the rows a file's deletion vector deletes are not in the table: :func:`read_live_rows`
@@ -19,7 +21,7 @@ module, so every one of them returns the table's schema:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -27,6 +29,7 @@ import pyarrow.parquet as pq
 
 from ..errors import MissingFileError
 from ..spec.actions import AddFile
+from ..spec.partitions import constant_column
 from .deletion_vectors import keep_mask, read_deletion_vector
 from .storage import TableStorage
 
@@ -67,18 +70,22 @@ def file_columns(pf: pq.ParquetFile, columns: Sequence[str]) -> list[str]:
 
 
 def read_file(storage: TableStorage, path: str, schema: pa.Schema, columns: Sequence[str] | None = None,
-              version: int | None = None) -> pa.Table:
-    """Every row of one data file with ``columns`` (all when None), typed as ``schema``."""
+              version: int | None = None, partition: Mapping[str, str | None] | None = None) -> pa.Table:
+    """Every row of one data file with ``columns`` (all when None), typed as ``schema``;
+    ``partition``: the file's ``partitionValues`` (its add's)."""
     wanted = list(schema.names if columns is None else columns)
     pf = open_parquet(storage, path, version)
-    return conform(pf.read(columns=file_columns(pf, wanted)), schema, wanted)
+    stored = [c for c in file_columns(pf, wanted) if not partition or c not in partition]
+    if not stored and wanted:  # only partition columns: the row count is in the footer
+        return conform(pa.table({"_": pa.nulls(pf.metadata.num_rows, pa.null())}), schema, wanted, partition=partition)
+    return conform(pf.read(columns=stored), schema, wanted, partition=partition)
 
 
 def read_live_rows(storage: TableStorage, add: AddFile, schema: pa.Schema, columns: Sequence[str] | None = None,
                    version: int | None = None) -> pa.Table:
     """The rows of one data file that are in the table (its deletion vector's rows
     dropped), with ``columns`` (all when None), typed as ``schema``, in file order."""
-    rows = read_file(storage, add.path, schema, columns, version)
+    rows = read_file(storage, add.path, schema, columns, version, add.partitionValues)
     mask = live_mask(storage, add, rows.num_rows)
     return rows if mask is None else rows.filter(mask)
 
@@ -92,17 +99,21 @@ def live_mask(storage: TableStorage, add: AddFile, num_rows: int) -> np.ndarray 
 
 
 def conform(rows: Columnar, schema: pa.Schema, columns: Sequence[str] | None = None,
-            keep_dictionary: bool = False) -> Columnar:
+            keep_dictionary: bool = False, partition: Mapping[str, str | None] | None = None) -> Columnar:
     """``rows`` (a table or a batch read from one file) with exactly ``columns`` of
     ``schema`` (all when None) in that order and typed as the schema says: absent columns
     as NULL, other physical types cast. With ``keep_dictionary``, a dictionary-encoded
     column whose values already have the schema's type stays encoded (the lookup cache
-    decodes only the rows it returns)."""
+    decodes only the rows it returns). ``partition``: the file's ``partitionValues``,
+    which give its partition columns (a value for every row)."""
     names = list(schema.names if columns is None else columns)
     present = set(rows.schema.names)
     arrays = []
     for name in names:
         field = schema.field(name)
+        if partition and name in partition:
+            arrays.append(constant_column(partition[name], field.type, rows.num_rows, name))
+            continue
         if name not in present:
             arrays.append(pa.nulls(rows.num_rows, field.type))
             continue

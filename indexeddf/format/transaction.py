@@ -189,6 +189,17 @@ class Transaction:
                 f"{self.storage.url} has delta.appendOnly = true: {self.operation} would remove data. "
                 "Set the property to false first if the table may lose rows.",
             )
+        metadata = next((m for m in actions if isinstance(m, Metadata)), snap.metadata)
+        columns = set(metadata.partitionColumns)
+        # The last guard against a wrong partitioned table: an add without its partition
+        # values would read as NULL partitions in every Delta reader.
+        if any(isinstance(f, AddFile) and set(f.partitionValues) != columns for f in actions):
+            raise UnsupportedFeatureError(
+                "partitionColumns",
+                f"{self.storage.url} is partitioned by {list(metadata.partitionColumns)}; {self.operation} "
+                "would add a file without its partition values, so nothing was committed. Write to it with "
+                "an operation that keeps partitions (docs/partitions.md), or with another Delta engine.",
+            )
 
     def _check_conflicts(self, version: int, winning: list[Action], ours: list[Action], before: Snapshot) -> bool:
         """Raise on a conflict with the commit at ``version`` (``before``: the state it

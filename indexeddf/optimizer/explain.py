@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from ..format.snapshot import Snapshot, update_snapshot
 from ..spec.actions import IndexEntry
+from ..spec.partitions import prune
 from ..spec.predicate import parse_predicate
 from ..spec.schema import arrow_schema
 from .planner import FilterPlan, plan_filter
@@ -60,9 +61,26 @@ def explain_predicate(snapshot: Snapshot, text: str, latest: Snapshot | None = N
         if residual:
             lines.append(f"  then filtered by: {' AND '.join(residual)}")
         lines += [f"  not used: {r}" for r in plan.why_not]
+    lines += _partition_lines(snapshot, fixed)
     if plan.lookup is not None or plan.data_buckets is not None:
         lines.append(SPARK_FALLBACK_LINE)
     return "\n".join(lines)
+
+
+def _partition_lines(snapshot: Snapshot, fixed) -> list[str]:
+    """What the filter's values of partition columns skip (nothing when it fixes none)."""
+    columns = snapshot.metadata.partitionColumns
+    parts = {c: v for c, v in fixed.items() if c in columns}
+    if not columns:
+        return []
+    if not parts:
+        return [f"partitions: the table is partitioned by {list(columns)}; the filter fixes none, so every "
+                "partition is read"]
+    files = snapshot.files.values()
+    kept = prune(files, parts, arrow_schema(snapshot.metadata.schema_))
+    return [f"partitions: the filter on {sorted(parts)} keeps {len(kept)} of {len(files)} live files "
+            f"({len({tuple(sorted(a.partitionValues.items(), key=str)) for a in kept})} partition(s)); "
+            "the files of other partitions are skipped"]
 
 
 def _scan_line(snapshot: Snapshot, plan: FilterPlan) -> str:

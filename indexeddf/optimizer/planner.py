@@ -24,7 +24,7 @@ import itertools
 import math
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import pyarrow as pa
@@ -37,6 +37,7 @@ from ..spec.actions import PRIMARY_INDEX, IndexEntry, IndexFile
 from ..spec.states import READABLE_STATES
 from ..spec import config
 from ..spec.bucketing import bucket_ids
+from ..spec.partitions import prune
 from ..spec.schema import arrow_schema, type_name
 
 MAX_INDEX_KEYS = 1_000_000
@@ -187,6 +188,10 @@ def _plan(snapshot: Snapshot, index: IndexEntry, keys: pa.Table, why_not: str | 
         # A file another Delta writer added has no bucket (None): it may hold any key.
         wanted = set(bucket_ids([keys.column(c) for c in index.columns], meta.numBuckets).tolist())
         to_scan = [a for a in to_scan if a.bucket is None or a.bucket in wanted]
+    if meta.partitionColumns and set(index.columns) & set(meta.partitionColumns):
+        # Keys fix partition columns: files of other partitions cannot match.
+        to_scan = prune(to_scan, {c: keys.column(c) for c in index.columns if c in meta.partitionColumns},
+                        arrow_schema(meta.schema_))
     if covered:
         buckets = bucket_ids([keys.column(c) for c in index.columns], index.numBuckets)
         files_by_bucket: dict[int, list[IndexFile]] = defaultdict(list)
@@ -326,12 +331,30 @@ def plan_filter(snapshot: Snapshot, fixed: Mapping[str, Sequence], latest: Snaps
         if reason is None:
             plan = plan_lookup(snapshot, entry, keys, check_files=check)
             if plan.why_not is None:
-                return FilterPlan(plan, data_buckets(snapshot, fixed), why_not)
+                return FilterPlan(pruned(snapshot, plan, fixed), data_buckets(snapshot, fixed), why_not)
             reason = plan.why_not
         why_not.append(reason)
     if not snapshot.indexes:
         why_not.append("the table has no index")
     return FilterPlan(None, data_buckets(snapshot, fixed), why_not)
+
+
+def pruned(snapshot: Snapshot, plan: LookupPlan, fixed: Mapping[str, Sequence]) -> LookupPlan:
+    """``plan`` without the unindexed files of partitions the filter's values ``fixed``
+    exclude (a filter on a partition column skips the files of other partitions)."""
+    parts = {c: v for c, v in fixed.items() if c in snapshot.metadata.partitionColumns}
+    if not parts:
+        return plan
+    schema = arrow_schema(snapshot.metadata.schema_)
+    tasks = []
+    for t in plan.tasks:
+        if t.scan_files:
+            t = replace(t, scan_files=tuple(prune(t.scan_files, parts, schema)))
+            if not t.scan_files:
+                continue
+        tasks.append(t)
+    plan.tasks = tasks
+    return plan
 
 
 def data_buckets(snapshot: Snapshot, fixed: Mapping[str, Sequence]) -> set[int] | None:

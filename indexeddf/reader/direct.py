@@ -1,9 +1,10 @@
 """Spark-free reads of a snapshot's row batches into Arrow.
 
 Files without a deletion vector are read through ``pyarrow.dataset`` (parallel, with
-projection and filter pushdown); a file with one is read by
-:func:`indexeddf.format.datafiles.read_live_rows`, which drops the rows it deletes (a
-dataset cannot), and filtered in memory. Rows come in file write order either way.
+projection and filter pushdown); a file with one, and every file of a partitioned table,
+is read by :func:`indexeddf.format.datafiles.read_live_rows`, which drops the rows its
+deletion vector deletes and fills the partition columns from its ``partitionValues`` (a
+dataset can do neither), and filtered in memory. Rows come in file write order either way.
 """
 
 from __future__ import annotations
@@ -30,9 +31,12 @@ def read_snapshot(snapshot: Snapshot, columns: Sequence[str] | None = None, filt
         empty = schema.empty_table()
         return empty.select(wanted) if wanted is not None else empty
     # Consecutive files with (or without) deletion vectors are read together, so a
-    # table without any is one dataset read, as fast as before.
+    # table without any is one dataset read, as fast as before. A partitioned table's
+    # files are read one by one too: a dataset cannot give each file its own partition
+    # values (the files lack those columns).
+    partitioned = bool(snapshot.metadata.partitionColumns)
     parts = []
-    for has_dv, run in groupby(files, key=lambda a: a.deletionVector is not None):
+    for has_dv, run in groupby(files, key=lambda a: partitioned or a.deletionVector is not None):
         read = _read_with_deletions if has_dv else _read_dataset
         parts.append(read(snapshot, list(run), schema, wanted, filter))
     return parts[0] if len(parts) == 1 else pa.concat_tables(parts)
@@ -57,7 +61,7 @@ def _read_dataset(snapshot: Snapshot, files: list[AddFile], schema: pa.Schema, c
 
 def _read_with_deletions(snapshot: Snapshot, files: list[AddFile], schema: pa.Schema, columns: list[str] | None,
                          filter: pc.Expression | None) -> pa.Table:
-    """The live rows of ``files`` (each has a deletion vector), projected and filtered in
+    """The live rows of ``files`` (each has a deletion vector or partition values), projected and filtered in
     memory. Without a filter only ``columns`` are read (a filter may name any column);
     files are read two at a time (Parquet decoding releases the GIL), in order."""
     import pyarrow.dataset as ds

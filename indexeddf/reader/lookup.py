@@ -54,6 +54,8 @@ class ReadContext:
     version: int | None = None  # the snapshot's, named by errors
     deletion_vectors: dict = field(default_factory=dict)
     """Relative path -> ``DeletionVectorDescriptor`` of the files (of ``paths``) that have one."""
+    partitions: dict = field(default_factory=dict)
+    """Relative path -> ``partitionValues`` of the files (of ``paths``) in a partitioned table."""
 
     @classmethod
     def of(cls, snapshot: Snapshot, plan: LookupPlan, tasks: list[LookupTask] | None = None) -> "ReadContext":
@@ -68,6 +70,7 @@ class ReadContext:
             snapshot.storage.url, frozen_options(snapshot.storage.storage_options), snapshot.metadata.id,
             arrow_schema(snapshot.metadata.schema_), tuple(plan.index.columns), {a.fileId: a.path for a in files},
             live, snapshot.version, deletion_vectors_of(files),
+            {a.path: a.partitionValues for a in files if a.partitionValues},
         )
 
     @property
@@ -165,7 +168,7 @@ def file_segment(ctx: ReadContext, a: AddFile) -> Segment:
     columns = list(ctx.index_columns)
 
     def load() -> Segment:
-        keys = read_file(ctx.storage, a.path, ctx.schema, columns, ctx.version)
+        keys = read_file(ctx.storage, a.path, ctx.schema, columns, ctx.version, a.partitionValues)
         return Segment.of_rows(a.path, a.fileId, key_hash([keys.column(c) for c in columns]))
 
     key = ("filesegment", ctx.table_id, a.path, ctx.index_columns)
@@ -311,7 +314,7 @@ def _row_groups(ctx: ReadContext, path: str, footer: _Footer, groups: list[int],
         # Typed as the table's columns here, so the cache holds the table's types whoever
         # wrote the file (string columns stay dictionary-encoded until rows are picked).
         table = conform(pf.read_row_groups(missing, columns=file_columns(pf, columns)), ctx.schema, columns,
-                        keep_dictionary=True)
+                        keep_dictionary=True, partition=ctx.partitions.get(path))
         start = 0
         for g in missing:
             n = int(footer.bounds[g + 1] - footer.bounds[g])

@@ -127,16 +127,18 @@ class PythonNamedDataSource(IndexedDataSource):
 
 
 class BucketPartition(InputPartition):
-    """Files of one bucket to read in one task (paths relative to the table root), and
-    the deletion vectors of those that have one (by path)."""
+    """Files of one bucket to read in one task (paths relative to the table root), the
+    deletion vectors of those that have one and, in a partitioned table, each file's
+    partition values (by path)."""
 
     def __init__(self, bucket: int, paths: list[str], url: str, storage_options: dict[str, Any],
-                 deletion_vectors: dict | None = None):
+                 deletion_vectors: dict | None = None, partitions: dict | None = None):
         self.bucket = bucket
         self.paths = paths
         self.url = url
         self.storage_options = storage_options
         self.deletion_vectors = deletion_vectors or {}
+        self.partitions = partitions or {}
 
 
 class IndexedReader(DataSourceReader):
@@ -151,6 +153,7 @@ class IndexedReader(DataSourceReader):
         self.storage_options = dict(snapshot.storage.storage_options)
         self.version = snapshot.version
         self.files: list[tuple[int, str, int, Any]] | None = _file_list(snapshot)
+        self.partition_values = {a.path: a.partitionValues for a in snapshot.files.values() if a.partitionValues}
         self.max_partition_bytes = max_partition_bytes
         self.arrow_schema = _spark_arrow_schema(schema)
 
@@ -159,13 +162,16 @@ class IndexedReader(DataSourceReader):
         # for planning, so it stays behind (partitions() reloads it if ever called on a copy).
         state = dict(self.__dict__)
         state["files"] = None
+        state["partition_values"] = None
         return state
 
     def partitions(self) -> list[InputPartition]:
         """One partition per bucket (split past ``maxPartitionBytes``), in bucket order."""
         files = self.files
         if files is None:
-            files = _file_list(load_snapshot(TableStorage(self.url, self.storage_options), self.version))
+            snapshot = load_snapshot(TableStorage(self.url, self.storage_options), self.version)
+            files = _file_list(snapshot)
+            self.partition_values = {a.path: a.partitionValues for a in snapshot.files.values() if a.partitionValues}
         by_bucket: dict[int, list[tuple[str, int]]] = {}
         dvs = {path: dv for _, path, _, dv in files if dv is not None}
         for bucket, path, size, _ in files:
@@ -186,7 +192,8 @@ class IndexedReader(DataSourceReader):
     def _partition(self, bucket: int, paths: list[str], dvs: dict) -> BucketPartition:
         """The partition of ``paths``, with the deletion vectors of those that have one."""
         own = {p: dvs[p] for p in paths if p in dvs}
-        return BucketPartition(bucket, paths, self.url, self.storage_options, own)
+        values = {p: self.partition_values[p] for p in paths if p in self.partition_values}
+        return BucketPartition(bucket, paths, self.url, self.storage_options, own, values)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         """The rows of one partition's files, as Arrow batches of Spark's schema."""
@@ -208,6 +215,13 @@ def _spark_arrow_schema(schema: StructType) -> pa.Schema:
     return to_arrow_schema(schema, timezone="UTC")
 
 
+def _row_counts(pf) -> Iterator[int]:
+    """The row count of each of a file's batches, when no stored column is read."""
+    total = pf.metadata.num_rows
+    for start in range(0, total, READ_BATCH_ROWS):
+        yield min(READ_BATCH_ROWS, total - start)
+
+
 def _read_files(partition: BucketPartition, target: pa.Schema, version: int) -> Iterator[pa.RecordBatch]:
     """The live rows of a partition's files, batch by batch, typed as ``target``."""
     storage = TableStorage(partition.url, partition.storage_options)
@@ -216,8 +230,14 @@ def _read_files(partition: BucketPartition, target: pa.Schema, version: int) -> 
         dv = partition.deletion_vectors.get(rel)
         keep = None if dv is None else keep_mask(pf.metadata.num_rows, read_deletion_vector(storage, dv))
         start = 0  # the file's row ordinal of the batch's first row: the mask is by ordinal
-        for batch in pf.iter_batches(batch_size=READ_BATCH_ROWS, columns=file_columns(pf, target.names)):
-            rows = conform(batch, target)
+        values = partition.partitions.get(rel)
+        stored = [c for c in file_columns(pf, target.names) if not values or c not in values]
+        if not stored:  # only partition columns asked: the rows' count is what matters
+            batches = (pa.record_batch([pa.nulls(n, pa.null())], names=["_"]) for n in _row_counts(pf))
+        else:
+            batches = pf.iter_batches(batch_size=READ_BATCH_ROWS, columns=stored)
+        for batch in batches:
+            rows = conform(batch, target, partition=values)
             if keep is not None:
                 rows = rows.filter(pa.array(keep[start:start + batch.num_rows]))
                 start += batch.num_rows

@@ -61,6 +61,9 @@ class Metadata(_Action):
     numBuckets: Annotated[int, PField(ge=1, le=2**31 - 1)]
     configuration: dict[str, str] = {}
     createdTime: Millis
+    partitionColumns: tuple[str, ...] = ()
+    """Delta's ``partitionColumns``: each file holds rows of one value of these columns,
+    named by its ``partitionValues`` (``spec/partitions.py``); empty when unpartitioned."""
 
 
 class FileStats(_Action):
@@ -102,13 +105,17 @@ class AddFile(_Action):
     deletionVector: DeletionVectorDescriptor | None = None
     """The rows of the file that are no longer in the table (Delta's ``deletionVector``);
     None when every row of the file is live."""
+    partitionValues: dict[str, str | None] = {}
+    """The file's value of each partition column, serialized as Delta does (None: NULL);
+    empty in an unpartitioned table."""
 
     def removal(self, timestamp: int, data_change: bool = True) -> "RemoveFile":
         """The ``remove`` of this logical file at ``timestamp`` (ms): same path, id, bucket
         and size, and its deletion vector, which Delta requires a remove to carry (the
         (path, deletion vector) pair is what replay reconciles)."""
         return RemoveFile(path=self.path, deletionTimestamp=timestamp, dataChange=data_change, bucket=self.bucket,
-                          fileId=self.fileId, size=self.size, deletionVector=self.deletionVector)
+                          fileId=self.fileId, size=self.size, deletionVector=self.deletionVector,
+                          partitionValues=self.partitionValues)
 
 
 class RemoveFile(_Action):
@@ -122,6 +129,8 @@ class RemoveFile(_Action):
     size: Count
     deletionVector: DeletionVectorDescriptor | None = None
     """The deletion vector of the logical file removed (the one its add carried)."""
+    partitionValues: dict[str, str | None] = {}
+    """The removed file's partition values (as its add named them)."""
 
 
 class IndexFile(_Action):

@@ -7,7 +7,7 @@ place that knows how they look in ``_delta_log/`` (docs/PROTOCOL.md, section 3):
   (``indexeddf.bucket``, ``indexeddf.fileId``) and ``stats`` as Delta's JSON string.
   Files other Delta writers added carry no tags: no bucket (they belong to every bucket)
   and a file id derived from their path (:func:`path_file_id`).
-- ``metaData`` is Delta's (Spark's JSON ``schemaString``, no partition columns); the
+- ``metaData`` is Delta's (Spark's JSON ``schemaString``, ``partitionColumns``); the
   index columns and bucket count ride in ``configuration`` (``indexeddf.indexColumns``,
   ``indexeddf.numBuckets``).
 - Index changes (``index`` actions) ride inside the commit's ``commitInfo``, under the
@@ -113,7 +113,7 @@ def encode_path(path: str) -> str:
 def _add(a: AddFile) -> dict:
     return _with_deletion_vector({
         "path": encode_path(a.path),
-        "partitionValues": {},
+        "partitionValues": dict(a.partitionValues),
         "size": a.size,
         "modificationTime": a.modificationTime,
         "dataChange": a.dataChange,
@@ -128,7 +128,7 @@ def _remove(r: RemoveFile) -> dict:
         "deletionTimestamp": r.deletionTimestamp,
         "dataChange": r.dataChange,
         "extendedFileMetadata": True,
-        "partitionValues": {},
+        "partitionValues": dict(r.partitionValues),
         "size": r.size,
         "tags": _tags(r.bucket, r.fileId, r.path),
     }, r.deletionVector)
@@ -215,7 +215,7 @@ def metadata_object(m: Metadata) -> dict:
         "description": m.description,
         "format": _FORMAT,
         "schemaString": schema_string(m.schema_),
-        "partitionColumns": [],
+        "partitionColumns": list(m.partitionColumns),
         "configuration": conf,
         "createdTime": m.createdTime,
     }
@@ -312,11 +312,19 @@ def _decode_add(b: dict) -> list[Action]:
         stats=parse_stats(b.get("stats")),
         sorted=tags.get(TAG_SORTED) == "true",
         deletionVector=decode_deletion_vector(b.get("deletionVector")),
+        partitionValues=_partition_values(b),
     )]
 
 
+def _partition_values(b: dict) -> dict[str, str | None]:
+    values = b.get("partitionValues") or {}
+    if not isinstance(values, dict) or not all(v is None or isinstance(v, str) for v in values.values()):
+        raise ActionParseError("partitionValues must map column names to strings or null")
+    return values
+
+
 def checkpoint_add(path: str, size: int, mtime: int, change: bool | None, stats: str | None, tags: dict,
-                   deletion_vector: dict | None = None) -> AddFile:
+                   deletion_vector: dict | None = None, partition_values: dict | None = None) -> AddFile:
     """An add from a checkpoint row whose column types the caller checked (string path,
     int64 size and time, boolean dataChange): built without the model's validation,
     which cost a third of opening a table; the ranges are checked here instead (the
@@ -328,7 +336,7 @@ def checkpoint_add(path: str, size: int, mtime: int, change: bool | None, stats:
         path=path, size=size, modificationTime=mtime, dataChange=True if change is None else change,
         bucket=_int_tag(tags, TAG_BUCKET), fileId=_file_id(tags, path),
         stats=None if stats is None else LazyStats(stats), sorted=tags.get(TAG_SORTED) == "true",
-        deletionVector=decode_deletion_vector(deletion_vector),
+        deletionVector=decode_deletion_vector(deletion_vector), partitionValues=partition_values or {},
     )
 
 
@@ -342,6 +350,7 @@ def _decode_remove(b: dict) -> list[Action]:
         fileId=_file_id(tags, path),
         size=b.get("size") or 0,
         deletionVector=decode_deletion_vector(b.get("deletionVector")),
+        partitionValues=_partition_values(b),
     )]
 
 
@@ -363,10 +372,6 @@ def _file_path(b: dict) -> str:
     path = b["path"]
     if not isinstance(path, str):
         raise ActionParseError("path must be a string")
-    if b.get("partitionValues"):
-        from ..errors import UnsupportedFeatureError
-
-        raise UnsupportedFeatureError("partitionColumns")
     return unquote(path)
 
 
@@ -424,10 +429,9 @@ def _decode_metadata(b: dict) -> list[Action]:
     conf = b.get("configuration") or {}
     if not isinstance(conf, dict) or not all(isinstance(v, str) for v in conf.values()):
         raise ActionParseError("configuration must map strings to strings")
-    if b.get("partitionColumns"):
-        from ..errors import UnsupportedFeatureError
-
-        raise UnsupportedFeatureError("partitionColumns")
+    parts = b.get("partitionColumns") or []
+    if not isinstance(parts, list) or not all(isinstance(c, str) for c in parts):
+        raise ActionParseError("partitionColumns must be a list of column names")
     fmt = (b.get("format") or {}).get("provider", "parquet")
     if fmt != "parquet":
         raise ActionParseError(f"data files in format {fmt!r}; Delta tables hold Parquet")
@@ -437,7 +441,7 @@ def _decode_metadata(b: dict) -> list[Action]:
         # NotIndexedError; IndexedTable.convert reads it this way to index it.
         return [Metadata(id=b["id"], name=b.get("name"), description=b.get("description"), schema=fields,
                          indexColumns=(), numBuckets=1, configuration=dict(conf),
-                         createdTime=b.get("createdTime") or 0)]
+                         createdTime=b.get("createdTime") or 0, partitionColumns=tuple(parts))]
     try:
         columns = json.loads(conf[CONF_INDEX_COLUMNS])
         buckets = int(conf[CONF_NUM_BUCKETS])
@@ -455,6 +459,7 @@ def _decode_metadata(b: dict) -> list[Action]:
         numBuckets=buckets,
         configuration=rest,
         createdTime=b.get("createdTime") or 0,
+        partitionColumns=tuple(parts),
     )]
 
 

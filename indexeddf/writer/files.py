@@ -19,6 +19,7 @@ import pyarrow.parquet as pq
 from ..format.storage import TableStorage
 from ..spec.actions import AddFile, FileStats
 from ..spec.bucketing import bucket_ids, key_hash
+from ..spec.partitions import constant_column, partition_dir, serialize_value
 from ..spec.schema import dictionary_columns
 
 MAX_STRING_STAT = 64
@@ -26,14 +27,17 @@ MAX_STRING_STAT = 64
 _WRITE_THREADS = 4
 
 
-def new_data_file(bucket: int) -> tuple[str, int]:
+def new_data_file(bucket: int, directory: str | None = None) -> tuple[str, int]:
     """A new row-batch file of ``bucket``: its unique relative path and its file id.
 
     The file id is 63 random bits, known before the commit (index files can refer to
     it) and unique with overwhelming probability; the transaction refuses a commit
-    whose id is already in use.
+    whose id is already in use. ``directory``: a partitioned table's partition directory
+    (``a=1/b=x``, as Delta writers lay files out), which replaces ``data/bucket=NNNNN``.
     """
     u = uuid.uuid4()
+    if directory is not None:
+        return f"{directory}/part-{u.hex}_{bucket:05d}.parquet", secrets.randbits(63)
     # The _NNNNN suffix is where Spark's bucketed file scans read a file's bucket from
     # (spark/bucketed.py); indexeddf itself takes it from the add action.
     return f"data/bucket={bucket:05d}/part-{u.hex}_{bucket:05d}.parquet", secrets.randbits(63)
@@ -90,29 +94,57 @@ def write_bucketed_pieces(
     num_buckets: int,
     row_group_bytes: int,
     written: list[str],
+    partition_columns: tuple[str, ...] = (),
 ) -> list[tuple[AddFile, pa.Table]]:
-    """Write ``table`` as one Parquet file per touched bucket; each file's ``add`` action
-    and its rows in file order (for indexing).
+    """Write ``table`` as one Parquet file per touched bucket (per partition and bucket in a
+    table partitioned by ``partition_columns``); each file's ``add`` action and its rows in
+    file order (for indexing; with the partition columns, which the file itself lacks).
 
     Each path is appended to ``written`` before its file is created, so the caller can
     delete every file of a failed write.
     """
     ordered = spark_orderable(table.schema, index_columns)
-    parts = split_by_bucket(table, index_columns, num_buckets, ordered)
+    parts = [(b, rows, None) for b, rows in split_by_bucket(table, index_columns, num_buckets, ordered)]
+    if partition_columns:
+        parts = [(b, piece, values) for values, rows in split_by_partition(table, partition_columns)
+                 for b, piece in split_by_bucket(rows, index_columns, num_buckets, ordered)]
     if not parts:
         return []
     rows_per_group = _rows_per_group(table, row_group_bytes)
-    files = [new_data_file(b) for b, _ in parts]
+    files = [new_data_file(b, None if v is None else partition_dir(partition_columns, v)) for b, _, v in parts]
     written.extend(path for path, _ in files)
 
     def write_one(i: int) -> tuple[AddFile, pa.Table]:
-        bucket, rows = parts[i]
-        return write_file(storage, files[i], bucket, rows, rows_per_group, index_columns, ordered), rows
+        bucket, rows, values = parts[i]
+        if values is None:
+            return write_file(storage, files[i], bucket, rows, rows_per_group, index_columns, ordered), rows
+        # Delta's layout: a partitioned table's files hold no partition column; the add's
+        # partitionValues give every row's value.
+        stored = rows.drop_columns(list(partition_columns))
+        add = write_file(storage, files[i], bucket, stored, rows_per_group, index_columns, ordered)
+        # The rows as readers will see them (an empty string partition reads as NULL).
+        for c in partition_columns:
+            at = rows.schema.get_field_index(c)
+            rows = rows.set_column(at, rows.schema.field(at), constant_column(values[c], rows.schema.field(at).type,
+                                                                              rows.num_rows, c))
+        return add.model_copy(update={"partitionValues": values}), rows
 
     if len(parts) == 1:
         return [write_one(0)]
     with ThreadPoolExecutor(min(_WRITE_THREADS, len(parts))) as pool:
         return list(pool.map(write_one, range(len(parts))))
+
+
+def split_by_partition(table: pa.Table, columns: tuple[str, ...]) -> list[tuple[dict[str, str | None], pa.Table]]:
+    """The rows of each partition of ``table`` (by ``columns``), with the partition's values
+    serialized as Delta's ``partitionValues`` (NULL, empty strings and empty binaries are NULL),
+    in order of first appearance; rows keep their order within a partition."""
+    serialized = list(zip(*[[serialize_value(v, table.schema.field(c).type) for v in table.column(c).to_pylist()]
+                            for c in columns]))
+    groups: dict[tuple, list[int]] = {}
+    for i, key in enumerate(serialized):
+        groups.setdefault(key, []).append(i)
+    return [(dict(zip(columns, key)), table.take(pa.array(rows, pa.int64()))) for key, rows in groups.items()]
 
 
 def write_file(storage: TableStorage, file: tuple[str, int], bucket: int, rows: pa.Table, rows_per_group: int,

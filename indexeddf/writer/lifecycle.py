@@ -190,7 +190,7 @@ def _live_piece(storage, a, schema, columns: list[str], version: int) -> DataPie
     """The key columns of one data file's live rows, each with its ordinal in the FILE
     (index entries point at file positions; rows a deletion vector deletes get none, so
     an index does not grow with dead rows)."""
-    rows = read_file(storage, a.path, schema, columns, version)
+    rows = read_file(storage, a.path, schema, columns, version, a.partitionValues)
     mask = live_mask(storage, a, rows.num_rows)
     if mask is None:
         return DataPiece(a.fileId, rows)

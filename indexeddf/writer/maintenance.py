@@ -67,13 +67,13 @@ def optimize(snapshot: Snapshot, mode: str = "quick", small_file_bytes: int = SM
     if mode == "full" and foreign:
         first = _compact(snapshot, mode, {FOREIGN: foreign}, progress)
         return optimize(first.snapshot, mode, small_file_bytes, progress) or first
-    groups: dict[int, list[AddFile]] = defaultdict(list)
+    groups: dict = defaultdict(list)
     for a in snapshot.live_files():
         # A file with a deletion vector is always rewritten: that purges its deleted rows.
         if mode == "full" or a.size < small_file_bytes or a.deletionVector is not None:
-            groups[FOREIGN if a.bucket is None else a.bucket].append(a)
-    groups = {b: files for b, files in sorted(groups.items())
-              if len(files) >= 2 or (mode == "full" and not named_with_bucket(files[0].path, b))
+            groups[_group(a)].append(a)
+    groups = {b: files for b, files in sorted(groups.items(), key=lambda g: repr(g[0]))
+              if len(files) >= 2 or (mode == "full" and not named_with_bucket(files[0].path, _bucket(b)))
               or any(f.deletionVector is not None for f in files)}
     if not groups:
         _say(progress, "optimize: nothing to compact")
@@ -83,6 +83,17 @@ def optimize(snapshot: Snapshot, mode: str = "quick", small_file_bytes: int = SM
 
 FOREIGN = -1
 """Group key of the files without a bucket (added by other Delta writers)."""
+
+
+def _group(a: AddFile):
+    """The compaction group of a file: its bucket, and in a partitioned table its partition
+    too (buckets are compacted inside each partition: files never change partition)."""
+    bucket = FOREIGN if a.bucket is None else a.bucket
+    return (bucket, tuple(sorted(a.partitionValues.items(), key=repr))) if a.partitionValues else bucket
+
+
+def _bucket(group) -> int:
+    return group[0] if isinstance(group, tuple) else group
 
 
 def _compact(snapshot: Snapshot, mode: str, groups: dict[int, list[AddFile]], progress: Progress) -> CommitResult:
@@ -99,7 +110,7 @@ def _compact(snapshot: Snapshot, mode: str, groups: dict[int, list[AddFile]], pr
         for batch in _batches(groups):
             tables = [read_live_rows(storage, a, schema, version=snapshot.version) for a in batch]
             written = write_bucketed_pieces(storage, pa.concat_tables(tables), list(meta.indexColumns), meta.numBuckets,
-                                            rg_bytes, tx.written_paths)
+                                            rg_bytes, tx.written_paths, meta.partitionColumns)
             for add, rows in written:
                 adds.append(add.model_copy(update={"dataChange": False}))
                 pieces.append(DataPiece(add.fileId, rows.select(key_columns)))
@@ -143,7 +154,7 @@ def _batches(groups: dict[int, list[AddFile]]):
         for a in files:
             batch.append(a)
             size += a.size
-            if b == FOREIGN and size >= OPTIMIZE_BATCH_BYTES:
+            if _bucket(b) == FOREIGN and size >= OPTIMIZE_BATCH_BYTES:
                 yield batch
                 batch, size = [], 0
         if size >= OPTIMIZE_BATCH_BYTES:

@@ -181,7 +181,8 @@ def write_rows(
 ) -> tuple[list[AddFile], dict[str, list[IndexFile]]]:
     """Write rows as bucketed data files plus their entries in each of ``indexes``."""
     row_group_bytes = config.get(metadata.configuration, "indexeddf.targetRowGroupBytes")
-    pieces = write_bucketed_pieces(storage, table, list(metadata.indexColumns), metadata.numBuckets, row_group_bytes, written)
+    pieces = write_bucketed_pieces(storage, table, list(metadata.indexColumns), metadata.numBuckets, row_group_bytes,
+                                   written, metadata.partitionColumns)
     data = [DataPiece(add.fileId, rows) for add, rows in pieces]
     index_files = {
         i.name: build_index_files(storage, i.name, list(i.columns), i.numBuckets, data, written) for i in indexes

@@ -22,9 +22,14 @@ public final class AddFile {
     public final boolean sorted;
     /** The rows of the file that are no longer in the table ({@code add.deletionVector}), or null: none. */
     public final DeletionVectorDescriptor deletionVector;
+    /**
+     * The file's value of each partition column ({@code add.partitionValues}: Delta's serialized
+     * strings, null for NULL); empty in an unpartitioned table.
+     */
+    public final java.util.Map<String, String> partitionValues;
 
     AddFile(String path, Path location, long size, long modificationTime, Integer bucket, long fileId,
-            boolean sorted, DeletionVectorDescriptor deletionVector) {
+            boolean sorted, DeletionVectorDescriptor deletionVector, java.util.Map<String, String> partitionValues) {
         this.path = path;
         this.location = location;
         this.size = size;
@@ -33,5 +38,6 @@ public final class AddFile {
         this.fileId = fileId;
         this.sorted = sorted;
         this.deletionVector = deletionVector;
+        this.partitionValues = partitionValues;
     }
 }

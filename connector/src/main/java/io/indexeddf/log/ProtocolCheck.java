@@ -12,7 +12,7 @@ import org.apache.hadoop.fs.Path;
 
 /**
  * What the Python reader refuses is refused here too, with the same error names: reader
- * protocol versions and features it does not implement, column mapping, partition columns,
+ * protocol versions and features it does not implement, column mapping,
  * nested columns, Delta tables indexeddf has not indexed. Deletion vectors are read
  * ({@link DeletionVectors}): every read path of the connector drops the rows they delete.
  */
@@ -47,12 +47,22 @@ final class ProtocolCheck {
             + "(with the features it implements). Read it with a newer Delta engine.");
     }
 
-    /** An {@code add} or {@code remove} without partition values. */
-    static void refuseFileFeatures(JsonNode body) {
+    /** An {@code add}'s {@code partitionValues} (column -> serialized value, null for NULL; empty: none). */
+    static java.util.Map<String, String> partitionValues(JsonNode body, Path root, Object source) {
         JsonNode pv = body.get("partitionValues");
-        if (pv != null && pv.size() > 0) {
-            throw IndexedDFException.unsupportedFeature("partitionColumns");
+        if (pv == null || pv.isNull() || pv.size() == 0) {
+            return java.util.Collections.emptyMap();
         }
+        if (!pv.isObject()) {
+            throw IndexedDFException.corrupt(root, source + ": partitionValues must be a JSON object");
+        }
+        java.util.Map<String, String> out = new java.util.LinkedHashMap<>();
+        java.util.Iterator<java.util.Map.Entry<String, JsonNode>> it = pv.fields();
+        while (it.hasNext()) {
+            java.util.Map.Entry<String, JsonNode> e = it.next();
+            out.put(e.getKey(), e.getValue() == null || e.getValue().isNull() ? null : e.getValue().asText());
+        }
+        return java.util.Collections.unmodifiableMap(out);
     }
 
     /** The replayed protocol and metadata of the table at {@code root} are ones indexeddf reads. */
@@ -62,10 +72,6 @@ final class ProtocolCheck {
         String mode = conf.path("delta.columnMapping.mode").asText("none");
         if (!"none".equals(mode)) {
             throw IndexedDFException.unsupportedFeature("columnMapping");
-        }
-        JsonNode parts = metadata.get("partitionColumns");
-        if (parts != null && parts.size() > 0) {
-            throw IndexedDFException.unsupportedFeature("partitionColumns");
         }
         String provider = metadata.path("format").path("provider").asText("parquet");
         if (!"parquet".equals(provider)) {

@@ -104,7 +104,6 @@ final class Replay {
                     metadata = body;
                     break;
                 case "add": {
-                    ProtocolCheck.refuseFileFeatures(body);
                     String encoded = body.path("path").asText();
                     String path = decodePath(encoded, source);
                     JsonNode tags = body.path("tags");
@@ -121,7 +120,8 @@ final class Replay {
                     DeletionVectorDescriptor dv = DeletionVectorDescriptor.of(body, root, source);
                     adds.put(key(path, dv), new AddFile(path, location(encoded, source), body.path("size").asLong(),
                         body.path("modificationTime").asLong(), bucket, FileIds.fileId(tags, path, source),
-                        "true".equals(tags.path(DeltaLog.TAG_SORTED).asText(null)), dv));
+                        "true".equals(tags.path(DeltaLog.TAG_SORTED).asText(null)), dv,
+                        ProtocolCheck.partitionValues(body, root, source)));
                     Long was = tombstoneIds.remove(path);
                     if (was != null) {
                         tombstones.remove(was);
@@ -129,7 +129,6 @@ final class Replay {
                     break;
                 }
                 case "remove": {
-                    ProtocolCheck.refuseFileFeatures(body);
                     String path = decodePath(body.path("path").asText(), source);
                     AddFile live = fromCheckpoint ? null
                         : adds.remove(key(path, DeletionVectorDescriptor.of(body, root, source)));

@@ -57,6 +57,15 @@ public final class Snapshot {
         return identity;
     }
 
+    /** {@code metaData.partitionColumns}, in the log's order (empty: unpartitioned). */
+    public List<String> partitionColumns() {
+        List<String> out = new ArrayList<>();
+        for (JsonNode n : metadata.path("partitionColumns")) {
+            out.add(n.asText());
+        }
+        return out;
+    }
+
     /** {@code metaData.schemaString}. */
     public String schemaString() {
         return metadata.path("schemaString").asText();

@@ -18,9 +18,10 @@ import scala.jdk.javaapi.CollectionConverters;
 
 /**
  * Exactly the live files of one snapshot, as the log describes them (size, modification
- * time) and deletion vector: no listing, no file system call, whatever the query. The table is unpartitioned;
- * Spark's Parquet reader prunes columns and row groups, and a bucketed relation prunes
- * files by bucket.
+ * time) and deletion vector: no listing, no file system call, whatever the query. In a partitioned
+ * table each file sits in the partition its {@code add.partitionValues} name (never read from its
+ * path) and Spark's partition filters skip the others; Spark's Parquet reader prunes columns and
+ * row groups, and a bucketed relation prunes files by bucket.
  */
 public final class SnapshotFileIndex implements FileIndex {
     private static final long BLOCK_SIZE = 128L * 1024 * 1024;
@@ -30,10 +31,16 @@ public final class SnapshotFileIndex implements FileIndex {
     private final long version;
     private final List<FileStatusWithMetadata> files;
     private final long size;
+    private final StructType partitionSchema;
+    /** The files of each partition, by partition values (one entry, an empty row, when unpartitioned). */
+    private final java.util.LinkedHashMap<java.util.Map<String, String>, List<FileStatusWithMetadata>> byPartition =
+        new java.util.LinkedHashMap<>();
+    private final java.util.Map<java.util.Map<String, String>, InternalRow> partitionRows = new java.util.HashMap<>();
 
     /** The index of a snapshot's live files. */
-    public SnapshotFileIndex(Snapshot snapshot) {
+    public SnapshotFileIndex(Snapshot snapshot, StructType schema) {
         this.snapshot = snapshot;
+        this.partitionSchema = Partitions.schema(snapshot, schema);
         this.root = snapshot.root;
         this.version = snapshot.version;
         List<FileStatusWithMetadata> out = new ArrayList<>(snapshot.files.size());
@@ -41,8 +48,15 @@ public final class SnapshotFileIndex implements FileIndex {
         for (AddFile a : snapshot.files) {
             FileStatus st = new FileStatus(a.size, false, 1, BLOCK_SIZE, a.modificationTime, a.location);
             // A file's deletion vector rides with it to the reader (DeletionVectorFormat).
-            out.add(new FileStatusWithMetadata(st, DeletionVectorFormat.metadata(a.deletionVector)));
+            FileStatusWithMetadata f = new FileStatusWithMetadata(st, DeletionVectorFormat.metadata(a.deletionVector));
+            out.add(f);
             total += a.size;
+            byPartition.computeIfAbsent(a.partitionValues, k -> new ArrayList<>()).add(f);
+            if (partitionSchema.isEmpty()) {
+                partitionRows.putIfAbsent(a.partitionValues, InternalRow.empty());
+            } else if (!partitionRows.containsKey(a.partitionValues)) {
+                partitionRows.put(a.partitionValues, Partitions.row(a, partitionSchema, snapshot));
+            }
         }
         this.files = out;
         this.size = total;
@@ -70,8 +84,20 @@ public final class SnapshotFileIndex implements FileIndex {
 
     @Override
     public Seq<PartitionDirectory> listFiles(Seq<Expression> partitionFilters, Seq<Expression> dataFilters) {
-        PartitionDirectory dir = new PartitionDirectory(InternalRow.empty(), CollectionConverters.asScala(files).toList());
-        return CollectionConverters.asScala(List.of(dir)).toList();
+        if (partitionSchema.isEmpty()) {
+            PartitionDirectory dir = new PartitionDirectory(InternalRow.empty(), CollectionConverters.asScala(files).toList());
+            return CollectionConverters.asScala(List.of(dir)).toList();
+        }
+        org.apache.spark.sql.catalyst.expressions.BasePredicate keep = Partitions.predicate(
+            CollectionConverters.asJava(partitionFilters), partitionSchema);
+        List<PartitionDirectory> out = new ArrayList<>();
+        for (java.util.Map.Entry<java.util.Map<String, String>, List<FileStatusWithMetadata>> e : byPartition.entrySet()) {
+            InternalRow values = partitionRows.get(e.getKey());
+            if (keep == null || keep.eval(values)) {
+                out.add(new PartitionDirectory(values, CollectionConverters.asScala(e.getValue()).toList()));
+            }
+        }
+        return CollectionConverters.asScala(out).toList();
     }
 
     @Override
@@ -95,7 +121,7 @@ public final class SnapshotFileIndex implements FileIndex {
 
     @Override
     public StructType partitionSchema() {
-        return new StructType();
+        return partitionSchema;
     }
 
     /**

@@ -92,8 +92,11 @@ public final class TableRelation {
         // Versions without deletion vectors read exactly as Spark reads Parquet (columnar batches).
         ParquetFileFormat format = SnapshotFileIndex.hasDeletionVectors(snapshot) ? new DeletionVectorFormat()
             : new ParquetFileFormat();
-        return new HadoopFsRelation(new SnapshotFileIndex(snapshot), new StructType(), schema, bucketing,
-            format, noOptions, session);
+        // A partitioned table's data schema keeps its partition columns where the table has
+        // them: Spark then reads those columns from the partition values and keeps the
+        // table's column order (HadoopFsRelation merges overlapping columns in place).
+        SnapshotFileIndex files = new SnapshotFileIndex(snapshot, schema);
+        return new HadoopFsRelation(files, files.partitionSchema(), schema, bucketing, format, noOptions, session);
     }
 
     private static Long timeTravel(Map<String, String> opts, DeltaLog log) {

@@ -166,6 +166,11 @@ public final class DriverLookup extends Rule<LogicalPlan> {
         if ((snapshot.indexes == null && snapshot.newestIndexes() == null) || output.size() != schema.size()) {
             return null;
         }
+        if (!snapshot.partitionColumns().isEmpty()) {
+            // The lookup readers take rows from the files alone, which lack a partitioned
+            // table's partition columns: Spark's scan answers, pruned by partition and bucket.
+            return null;
+        }
         LookupLimits limits = new LookupLimits(session);
         Map<String, List<Object>> fixed = LookupPlanner.fixedValues(condition, output);
         LookupPlanner.Plan plan = LookupPlanner.plan(snapshot, schema, fixed, limits);

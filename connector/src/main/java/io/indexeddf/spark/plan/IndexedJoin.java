@@ -153,7 +153,9 @@ public final class IndexedJoin extends Rule<LogicalPlan> {
             Filter filter = n instanceof Filter ? (Filter) n : null;
             n = filter != null ? filter.child() : n;
             Snapshot s = DriverLookup.snapshotOf(n);
-            return s == null ? null : new TableSide(project, filter, n, s);
+            // A partitioned table's files lack its partition columns, which the probing
+            // readers take rows from: Spark's own join answers.
+            return s == null || !s.partitionColumns().isEmpty() ? null : new TableSide(project, filter, n, s);
         }
     }
 
