@@ -109,8 +109,10 @@ class IndexedTable(TableAdmin):
         ``progress``: called with a line of text as the index is built. Raises
         ``TableNotFoundError`` when there is no Delta table, ``TableExistsError`` when it
         is indexed already, ``UnsupportedFeatureError`` naming a Delta feature indexeddf
-        does not implement (column mapping, partition columns, ...). Deletion vectors are
-        read: the index skips the rows they delete.
+        does not implement (column mapping, nested columns, ...). Deletion vectors are
+        read: the index skips the rows they delete. A partitioned table keeps its
+        partitions: every reader takes the partition columns from the files'
+        ``partitionValues``, and writes put each row in its partition (PROTOCOL.md §18).
         """
         from .writer.convert import convert_table
 

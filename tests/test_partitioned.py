@@ -1,0 +1,225 @@
+"""Partitioned Delta tables (``metaData.partitionColumns``): converted in place, read by
+every path with the partition columns typed from ``add.partitionValues``, pruned by
+partition, and written so that delta-rs and DuckDB read the result.
+
+The tables are written by delta-rs with NULL partitions, strings Delta escapes in paths,
+dates, timestamps and integers; DuckDB's delta extension and delta-rs are the oracles.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import sys
+
+import deltalake
+import pyarrow as pa
+import pyarrow.compute as pc
+import pytest
+
+sys.path.insert(0, os.path.dirname(__file__))
+from connector_helpers import physical, read  # noqa: E402
+from test_delta_oracles import duckdb_delta  # noqa: E402
+
+import indexeddf  # noqa: E402
+from indexeddf import IndexedTable  # noqa: E402
+from indexeddf.errors import UnsupportedFeatureError  # noqa: E402
+from indexeddf.format.snapshot import load_snapshot  # noqa: E402
+from indexeddf.format.transaction import Transaction  # noqa: E402
+from indexeddf.spec.actions import AddFile  # noqa: E402
+
+SCHEMA = pa.schema([
+    ("id", pa.int64()),
+    ("s", pa.string()),
+    ("d", pa.date32()),
+    ("t", pa.timestamp("us", tz="UTC")),
+    ("n", pa.int32()),
+    ("v", pa.string()),
+])
+PARTITIONS = ["s", "d", "t", "n"]
+STRINGS = ["a/b", "x=y", None, "sp ace", "pct%41", "é#?:"]
+"""Partition strings with characters Delta escapes in paths (``%41`` must not be unescaped), and NULL."""
+
+
+def rows(ids, v="r") -> pa.Table:
+    """Rows of :data:`SCHEMA`: the partition columns cycle through a few values each (NULLs too)."""
+    base = dt.datetime(2024, 1, 2, 0, 30, 15, 123456, tzinfo=dt.timezone.utc)
+    return pa.table({
+        "id": pa.array(ids, pa.int64()),
+        "s": pa.array([STRINGS[i % len(STRINGS)] for i in ids]),
+        "d": pa.array([dt.date(2024, 1, 1 + i % 3) for i in ids]),
+        "t": pa.array([base + dt.timedelta(hours=i % 2) for i in ids], pa.timestamp("us", tz="UTC")),
+        "n": pa.array([None if i % 5 == 0 else i % 4 for i in ids], pa.int32()),
+        "v": pa.array([f"{v}{i}" for i in ids]),
+    }, schema=SCHEMA)
+
+
+def duck(path: str, where: str = "true") -> pa.Table:
+    return duckdb_delta().execute(f"SELECT * FROM delta_scan('{path}') WHERE {where}").to_arrow_table()
+
+
+def ordered(t: pa.Table) -> list[dict]:
+    """The rows of ``t`` in :data:`SCHEMA` (DuckDB's types cast to it), sorted by id."""
+    return t.select(SCHEMA.names).cast(SCHEMA).sort_by("id").to_pylist()
+
+
+@pytest.fixture
+def converted(tmp_path):
+    """A delta-rs table partitioned by four columns, converted (index on ``id``), then
+    appended to by delta-rs (files the index does not cover: hybrid scans)."""
+    path = str(tmp_path / "t")
+    deltalake.write_deltalake(path, rows(list(range(60))), partition_by=PARTITIONS)
+    IndexedTable.convert(path, index_columns=["id"], num_buckets=4)
+    deltalake.write_deltalake(path, rows(list(range(60, 72)), "late"), partition_by=PARTITIONS, mode="append")
+    return path
+
+
+def test_the_partition_values_are_as_delta_serialises_them(converted):
+    snap = load_snapshot(IndexedTable.for_path(converted).snapshot.storage)
+    assert snap.metadata.partitionColumns == tuple(PARTITIONS)
+    values = {tuple(sorted(a.partitionValues.items(), key=str)) for a in snap.files.values()}
+    # delta-rs wrote these strings: the reading below relies on each form.
+    flat = {kv for v in values for kv in v}
+    assert ("s", None) in flat and ("n", None) in flat and ("s", "pct%41") in flat
+    assert ("t", "2024-01-02 00:30:15.123456") in flat and ("d", "2024-01-03") in flat
+
+
+def test_python_readers_return_duckdbs_and_delta_rs_rows(converted):
+    t = IndexedTable.for_path(converted)
+    want = ordered(duck(converted))
+    assert len(want) == 72
+    assert t.to_arrow().schema == SCHEMA
+    assert ordered(t.to_arrow()) == want
+    assert ordered(deltalake.DeltaTable(converted).to_pyarrow_table()) == want
+    # Projections of only partition columns still give every row.
+    assert t.to_arrow(columns=["s", "n"]).num_rows == 72
+    assert ordered(t.to_arrow(filter=pc.field("s") == "pct%41")) == ordered(duck(converted, "s = 'pct%41'"))
+    # Lookups: covered files (tries) and the delta-rs appends (hybrid scan), NULL partitions included.
+    probes = [0, 2, 4, 5, 10, 33, 59, 60, 62, 65, 71, 999]
+    got = t.lookup(probes)
+    assert got.schema == SCHEMA
+    assert ordered(got) == ordered(duck(converted, f"id IN ({', '.join(map(str, probes))})"))
+    assert t.lookup([62], columns=["s", "t"]).to_pylist() == [{"s": None, "t": rows([62])["t"][0].as_py()}]
+
+
+def test_an_index_on_a_partition_column_and_pruning(converted):
+    t = IndexedTable.for_path(converted)
+    t.create_index("by_s", ["s"])
+    for key in ["a/b", "pct%41", None, "absent"]:
+        where = "s IS NULL" if key is None else f"s = '{key}'"
+        assert ordered(t.lookup([key], index="by_s")) == ordered(duck(converted, where)), key
+    # Unindexed files (appended by delta-rs after the index) of other partitions are skipped.
+    deltalake.write_deltalake(converted, rows(list(range(100, 112)), "new"), partition_by=PARTITIONS, mode="append")
+    t = IndexedTable.for_path(converted)
+    from indexeddf.optimizer.planner import plan_keys
+
+    plan = plan_keys(t.snapshot, ["x=y"], "by_s")
+    assert plan.scanned_files and all(a.partitionValues["s"] == "x=y" for a in plan.scanned_files)
+    assert ordered(t.lookup(["x=y"], index="by_s")) == ordered(duck(converted, "s = 'x=y'"))
+    text = t.explain("d = '2024-01-02'")
+    live = len(t.snapshot.files)
+    kept = sum(1 for a in t.snapshot.files.values() if a.partitionValues["d"] == "2024-01-02")
+    assert f"partitions: the filter on ['d'] keeps {kept} of {live} live files" in text, text
+    assert 0 < kept < live
+
+
+def test_appends_and_optimize_keep_partitions(converted):
+    t = IndexedTable.for_path(converted)
+    extra = rows(list(range(200, 230)), "app")
+    empty = pa.table({**{c: extra[c] for c in SCHEMA.names}, "s": pa.array([""] * 30)}, schema=SCHEMA).slice(0, 3)
+    t.append(pa.concat_tables([extra, empty.set_column(0, "id", pa.array([300, 301, 302], pa.int64()))]))
+    t = IndexedTable.for_path(converted)
+    mine = t.snapshot.live_files()[-1]
+    assert set(mine.partitionValues) == set(PARTITIONS) and mine.bucket is not None
+    want = ordered(duck(converted))
+    assert len(want) == 72 + 33
+    assert ordered(t.to_arrow()) == want == ordered(deltalake.DeltaTable(converted).to_pyarrow_table())
+    assert [r["s"] for r in t.lookup([300, 301]).to_pylist()] == [None, None]  # an empty string is a NULL partition
+    before = len(t.snapshot.files)
+    t.optimize(mode="full")
+    t = IndexedTable.for_path(converted)
+    assert all(a.bucket is not None for a in t.snapshot.files.values())
+    # Buckets inside partitions: no file mixes partitions, and each (partition, bucket) has one file.
+    groups = [(tuple(sorted(a.partitionValues.items(), key=str)), a.bucket) for a in t.snapshot.files.values()]
+    assert len(groups) == len(set(groups)) and len(groups) <= before
+    for a in t.snapshot.files.values():
+        assert a.path.startswith("s="), a.path  # laid out in its partition's directory
+    assert ordered(t.to_arrow()) == want == ordered(duck(converted))
+    assert ordered(deltalake.DeltaTable(converted).to_pyarrow_table()) == want
+    assert ordered(t.lookup([0, 61, 201, 300])) == ordered(duck(converted, "id IN (0, 61, 201, 300)"))
+    # A checkpoint keeps every file's partition values.
+    from indexeddf.format.checkpoint import write_checkpoint
+
+    write_checkpoint(t.snapshot.storage, t.snapshot)
+    assert ordered(IndexedTable.for_path(converted).to_arrow()) == want == ordered(duck(converted))
+
+
+def test_changes_keep_partitions(converted):
+    t = IndexedTable.for_path(converted)
+    t.update({"v": "'changed'"}, "id = 3")
+    t.update({"s": "'moved'"}, "id = 4")  # to another partition
+    t.delete("id = 5")
+    want = ordered(duck(converted))
+    assert ordered(IndexedTable.for_path(converted).to_arrow()) == want
+    assert ordered(deltalake.DeltaTable(converted).to_pyarrow_table()) == want
+    got = {r["id"]: r for r in want}
+    assert got[3]["v"] == "changed" and got[4]["s"] == "moved" and 5 not in got
+
+
+def test_a_file_without_its_partition_values_is_never_committed(converted):
+    snap = IndexedTable.for_path(converted).snapshot
+    bare = AddFile(path="data/x.parquet", size=1, modificationTime=0, bucket=None, fileId=7)
+    with pytest.raises(UnsupportedFeatureError, match=r"partitioned by \['s', 'd', 't', 'n'\].*without its partition"):
+        Transaction(snap, "WRITE", {}, read_buckets=()).commit([bare])
+    assert deltalake.DeltaTable(converted).version() == snap.version
+
+
+def files_read(df) -> int:
+    """The files the scan of ``df`` (executed) read: its ``numFiles`` metric."""
+    leaves = df._jdf.queryExecution().executedPlan().collectLeaves()
+    return sum(int(leaves.apply(i).metrics().apply("numFiles").value()) for i in range(leaves.size()))
+
+
+@pytest.mark.spark
+def test_spark_reads_and_prunes_partitions(spark, converted):
+    want = ordered(duck(converted))
+    df = read(spark, converted)
+    assert [f.name for f in df.schema.fields] == SCHEMA.names
+    assert ordered(pa.Table.from_pylist([r.asDict() for r in df.collect()])) == want
+    pruned = df.where("s = 'pct%41' AND d = date'2024-01-02'")
+    text = physical(pruned)
+    assert "PartitionFilters: [isnotnull(s" in text, text
+    files = {a.path for a in IndexedTable.for_path(converted).snapshot.files.values()
+             if a.partitionValues["s"] == "pct%41" and a.partitionValues["d"] == "2024-01-02"}
+    assert ordered(pa.Table.from_pylist([r.asDict() for r in pruned.collect()])) == \
+        ordered(duck(converted, "s = 'pct%41' AND d = DATE '2024-01-02'"))
+    assert files and files_read(pruned) == len(files) < len(IndexedTable.for_path(converted).snapshot.files)
+    # Index lookups (few keys, many keys) and joins: Spark's pruned scan answers, rightly.
+    few = df.where("id IN (0, 5, 62, 999)").collect()
+    assert ordered(pa.Table.from_pylist([r.asDict() for r in few])) == ordered(duck(converted, "id IN (0, 5, 62, 999)"))
+    many = df.where(f"id IN ({', '.join(map(str, range(0, 2000, 3)))})").collect()
+    assert ordered(pa.Table.from_pylist([r.asDict() for r in many])) == \
+        ordered(duck(converted, f"id IN ({', '.join(map(str, range(0, 2000, 3)))})"))
+    probe = spark.createDataFrame([(k,) for k in (1, 2, 61)], "id bigint")
+    joined = df.join(probe, "id").collect()
+    assert ordered(pa.Table.from_pylist([r.asDict() for r in joined])) == ordered(duck(converted, "id IN (1, 2, 61)"))
+    indexeddf.register(spark)
+    py = spark.read.format("indexeddf_python").load(converted)
+    assert ordered(pa.Table.from_pylist([r.asDict() for r in py.collect()])) == want
+    assert py.select("s", "n").count() == 72
+    # A Spark append through the connector writes each row in its partition.
+    spark.createDataFrame(rows(list(range(500, 520)), "spark")).write.format("indexeddf").mode("append").save(converted)
+    t = IndexedTable.for_path(converted)
+    assert all(set(a.partitionValues) == set(PARTITIONS) for a in t.snapshot.files.values())
+    want = ordered(duck(converted))
+    assert len(want) == 92 and ordered(t.to_arrow()) == want
+    assert ordered(pa.Table.from_pylist([r.asDict() for r in read(spark, converted).collect()])) == want
+
+
+def test_the_log_is_what_delta_writers_read(converted):
+    """The converted table's metaData keeps partitionColumns (as delta-rs wrote them)."""
+    log = os.path.join(converted, "_delta_log")
+    meta = [json.loads(line)["metaData"] for f in sorted(os.listdir(log)) if f.endswith(".json")
+            for line in open(os.path.join(log, f)) if '"metaData"' in line]
+    assert meta[-1]["partitionColumns"] == PARTITIONS
