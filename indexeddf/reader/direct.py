@@ -1,10 +1,11 @@
 """Spark-free reads of a snapshot's row batches into Arrow.
 
 Files without a deletion vector are read through ``pyarrow.dataset`` (parallel, with
-projection and filter pushdown); a file with one, and every file of a partitioned table,
-is read by :func:`indexeddf.format.datafiles.read_live_rows`, which drops the rows its
-deletion vector deletes and fills the partition columns from its ``partitionValues`` (a
-dataset can do neither), and filtered in memory. Rows come in file write order either way.
+projection and filter pushdown; in a partitioned table each file's ``partitionValues``
+become its partition expression, which fills the partition columns and lets a filter
+skip the files of other partitions); a file with one is read by
+:func:`indexeddf.format.datafiles.read_live_rows`, which drops the rows it deletes (a
+dataset cannot), and filtered in memory. Rows come in file write order either way.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import pyarrow.compute as pc
 from ..format.datafiles import INT96_UNIT, missing_file, read_live_rows
 from ..format.snapshot import Snapshot
 from ..spec.actions import AddFile
+from ..spec.partitions import partition_expression
 from ..spec.schema import arrow_schema, check_columns
 
 
@@ -31,12 +33,9 @@ def read_snapshot(snapshot: Snapshot, columns: Sequence[str] | None = None, filt
         empty = schema.empty_table()
         return empty.select(wanted) if wanted is not None else empty
     # Consecutive files with (or without) deletion vectors are read together, so a
-    # table without any is one dataset read, as fast as before. A partitioned table's
-    # files are read one by one too: a dataset cannot give each file its own partition
-    # values (the files lack those columns).
-    partitioned = bool(snapshot.metadata.partitionColumns)
+    # table without any is one dataset read, as fast as before.
     parts = []
-    for has_dv, run in groupby(files, key=lambda a: partitioned or a.deletionVector is not None):
+    for has_dv, run in groupby(files, key=lambda a: a.deletionVector is not None):
         read = _read_with_deletions if has_dv else _read_dataset
         parts.append(read(snapshot, list(run), schema, wanted, filter))
     return parts[0] if len(parts) == 1 else pa.concat_tables(parts)
@@ -52,8 +51,13 @@ def _read_dataset(snapshot: Snapshot, files: list[AddFile], schema: pa.Schema, c
     # as format/datafiles.py does for the other readers; INT96 in Delta's microseconds.
     parquet = ds.ParquetFileFormat(read_options=ds.ParquetReadOptions(coerce_int96_timestamp_unit=INT96_UNIT))
     try:
-        dataset = ds.dataset([storage.full(a.path) for a in files], schema=schema, format=parquet,
-                             filesystem=storage.arrow_filesystem())
+        paths = [storage.full(a.path) for a in files]
+        if snapshot.metadata.partitionColumns:
+            dataset = ds.FileSystemDataset.from_paths(
+                paths, schema=schema, format=parquet, filesystem=storage.arrow_filesystem(),
+                partitions=[partition_expression(a.partitionValues, schema) for a in files])
+        else:
+            dataset = ds.dataset(paths, schema=schema, format=parquet, filesystem=storage.arrow_filesystem())
         return dataset.to_table(columns=columns, filter=filter)
     except FileNotFoundError:
         raise _first_missing(snapshot, files) from None
@@ -61,7 +65,7 @@ def _read_dataset(snapshot: Snapshot, files: list[AddFile], schema: pa.Schema, c
 
 def _read_with_deletions(snapshot: Snapshot, files: list[AddFile], schema: pa.Schema, columns: list[str] | None,
                          filter: pc.Expression | None) -> pa.Table:
-    """The live rows of ``files`` (each has a deletion vector or partition values), projected and filtered in
+    """The live rows of ``files`` (each has a deletion vector), projected and filtered in
     memory. Without a filter only ``columns`` are read (a filter may name any column);
     files are read two at a time (Parquet decoding releases the GIL), in order."""
     import pyarrow.dataset as ds

@@ -75,6 +75,21 @@ def constant_column(text: str | None, arrow_type: pa.DataType, n: int, column: s
     return pa.repeat(pa.scalar(value, arrow_type), n)
 
 
+def partition_expression(values: PartitionValues, schema: pa.Schema):
+    """A file's partition values as a ``pyarrow.dataset`` partition expression (a conjunction
+    of ``column == value`` and ``is_null``): a dataset fills the partition columns of the
+    file's rows from it and skips the file when a filter contradicts it."""
+    import pyarrow.compute as pc
+
+    out = None
+    for column, text in values.items():
+        t = schema.field(column).type
+        value = parse_value(text, t, column)
+        term = pc.field(column).is_null() if value is None else pc.field(column) == pa.scalar(value, t)
+        out = term if out is None else out & term
+    return out
+
+
 def serialize_value(value, arrow_type: pa.DataType) -> str | None:
     """A value of a column of ``arrow_type`` as ``add.partitionValues`` holds it (None: NULL;
     an empty string or binary is NULL too, as Spark's Delta writer stores it). Timestamps

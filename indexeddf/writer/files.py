@@ -16,6 +16,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from ..errors import SchemaMismatchError
 from ..format.storage import TableStorage
 from ..spec.actions import AddFile, FileStats
 from ..spec.bucketing import bucket_ids, key_hash
@@ -106,6 +107,11 @@ def write_bucketed_pieces(
     ordered = spark_orderable(table.schema, index_columns)
     parts = [(b, rows, None) for b, rows in split_by_bucket(table, index_columns, num_buckets, ordered)]
     if partition_columns:
+        missing = [c for c in partition_columns if c not in table.column_names]
+        if missing:
+            raise SchemaMismatchError(
+                f"the table is partitioned by {list(partition_columns)}: the rows lack partition column(s) {missing}, "
+                "and a partitioned table keeps its partition columns", missing)
         parts = [(b, piece, values) for values, rows in split_by_partition(table, partition_columns)
                  for b, piece in split_by_bucket(rows, index_columns, num_buckets, ordered)]
     if not parts:

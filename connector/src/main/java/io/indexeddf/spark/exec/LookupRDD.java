@@ -86,7 +86,8 @@ public final class LookupRDD extends RDD<InternalRow> {
                 while (!current.hasNext() && pieces.hasNext()) {
                     LookupReader.Piece p = pieces.next();
                     try {
-                        current = (p.groups == null ? LookupReader.matching(scanReader.apply(p.split()), bound)
+                        current = (p.groups == null ? LookupReader.matching(scanReader.apply(p.split()), bound,
+                                Partitions.Filler.of(p.partitionValues, groupReader.required()))
                             : LookupReader.readGroups(groupReader, p, bound)).iterator();
                     } catch (java.io.IOException e) {
                         throw new java.io.UncheckedIOException(e);

@@ -58,9 +58,11 @@ public final class LookupReader {
         final long length;
         /** The file's deletion vector, or null: its rows are dropped from candidates and scans. */
         final DeletionVectorDescriptor dv;
+        /** The file's partition values ({@code add.partitionValues}; empty when unpartitioned): its rows get them. */
+        final Map<String, String> partitionValues;
 
         private Piece(String path, long fileSize, long modificationTime, int[] groups, long[] wanted, long length,
-                      DeletionVectorDescriptor dv) {
+                      DeletionVectorDescriptor dv, Map<String, String> partitionValues) {
             this.path = path;
             this.fileSize = fileSize;
             this.modificationTime = modificationTime;
@@ -68,16 +70,18 @@ public final class LookupReader {
             this.wanted = wanted;
             this.length = length;
             this.dv = dv;
+            this.partitionValues = partitionValues;
         }
 
         /** The whole live file {@code a} (a hybrid scan's piece, and what tasks that probe are told of a file). */
         static Piece whole(AddFile a) {
-            return new Piece(a.location.toString(), a.size, a.modificationTime, null, null, a.size, a.deletionVector);
+            return new Piece(a.location.toString(), a.size, a.modificationTime, null, null, a.size, a.deletionVector,
+                a.partitionValues);
         }
 
         /** Row groups {@code groups} of this whole file, with the rows at offsets {@code wanted} of them. */
         Piece rows(int[] groups, long[] wanted, long length) {
-            return new Piece(path, fileSize, modificationTime, groups, wanted, length, dv);
+            return new Piece(path, fileSize, modificationTime, groups, wanted, length, dv, partitionValues);
         }
 
         /** The whole file as Spark's readers take a split (with its DV, for {@link DeletionVectorFormat}). */
@@ -201,7 +205,7 @@ public final class LookupReader {
             reads.add(() -> readGroups(groupReader, p, bound));
         }
         for (Piece p : pieces.scans) {
-            reads.add(() -> matching(scanReader.apply(p.split()), bound));
+            reads.add(() -> matching(scanReader.apply(p.split()), bound, Partitions.Filler.of(p.partitionValues, required)));
         }
         List<InternalRow> out = new ArrayList<>();
         for (List<InternalRow> part : inParallel(reads)) {
@@ -213,13 +217,18 @@ public final class LookupReader {
         return out;
     }
 
-    /** The candidate rows of a piece of row groups that satisfy {@code bound}, copied. */
+    /**
+     * The candidate rows of a piece of row groups that satisfy {@code bound}, copied (with the
+     * file's partition values: the condition may name partition columns).
+     */
     static List<InternalRow> readGroups(RowGroupReader reader, Piece p, Expression bound) throws IOException {
         BasePredicate predicate = predicate(bound);
+        Partitions.Filler fill = Partitions.Filler.of(p.partitionValues, reader.required());
         List<InternalRow> out = new ArrayList<>();
         reader.read(new org.apache.hadoop.fs.Path(p.path), p.fileSize, p.groups, p.wanted, row -> {
-            if (predicate.eval(row)) {
-                out.add(row.copy());
+            InternalRow r = fill == null ? row : fill.apply(row);
+            if (predicate.eval(r)) {
+                out.add(fill == null ? row.copy() : r);
             }
         });
         return out;
@@ -248,14 +257,18 @@ public final class LookupReader {
             schema, required, pushed(condition), false, conf);
     }
 
-    /** The rows of {@code rows} (a whole file, hybrid scan) that satisfy {@code bound}, copied. */
-    static List<InternalRow> matching(Iterator<InternalRow> rows, Expression bound) {
+    /**
+     * The rows of {@code rows} (a whole file, hybrid scan) that satisfy {@code bound}, copied;
+     * {@code fill} (or null) gives them the file's partition values first.
+     */
+    static List<InternalRow> matching(Iterator<InternalRow> rows, Expression bound, Partitions.Filler fill) {
         BasePredicate predicate = predicate(bound);
         List<InternalRow> out = new ArrayList<>();
         while (rows.hasNext()) {
             InternalRow row = rows.next();
-            if (predicate.eval(row)) {
-                out.add(row.copy());
+            InternalRow r = fill == null ? row : fill.apply(row);
+            if (predicate.eval(r)) {
+                out.add(fill == null ? row.copy() : r);
             }
         }
         return out;

@@ -68,13 +68,13 @@ public final class Partitions {
                 throw IndexedDFException.corrupt(snapshot.root, "the add of " + a.path + " names no value of partition "
                     + "column '" + fields[i].name() + "'");
             }
-            values[i] = value(pv.get(fields[i].name()), fields[i].dataType(), snapshot, fields[i].name());
+            values[i] = value(pv.get(fields[i].name()), fields[i].dataType(), snapshot.root, fields[i].name());
         }
         return new GenericInternalRow(values);
     }
 
     /** One serialized partition value as the Catalyst value of {@code type} (null for NULL). */
-    static Object value(String text, DataType type, Snapshot snapshot, String column) {
+    static Object value(String text, DataType type, org.apache.hadoop.fs.Path root, String column) {
         if (text == null) {
             return null;
         }
@@ -97,8 +97,75 @@ public final class Partitions {
         } catch (RuntimeException e) {
             // fall through: a value that does not parse is a damaged log
         }
-        throw IndexedDFException.corrupt(snapshot.root, "partition value '" + text + "' of column '" + column
+        throw IndexedDFException.corrupt(root, "partition value '" + text + "' of column '" + column
             + "' is not a " + type.simpleString());
+    }
+
+    /**
+     * {@code schema} (the table's) with its partition columns nullable: the lookup readers read
+     * rows of it from files that lack those columns, and Parquet readers refuse a missing
+     * required column; {@link Filler} then puts the file's values in.
+     */
+    public static StructType readable(StructType schema, Snapshot snapshot) {
+        List<String> parts = snapshot.partitionColumns();
+        if (parts.isEmpty()) {
+            return schema;
+        }
+        StructType out = new StructType();
+        for (StructField f : schema.fields()) {
+            out = out.add(parts.contains(f.name()) ? f.copy(f.name(), f.dataType(), true, f.metadata()) : f);
+        }
+        return out;
+    }
+
+    /** Puts one file's partition values into the rows of {@code required} read from it (where the file has none). */
+    public static final class Filler {
+        private final int[] at;
+        private final Object[] values;
+        private final DataType[] types;
+
+        private Filler(int[] at, Object[] values, DataType[] types) {
+            this.at = at;
+            this.values = values;
+            this.types = types;
+        }
+
+        /** The filler of a file with {@code partitionValues} for rows of {@code required}; null when there is nothing to fill. */
+        public static Filler of(Map<String, String> partitionValues, StructType required) {
+            if (partitionValues == null || partitionValues.isEmpty()) {
+                return null;
+            }
+            StructField[] fields = required.fields();
+            List<Integer> at = new java.util.ArrayList<>();
+            List<Object> values = new java.util.ArrayList<>();
+            for (int i = 0; i < fields.length; i++) {
+                if (partitionValues.containsKey(fields[i].name())) {
+                    at.add(i);
+                    values.add(value(partitionValues.get(fields[i].name()), fields[i].dataType(), null, fields[i].name()));
+                }
+            }
+            if (at.isEmpty()) {
+                return null;
+            }
+            DataType[] types = new DataType[fields.length];
+            for (int i = 0; i < fields.length; i++) {
+                types[i] = fields[i].dataType();
+            }
+            return new Filler(at.stream().mapToInt(Integer::intValue).toArray(), values.toArray(), types);
+        }
+
+        /** A new row: {@code row}'s values (copied) with the partition columns set to the file's values. */
+        public InternalRow apply(InternalRow row) {
+            InternalRow own = row.copy();
+            Object[] v = new Object[types.length];
+            for (int i = 0; i < v.length; i++) {
+                v[i] = own.isNullAt(i) ? null : own.get(i, types[i]);
+            }
+            for (int j = 0; j < at.length; j++) {
+                v[at[j]] = values[j];
+            }
+            return new GenericInternalRow(v);
+        }
     }
 
     private static DataType StringType$() {

@@ -90,6 +90,11 @@ public final class RowGroupReader implements java.io.Serializable {
         return r;
     }
 
+    /** The columns this reader gives. */
+    StructType required() {
+        return required;
+    }
+
     /** The Hadoop configuration this reader reads with (in tasks too). */
     Configuration hadoopConf() {
         return conf.value();

@@ -161,16 +161,14 @@ public final class DriverLookup extends Rule<LogicalPlan> {
         LogicalRelation lr = (LogicalRelation) filter.child();
         HadoopFsRelation rel = (HadoopFsRelation) lr.relation();
         Snapshot snapshot = snapshotOf(lr);
-        StructType schema = rel.dataSchema();
+        // A partitioned table's files lack its partition columns: read as nullable, then
+        // filled from each file's partition values (LookupReader).
+        StructType schema = io.indexeddf.spark.exec.Partitions.readable(rel.dataSchema(), snapshot);
         List<Attribute> output = new ArrayList<>(CollectionConverters.asJava(lr.output()));
         if ((snapshot.indexes == null && snapshot.newestIndexes() == null) || output.size() != schema.size()) {
             return null;
         }
-        if (!snapshot.partitionColumns().isEmpty()) {
-            // The lookup readers take rows from the files alone, which lack a partitioned
-            // table's partition columns: Spark's scan answers, pruned by partition and bucket.
-            return null;
-        }
+
         LookupLimits limits = new LookupLimits(session);
         Map<String, List<Object>> fixed = LookupPlanner.fixedValues(condition, output);
         LookupPlanner.Plan plan = LookupPlanner.plan(snapshot, schema, fixed, limits);

@@ -153,9 +153,7 @@ public final class IndexedJoin extends Rule<LogicalPlan> {
             Filter filter = n instanceof Filter ? (Filter) n : null;
             n = filter != null ? filter.child() : n;
             Snapshot s = DriverLookup.snapshotOf(n);
-            // A partitioned table's files lack its partition columns, which the probing
-            // readers take rows from: Spark's own join answers.
-            return s == null || !s.partitionColumns().isEmpty() ? null : new TableSide(project, filter, n, s);
+            return s == null ? null : new TableSide(project, filter, n, s);
         }
     }
 
