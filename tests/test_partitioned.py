@@ -281,6 +281,21 @@ def test_spark_reads_and_prunes_partitions(spark, converted, conf):
     assert ordered(pa.Table.from_pylist([r.asDict() for r in again.collect()])) == want
     assert ordered(pa.Table.from_pylist([r.asDict() for r in again.where("id IN (3, 503)").collect()])) == \
         ordered(duck(converted, "id IN (3, 503)"))
+    # A lookup's hybrid scan skips the unindexed files of other partitions: one of them gone
+    # (deleted behind the log's back) fails a full read, not the lookup.
+    from indexeddf.optimizer.planner import covered_ids
+
+    snap = IndexedTable.for_path(converted).snapshot
+    covered = covered_ids(snap.indexes["primary"])
+    victim = next(a for a in snap.files.values() if a.fileId not in covered and a.partitionValues["s"] is not None)
+    os.remove(os.path.join(converted, victim.path))
+    where = "id IN (60, 61, 62, 63, 64, 65, 66, 67) AND s IS NULL"
+    q = read(spark, converted).where(where)
+    assert "LocalTableScan" in physical(q)
+    expected = [r for r in want if 60 <= r["id"] <= 67 and r["s"] is None]
+    assert expected and ordered(pa.Table.from_pylist([r.asDict() for r in q.collect()])) == expected
+    with pytest.raises(Exception, match="missing|FileNotFound|does not exist"):
+        read(spark, converted).collect()
 
 
 def test_the_log_is_what_delta_writers_read(converted):

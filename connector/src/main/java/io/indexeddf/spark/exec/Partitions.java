@@ -102,6 +102,35 @@ public final class Partitions {
     }
 
     /**
+     * Drops from {@code scan} (a lookup's unindexed files) those of partitions that the
+     * conjuncts of {@code condition} naming only partition columns exclude: a lookup skips the
+     * files of other partitions as Spark's scan does.
+     */
+    public static void prune(List<AddFile> scan, Expression condition, Snapshot snapshot, StructType schema) {
+        StructType parts = schema(snapshot, schema);
+        if (parts.isEmpty() || scan.isEmpty()) {
+            return;
+        }
+        java.util.Set<String> names = new java.util.HashSet<>(snapshot.partitionColumns());
+        List<Expression> only = new java.util.ArrayList<>();
+        for (Expression c : LookupPlanner.conjuncts(condition)) {
+            boolean other = c.find(new scala.runtime.AbstractFunction1<Expression, Object>() {
+                @Override
+                public Object apply(Expression e) {
+                    return e instanceof AttributeReference && !names.contains(((AttributeReference) e).name());
+                }
+            }).isDefined();
+            if (!other && c.deterministic() && !c.references().isEmpty()) {
+                only.add(c);
+            }
+        }
+        BasePredicate keep = predicate(only, parts);
+        if (keep != null) {
+            scan.removeIf(a -> !keep.eval(row(a, parts, snapshot)));
+        }
+    }
+
+    /**
      * {@code schema} (the table's) with its partition columns nullable: the lookup readers read
      * rows of it from files that lack those columns, and Parquet readers refuse a missing
      * required column; {@link Filler} then puts the file's values in.

@@ -175,6 +175,7 @@ public final class DriverLookup extends Rule<LogicalPlan> {
         if (plan == null) {
             return null;
         }
+        io.indexeddf.spark.exec.Partitions.prune(plan.scan, condition, snapshot, schema);
         // The columns to read: those the projection above (when there is one) and the filter use.
         List<Attribute> read = new ArrayList<>();
         StructType required = new StructType();
