@@ -304,3 +304,24 @@ def test_the_log_is_what_delta_writers_read(converted):
     meta = [json.loads(line)["metaData"] for f in sorted(os.listdir(log)) if f.endswith(".json")
             for line in open(os.path.join(log, f)) if '"metaData"' in line]
     assert meta[-1]["partitionColumns"] == PARTITIONS
+
+
+@pytest.mark.spark
+def test_spark_bucketed_scans_of_optimized_partitions(spark, tmp_path, conf):
+    """After optimize, files are bucketed inside partitions: Spark is told the bucketing,
+    prunes buckets and partitions together, and each file keeps its partition's values."""
+    path = str(tmp_path / "t")
+    deltalake.write_deltalake(path, rows(list(range(80))), partition_by=["d", "n"])
+    t = IndexedTable.convert(path, index_columns=["id"], num_buckets=4)
+    t.optimize(mode="full")
+    conf("spark.indexeddf.driverLookup.enabled", "false")  # Spark's own scan answers
+    conf("spark.indexeddf.lookupTasks.enabled", "false")
+    conf("spark.sql.sources.bucketing.autoBucketedScan.enabled", "false")
+    q = read(spark, path).where("id = 42 AND d = date'2024-01-01'")
+    text = physical(q)
+    assert "Bucketed: true" in text and "SelectedBucketsCount: 1 out of 4" in text and "PartitionFilters: [" in text, text
+    assert ordered(pa.Table.from_pylist([r.asDict() for r in q.collect()])) == \
+        ordered(duck(path, "id = 42 AND d = DATE '2024-01-01'"))
+    whole = read(spark, path)
+    assert whole.rdd.getNumPartitions() == 4  # one task per bucket, across partitions
+    assert ordered(pa.Table.from_pylist([r.asDict() for r in whole.collect()])) == ordered(duck(path))
