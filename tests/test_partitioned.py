@@ -325,3 +325,11 @@ def test_spark_bucketed_scans_of_optimized_partitions(spark, tmp_path, conf):
     whole = read(spark, path)
     assert whole.rdd.getNumPartitions() == 4  # one task per bucket, across partitions
     assert ordered(pa.Table.from_pylist([r.asDict() for r in whole.collect()])) == ordered(duck(path))
+    # partitionBy(...) may repeat the table's partition columns, and nothing else.
+    indexeddf.register(spark)  # Spark writes go through the Python data source
+    extra = spark.createDataFrame(rows([900, 901]))
+    extra.write.format("indexeddf").partitionBy("d", "n").mode("append").save(path)
+    with pytest.raises(Exception, match=r"partitionBy\(s\): the table is partitioned by \[d, n\]"):
+        extra.write.format("indexeddf").partitionBy("s").mode("append").save(path)
+    assert ordered(IndexedTable.for_path(path).to_arrow()) == ordered(duck(path))
+    assert len(duck(path, "id >= 900")) == 2

@@ -2,6 +2,7 @@ package io.indexeddf.spark.exec;
 
 import java.io.IOException;
 import java.util.LinkedHashMap;
+import java.util.List;
 import java.util.Map;
 
 import org.apache.hadoop.conf.Configuration;
@@ -38,6 +39,7 @@ public final class PythonWriter {
             throw IndexedDFException.option("indexeddf needs one table location: .save(path)");
         }
         requirePythonSource(session);
+        checkPartitionBy(opts, path, session.sessionState().newHadoopConf());
         String pyMode;
         String saveModeOption = lookup(opts, "saveMode");
         switch (mode) {
@@ -71,6 +73,36 @@ public final class PythonWriter {
         return new WrittenRelation(sqlContext, data.schema());
     }
 
+
+    /**
+     * Spark's {@code partitionBy(...)} (the {@code __partition_columns} option) may only repeat
+     * the table's own partition columns: the Python writer puts every row in its partition
+     * anyway, and creating or repartitioning a partitioned table is not supported.
+     */
+    private static void checkPartitionBy(Map<String, String> opts, String path, Configuration conf) {
+        String given = opts.remove("__partition_columns");
+        if (given == null) {
+            return;
+        }
+        List<String> columns = new java.util.ArrayList<>();
+        try {
+            for (com.fasterxml.jackson.databind.JsonNode n : io.indexeddf.log.DeltaLog.JSON.readTree(given)) {
+                columns.add(n.asText());
+            }
+        } catch (IOException e) {
+            throw IndexedDFException.option("partitionBy(...) gave unreadable columns " + given);
+        }
+        List<String> table = tableExists(path, conf)
+            ? io.indexeddf.log.DeltaLog.open(TableRelation.tableRoot(path, conf), conf).snapshot(null).partitionColumns()
+            : List.of();
+        if (!columns.equals(table)) {
+            throw IndexedDFException.option("partitionBy(" + String.join(", ", columns) + "): "
+                + (table.isEmpty() ? "the table is not partitioned, and indexeddf does not create partitioned tables; "
+                    + "drop partitionBy(...) (indexeddf tables are bucketed by their index columns)"
+                    : "the table is partitioned by " + table + "; name those columns, in that order, or drop "
+                    + "partitionBy(...): rows are written in their partitions either way"));
+        }
+    }
 
     private static boolean tableExists(String path, Configuration conf) {
         Path root = TableRelation.tableRoot(path, conf);
