@@ -101,13 +101,13 @@ def write_bucketed_pieces(
     parts = split_by_bucket(table, index_columns, num_buckets, ordered)
     if not parts:
         return []
-    rows_per_group = _rows_per_group(table, row_group_bytes)
+    per_group = rows_per_group(table, row_group_bytes)
     files = [new_data_file(b) for b, _ in parts]
     written.extend(path for path, _ in files)
 
     def write_one(i: int) -> tuple[AddFile, pa.Table]:
         bucket, rows = parts[i]
-        return write_file(storage, files[i], bucket, rows, rows_per_group, index_columns, ordered), rows
+        return write_file(storage, files[i], bucket, rows, per_group, index_columns, ordered), rows
 
     if len(parts) == 1:
         return [write_one(0)]
@@ -160,7 +160,8 @@ def bloom_options(rows: pa.Table, columns, rows_per_group: int) -> dict | None:
     return {c: {"ndv": max(1, min(pc.count_distinct(rows[c]).as_py(), rows_per_group)), "fpp": BLOOM_FPP} for c in names}
 
 
-def _rows_per_group(table: pa.Table, row_group_bytes: int) -> int:
+def rows_per_group(table: pa.Table, row_group_bytes: int) -> int:
+    """Rows per Parquet row group so that one holds about ``row_group_bytes`` of ``table``."""
     bytes_per_row = max(1, table.nbytes // max(1, table.num_rows))
     return max(1, row_group_bytes // bytes_per_row)
 
