@@ -39,6 +39,21 @@ def _diagnostics(spark, cache: str, what: str):
     return m.invoke(None, gateway.new_array(jvm.java.lang.Object, 0))
 
 
+def jvm_diagnostic(spark, method: str, *args):
+    """``io.indexeddf.spark.Diagnostics.<method>(*args)``: ``args`` are JVM objects (a Python
+    DataFrame's ``_jdf`` for a ``Dataset``), whose declared types the method is found by."""
+    jvm, gateway = spark._jvm, spark.sparkContext._gateway
+    loader = jvm.org.apache.spark.util.Utils.getContextOrSparkClassLoader()
+    klass = jvm.java.lang.Class.forName("io.indexeddf.spark.Diagnostics", True, loader)
+    types = gateway.new_array(jvm.java.lang.Class, len(args))
+    values = gateway.new_array(jvm.java.lang.Object, len(args))
+    for i, a in enumerate(args):
+        kind = "org.apache.spark.sql.Dataset" if a.getClass().getName().endswith(".Dataset") else a.getClass().getName()
+        types[i] = jvm.java.lang.Class.forName(kind, True, loader)
+        values[i] = a
+    return klass.getMethod(method, types).invoke(None, values)
+
+
 def jvm_cache_stats(spark, cache: str) -> list[int]:
     """The connector's own counters of a JVM cache (``"RowCache"``: row groups, rows, bytes;
     ``"IndexSegments"``: segments, entries, bytes)."""

@@ -39,9 +39,9 @@ from ..spec import config
 from ..spec.bucketing import bucket_ids
 from ..spec.schema import arrow_schema, type_name
 
-MAX_INDEX_KEYS = 1_000_000
-"""The most keys one index lookup takes: a filter whose fixed values combine to more
-keys is answered by a scan, and ``lookup()`` refuses more (use a join)."""
+MAX_INDEX_KEYS = config.MAX_INDEX_KEYS
+"""The most keys one index lookup takes (:data:`indexeddf.spec.config.MAX_INDEX_KEYS`, which
+the JVM connector reads too)."""
 
 # -- choosing an index -----------------------------------------------------------------
 def usable_indexes(snapshot: Snapshot) -> list[IndexEntry]:
