@@ -32,11 +32,7 @@ _DIAGNOSTICS = {("RowCache", "cacheStats"): "rowCacheStats", ("RowCache", "clear
 def _diagnostics(spark, cache: str, what: str):
     """Calls ``io.indexeddf.spark.Diagnostics.<method>()`` for ``what`` of ``cache`` (``"RowCache"``,
     ``"IndexSegments"``), loaded by the session's class loader (where ``spark.jars`` puts the connector)."""
-    jvm, gateway = spark._jvm, spark.sparkContext._gateway
-    loader = jvm.org.apache.spark.util.Utils.getContextOrSparkClassLoader()
-    klass = jvm.java.lang.Class.forName("io.indexeddf.spark.Diagnostics", True, loader)
-    m = klass.getMethod(_DIAGNOSTICS[(cache, what)], gateway.new_array(jvm.java.lang.Class, 0))
-    return m.invoke(None, gateway.new_array(jvm.java.lang.Object, 0))
+    return jvm_diagnostic(spark, _DIAGNOSTICS[(cache, what)])
 
 
 def jvm_diagnostic(spark, method: str, *args):

@@ -78,23 +78,31 @@ public final class LookupPlanner {
         if (c instanceof EqualTo || c instanceof EqualNullSafe) {
             Expression l = c.children().apply(0);
             Expression r = c.children().apply(1);
-            if (r.foldable() && column(l, output) != null) {
-                return entry(column(l, output), java.util.Collections.singletonList(valueOf(r)));
+            Expression value = r.foldable() && column(l, output) != null ? r
+                : l.foldable() && column(r, output) != null ? l : null;
+            if (value == null) {
+                return null;
             }
-            if (l.foldable() && column(r, output) != null) {
-                return entry(column(r, output), java.util.Collections.singletonList(valueOf(l)));
-            }
+            Object v = valueOf(value);
+            // col = NULL is never true: no key (as the Python planner, PROTOCOL.md 13); col <=> NULL is IS NULL.
+            return v == null && c instanceof EqualTo ? null
+                : entry(column(value == r ? l : r, output), java.util.Collections.singletonList(v));
         } else if (c instanceof In && column(((In) c).value(), output) != null) {
             List<Object> vals = new ArrayList<>();
             for (Expression e : CollectionConverters.asJava(((In) c).list())) {
                 if (!e.foldable()) {
                     return null;
                 }
-                vals.add(e.eval(null));
+                Object v = e.eval(null);
+                if (v != null) {  // a NULL in an IN list matches nothing: not a key (PROTOCOL.md 13)
+                    vals.add(v);
+                }
             }
             return entry(column(((In) c).value(), output), vals);
         } else if (c instanceof InSet && column(((InSet) c).child(), output) != null) {
-            return entry(column(((InSet) c).child(), output), new ArrayList<>(CollectionConverters.asJava(((InSet) c).hset())));
+            List<Object> vals = new ArrayList<>(CollectionConverters.asJava(((InSet) c).hset()));
+            vals.removeIf(java.util.Objects::isNull);
+            return entry(column(((InSet) c).child(), output), vals);
         } else if (c instanceof IsNull && column(((IsNull) c).child(), output) != null) {
             return entry(column(((IsNull) c).child(), output), java.util.Collections.singletonList(null));
         }
