@@ -11,7 +11,8 @@ instead (the connector must then have declined the index), never skipped silentl
 
 The corpus: a table (primary index on ``k``, or on ``k, s``) and secondary indexes (on ``s``, on
 the float column ``f``, on ``k, s``), then random appends (indexed or pending, the index
-lagging), deletes, refreshes, dropped and restored indexes, compactions and staleness limits;
+lagging), deletes (rewriting files, or with deletion vectors), refreshes, dropped and restored
+indexes, compactions and staleness limits;
 each filter is planned at the newest version and at an older one (where a newer state of an
 index may serve).
 """
@@ -193,18 +194,22 @@ def compare(table: IndexedTable, spark, version: int, text: str) -> str:
 @given(primary=st.sampled_from([["k"], ["k", "s"]]), buckets=st.integers(1, 4),
        secondary=st.sets(st.sampled_from(sorted(SECONDARY)), max_size=3),
        ops=st.lists(st.tuples(st.sampled_from(OPERATIONS), st.integers(0, 10_000)), min_size=2, max_size=7),
-       appended=st.sampled_from([None, "0.6", "1"]), old=st.integers(0, 100), picks=st.lists(st.integers(0, 10_000), min_size=4, max_size=4))
+       appended=st.sampled_from([None, "0.6", "1"]), vectors=st.booleans(), old=st.integers(0, 100), picks=st.lists(st.integers(0, 10_000), min_size=4, max_size=4))
 def test_python_and_connector_planners_agree(session, tmp_path_factory, primary, buckets, secondary, ops, appended,
-                                             old, picks):
+                                             vectors, old, picks):
     path = str(tmp_path_factory.mktemp("parity") / "t")
     # A looser limit than the default lets small unindexed appends be read by hybrid scans.
-    limits = {} if appended is None else {"indexeddf.hybridScan.maxAppendedRatio": appended}
-    table = IndexedTable.create(path, rows(old, 60), index_columns=primary, num_buckets=buckets, properties=limits)
+    props = {} if appended is None else {"indexeddf.hybridScan.maxAppendedRatio": appended}
+    if vectors:  # deletes mark rows in deletion vectors: the files stay live
+        props["delta.enableDeletionVectors"] = "true"
+    table = IndexedTable.create(path, rows(old, 60), index_columns=primary, num_buckets=buckets, properties=props)
     for name in sorted(secondary):
         table.create_index(name, SECONDARY[name], num_buckets=1 + old % 3)
     for op, x in ops:
         apply(table, op, x)
     newest = table.snapshot_at(None).version
+    if any(a.deletionVector is not None for a in table.snapshot_at(None).files.values()):
+        SEEN["table with deletion vectors"] += 1
     shapes = filters(picks[0], picks[1])
     for version in {newest, old % (newest + 1)}:
         for i in range(4):
@@ -218,7 +223,8 @@ def test_the_corpus_covers_every_case():
         pytest.skip("runs after test_python_and_connector_planners_agree")
     seen = " | ".join(f"{k}: {n}" for k, n in sorted(SEEN.items()))
     for case in ["both scan", "index only through the primary index", "index only through a secondary index",
-                 "hybrid scan through", "on 2 columns", ", a newer state of it", *CONNECTOR_ONLY]:
+                 "hybrid scan through", "on 2 columns", ", a newer state of it", "deletion vectors",
+                 *CONNECTOR_ONLY]:
         assert any(case in k for k in SEEN), f"no read of the corpus was decided by {case!r}: {seen}"
     assert SEEN["not reached"] < sum(SEEN.values()) / 4, seen
     print(seen)
