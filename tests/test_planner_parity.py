@@ -129,6 +129,7 @@ def filters(x: int, y: int) -> list[str]:
         f"s IN ('{s}', '{t}')", f"k = {k} AND s = '{s}'", f"k IN ({k}, {j}) AND s IN ('{s}', '{t}')",
         f"k = {k} AND v > {y}", f"k IN ({ins}) AND k = {j}", f"k = {k} OR k = {j}", f"f = {x % 4}.5",
         f"f = {x % 4}.5 AND k = {k}", f"v = {y}", f"s IS NULL AND k IS NULL", f"k = {k} AND k = {j}",
+        "k IN (NULL)", f"(k = {k} OR k = {j} OR k = {k}) AND s IN ('{s}', '{t}', '{s}')",
     ]
 
 

@@ -181,7 +181,7 @@ public final class LookupPlanner {
             }
             long count = 1;
             for (String c : e.columns) {
-                count *= fixed.get(c).size();
+                count *= new HashSet<>(fixed.get(c)).size();  // distinct values, as the Python planner counts
             }
             if (count > MAX_INDEX_KEYS || hasFloatColumn(schema, e.columns)) {
                 continue;
