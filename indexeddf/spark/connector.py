@@ -6,8 +6,8 @@ is compiled, and its ``resources`` packed) is the Spark data source ``indexeddf`
 Parquet reader (docs/spark.md). The constants it shares with the Python reader (hash seeds,
 the key cap, staleness defaults, readable features, ...) are not in its sources: the jar holds
 :func:`indexeddf.spec.shared.shared_json` as ``io/indexeddf/log/spec.json``, written here from
-``indexeddf/spec/``, the one place they are defined. It is compiled here with the JDK's ``javac`` against the
-jars pyspark ships (no Maven, no Scala compiler), into
+``indexeddf/spec/``, the one place they are defined. It is compiled here with the JDK's
+``javac`` against the jars pyspark ships (no Maven, no Scala compiler), into
 ``indexeddf/spark/jars/indexeddf-connector.jar``, and rebuilt whenever the sources'
 content hash (kept next to the jar) changes.
 

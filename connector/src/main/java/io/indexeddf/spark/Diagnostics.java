@@ -31,7 +31,10 @@ public final class Diagnostics {
         return IndexSegments.cacheStats();
     }
 
-    /** The connector planner's choice for the filter {@code filtered} (over an indexeddf table), as JSON ({@link PlanReport#filter}). */
+    /**
+     * The connector planner's choice for the filter {@code filtered} (over an indexeddf table), as
+     * JSON ({@link PlanReport#filter}).
+     */
     public static String planFilter(Dataset<?> filtered) {
         return PlanReport.filter(filtered);
     }

@@ -174,7 +174,8 @@ public final class LookupPlanner {
     public static Plan plan(Snapshot snapshot, StructType schema, Map<String, List<Object>> fixed,
                      LookupLimits limits) {
         List<IndexLog.Entry> entries = servingStates(snapshot, fixed);
-        entries.sort(Comparator.comparing((IndexLog.Entry e) -> !Spec.PRIMARY_KIND.equals(e.kind)).thenComparing(e -> e.name));
+        entries.sort(Comparator.comparing((IndexLog.Entry e) -> !Spec.PRIMARY_KIND.equals(e.kind))
+            .thenComparing(e -> e.name));
         for (IndexLog.Entry e : entries) {
             if (!e.readable() || !fixed.keySet().containsAll(e.columns)) {
                 continue;

@@ -60,7 +60,8 @@ public final class PlanReport {
         Map<String, List<Object>> fixed = LookupPlanner.fixedValues(filter.condition(), output);
         ObjectNode counts = out.putObject("fixed");
         fixed.forEach((c, values) -> counts.put(c, values.size()));
-        LookupPlanner.Plan plan = LookupPlanner.plan(snapshot, schema, fixed, new LookupLimits(filtered.sparkSession()));
+        LookupLimits limits = new LookupLimits(filtered.sparkSession());
+        LookupPlanner.Plan plan = LookupPlanner.plan(snapshot, schema, fixed, limits);
         if (plan == null) {
             out.putNull("index");
             return out.toString();
