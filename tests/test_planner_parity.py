@@ -11,7 +11,7 @@ instead (the connector must then have declined the index), never skipped silentl
 
 The corpus: a table (primary index on ``k``, or on ``k, s``) and secondary indexes (on ``s``, on
 the float column ``f``, on ``k, s``), then random appends (indexed or pending, the index
-lagging), deletes (rewriting files, or with deletion vectors), refreshes, dropped and restored
+lagging, or files another Delta writer added, with no bucket), deletes (rewriting files, or with deletion vectors), refreshes, dropped and restored
 indexes, compactions and staleness limits;
 each filter is planned at the newest version and at an older one (where a newer state of an
 index may serve).
@@ -20,9 +20,13 @@ index may serve).
 from __future__ import annotations
 
 import json
+import os
+import time
+import uuid
 from collections import Counter
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 from hypothesis import HealthCheck, example, given, settings, strategies as st
 
@@ -80,7 +84,20 @@ def rows(seed: int, n: int) -> pa.Table:
     }, schema=SCHEMA)
 
 
-OPERATIONS = ["append", "append_pending", "append_pending", "delete_key", "delete_range", "refresh", "refresh_full",
+def commit_foreign(path: str, data: pa.Table) -> None:
+    """A commit adding one file as another Delta writer would: no bucket, no file id tag."""
+    name = f"part-{uuid.uuid4()}.parquet"
+    pq.write_table(data, os.path.join(path, name))
+    version = IndexedTable.for_path(path).version + 1
+    add = {"path": name, "partitionValues": {}, "size": os.path.getsize(os.path.join(path, name)),
+           "modificationTime": int(time.time() * 1000), "dataChange": True,
+           "stats": json.dumps({"numRecords": data.num_rows})}
+    commit = {"commitInfo": {"timestamp": int(time.time() * 1000), "operation": "WRITE"}}
+    with open(os.path.join(path, "_delta_log", f"{version:020d}.json"), "x") as f:
+        f.write(json.dumps({"add": add}) + "\n" + json.dumps(commit) + "\n")
+
+
+OPERATIONS = ["append", "append_pending", "append_pending", "foreign_append", "delete_key", "delete_range", "refresh", "refresh_full",
               "create_index", "drop_index", "restore_index", "optimize", "limits"]
 SECONDARY = {"by_s": ["s"], "by_f": ["f"], "by_ks": ["k", "s"], "a_k": ["k"]}
 
@@ -94,6 +111,8 @@ def apply(table: IndexedTable, op: str, x: int) -> None:
         table.set_properties({"indexeddf.index.autoRefresh": "false"})
         table.append(rows(x, 2 + x % 6))
         table.set_properties({"indexeddf.index.autoRefresh": "true"})
+    elif op == "foreign_append":
+        commit_foreign(table.path, rows(x, 2 + x % 6))
     elif op == "delete_key":
         table.delete(f"k = {x % 40}")
     elif op == "delete_range":
@@ -193,7 +212,7 @@ def compare(table: IndexedTable, spark, version: int, text: str) -> str:
         (f" on {columns} columns" if columns > 1 else "") + (", a newer state of it" if newer else "")
 
 
-@settings(max_examples=20, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
+@settings(max_examples=16, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
 @given(primary=st.sampled_from([["k"], ["k", "s"]]), buckets=st.integers(1, 4),
        secondary=st.sets(st.sampled_from(sorted(SECONDARY)), max_size=3),
        ops=st.lists(st.tuples(st.sampled_from(OPERATIONS), st.integers(0, 10_000)), min_size=2, max_size=7),
@@ -207,8 +226,8 @@ def compare(table: IndexedTable, spark, version: int, text: str) -> str:
          appended="1", deleted=None, vectors=True, old=1, picks=[3, 9, 0, 11])
 @example(primary=["k", "s"], buckets=3, secondary={"by_s"}, ops=[("append_pending", 2), ("refresh", 0)],
          appended=None, deleted=None, vectors=False, old=0, picks=[5, 2, 0, 4])
-@example(primary=["k"], buckets=2, secondary={"by_s"}, ops=[("append", 0), ("delete_key", 7)],
-         appended=None, deleted="1", vectors=False, old=0, picks=[0, 0, 5, 6])
+@example(primary=["k"], buckets=2, secondary={"by_s"}, ops=[("append", 0), ("delete_key", 7), ("foreign_append", 4)],
+         appended="1", deleted="1", vectors=False, old=0, picks=[0, 0, 5, 6])
 def test_python_and_connector_planners_agree(session, tmp_path_factory, primary, buckets, secondary, ops, appended,
                                              deleted, vectors, old, picks):
     path = str(tmp_path_factory.mktemp("parity") / "t")
@@ -227,6 +246,8 @@ def test_python_and_connector_planners_agree(session, tmp_path_factory, primary,
     newest = table.snapshot_at(None).version
     if any(a.deletionVector is not None for a in table.snapshot_at(None).files.values()):
         SEEN["table with deletion vectors"] += 1
+    if any(a.bucket is None for a in table.snapshot_at(None).files.values()):
+        SEEN["table with files without a bucket"] += 1
     shapes = filters(picks[0], picks[1])
     # Older versions: any, and one just before the last operations (a newer index state may serve both).
     for version in {newest, old % (newest + 1), max(0, newest - 1 - old % 3)}:
@@ -242,7 +263,7 @@ def test_the_corpus_covers_every_case():
     seen = " | ".join(f"{k}: {n}" for k, n in sorted(SEEN.items()))
     for case in ["both scan", "index only through the primary index", "index only through a secondary index",
                  "hybrid scan through", "on 2 columns", ", a newer state of it", "deletion vectors",
-                 "covering no live file",
+                 "covering no live file", "without a bucket",
                  *CONNECTOR_ONLY]:
         assert any(case in k for k in SEEN), f"no read of the corpus was decided by {case!r}: {seen}"
     assert SEEN["not reached"] < sum(SEEN.values()) / 4, seen
