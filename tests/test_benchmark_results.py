@@ -100,3 +100,18 @@ def test_the_page_is_short_and_speaks_of_the_project():
     assert len(text.splitlines()) < 400
     assert not re.search(r"\bissue \d+|\bthis session\b|\bprevious session\b", text, re.IGNORECASE)
     assert "](benchmarks-latest.png)" in text and (ROOT / "docs" / "benchmarks-latest.png").is_file()
+
+
+def test_the_recorded_connector_run_draws_as_the_page_chart(tmp_path):
+    """chart.py reads the recorded runs as it reads run.py's output (the page's chart)."""
+    import subprocess
+    import sys
+
+    runs = [RESULTS / f"2026-11-23-2300-connector-{what}.json" for what in ("lookups", "joins")]
+    png = tmp_path / "chart.png"
+    done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "chart.py"), *map(str, runs), str(png)],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    import matplotlib.image
+
+    assert matplotlib.image.imread(str(png)).shape[1] > 600
