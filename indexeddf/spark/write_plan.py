@@ -15,13 +15,16 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
+import pyarrow as pa
+
 from ..errors import InvalidOptionError, SchemaMismatchError, TableExistsError, TableNotFoundError
 from ..format.snapshot import Snapshot, load_snapshot
 from ..format.storage import TableStorage
 from ..spec.actions import PRIMARY_INDEX, IndexEntry, Metadata
 from . import options as so
+from ..spec.schema_evolution import merge_fields, overwrite_fields
 from ..writer.data import conform
-from ..writer.operations import maintained_indexes
+from ..writer.operations import indexed_columns, maintained_indexes
 
 
 @dataclass
@@ -39,7 +42,10 @@ class WritePlan:
     read_version: int | None = None
     """The version the write is based on (None when creating)."""
     new_metadata: bool = False
-    """Whether the commit carries ``metadata_json`` (an overwrite that changes the schema)."""
+    """Whether the commit carries ``metadata_json`` (a write that changes the schema)."""
+    merge_schema: bool = False
+    """``mergeSchema``: tasks write NULL for table columns the DataFrame lacks and widen
+    narrower integer columns (``writer.data.conform(..., merge=True)``)."""
     write_id: str = field(default_factory=lambda: uuid.uuid4().hex)
     fail_if_exists: bool = False
     skip_if_exists: bool = False
@@ -84,6 +90,9 @@ def plan_write(options: Any, spark_schema, overwrite: bool, streaming: bool) -> 
     overwrite_schema = so.bool_option(opts, "overwriteSchema")
     if overwrite_schema and not overwrite:
         raise InvalidOptionError("overwriteSchema=true needs mode('overwrite')")
+    # Delta's precedence: on an overwrite, overwriteSchema replaces the schema whatever
+    # mergeSchema (or the session's autoMerge, which the connector passes as it) says.
+    merge_schema = so.bool_option(opts, "mergeSchema") and not overwrite_schema
 
     txn = None
     app_id = (opts.get("txnAppId") or "").strip()
@@ -153,28 +162,28 @@ def plan_write(options: Any, spark_schema, overwrite: bool, streaming: bool) -> 
                          parameters={"mode": save_mode}, **base)
 
     new_metadata = False
+    # Every column of a Spark write is nullable in the table (as Delta makes them).
+    data_schema = so.arrow_schema_of(spark_schema)
+    data_schema = pa.schema([f.with_nullable(True) for f in data_schema])
     if overwrite and overwrite_schema:
-        fields = so.fields_of(spark_schema)
-        names = [f.name for f in fields]
-        missing = [c for c in meta.indexColumns if c not in names]
-        if missing:
-            raise SchemaMismatchError(
-                f"overwriteSchema keeps the index columns {list(meta.indexColumns)}, but {missing} "
-                "are not in the DataFrame", missing,
-            )
-        if fields != meta.schema_:
-            meta, new_metadata = meta.model_copy(update={"schema_": fields}), True
+        fields = overwrite_fields(meta.schema_, data_schema, meta.indexColumns, indexed_columns(snapshot))
+    elif merge_schema:
+        fields = merge_fields(meta.schema_, data_schema, meta.indexColumns, indexed_columns(snapshot))
     else:
-        # Check the DataFrame's columns against the table now, before any task runs.
-        conform(so.arrow_schema_of(spark_schema).empty_table(), meta.schema_)
+        fields = meta.schema_
+    if fields != meta.schema_:
+        meta, new_metadata = meta.model_copy(update={"schema_": fields}), True
+    # Check the DataFrame's columns against the table now, before any task runs.
+    conform(data_schema.empty_table(), meta.schema_, merge=merge_schema)
     indexes = maintained_indexes(snapshot, rebuild=overwrite)
     lost = [i.name for i in indexes if any(c not in [f.name for f in meta.schema_] for c in i.columns)]
     if lost:
         raise SchemaMismatchError(f"the new schema drops columns of the indexes {lost}; delete those indexes first", lost)
     return WritePlan(
         action="overwrite" if overwrite else "append", metadata_json=meta.model_dump_json(by_alias=True),
-        indexes_json=[i.model_dump_json() for i in indexes], new_metadata=new_metadata,
-        parameters={"mode": "Overwrite" if overwrite else "Append", **({"overwriteSchema": True} if new_metadata else {})},
+        indexes_json=[i.model_dump_json() for i in indexes], new_metadata=new_metadata, merge_schema=merge_schema,
+        parameters={"mode": "Overwrite" if overwrite else "Append",
+                    **({"mergeSchema" if merge_schema else "overwriteSchema": True} if new_metadata else {})},
         **base,
     )
 
