@@ -128,3 +128,24 @@ def test_a_stream_that_starts_writing_a_new_column(spark, tmp_path):
     assert sorted(t.to_arrow().to_pylist(), key=lambda r: r["id"]) == [
         {"id": 1, "tag": "a", "score": None}, {"id": 2, "tag": "b", "score": 7.5}]
     assert t.history(1)[0].operation == "STREAMING UPDATE"
+
+
+def test_alter_table_add_columns_points_at_add_columns_and_a_registered_entry_shows_comments(spark, table_path):
+    """ALTER TABLE ADD COLUMNS stays refused (Spark would change only the catalog entry); the
+    message names the commits that do add columns, and an entry registered after one shows
+    the new column with its comment."""
+    t = start(table_path)
+    spark.sql(f"CREATE TABLE grown USING indexeddf LOCATION '{table_path}'")
+    try:
+        with pytest.raises(Exception, match="ADD COLUMNS would change only the catalog entry.*add_columns"):
+            spark.sql("ALTER TABLE grown ADD COLUMNS (w bigint)")
+        t.add_columns([("w", "long", "a weight")])
+        with pytest.raises(Exception, match="register the table again"):
+            spark.sql("SELECT * FROM grown").collect()
+        spark.sql("DROP TABLE grown")
+        spark.sql(f"CREATE TABLE grown USING indexeddf LOCATION '{table_path}'")
+        described = {r.col_name: (r.data_type, r.comment) for r in spark.sql("DESCRIBE TABLE grown").collect()}
+        assert described["w"] == ("bigint", "a weight")
+        assert spark.sql("SELECT count(*) AS n FROM grown WHERE w IS NULL").collect()[0].n == 6
+    finally:
+        spark.sql("DROP TABLE IF EXISTS grown")

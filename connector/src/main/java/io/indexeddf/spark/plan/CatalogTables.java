@@ -54,7 +54,10 @@ public final class CatalogTables {
     /**
      * {@code ALTER TABLE name ADD COLUMNS} on an indexeddf catalog table: refused. Spark allows it
      * for Parquet-based providers (the connector is one) and would change only the catalog
-     * entry, not the table's log, which made the table unreadable through that entry.
+     * entry, not the table's log, which made the table unreadable through that entry. The
+     * message points at the metadata commits that do add columns ({@code add_columns},
+     * {@code mergeSchema}); committing from this analysis rule is not done, since analysis may
+     * run a plan's rules more than once, and for {@code EXPLAIN} too.
      */
     public static final class RefuseAddColumns extends Rule<LogicalPlan> {
         private final SparkSession session;
@@ -76,10 +79,10 @@ public final class CatalogTables {
                 }
                 if (TableRelation.isProvider(provider)) {
                     throw IndexedDFException.option("ALTER TABLE " + name.unquotedString() + " ADD COLUMNS would "
-                        + "change only the catalog entry, not the indexeddf table's log. Write the new columns "
-                        + "with an overwrite that replaces the schema (IndexedTable.overwrite(data, "
-                        + "overwrite_schema=True)), then register the table again (CREATE TABLE ... USING "
-                        + "indexeddf LOCATION ...; dropping a managed entry deletes the table).");
+                        + "change only the catalog entry, not the indexeddf table's log. Add the columns to the "
+                        + "table itself, with no data rewritten: IndexedTable.add_columns([(name, type, comment)]), "
+                        + "or a write with .option('mergeSchema', 'true'); then register the table again (CREATE "
+                        + "TABLE ... USING indexeddf LOCATION ...; dropping a managed entry deletes the table).");
                 }
             }
             return plan;
