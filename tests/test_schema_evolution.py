@@ -89,11 +89,16 @@ def test_without_schema_mode_a_new_column_is_refused_and_nothing_is_written(tabl
 
 
 def test_merge_widens_byte_to_integer_and_narrower_data_fits(table, table_path):
+    assert table.lookup([1, 2]).column("b").type == pa.int8()  # caches the old file's row groups as byte
     table.append(pa.table({"k": pa.array([4], pa.int64()), "b": pa.array([70_000], pa.int32())}),
                  schema_mode="merge")
     assert table.schema.field("b").type == pa.int32()
     assert schema_json(table_path, 1)["fields"][1]["type"] == "integer"
     assert [r["b"] for r in rows(table)] == [1, -2, 3, 70_000]  # the byte file read as integer
+    # Lookups of the newest version read the cached file's rows as integer too.
+    got = table.lookup([1, 2, 4]).sort_by("k")
+    assert got.schema == table.schema and got.column("b").to_pylist() == [1, -2, 70_000]
+    assert table.lookup([1], version=0).column("b").type == pa.int8()
     table.append(pa.table({"k": pa.array([5], pa.int64()), "b": pa.array([7], pa.int16())}), schema_mode="merge")
     assert table.schema.field("b").type == pa.int32() and table.version == 2  # no metaData: nothing changed
     assert "metaData" not in [next(iter(a)) for a in commit_actions(table_path, 2)]
