@@ -12,6 +12,7 @@ import pytest
 
 import indexeddf
 from indexeddf import IndexedTable
+from indexeddf.errors import SchemaMismatchError
 
 AUTO_MERGE = "spark.indexeddf.schema.autoMerge.enabled"
 
@@ -149,3 +150,15 @@ def test_alter_table_add_columns_points_at_add_columns_and_a_registered_entry_sh
         assert spark.sql("SELECT count(*) AS n FROM grown WHERE w IS NULL").collect()[0].n == 6
     finally:
         spark.sql("DROP TABLE IF EXISTS grown")
+
+
+def test_indexed_table_writes_of_spark_dataframes_take_schema_mode(spark, table_path):
+    t = start(table_path)
+    df = spark.createDataFrame([(60, "s")], "k long, tag string")
+    with pytest.raises(SchemaMismatchError, match="schema_mode='merge'"):
+        t.append(df)
+    t.append(df, schema_mode="merge")
+    assert t.schema.names == ["k", "b", "tag"] and t.lookup([60], columns=["b", "tag"]).to_pylist() == [
+        {"b": None, "tag": "s"}]
+    t.overwrite(spark.createDataFrame([(61, 2.5)], "k long, f double"), schema_mode="overwrite")
+    assert t.schema.names == ["k", "f"] and t.to_arrow().to_pylist() == [{"k": 61, "f": 2.5}]
