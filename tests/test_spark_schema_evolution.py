@@ -131,23 +131,35 @@ def test_a_stream_that_starts_writing_a_new_column(spark, tmp_path):
     assert t.history(1)[0].operation == "STREAMING UPDATE"
 
 
-def test_alter_table_add_columns_points_at_add_columns_and_a_registered_entry_shows_comments(spark, table_path):
-    """ALTER TABLE ADD COLUMNS stays refused (Spark would change only the catalog entry); the
-    message names the commits that do add columns, and an entry registered after one shows
-    the new column with its comment."""
+def test_alter_table_add_columns_commits_metadata_and_updates_the_catalog_entry(spark, table_path):
+    """ALTER TABLE ADD COLUMNS on a catalog table: one metadata commit to the log (no data
+    file), comments kept as Delta keeps them, the catalog entry shows the new columns, and a
+    refused change leaves both the log and the entry as they were."""
     t = start(table_path)
+    files = set(t.snapshot.files)
     spark.sql(f"CREATE TABLE grown USING indexeddf LOCATION '{table_path}'")
     try:
-        with pytest.raises(Exception, match="ADD COLUMNS would change only the catalog entry.*add_columns"):
-            spark.sql("ALTER TABLE grown ADD COLUMNS (w bigint)")
-        t.add_columns([("w", "long", "a weight")])
-        with pytest.raises(Exception, match="register the table again"):
-            spark.sql("SELECT * FROM grown").collect()
-        spark.sql("DROP TABLE grown")
-        spark.sql(f"CREATE TABLE grown USING indexeddf LOCATION '{table_path}'")
+        spark.sql("ALTER TABLE grown ADD COLUMNS (w bigint COMMENT 'a weight', note string)")
+        t.update_incremental()
+        assert t.version == 1 and set(t.snapshot.files) == files
+        assert t.schema.names == ["k", "b", "w", "note"] and t.column_comments == {"w": "a weight"}
+        assert t.history(1)[0].operation == "ADD COLUMNS"
         described = {r.col_name: (r.data_type, r.comment) for r in spark.sql("DESCRIBE TABLE grown").collect()}
-        assert described["w"] == ("bigint", "a weight")
-        assert spark.sql("SELECT count(*) AS n FROM grown WHERE w IS NULL").collect()[0].n == 6
+        assert described["w"] == ("bigint", "a weight") and described["note"][0] == "string"
+        assert spark.sql("SELECT count(*) AS n FROM grown WHERE w IS NULL AND note IS NULL").collect()[0].n == 6
+        spark.sql("INSERT INTO grown VALUES (7, 1, 70, 'seven')")
+        assert collect(spark.sql("SELECT k, w, note FROM grown WHERE k = 7")) == [(7, 70, "seven")]
+        for bad, error in (("K2 bigint, k2 bigint", "ColumnCaseConflictError|already exists|duplicate"),
+                           ("NOTE string", "ColumnCaseConflictError|already exists"),
+                           ("st struct<a: int>", "UnsupportedTypeError")):
+            with pytest.raises(Exception, match=error):
+                spark.sql(f"ALTER TABLE grown ADD COLUMNS ({bad})")
+        assert t.update_incremental().version == 2
+        assert spark.table("grown").columns == ["k", "b", "w", "note"]
+        # The comment is in the schema JSON of the log, where delta-rs and Delta read it.
+        import deltalake
+        fields = json.loads(deltalake.DeltaTable(table_path).schema().to_json())["fields"]
+        assert fields[2]["metadata"] == {"comment": "a weight"}
     finally:
         spark.sql("DROP TABLE IF EXISTS grown")
 

@@ -10,6 +10,7 @@ The overview of a Spark write is in :mod:`indexeddf.spark.write`.
 
 from __future__ import annotations
 
+import json
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -17,12 +18,18 @@ from typing import Any
 
 import pyarrow as pa
 
-from ..errors import InvalidOptionError, SchemaMismatchError, TableExistsError, TableNotFoundError
+from ..errors import (
+    InvalidOptionError,
+    SchemaMismatchError,
+    TableExistsError,
+    TableNotFoundError,
+    UnsupportedTypeError,
+)
 from ..format.snapshot import Snapshot, load_snapshot
 from ..format.storage import TableStorage
 from ..spec.actions import PRIMARY_INDEX, IndexEntry, Metadata
 from . import options as so
-from ..spec.schema_evolution import merge_fields, overwrite_fields
+from ..spec.schema_evolution import added_fields, merge_fields, overwrite_fields
 from ..writer.data import conform
 from ..writer.operations import indexed_columns, maintained_indexes
 
@@ -43,6 +50,9 @@ class WritePlan:
     """The version the write is based on (None when creating)."""
     new_metadata: bool = False
     """Whether the commit carries ``metadata_json`` (a write that changes the schema)."""
+    add_columns: bool = False
+    """``ALTER TABLE ADD COLUMNS`` (the private option ``_addColumns``): the commit holds only
+    ``metadata_json``; tasks write nothing, whatever rows they get."""
     merge_schema: bool = False
     """``mergeSchema``: tasks write NULL for table columns the DataFrame lacks and widen
     narrower integer columns (``writer.data.conform(..., merge=True)``)."""
@@ -161,6 +171,16 @@ def plan_write(options: Any, spark_schema, overwrite: bool, streaming: bool) -> 
         return WritePlan(action="skip", metadata_json=meta.model_dump_json(by_alias=True), indexes_json=[],
                          parameters={"mode": save_mode}, **base)
 
+    if opts.get("_addColumns"):
+        fields = added_fields(meta.schema_, spark_columns(opts["_addColumns"]))
+        new = fields[len(meta.schema_):]
+        return WritePlan(
+            action="append", metadata_json=meta.model_copy(update={"schema_": fields}).model_dump_json(by_alias=True),
+            indexes_json=[], new_metadata=True, add_columns=True,
+            parameters={"columns": [{"name": f.name, "type": f.type, **({"comment": f.comment} if f.comment else {})}
+                                    for f in new]},
+            **base,
+        )
     new_metadata = False
     # Every column of a Spark write is nullable in the table (as Delta makes them).
     data_schema = so.arrow_schema_of(spark_schema)
@@ -201,3 +221,24 @@ def _check_layout_options(opts: dict[str, str], meta: Metadata, url: str) -> Non
         raise InvalidOptionError(
             f"{url} has {meta.numBuckets} buckets, not {n}; drop the numBuckets option or write to a new path"
         )
+
+
+def spark_columns(raw: str) -> list[pa.Field]:
+    """The columns of ``ALTER TABLE ADD COLUMNS`` from Spark's JSON of them (a ``StructType``;
+    a comment is ``"comment"`` in a field's metadata) as pyarrow fields for ``added_fields``."""
+    from ..spec.schema import arrow_type
+
+    try:
+        fields = json.loads(raw)["fields"]
+    except (ValueError, KeyError, TypeError) as e:
+        raise InvalidOptionError(f"_addColumns is not a Spark schema in JSON: {e}") from None
+    out = []
+    for f in fields:
+        if not isinstance(f.get("type"), str):
+            raise UnsupportedTypeError(
+                f"column {f.get('name')!r} has a nested type; indexeddf tables have flat columns only",
+                [str(f.get("name"))])
+        comment = (f.get("metadata") or {}).get("comment")
+        out.append(pa.field(f["name"], arrow_type(f["type"]), nullable=bool(f.get("nullable", True)),
+                            metadata={"comment": comment} if isinstance(comment, str) and comment else None))
+    return out

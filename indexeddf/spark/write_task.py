@@ -59,7 +59,9 @@ def staging_path(write_id: str, name: str = "") -> str:
 
 def write_task(plan: WritePlan, batches: Iterator[pa.RecordBatch]) -> FilesMessage:
     """Write the task's rows; on any failure delete what it wrote and re-raise."""
-    if plan.action == "skip":
+    if plan.action == "skip" or plan.add_columns:
+        for _ in batches:  # ADD COLUMNS commits metadata only: its one row carries nothing
+            pass
         return FilesMessage([], {}, [], plan.write_id, plan.action, plan.read_version)
     storage = plan.storage()
     metadata, indexes = plan.metadata(), plan.indexes()

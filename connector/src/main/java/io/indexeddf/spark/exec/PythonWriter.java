@@ -31,6 +31,18 @@ public final class PythonWriter {
     /** Writes {@code data} in {@code mode} to the table {@code parameters} name ({@code path}). */
     public static BaseRelation save(SQLContext sqlContext, SaveMode mode,
                                     scala.collection.immutable.Map<String, String> parameters, Dataset<Row> data) {
+        return save(sqlContext, mode, parameters, data, false);
+    }
+
+    /**
+     * As {@link #save(SQLContext, SaveMode, scala.collection.immutable.Map, Dataset)}; with
+     * {@code autoMerge} (a DataFrame write, {@code df.write.format("indexeddf")}) the session's
+     * {@link #AUTO_MERGE_CONF} applies. SQL inserts (rows already cast to the table's schema)
+     * and other statements written through here do not take it.
+     */
+    public static BaseRelation save(SQLContext sqlContext, SaveMode mode,
+                                    scala.collection.immutable.Map<String, String> parameters, Dataset<Row> data,
+                                    boolean autoMerge) {
         org.apache.spark.sql.classic.SparkSession session = TableRelation.classic(sqlContext);
         Map<String, String> opts = passThrough(parameters);
         String path = opts.get("path");
@@ -38,7 +50,9 @@ public final class PythonWriter {
             throw IndexedDFException.option("indexeddf needs one table location: .save(path)");
         }
         requirePythonSource(session);
-        autoMerge(session, opts);
+        if (autoMerge) {
+            autoMerge(session, opts);
+        }
         String pyMode;
         String saveModeOption = lookup(opts, "saveMode");
         switch (mode) {
