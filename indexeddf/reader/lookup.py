@@ -377,7 +377,10 @@ def _row_groups(ctx: ReadContext, path: str, footer: _Footer, groups: list[int],
     groups of one call in parallel. Each group is cached on its own (a slice).
     """
     cached, out, missing = cache(), {}, []
-    key = ("rowgroup", ctx.table_id, path, None, tuple(columns))
+    # The columns' table types are part of the key: a schema change may widen a column, and
+    # an older version of the same file is then read as another type.
+    types = tuple(str(ctx.schema.field(c).type) for c in columns)
+    key = ("rowgroup", ctx.table_id, path, None, tuple(columns), types)
     for g in groups:
         hit = cached.get(key[:3] + (g,) + key[4:])
         if hit is None:
