@@ -2,6 +2,7 @@
 the candidate(s), the baseline and any floors side by side.
 
     python benchmarks/chart.py benchmarks/results/latest.json benchmarks/results/latest.png
+    python benchmarks/chart.py RUN_A.json RUN_B.json OUT.png   # the scenarios of several files in one chart
 
 ``run.py`` calls :func:`draw` after every run (``--chart``). Each bar is a median of
 the run's rounds, the whisker its min..max; candidates are labelled with their median
@@ -45,12 +46,13 @@ def draw(results: dict, png: str | Path) -> Path:
         _panel(ax, scenario)
     for ax in list(axes.flat)[len(scenarios):]:
         ax.axis("off")
-    fig.suptitle(f"indexeddf benchmarks ({results.get('machine', '')}): median, min..max; ratios to the baseline",
+    label = f"; {results['label']}" if results.get("label") else ""
+    fig.suptitle(f"indexeddf benchmarks ({results.get('machine', '')}{label}): median, min..max; ratios to the baseline",
                  fontsize=10)
     fig.tight_layout()
     png = Path(png)
     png.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(png, dpi=90)
+    fig.savefig(png, dpi=90, bbox_inches="tight")  # long bar labels stay whole
     plt.close(fig)
     return png
 
@@ -65,12 +67,12 @@ def _panel(ax, scenario: dict) -> None:
     kinds = [_kind(i, n) for i, n in enumerate(names)]
     ys = list(range(len(ms)))[::-1]
     ax.barh(ys, medians, xerr=[lows, highs], color=[colours[k] for k in kinds], capsize=3)
-    ax.set_yticks(ys, [_short(n) for n in names], fontsize=7)
+    ax.set_yticks(ys, [_middle(n) for n in names], fontsize=7)
     ax.set_xscale("log")
     ax.set_xlabel("ms (log scale)", fontsize=7)
     ax.tick_params(axis="x", labelsize=7)
     title = f"{scenario['scenario']}: {scenario['description']}"
-    ax.set_title(_short(title, 95), fontsize=8)
+    ax.set_title(_short(title, 88), fontsize=8)
     lowest = min(m["min_s"] for m in ms) * 1000
     highest = max(m["max_s"] for m in ms) * 1000
     ax.set_xlim(lowest / 3, highest * 6)  # room on the right for the labels
@@ -83,11 +85,31 @@ def _short(text: str, width: int = 48) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
+def _middle(text: str, width: int = 50) -> str:
+    """A bar's label cut in the middle: measurements of one scenario often differ only at
+    the end ("... with spark.indexeddf.rowCache.maxBytes=4g")."""
+    if len(text) <= width:
+        return text
+    head = (width - 1) // 2
+    return text[:head] + "…" + text[len(text) - (width - 1 - head):]
+
+
+def merge(runs: list[dict]) -> dict:
+    """One chart's input from several results files: their scenarios in order. A file that
+    names its run and commit (the recorded runs in benchmarks/results/) puts them in the label."""
+    if len(runs) == 1 and not runs[0].get("run"):
+        return runs[0]
+    names = ", ".join(dict.fromkeys(f"{r['run']} ({r['commit']})" if r.get("commit") else r["run"]
+                                    for r in runs if r.get("run")))
+    return {"machine": runs[0].get("machine", ""), "label": names,
+            "results": [s for r in runs for s in r["results"]]}
+
+
 def main(argv: list[str]) -> int:
-    if len(argv) != 2:
-        print("usage: python benchmarks/chart.py RESULTS.json OUT.png", file=sys.stderr)
+    if len(argv) < 2:
+        print("usage: python benchmarks/chart.py RESULTS.json [MORE.json ...] OUT.png", file=sys.stderr)
         return 2
-    print(draw(json.loads(Path(argv[0]).read_text()), argv[1]))
+    print(draw(merge([json.loads(Path(a).read_text()) for a in argv[:-1]]), argv[-1]))
     return 0
 
 

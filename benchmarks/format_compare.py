@@ -1,4 +1,4 @@
-"""Before / after the Delta log (issue 12): the same operations, timed on the first
+"""Before / after the Delta log: the same operations, timed on the first
 layout (``_indexeddf_log``, the code of commit ``--before``) and on the Delta layout
 (this tree), interleaved in one run.
 

@@ -105,7 +105,7 @@ def _first_pass(fn, groups) -> tuple[float, float]:
 
 
 def _plain_hand_over_note(table: IndexedTable, groups: list[list[int]]) -> str:
-    """What spark.createDataFrame(t.lookup(keys)), as issue 13 writes it, returns here: PySpark
+    """What spark.createDataFrame(t.lookup(keys)), as a user writes it, returns here: PySpark
     4.3.0 drops every row after the first empty record batch of an Arrow table, and lookup()
     can return empty batches; counted on every key group of the scenario and on a table of
     batches of 2, 0 and 3 rows."""
@@ -260,7 +260,7 @@ def _lookup(args, n_keys: int, name: str, goals: list[Goal]) -> Scenario:
             (f"{SQL_CONNECTOR} {FLOOR}", lambda: empty.where(sql(state["group"])).collect()),
             (SQL_CACHED, lambda: cached(sql(state["group"]))),
         ] if n_keys > 1 else []),
-        target="issue 13: see the goals below",
+        target="see the goals below",
         notes=notes,
         check=_same_rows,
         goals=goals,
@@ -305,7 +305,7 @@ def _scan(args, agg: str) -> Scenario:
         description=f"{text} over all {args.rows:,} rows",
         baseline=("spark.read.parquet(the same files)", lambda: run(parquet)),
         candidates=[(f"{CONNECTOR} (JVM connector)", lambda: run(indexed))],
-        target="issue 13: within 1.1x of parquet",
+        target="within 1.1x of parquet",
         check=_same_aggregates,
         goals=[Goal("indexeddf within 1.1x of parquet", f"{CONNECTOR} (JVM connector)",
                     "spark.read.parquet(the same files)", 1.1)],
@@ -405,7 +405,7 @@ def join_small(work: Path, args) -> Scenario:
         candidates=[(ours, lambda: _query(indexed.join(probe, KEY))),
                     (cached, lambda: _with_conf(ROW_CACHE, ROW_CACHE_SIZE, lambda: _query(indexed.join(probe, KEY)))),
                     (f"{ours} {FLOOR}", lambda: _query(empty.join(probe, KEY)))],
-        target="issue 13: see the goals below",
+        target="see the goals below",
         notes=notes,
         check=_same_aggregates,
         goals=[
@@ -430,7 +430,7 @@ def join_hundred(work: Path, args) -> Scenario:
         description=f"100 probe rows (existing keys) joined with {args.rows:,} rows on {KEY}; count and sum(amount)",
         baseline=(base, lambda: _query(parquet.join(probe, KEY))),
         candidates=[(ours, lambda: _query(indexed.join(probe, KEY)))],
-        target="no goal in issue 13: a plain join whose probe is small enough for the index to pay without a cache",
+        target="no goal in a plain join whose probe is small enough for the index to pay without a cache",
         check=_same_aggregates,
     )
 
@@ -490,7 +490,7 @@ def join_xl(work: Path, args) -> Scenario:
         candidates=[(ours, lambda: _query(indexed.join(probe, KEY))),
                     (bucket, lambda: _query(bucketed.join(probe, KEY))),
                     (bucket_one, lambda: _query(one_file.join(probe, KEY)))],
-        target="issue 13: see the goals below",
+        target="see the goals below",
         notes=notes,
         check=_same_aggregates,
         goals=[Goal("indexeddf join no slower than the bucketBy + sortBy table", ours, bucket, 1.0),

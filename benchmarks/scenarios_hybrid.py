@@ -1,4 +1,4 @@
-"""Hybrid-scan scenarios (issue 5), after the hybrid scan evaluation in Hyperspace.
+"""Hybrid-scan scenarios, after the hybrid scan evaluation in Hyperspace.
 
 Every scenario starts from the indexed events table (``datasets.events(args.rows)``,
 32 buckets on ``user_id``), which it never modifies: each state below lives in a
@@ -40,7 +40,7 @@ maintain the primary index and it lags the table.
   against ``refresh(mode="full")`` (rebuild from every live file). Each timed call
   refreshes its own copy in that state, prepared before timing.
 
-Goals (issue 5): hybrid lookups within 1.5x of the fully refreshed index up to 5 %
+Goals: hybrid lookups within 1.5x of the fully refreshed index up to 5 %
 appended and faster than a full scan in every scenario; incremental refresh at least
 20x faster than a full rebuild. No Spark variant: the Spark read path plans the same
 ``plan_lookup`` and adds a query's fixed Spark overhead, which the Spark scenarios

@@ -1,4 +1,4 @@
-"""Lookups of many keys through the JVM connector (issue 13): past
+"""Lookups of many keys through the JVM connector: past
 ``spark.indexeddf.driverLookup.maxKeys`` the tasks probe the index themselves
 (``ProbeRDD``), in each executor's JVM, instead of the driver.
 
@@ -79,7 +79,7 @@ def _many_keys(args, name: str, groups: list[list[int]], what: str, candidates: 
         baseline=("spark.read.parquet(the same files)", lambda: parquet.where(sql(advance())).collect()),
         candidates=[(label, lambda c=confs: run(indexed, c)) for label, confs in candidates]
         + [(f"{CONNECTOR} {FLOOR}", lambda: run(empty, {}))],
-        target="issue 13: many keys are probed by tasks in the executors (no goal of its own)",
+        target="many keys are probed by tasks in the executors (no goal of its own)",
         notes=notes,
         check=_same_rows,
     )

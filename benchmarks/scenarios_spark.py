@@ -47,7 +47,7 @@ def spark():
             .config("spark.driver.memory", "8g")
             .config("spark.sql.session.timeZone", "UTC")
         )
-        # The JVM connector (issue 13) owns format("indexeddf"); the Python data source is
+        # The JVM connector owns format("indexeddf"); the Python data source is
         # then "indexeddf_python", which the scenarios below name when they time it.
         _SPARK = indexeddf.configure(builder).getOrCreate()
         _SPARK.sparkContext.setLogLevel("ERROR")
@@ -188,7 +188,7 @@ def _lookup_scenario(args, n_keys: int, name: str, target: str) -> Scenario:
         target=target,
         notes=["The Python data source plans no filter (Spark 4.3 shares one read plan among the scans of "
                "a DataFrame; docs/spark.md): its query is a scan of every file with Spark's filter. Index "
-               "lookups from Spark come with the JVM connector (issue 13); lookup() is the index today.",
+               "lookups from Spark come with the JVM connector; lookup() is the index today.",
                "The do-nothing source has the table's schema, no filter pushdown and returns one constant "
                "row from one partition: what any Python data source query of this shape costs here before "
                "it reads anything (Spark's planner round trips to Python and one Python task)."],
@@ -197,12 +197,12 @@ def _lookup_scenario(args, n_keys: int, name: str, target: str) -> Scenario:
 
 def point_lookup(work, args):
     return _lookup_scenario(args, 1, "point_lookup_spark",
-                            "none for the Python data source; issue 13's goals for format('indexeddf') are "
+                            "none for the Python data source; the goals for format('indexeddf') are "
                             "timed by connector_point_lookup (scenarios_connector.py)")
 
 
 def in_list_lookup(work, args):
-    return _lookup_scenario(args, 100, "in_list_100_spark", "none for the Python data source; issue 13's goal is timed by "
+    return _lookup_scenario(args, 100, "in_list_100_spark", "none for the Python data source; the goal is timed by "
                             "connector_in_list_100 (scenarios_connector.py)")
 
 

@@ -37,6 +37,28 @@ class UnsupportedTypeError(SchemaMismatchError):
     """A column has a type the format cannot store or bucket by."""
 
 
+class SchemaEvolutionError(SchemaMismatchError):
+    """A schema change that indexeddf refuses (``schema_mode``, ``mergeSchema``,
+    ``add_columns``, ``ALTER TABLE ADD COLUMNS``); raised before anything is written.
+    ``columns`` names the columns involved. The subclasses say which rule refused it."""
+
+
+class TypeChangeError(SchemaEvolutionError):
+    """A column's type would change in a way old data files cannot be read as: only
+    ``byte`` -> ``short`` -> ``integer`` widen (the same Parquet type, so every Delta
+    reader reads old files as the wider type)."""
+
+
+class ColumnCaseConflictError(SchemaEvolutionError):
+    """A new column's name differs from an existing one only by case: Spark resolves
+    names case-insensitively and could not tell the two apart."""
+
+
+class IndexColumnChangeError(SchemaEvolutionError):
+    """A schema change would drop, rename or retype a column the table is bucketed or
+    indexed by."""
+
+
 class InvalidOptionError(IndexedDFError, ValueError):
     """An option or argument has an unknown name or a value out of range."""
 
@@ -84,6 +106,14 @@ class ConcurrentDeleteDeleteError(ConcurrentModificationError):
 
 class MetadataChangedError(ConcurrentModificationError):
     """Another writer changed the table metadata since this transaction read it."""
+
+
+class ConcurrentSchemaChangeError(ConcurrentModificationError):
+    """This transaction changes the table's schema (a new ``metaData``), and another
+    writer committed data since this transaction read the table: that data was checked
+    against the old schema, so the schema change does not rebase over it (Delta's rule:
+    a metadata change conflicts with concurrent transactions). Nothing was written;
+    re-read the table and retry."""
 
 
 class ProtocolChangedError(ConcurrentModificationError):

@@ -379,7 +379,7 @@ class IndexedTable(TableAdmin):
         return out
 
     # -- writing -------------------------------------------------------------------
-    def append(self, data: Any, txn: tuple[str, int] | None = None) -> int:
+    def append(self, data: Any, txn: tuple[str, int] | None = None, schema_mode: str | None = None) -> int:
         """Append rows; returns the new version.
 
         ``txn=(app_id, version)`` makes the append idempotent: when that app id has
@@ -387,26 +387,63 @@ class IndexedTable(TableAdmin):
         current version is returned. Concurrent appends rebase on each other.
         A Spark DataFrame is written by Spark's tasks after ``repartition(num_buckets,
         *index_columns)``, so each task writes one file (``docs/spark.md``).
+
+        ``schema_mode="merge"`` (delta-rs's name) evolves the schema in the same commit:
+        the data's new columns are added at the end, table columns the data lacks are
+        written as NULL, ``byte``/``short`` columns widen to ``integer``. Refused before
+        anything is written: other type changes, a name differing from a column's only by
+        case, data without the index columns (``docs/schema.md``). Without it the data
+        must match the table's schema (``SchemaMismatchError``).
         """
         if _is_spark(data):
-            return self._write_spark(data, "append", txn)
-        result = operations.append(update_snapshot(self._snapshot), data, txn)
+            return self._write_spark(data, "append", txn, schema_mode=operations.check_schema_mode(schema_mode, False))
+        result = operations.append(update_snapshot(self._snapshot), data, txn, schema_mode)
         self._snapshot = result.snapshot
         return result.version
 
-    def overwrite(self, data: Any, txn: tuple[str, int] | None = None, overwrite_schema: bool = False) -> int:
+    def overwrite(self, data: Any, txn: tuple[str, int] | None = None, overwrite_schema: bool = False,
+                  schema_mode: str | None = None) -> int:
         """Replace every row; returns the new version. Earlier versions stay readable.
 
-        With ``overwrite_schema=True`` the data's schema replaces the table's (the
-        index columns must still be present).
+        ``schema_mode="overwrite"`` (or ``overwrite_schema=True``) replaces the table's
+        schema with the data's (the columns of the table's indexes must still be there);
+        ``schema_mode="merge"`` adds the data's new columns and keeps the others, as for
+        :meth:`append`. See ``docs/schema.md``.
         """
+        operations.check_schema_mode(schema_mode, True)
+        if overwrite_schema:
+            if schema_mode == "merge":
+                raise InvalidOptionError("overwrite_schema=True means schema_mode='overwrite'; give one of the two")
+            schema_mode = "overwrite"
         if _is_spark(data):
-            return self._write_spark(data, "overwrite", txn, overwrite_schema)
-        result = operations.overwrite(update_snapshot(self._snapshot), data, txn, overwrite_schema)
+            return self._write_spark(data, "overwrite", txn, schema_mode=schema_mode)
+        result = operations.overwrite(update_snapshot(self._snapshot), data, txn, schema_mode=schema_mode)
         self._snapshot = result.snapshot
         return result.version
 
-    def _write_spark(self, df, mode: str, txn, overwrite_schema: bool = False) -> int:
+    def add_columns(self, columns: Sequence[Any]) -> int:
+        """``ALTER TABLE ADD COLUMNS``: add ``columns`` at the end of the schema, in one
+        commit of a new ``metaData``; no data file is written or rewritten, and the rows
+        already in the table read the new columns as NULL (in every Delta reader).
+
+        ``columns``: ``pyarrow.Field`` objects (nullable; a ``b"comment"`` key in the
+        field's metadata is the column's comment) or ``(name, type)`` /
+        ``(name, type, comment)`` tuples, type being a ``pyarrow.DataType`` or a type
+        name (``"long"``, ``"decimal(10,2)"``). Comments are kept as Delta keeps them,
+        under ``"comment"`` in the column's metadata (``column_comments``). Refused
+        (``SchemaEvolutionError`` subclasses): a name that exists, or differs from an
+        existing one only by case; a NOT NULL column. Returns the new version.
+        """
+        result = operations.add_columns(update_snapshot(self._snapshot), columns)
+        self._snapshot = result.snapshot
+        return result.version
+
+    @property
+    def column_comments(self) -> dict[str, str]:
+        """The comment of each column that has one (``COMMENT`` in SQL, ``add_columns``)."""
+        return {f.name: f.comment for f in self._snapshot.metadata.schema_ if f.comment}
+
+    def _write_spark(self, df, mode: str, txn, schema_mode: str | None = None) -> int:
         """Append or overwrite from a Spark DataFrame: written by Spark's tasks, one commit."""
         from .spark import write_dataframe
 
@@ -414,8 +451,10 @@ class IndexedTable(TableAdmin):
         if txn is not None:
             app_id, txn_version = operations._check_txn(txn)
             options.update(txnAppId=app_id, txnVersion=str(txn_version))
-        if overwrite_schema:
+        if schema_mode == "overwrite":
             options["overwriteSchema"] = "true"
+        elif schema_mode == "merge":
+            options["mergeSchema"] = "true"
         storage = self._snapshot.storage
         version = write_dataframe(
             df, storage.url, mode, index_columns=self.index_columns, num_buckets=self.num_buckets,
@@ -465,7 +504,7 @@ def _missing_files_typed(method):
 
 
 # Every Python-side read and write of files the log names: a missing one is a typed error.
-for _name in ("to_arrow", "lookup", "explain", "append", "overwrite", "delete", "_run_change", "history", "indexes", "detail",
+for _name in ("to_arrow", "lookup", "explain", "append", "overwrite", "add_columns", "delete", "_run_change", "history", "indexes", "detail",
               "create_index", "refresh", "optimize", "vacuum", "restore", "vacuum_index", "optimize_index"):
     setattr(IndexedTable, _name, _missing_files_typed(getattr(IndexedTable, _name)))
 

@@ -32,11 +32,22 @@ _DIAGNOSTICS = {("RowCache", "cacheStats"): "rowCacheStats", ("RowCache", "clear
 def _diagnostics(spark, cache: str, what: str):
     """Calls ``io.indexeddf.spark.Diagnostics.<method>()`` for ``what`` of ``cache`` (``"RowCache"``,
     ``"IndexSegments"``), loaded by the session's class loader (where ``spark.jars`` puts the connector)."""
+    return jvm_diagnostic(spark, _DIAGNOSTICS[(cache, what)])
+
+
+def jvm_diagnostic(spark, method: str, *args):
+    """``io.indexeddf.spark.Diagnostics.<method>(*args)``: ``args`` are JVM objects (a Python
+    DataFrame's ``_jdf`` for a ``Dataset``), whose declared types the method is found by."""
     jvm, gateway = spark._jvm, spark.sparkContext._gateway
     loader = jvm.org.apache.spark.util.Utils.getContextOrSparkClassLoader()
     klass = jvm.java.lang.Class.forName("io.indexeddf.spark.Diagnostics", True, loader)
-    m = klass.getMethod(_DIAGNOSTICS[(cache, what)], gateway.new_array(jvm.java.lang.Class, 0))
-    return m.invoke(None, gateway.new_array(jvm.java.lang.Object, 0))
+    types = gateway.new_array(jvm.java.lang.Class, len(args))
+    values = gateway.new_array(jvm.java.lang.Object, len(args))
+    for i, a in enumerate(args):
+        kind = "org.apache.spark.sql.Dataset" if a.getClass().getName().endswith(".Dataset") else a.getClass().getName()
+        types[i] = jvm.java.lang.Class.forName(kind, True, loader)
+        values[i] = a
+    return klass.getMethod(method, types).invoke(None, values)
 
 
 def jvm_cache_stats(spark, cache: str) -> list[int]:

@@ -152,8 +152,8 @@ def test_streaming_needs_a_txn_app_id(spark, tmp_path):
         run_stream(spark, source, tmp_path / "table", tmp_path / "ck", app_id=None)
     assert "InvalidOptionError" in str(info.value) and "txnAppId" in str(info.value)
     with pytest.raises(Exception) as info:
-        run_stream(spark, source, tmp_path / "table", tmp_path / "ck2", mergeSchema="true")
-    assert "InvalidOptionError: unknown option 'mergeschema'" in str(info.value)
+        run_stream(spark, source, tmp_path / "table", tmp_path / "ck2", overwriteSchema="true")
+    assert "InvalidOptionError: unknown option 'overwriteschema'" in str(info.value)
     assert not (tmp_path / "table").exists()
 
 

@@ -38,9 +38,9 @@ def spark_rows(spark, table: pa.Table):
     return spark.createDataFrame(table.to_pylist(), "k bigint, v bigint, s string")
 
 
-def run_sql(spark, sql: str) -> None:
+def run_sql(spark, sql: str) -> list:
     try:
-        spark.sql(sql).collect()
+        return [r.asDict() for r in spark.sql(sql).collect()]
     except Exception as e:  # the typed error the statement failed with, as the Python API raises it
         typed = indexeddf.spark.typed_error(e)
         if typed is None:
@@ -119,8 +119,10 @@ def test_the_statements_go_through_the_index_in_one_commit_each(registered, tmp_
     files = len(t.snapshot.live_files())
     spark_rows(spark, rows([5, 6, 9999], 7, "n")).createOrReplaceTempView("src")
     version = t.version
-    run_sql(spark, "MERGE INTO ev USING src ON ev.k = src.k "
-                   "WHEN MATCHED THEN UPDATE SET * WHEN NOT MATCHED THEN INSERT *")
+    result = run_sql(spark, "MERGE INTO ev USING src ON ev.k = src.k "
+                            "WHEN MATCHED THEN UPDATE SET * WHEN NOT MATCHED THEN INSERT *")
+    # Delta's result row.
+    assert result == [{"num_affected_rows": 3, "num_updated_rows": 2, "num_deleted_rows": 0, "num_inserted_rows": 1}]
     entry = IndexedTable.for_path(path).history()[0]
     assert (entry.version, entry.operation) == (version + 1, "MERGE")
     m = entry.metrics
@@ -130,12 +132,12 @@ def test_the_statements_go_through_the_index_in_one_commit_each(registered, tmp_
     assert IndexedTable.for_path(path).lookup([5, 6, 9999]).sort_by("k").column("v").to_pylist() == [7, 8, 9]
     # The catalog entry reads the new version; so does a query of the path.
     assert spark.sql("SELECT v FROM ev WHERE k = 9999").collect()[0].v == 9
-    run_sql(spark, "UPDATE ev SET v = v * 10 WHERE k = 5")
-    run_sql(spark, f"DELETE FROM indexeddf.`{path}` WHERE k = 6")
+    assert run_sql(spark, "UPDATE ev SET v = v * 10 WHERE k = 5") == [{"num_affected_rows": 1}]
+    assert run_sql(spark, f"DELETE FROM indexeddf.`{path}` WHERE k IN (6, 7, 123456)") == [{"num_affected_rows": 2}]
     assert [e.operation for e in IndexedTable.for_path(path).history()[:3]] == ["DELETE", "UPDATE", "MERGE"]
     got = spark.sql(f"SELECT k, v FROM indexeddf.`{path}` WHERE k IN (5, 6)").collect()
     assert [(r.k, r.v) for r in got] == [(5, 70)]
-    run_sql(spark, "DELETE FROM ev")  # no WHERE: every row
+    assert run_sql(spark, "DELETE FROM ev") == [{"num_affected_rows": 1999}]  # no WHERE: every row
     assert IndexedTable.for_path(path).to_arrow().num_rows == 0
 
 

@@ -13,6 +13,10 @@ files); ``table.py`` and ``spark/`` call it.
 
 from __future__ import annotations
 
+# Every change parses Spark SQL: sqlglot loads its Spark dialect (about 0.1-0.2 s) on
+# first use; loading it with the engine keeps that out of a pipeline's first change.
+import sqlglot.dialects.spark  # noqa: F401, E402
+
 from ..errors import InvalidOptionError
 from ..format.snapshot import Snapshot
 from ..spec.expressions import equality_keys, merge_columns

@@ -14,8 +14,10 @@ runs :func:`execute`:
 2. **Rewrite**, one file at a time (memory bounded by a file and the source): the
    file's rows are joined with the source on the equality keys, the rest of the
    predicate filters the pairs, each pair takes its first matching clause; a file
-   with a changed row is removed and its kept, updated and copied rows are written as
-   new bucketed files with their index entries. Files without a change stay.
+   with a changed row is removed and its copied rows are written as a new file (as they
+   are when the file was sorted: still one bucket, in key order), its updated rows as
+   new bucketed files with the inserts; all with their index entries. Files without a
+   change stay.
 3. **Insert** the source rows that matched no target row (``not_matched`` clauses).
 4. **Commit** once: removes, adds and index entries; the transaction read the touched
    buckets (Delta's WriteSerializable: blind appends rebase, a concurrent removal of a
@@ -170,7 +172,8 @@ class _Written:
     deleted: tuple[AddFile, np.ndarray] | None = None
     """With deletion vectors: the file and the ordinals of its rows the change removes."""
     updated: pa.Table | None = None
-    """With deletion vectors: the new versions of the file's updated rows (written later)."""
+    """The new versions of the file's updated rows, written later with the inserts (with
+    deletion vectors, and when a sorted file is rewritten)."""
 
 
 def _rewrite(snapshot: Snapshot, change: Change, scope: Scope, schema: pa.Schema, found: Found, vectors: bool,
@@ -202,7 +205,13 @@ def _rewrite(snapshot: Snapshot, change: Change, scope: Scope, schema: pa.Schema
         done.metrics.num_target_files_removed = 1
         copied = rows.filter(pc.invert(pc.is_in(rows.column(ROW), pa.array(touched)))).drop_columns([ROW])
         done.metrics.num_target_rows_copied += copied.num_rows
-        write(pa.concat_tables([copied, updated]) if updated is not None else copied, done)
+        if a.sorted and a.bucket is not None:
+            # The kept rows are still in their bucket and key order: one file, written as
+            # they are; the updated rows go with the inserts (once a bucket, like DVs).
+            done.updated = updated
+            write(copied, done, sorted_bucket=a.bucket)
+        else:
+            write(pa.concat_tables([copied, updated]) if updated is not None else copied, done)
         return done
 
     started = time.perf_counter()
@@ -278,10 +287,11 @@ def _writer(snapshot: Snapshot, tx: Transaction):
     :class:`_Written` (the files are the transaction's: aborted with it)."""
     indexes = maintained_indexes(snapshot)
 
-    def write(rows: pa.Table, into: _Written) -> None:
+    def write(rows: pa.Table, into: _Written, sorted_bucket: int | None = None) -> None:
         if rows.num_rows == 0:
             return
-        adds, written = write_rows(snapshot.storage, snapshot.metadata, indexes, rows, tx.written_paths)
+        adds, written = write_rows(snapshot.storage, snapshot.metadata, indexes, rows, tx.written_paths,
+                                   sorted_bucket)
         into.actions.extend(adds)
         into.metrics.num_target_files_added += len(adds)
         into.metrics.num_output_rows += rows.num_rows

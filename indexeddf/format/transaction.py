@@ -5,6 +5,8 @@ On a lost race the transaction reads the winning commits and either rebases onto
 (PROTOCOL.md, "Conflicts"):
 
 - a winner that changed ``protocol`` or ``metaData`` fails every concurrent writer;
+- a commit that changes the schema fails on a winner that added or removed data
+  (``ConcurrentSchemaChangeError``): that data was checked against the old schema;
 - a winner that committed the same ``txn`` app id at our version or later makes our
   commit a duplicate: it is dropped and the winner's version is returned;
 - a winner that removed a file we remove: ``ConcurrentDeleteDeleteError``;
@@ -38,6 +40,7 @@ from ..errors import (
     ConcurrentDeleteDeleteError,
     ConcurrentDeleteReadError,
     ConcurrentIndexError,
+    ConcurrentSchemaChangeError,
     MetadataChangedError,
     TableExistsError,
     ProtocolChangedError,
@@ -214,6 +217,11 @@ class Transaction:
         # WriteSerializable (Delta's default): a blind append that won is serialized after
         # this commit, so what it added never conflicts with what this commit read.
         blind = any(isinstance(a, CommitInfo) and a.isBlindAppend for a in winning)
+        # Delta's rule: a metadata change conflicts with concurrent transactions. A schema
+        # change validated the table as it read it; rows another writer committed since were
+        # checked against the old schema (a type this change widens or a column it adds under
+        # another type), so it does not rebase over them.
+        schema_change = any(isinstance(a, Metadata) and a.schema_ != self.snapshot.metadata.schema_ for a in ours)
         appends_conflict = not blind or self.isolation_level(before) == "Serializable"
         # An idempotent commit that the winner already made is a duplicate, whatever else
         # the two commits would conflict on.
@@ -224,6 +232,11 @@ class Transaction:
                 raise ProtocolChangedError(f"{what}, which changed the protocol; re-read the table and retry")
             if isinstance(a, Metadata):
                 raise MetadataChangedError(f"{what}, which changed the table metadata; re-read the table and retry")
+            if schema_change and isinstance(a, (AddFile, RemoveFile)) and a.dataChange:
+                raise ConcurrentSchemaChangeError(
+                    f"{what}: this commit changes the schema of version {self.snapshot.version}, and version "
+                    f"{version} {'added' if isinstance(a, AddFile) else 'removed'} data ({a.path}) meanwhile; "
+                    "nothing of this commit was written. Re-read the table and retry")
             if isinstance(a, RemoveFile):
                 if a.path in our_removes:
                     raise ConcurrentDeleteDeleteError(f"{what}, which removed {a.path} that this commit removes too; retry")

@@ -95,7 +95,7 @@ def _scan_line(snapshot: Snapshot, plan: FilterPlan) -> str:
 def _lookup_lines(snapshot: Snapshot, plan: FilterPlan) -> list[str]:
     lookup, entry = plan.lookup, plan.index
     probed = set(lookup.buckets)
-    index_files = [f for f in entry.files if f.bucket in probed]
+    index_files = [f for t in lookup.tasks for f in t.index_files]
     scanned = lookup.scanned_files
     return [
         f"index: {entry.name!r} ({entry.kind}) on {list(entry.columns)}, {entry.state}, covers "

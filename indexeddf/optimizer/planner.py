@@ -40,9 +40,9 @@ from ..spec.bucketing import bucket_ids
 from ..spec.partitions import prune
 from ..spec.schema import arrow_schema, type_name
 
-MAX_INDEX_KEYS = 1_000_000
-"""The most keys one index lookup takes: a filter whose fixed values combine to more
-keys is answered by a scan, and ``lookup()`` refuses more (use a join)."""
+MAX_INDEX_KEYS = config.MAX_INDEX_KEYS
+"""The most keys one index lookup takes (:data:`indexeddf.spec.config.MAX_INDEX_KEYS`, which
+the JVM connector reads too)."""
 
 # -- choosing an index -----------------------------------------------------------------
 def usable_indexes(snapshot: Snapshot) -> list[IndexEntry]:
@@ -195,8 +195,12 @@ def _plan(snapshot: Snapshot, index: IndexEntry, keys: pa.Table, why_not: str | 
     if covered:
         buckets = bucket_ids([keys.column(c) for c in index.columns], index.numBuckets)
         files_by_bucket: dict[int, list[IndexFile]] = defaultdict(list)
+        live_covered = set(plan.live_covered_ids.tolist())
         for f in index.files:
-            files_by_bucket[f.bucket].append(f)
+            # An index file that covers no live file holds only entries the lookup drops
+            # (PROTOCOL.md 13, step 2): not read, as the connector does not read it.
+            if not live_covered.isdisjoint(f.fileIds):
+                files_by_bucket[f.bucket].append(f)
         for b in np.unique(buckets):
             plan.tasks.append(LookupTask(int(b), keys.filter(pa.array(buckets == b)), tuple(files_by_bucket.get(int(b), ()))))
     if to_scan:
@@ -290,8 +294,9 @@ def rejection(snapshot: Snapshot, entry: IndexEntry, fixed: Sequence[str], key_c
 
 
 def key_count(fixed: Mapping[str, Sequence], columns: Sequence[str]) -> int:
-    """How many keys the values ``fixed`` per column combine to on ``columns``."""
-    return math.prod(len(fixed[c]) for c in columns)
+    """How many keys the distinct values ``fixed`` per column combine to on ``columns`` (a
+    value repeated in an IN list is one key, as Spark's optimizer makes it for the connector)."""
+    return math.prod(len(set(fixed[c])) for c in columns)
 
 
 @dataclass

@@ -32,6 +32,10 @@ def read_snapshot(snapshot: Snapshot, columns: Sequence[str] | None = None, filt
     if not files:
         empty = schema.empty_table()
         return empty.select(wanted) if wanted is not None else empty
+    if filter is None and any(a.deletionVector is not None for a in files):
+        whole = _read_all_then_order(snapshot, files, schema, wanted)
+        if whole is not None:
+            return whole
     # Consecutive files with (or without) deletion vectors are read together, so a
     # table without any is one dataset read, as fast as before.
     parts = []
@@ -39,6 +43,44 @@ def read_snapshot(snapshot: Snapshot, columns: Sequence[str] | None = None, filt
         read = _read_with_deletions if has_dv else _read_dataset
         parts.append(read(snapshot, list(run), schema, wanted, filter))
     return parts[0] if len(parts) == 1 else pa.concat_tables(parts)
+
+
+def _read_all_then_order(snapshot: Snapshot, files: list[AddFile], schema: pa.Schema,
+                         columns: list[str] | None) -> pa.Table | None:
+    """Without a filter: the files without a deletion vector in one dataset read (a table
+    changed by many small merges alternates between the two kinds, and a dataset read
+    per run costs more than the rows), the others as in :func:`_read_with_deletions`,
+    then every file's rows put back in write order by the files' row counts. None when
+    a count is unknown or does not match (then the reads go run by run)."""
+    plain = [a for a in files if a.deletionVector is None]
+    counts = [a.stats.numRecords if a.stats is not None else None for a in plain]
+    if any(c is None for c in counts):
+        return None
+    rows = _read_dataset(snapshot, plain, schema, columns, None) if plain else None
+    if rows is not None and rows.num_rows != sum(counts):
+        return None
+    changed = [a for a in files if a.deletionVector is not None]
+    live = iter(_live_rows(snapshot, changed, schema, columns))
+    parts, at = [], 0
+    count = iter(counts)
+    for a in files:
+        if a.deletionVector is None:
+            n = next(count)
+            parts.append(rows.slice(at, n))
+            at += n
+        else:
+            parts.append(next(live))
+    return pa.concat_tables(parts)
+
+
+def _live_rows(snapshot: Snapshot, files: list[AddFile], schema: pa.Schema, columns: list[str] | None) -> list:
+    """The live rows of each of ``files`` (each has a deletion vector), two files at a time
+    (Parquet decoding releases the GIL), in order."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(2) as pool:
+        return list(pool.map(
+            lambda a: read_live_rows(snapshot.storage, a, schema, columns, version=snapshot.version), files))
 
 
 def _read_dataset(snapshot: Snapshot, files: list[AddFile], schema: pa.Schema, columns: list[str] | None,
@@ -69,12 +111,9 @@ def _read_with_deletions(snapshot: Snapshot, files: list[AddFile], schema: pa.Sc
     memory. Without a filter only ``columns`` are read (a filter may name any column);
     files are read two at a time (Parquet decoding releases the GIL), in order."""
     import pyarrow.dataset as ds
-    from concurrent.futures import ThreadPoolExecutor
 
     read = columns if filter is None else None
-    with ThreadPoolExecutor(2) as pool:
-        rows = pa.concat_tables(list(pool.map(
-            lambda a: read_live_rows(snapshot.storage, a, schema, read, version=snapshot.version), files)))
+    rows = pa.concat_tables(_live_rows(snapshot, files, schema, read))
     if filter is None:
         return rows
     return ds.dataset(rows).to_table(columns=columns, filter=filter)

@@ -71,8 +71,8 @@ def table_rows(side: TableSide, bucket: int, probe_keys: pa.Table, read_cols: li
     parts = []
     files = side.index_files.get(bucket, ())
     if files and probe_keys.num_rows:
-        trie = bucket_trie(side.read, tuple(files))
         hashes = np.unique(key_hash([probe_keys.column(c) for c in side.hash_columns]))
+        trie = bucket_trie(side.read, tuple(files), hashes)
         _, fids, rows = trie.probe(hashes, side.read.live_covered_ids)
         for fid in np.unique(fids):
             parts.append(fetch_rows(side.read, side.read.paths[int(fid)], np.unique(rows[fids == fid]), read_cols))

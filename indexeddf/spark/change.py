@@ -36,7 +36,10 @@ from .write_task import staging_path
 
 CHANGE_OPTION = "changeSpec"
 """The option that makes a write of ``indexeddf_python`` a change statement."""
-CHANGE_OPTIONS = ["path", "storageOptions", CHANGE_OPTION]
+RESULT_OPTION = "_commitResultFile"
+"""A local file the commit writes the change's version and metrics to, as JSON (the
+connector's command returns them as Delta's result row)."""
+CHANGE_OPTIONS = ["path", "storageOptions", CHANGE_OPTION, RESULT_OPTION]
 
 
 @dataclass
@@ -61,14 +64,17 @@ def change_writer(options: Any, schema) -> "ChangeWriter":
         raise InvalidOptionError(f"the option {CHANGE_OPTION} is not JSON: {e}") from None
     if spec.get("operation") not in ("DELETE", "UPDATE", "MERGE"):
         raise InvalidOptionError(f"{CHANGE_OPTION}: unknown operation {spec.get('operation')!r}")
-    return ChangeWriter(so.option_path(opts), so.storage_options(opts), spec, so.arrow_schema_of(schema))
+    return ChangeWriter(so.option_path(opts), so.storage_options(opts), spec, so.arrow_schema_of(schema),
+                        opts.get(RESULT_OPTION))
 
 
 class ChangeWriter(DataSourceArrowWriter):
     """Stages a MERGE's source rows in the tasks, runs the change in the commit."""
 
-    def __init__(self, url: str, storage_options: dict[str, Any], spec: dict, schema: pa.Schema):
+    def __init__(self, url: str, storage_options: dict[str, Any], spec: dict, schema: pa.Schema,
+                 result_file: str | None = None):
         self.url, self.storage_options, self.spec, self.schema = url, storage_options, spec, schema
+        self.result_file = result_file
         self.write_id = uuid.uuid4().hex
 
     def _storage(self):
@@ -97,7 +103,10 @@ class ChangeWriter(DataSourceArrowWriter):
             paths = [p for m in messages if isinstance(m, StagedSource) for p in m.paths]
             source = _read_source(storage, paths, self.schema) if self.spec["operation"] == "MERGE" else None
             snapshot = load_snapshot(storage)
-            execute(snapshot, change_of(self.spec, source)(snapshot))
+            _, metrics = execute(snapshot, change_of(self.spec, source)(snapshot))
+            if self.result_file:
+                with open(self.result_file, "w") as f:
+                    json.dump({"version": metrics.version, "metrics": metrics.as_dict()}, f)
         finally:
             _drop_staging(storage, self.write_id)
 

@@ -3,8 +3,11 @@
 The connector (``connector/src/main/java/io/indexeddf/``: the packages ``log``, with no Spark
 import, ``spark``, ``spark.plan`` and ``spark.exec``; every ``.java`` under ``connector/src/main``
 is compiled, and its ``resources`` packed) is the Spark data source ``indexeddf`` in the JVM: it replays the Delta log itself and reads with Spark's own
-Parquet reader (docs/spark.md). It is compiled here with the JDK's ``javac`` against the
-jars pyspark ships (no Maven, no Scala compiler), into
+Parquet reader (docs/spark.md). The constants it shares with the Python reader (hash seeds,
+the key cap, staleness defaults, readable features, ...) are not in its sources: the jar holds
+:func:`indexeddf.spec.shared.shared_json` as ``io/indexeddf/log/spec.json``, written here from
+``indexeddf/spec/``, the one place they are defined. It is compiled here with the JDK's
+``javac`` against the jars pyspark ships (no Maven, no Scala compiler), into
 ``indexeddf/spark/jars/indexeddf-connector.jar``, and rebuilt whenever the sources'
 content hash (kept next to the jar) changes.
 
@@ -27,6 +30,8 @@ import tempfile
 import warnings
 import zipfile
 from pathlib import Path
+
+from ..spec.shared import RESOURCE as SHARED_RESOURCE, shared_json
 
 __all__ = ["build_jar", "jar_path", "configure", "spark_conf", "submit_args", "sources_dir", "ConnectorBuildError",
            "EXTENSIONS"]
@@ -60,11 +65,13 @@ def _source_files() -> list[Path]:
 
 
 def sources_hash() -> str:
-    """The SHA-256 of the connector's sources (names and contents) and the pyspark version
-    they compile against."""
+    """The SHA-256 of the connector's sources (names and contents), the constants it shares
+    with Python (:func:`indexeddf.spec.shared.shared_json`), and the pyspark version they
+    compile against."""
     import pyspark
 
     h = hashlib.sha256(f"pyspark {pyspark.__version__}\n".encode())
+    h.update(b"shared\0" + shared_json() + b"\0")
     root = sources_dir()
     for p in _source_files():
         h.update(str(p.relative_to(root)).encode() + b"\0" + p.read_bytes() + b"\0")
@@ -89,9 +96,10 @@ def build_jar(force: bool = False) -> Path:
     """Compile the connector into :func:`jar_path` unless it is already built from the
     current sources; returns the jar's path.
 
-    Runs ``javac --release 17 -cp <pyspark's jars>/*`` and packs the classes and
-    ``META-INF/services`` into the jar (written atomically). Raises
-    :class:`ConnectorBuildError` when there is no ``javac`` or it fails.
+    Runs ``javac --release 17 -cp <pyspark's jars>/*`` and packs the classes,
+    ``META-INF/services`` and the shared constants (``io/indexeddf/log/spec.json``) into the
+    jar (written atomically). Raises :class:`ConnectorBuildError` when there is no ``javac``
+    or it fails.
     """
     if not sources_dir().is_dir():
         raise ConnectorBuildError(f"the connector's sources are not at {sources_dir()} (an installed package "
@@ -124,6 +132,7 @@ def build_jar(force: bool = False) -> Path:
             z.writestr("META-INF/MANIFEST.MF", "Manifest-Version: 1.0\nCreated-By: indexeddf build_jar\n\n")
             for p in sorted(classes.rglob("*.class")):
                 z.write(p, str(p.relative_to(classes)))
+            z.writestr(SHARED_RESOURCE, shared_json())
             if resources.is_dir():
                 for p in sorted(resources.rglob("*")):
                     if p.is_file():

@@ -93,7 +93,7 @@ class IndexedStreamWriter(DataSourceStreamArrowWriter):
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         msgs = files_messages(messages)
-        plans = {(m.write_id, m.action, m.read_version) for m in msgs}
+        plans = {(m.write_id, m.action, m.read_version, m.metadata_json) for m in msgs}
         if len(plans) > 1:
             abort_write(self.plan.storage(), {m.write_id for m in msgs}, gather_files(msgs)[2])
             raise IndexedDFError(f"the tasks of micro-batch {batchId} were planned differently: {plans}")
@@ -105,8 +105,10 @@ class IndexedStreamWriter(DataSourceStreamArrowWriter):
         abort_write(self.plan.storage(), {m.write_id for m in msgs}, gather_files(msgs)[2])
 
 
-def _task_plan(current: WritePlan, write_id: str, action: str, read_version: int | None) -> WritePlan:
-    """The plan the tasks wrote with, rebuilt on the committing driver."""
+def _task_plan(current: WritePlan, write_id: str, action: str, read_version: int | None,
+               metadata_json: str | None = None) -> WritePlan:
+    """The plan the tasks wrote with, rebuilt on the committing driver (``metadata_json``:
+    the schema-changing metadata they wrote with, if any)."""
     if action == "create":
         if current.action == "create":
             return replace(current, write_id=write_id)
@@ -123,7 +125,8 @@ def _task_plan(current: WritePlan, write_id: str, action: str, read_version: int
     snap = load_snapshot(current.storage(), read_version)
     indexes = maintained_indexes(snap, rebuild=action == "overwrite")
     return replace(current, action=action, write_id=write_id, read_version=read_version,
-                   metadata_json=snap.metadata.model_dump_json(by_alias=True), new_metadata=False,
+                   metadata_json=metadata_json or snap.metadata.model_dump_json(by_alias=True),
+                   new_metadata=metadata_json is not None,
                    indexes_json=[i.model_dump_json() for i in indexes])
 
 

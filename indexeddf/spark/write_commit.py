@@ -102,6 +102,8 @@ def _commit(plan: WritePlan, storage: TableStorage, adds, index_files, written, 
                                     params, txn_actions, txn, commit_empty)
 
     base = load_snapshot(storage, plan.read_version)
+    if plan.add_columns:  # a metadata-only commit, as IndexedTable.add_columns makes
+        return Transaction(base, "ADD COLUMNS", params, read_buckets=()).commit([plan.metadata()])
     return _commit_existing(base, plan.action, plan.metadata() if plan.new_metadata else None, plan.indexes(),
                             adds, index_files, written, operation, params, txn_actions, txn, commit_empty)
 

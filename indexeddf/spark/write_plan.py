@@ -10,18 +10,28 @@ The overview of a Spark write is in :mod:`indexeddf.spark.write`.
 
 from __future__ import annotations
 
+import json
 import time
 import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..errors import InvalidOptionError, SchemaMismatchError, TableExistsError, TableNotFoundError
+import pyarrow as pa
+
+from ..errors import (
+    InvalidOptionError,
+    SchemaMismatchError,
+    TableExistsError,
+    TableNotFoundError,
+    UnsupportedTypeError,
+)
 from ..format.snapshot import Snapshot, load_snapshot
 from ..format.storage import TableStorage
 from ..spec.actions import PRIMARY_INDEX, IndexEntry, Metadata
 from . import options as so
+from ..spec.schema_evolution import added_fields, merge_fields, overwrite_fields
 from ..writer.data import conform
-from ..writer.operations import maintained_indexes
+from ..writer.operations import indexed_columns, maintained_indexes
 
 
 @dataclass
@@ -39,7 +49,13 @@ class WritePlan:
     read_version: int | None = None
     """The version the write is based on (None when creating)."""
     new_metadata: bool = False
-    """Whether the commit carries ``metadata_json`` (an overwrite that changes the schema)."""
+    """Whether the commit carries ``metadata_json`` (a write that changes the schema)."""
+    add_columns: bool = False
+    """``ALTER TABLE ADD COLUMNS`` (the private option ``_addColumns``): the commit holds only
+    ``metadata_json``; tasks write nothing, whatever rows they get."""
+    merge_schema: bool = False
+    """``mergeSchema``: tasks write NULL for table columns the DataFrame lacks and widen
+    narrower integer columns (``writer.data.conform(..., merge=True)``)."""
     write_id: str = field(default_factory=lambda: uuid.uuid4().hex)
     fail_if_exists: bool = False
     skip_if_exists: bool = False
@@ -84,6 +100,9 @@ def plan_write(options: Any, spark_schema, overwrite: bool, streaming: bool) -> 
     overwrite_schema = so.bool_option(opts, "overwriteSchema")
     if overwrite_schema and not overwrite:
         raise InvalidOptionError("overwriteSchema=true needs mode('overwrite')")
+    # Delta's precedence: on an overwrite, overwriteSchema replaces the schema whatever
+    # mergeSchema (or the session's autoMerge, which the connector passes as it) says.
+    merge_schema = so.bool_option(opts, "mergeSchema") and not overwrite_schema
 
     txn = None
     app_id = (opts.get("txnAppId") or "").strip()
@@ -152,29 +171,39 @@ def plan_write(options: Any, spark_schema, overwrite: bool, streaming: bool) -> 
         return WritePlan(action="skip", metadata_json=meta.model_dump_json(by_alias=True), indexes_json=[],
                          parameters={"mode": save_mode}, **base)
 
+    if opts.get("_addColumns"):
+        fields = added_fields(meta.schema_, spark_columns(opts["_addColumns"]))
+        new = fields[len(meta.schema_):]
+        return WritePlan(
+            action="append", metadata_json=meta.model_copy(update={"schema_": fields}).model_dump_json(by_alias=True),
+            indexes_json=[], new_metadata=True, add_columns=True,
+            parameters={"columns": [{"name": f.name, "type": f.type, **({"comment": f.comment} if f.comment else {})}
+                                    for f in new]},
+            **base,
+        )
     new_metadata = False
+    # Every column of a Spark write is nullable in the table (as Delta makes them).
+    data_schema = so.arrow_schema_of(spark_schema)
+    data_schema = pa.schema([f.with_nullable(True) for f in data_schema])
     if overwrite and overwrite_schema:
-        fields = so.fields_of(spark_schema)
-        names = [f.name for f in fields]
-        missing = [c for c in meta.indexColumns if c not in names]
-        if missing:
-            raise SchemaMismatchError(
-                f"overwriteSchema keeps the index columns {list(meta.indexColumns)}, but {missing} "
-                "are not in the DataFrame", missing,
-            )
-        if fields != meta.schema_:
-            meta, new_metadata = meta.model_copy(update={"schema_": fields}), True
+        fields = overwrite_fields(meta.schema_, data_schema, meta.indexColumns, indexed_columns(snapshot))
+    elif merge_schema:
+        fields = merge_fields(meta.schema_, data_schema, meta.indexColumns, indexed_columns(snapshot))
     else:
-        # Check the DataFrame's columns against the table now, before any task runs.
-        conform(so.arrow_schema_of(spark_schema).empty_table(), meta.schema_)
+        fields = meta.schema_
+    if fields != meta.schema_:
+        meta, new_metadata = meta.model_copy(update={"schema_": fields}), True
+    # Check the DataFrame's columns against the table now, before any task runs.
+    conform(data_schema.empty_table(), meta.schema_, merge=merge_schema)
     indexes = maintained_indexes(snapshot, rebuild=overwrite)
     lost = [i.name for i in indexes if any(c not in [f.name for f in meta.schema_] for c in i.columns)]
     if lost:
         raise SchemaMismatchError(f"the new schema drops columns of the indexes {lost}; delete those indexes first", lost)
     return WritePlan(
         action="overwrite" if overwrite else "append", metadata_json=meta.model_dump_json(by_alias=True),
-        indexes_json=[i.model_dump_json() for i in indexes], new_metadata=new_metadata,
-        parameters={"mode": "Overwrite" if overwrite else "Append", **({"overwriteSchema": True} if new_metadata else {})},
+        indexes_json=[i.model_dump_json() for i in indexes], new_metadata=new_metadata, merge_schema=merge_schema,
+        parameters={"mode": "Overwrite" if overwrite else "Append",
+                    **({"mergeSchema" if merge_schema else "overwriteSchema": True} if new_metadata else {})},
         **base,
     )
 
@@ -192,3 +221,24 @@ def _check_layout_options(opts: dict[str, str], meta: Metadata, url: str) -> Non
         raise InvalidOptionError(
             f"{url} has {meta.numBuckets} buckets, not {n}; drop the numBuckets option or write to a new path"
         )
+
+
+def spark_columns(raw: str) -> list[pa.Field]:
+    """The columns of ``ALTER TABLE ADD COLUMNS`` from Spark's JSON of them (a ``StructType``;
+    a comment is ``"comment"`` in a field's metadata) as pyarrow fields for ``added_fields``."""
+    from ..spec.schema import arrow_type
+
+    try:
+        fields = json.loads(raw)["fields"]
+    except (ValueError, KeyError, TypeError) as e:
+        raise InvalidOptionError(f"_addColumns is not a Spark schema in JSON: {e}") from None
+    out = []
+    for f in fields:
+        if not isinstance(f.get("type"), str):
+            raise UnsupportedTypeError(
+                f"column {f.get('name')!r} has a nested type; indexeddf tables have flat columns only",
+                [str(f.get("name"))])
+        comment = (f.get("metadata") or {}).get("comment")
+        out.append(pa.field(f["name"], arrow_type(f["type"]), nullable=bool(f.get("nullable", True)),
+                            metadata={"comment": comment} if isinstance(comment, str) and comment else None))
+    return out

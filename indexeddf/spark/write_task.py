@@ -47,6 +47,9 @@ class FilesMessage(WriterCommitMessage):
     action: str
     read_version: int | None
     num_rows: int = 0
+    metadata_json: str | None = None
+    """The metadata the task wrote with, when its write changes the schema (a stream's
+    committing driver plans anew, and must commit the schema the files were written in)."""
 
 
 def staging_path(write_id: str, name: str = "") -> str:
@@ -56,7 +59,9 @@ def staging_path(write_id: str, name: str = "") -> str:
 
 def write_task(plan: WritePlan, batches: Iterator[pa.RecordBatch]) -> FilesMessage:
     """Write the task's rows; on any failure delete what it wrote and re-raise."""
-    if plan.action == "skip":
+    if plan.action == "skip" or plan.add_columns:
+        for _ in batches:  # ADD COLUMNS commits metadata only: its one row carries nothing
+            pass
         return FilesMessage([], {}, [], plan.write_id, plan.action, plan.read_version)
     storage = plan.storage()
     metadata, indexes = plan.metadata(), plan.indexes()
@@ -71,7 +76,7 @@ def write_task(plan: WritePlan, batches: Iterator[pa.RecordBatch]) -> FilesMessa
         nonlocal buffer, size, rows
         if not buffer:
             return
-        table = conform(pa.Table.from_batches(buffer), metadata.schema_)
+        table = conform(pa.Table.from_batches(buffer), metadata.schema_, merge=plan.merge_schema)
         buffer, size = [], 0
         rows += table.num_rows
         new_adds, new_index = write_rows(storage, metadata, indexes, table, written)
@@ -101,4 +106,5 @@ def write_task(plan: WritePlan, batches: Iterator[pa.RecordBatch]) -> FilesMessa
         [a.model_dump_json() for a in adds],
         {name: [f.model_dump_json() for f in files] for name, files in index_files.items() if files},
         written, plan.write_id, plan.action, plan.read_version, rows,
+        plan.metadata_json if plan.new_metadata else None,
     )

@@ -43,6 +43,10 @@ def _non_negative(s: str) -> float:
     return v
 
 
+MAX_INDEX_KEYS = 1_000_000
+"""The most keys one index lookup takes: a filter whose fixed values combine to more
+keys is answered by a scan, and ``lookup()`` refuses more (use a join)."""
+
 ISOLATION_LEVELS = ("WriteSerializable", "Serializable")
 
 

@@ -244,7 +244,8 @@ def schema_string(fields) -> str:
     return json.dumps(
         {
             "type": "struct",
-            "fields": [{"name": f.name, "type": f.type, "nullable": f.nullable, "metadata": {}} for f in fields],
+            "fields": [{"name": f.name, "type": f.type, "nullable": f.nullable, "metadata": dict(f.metadata)}
+                       for f in fields],
         },
         separators=(",", ":"),
         ensure_ascii=False,
@@ -484,7 +485,8 @@ def parse_schema_string(text) -> tuple[Field, ...]:
                 from ..errors import UnsupportedFeatureError
 
                 raise UnsupportedFeatureError(f"{key} on column {f.get('name')!r}")
-        fields.append(Field(name=f["name"], type=t, nullable=f.get("nullable", True)))
+        fields.append(Field(name=f["name"], type=t, nullable=f.get("nullable", True),
+                            metadata=meta if isinstance(meta, dict) else {}))
     return tuple(fields)
 
 

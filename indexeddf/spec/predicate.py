@@ -4,8 +4,9 @@ equivalent ``pyarrow.dataset`` expression for scans.
 Parsing is sqlglot's (Spark dialect); this module only maps the parsed tree. A
 predicate is split into top-level AND conjuncts (the whole predicate's Arrow
 expression comes from :mod:`.expressions`); ``col = lit``, ``col <=> lit``,
-``col IN (lits)`` and ``col IS NULL`` become key constraints, everything else is kept
-as residual text that a scan evaluates.
+``col IN (lits)``, ``col IS NULL`` and an OR of those on one column become key
+constraints (of two on one column, the one with fewer values), everything else is kept as
+residual text that a scan evaluates.
 """
 
 from __future__ import annotations
@@ -60,9 +61,14 @@ def _parse(tree: exp.Expression, text: str, schema: pa.Schema) -> Predicate:
     pred = Predicate(text, expression=require_boolean(compiled, "predicate").expression)
     for conjunct in _conjuncts(tree):
         constraint = _key_constraint(conjunct, schema)
-        if constraint is None or constraint.column in pred.keys:
+        held = None if constraint is None else pred.keys.get(constraint.column)
+        if constraint is None or held is not None and len(held.values) <= len(constraint.values):
             pred.residual.append(conjunct.sql(dialect="spark"))
         else:
+            # Two constraints on one column: either holds every match (the other is checked
+            # on the rows read), so the one with fewer keys is looked up.
+            if held is not None:
+                pred.residual.append(held.text)
             pred.keys[constraint.column] = constraint
     return pred
 
@@ -102,6 +108,12 @@ def _key_constraint(node: exp.Expression, schema: pa.Schema) -> KeyConstraint | 
             values = tuple(v for v in (_literal(e) for e in node.expressions) if v is not None)
             return KeyConstraint(col, values, text)
         return None
+    if isinstance(node, exp.Or):
+        left = _key_constraint(node.this.unnest(), schema)
+        right = _key_constraint(node.expression.unnest(), schema)
+        if left is None or right is None or left.column != right.column:
+            return None
+        return KeyConstraint(left.column, left.values + right.values, text)
     if isinstance(node, exp.Is) and isinstance(node.expression, exp.Null):
         col = _column(node.this, schema)
         return KeyConstraint(col, (None,), text) if col is not None else None

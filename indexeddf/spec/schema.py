@@ -8,6 +8,7 @@ supported in this protocol version.
 from __future__ import annotations
 
 import re
+from typing import Any
 
 import pyarrow as pa
 from pydantic import BaseModel, ConfigDict
@@ -34,13 +35,25 @@ _NAMED_TYPES: dict[str, pa.DataType] = {
 
 
 class Field(BaseModel):
-    """One column: name, type name (see ``docs/PROTOCOL.md``) and nullability."""
+    """One column: name, type name (see ``docs/PROTOCOL.md``), nullability, and the
+    column's metadata as the schema JSON holds it (Delta keeps a column comment under
+    ``"comment"``)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     name: str
     type: str
     nullable: bool = True
+    metadata: dict[str, Any] = {}
+
+    def __hash__(self) -> int:  # the metadata dict is not hashable; equal fields still hash alike
+        return hash((self.name, self.type, self.nullable))
+
+    @property
+    def comment(self) -> str | None:
+        """The column's comment (``COMMENT`` in SQL), or None."""
+        c = self.metadata.get("comment")
+        return c if isinstance(c, str) else None
 
 
 def type_name(arrow_type: pa.DataType, column: str = "?") -> str:

@@ -9,6 +9,7 @@ import pyarrow.compute as pc
 
 from ..errors import InvalidOptionError, SchemaMismatchError
 from ..spec.schema import Field, arrow_schema, fields_from_arrow, type_name
+from ..spec.schema_evolution import widened
 
 
 def to_arrow_table(data: Any) -> pa.Table:
@@ -44,13 +45,15 @@ def table_fields(data: pa.Table, index_columns: list[str]) -> tuple[Field, ...]:
     return fields
 
 
-def conform(data: pa.Table, fields: tuple[Field, ...]) -> pa.Table:
+def conform(data: pa.Table, fields: tuple[Field, ...], merge: bool = False) -> pa.Table:
     """``data`` with the table's column order and exact Arrow types.
 
     Columns are matched by name. Representations of the same logical type are
     accepted and converted (large strings, other timestamp units or zones, dictionary
     encoding); anything else raises ``SchemaMismatchError`` naming every column that
-    differs, before a single file is written.
+    differs, before a single file is written. With ``merge`` (a write that evolves the
+    schema, after ``merge_fields`` gave ``fields``), nullable table columns the data lacks
+    are written as NULL and narrower integer columns are widened to the table's type.
     """
     expected = {f.name: f for f in fields}
     given = {name: data.schema.field(name) for name in data.schema.names}
@@ -62,24 +65,30 @@ def conform(data: pa.Table, fields: tuple[Field, ...]) -> pa.Table:
             details.append(f"{name!r} is not in the table")
     for name, f in expected.items():
         if name not in given:
+            if merge and f.nullable:
+                continue
             problems.append(name)
             details.append(f"{name!r} is missing")
             continue
         got = _type_name_or_none(given[name].type)
         if pa.types.is_null(given[name].type) and f.nullable:
             continue  # an all-null column of unknown type fits any nullable column
-        if got != f.type:
+        if got != f.type and not (merge and got is not None and widened(f.type, got) == f.type):
             problems.append(name)
             details.append(f"{name!r} is {got or given[name].type}, the table has {f.type}")
     if problems:
         raise SchemaMismatchError(
             "data does not match the table schema: " + "; ".join(details)
-            + ". Cast or rename the columns to match, or use overwrite(..., overwrite_schema=True).",
+            + ". Cast or rename the columns to match; to evolve the schema, write with schema_mode='merge' "
+            "(Spark: option mergeSchema) or overwrite with schema_mode='overwrite' (Spark: overwriteSchema).",
             problems,
         )
     target = arrow_schema(fields)
     columns = []
     for target_field in target:
+        if target_field.name not in given:  # merge: a column the data lacks
+            columns.append(pa.nulls(data.num_rows, target_field.type))
+            continue
         col = data.column(target_field.name)
         if pa.types.is_dictionary(col.type):
             col = col.cast(col.type.value_type)

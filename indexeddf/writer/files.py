@@ -116,18 +116,18 @@ def write_bucketed_pieces(
                  for b, piece in split_by_bucket(rows, index_columns, num_buckets, ordered)]
     if not parts:
         return []
-    rows_per_group = _rows_per_group(table, row_group_bytes)
+    per_group = rows_per_group(table, row_group_bytes)
     files = [new_data_file(b, None if v is None else partition_dir(partition_columns, v)) for b, _, v in parts]
     written.extend(path for path, _ in files)
 
     def write_one(i: int) -> tuple[AddFile, pa.Table]:
         bucket, rows, values = parts[i]
         if values is None:
-            return write_file(storage, files[i], bucket, rows, rows_per_group, index_columns, ordered), rows
+            return write_file(storage, files[i], bucket, rows, per_group, index_columns, ordered), rows
         # Delta's layout: a partitioned table's files hold no partition column; the add's
         # partitionValues give every row's value.
         stored = rows.drop_columns(list(partition_columns))
-        add = write_file(storage, files[i], bucket, stored, rows_per_group, index_columns, ordered)
+        add = write_file(storage, files[i], bucket, stored, per_group, index_columns, ordered)
         # The rows as readers will see them (an empty string partition reads as NULL).
         for c in partition_columns:
             at = rows.schema.get_field_index(c)
@@ -198,7 +198,8 @@ def bloom_options(rows: pa.Table, columns, rows_per_group: int) -> dict | None:
     return {c: {"ndv": max(1, min(pc.count_distinct(rows[c]).as_py(), rows_per_group)), "fpp": BLOOM_FPP} for c in names}
 
 
-def _rows_per_group(table: pa.Table, row_group_bytes: int) -> int:
+def rows_per_group(table: pa.Table, row_group_bytes: int) -> int:
+    """Rows per Parquet row group so that one holds about ``row_group_bytes`` of ``table``."""
     bytes_per_row = max(1, table.nbytes // max(1, table.num_rows))
     return max(1, row_group_bytes // bytes_per_row)
 

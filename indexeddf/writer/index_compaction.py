@@ -18,7 +18,7 @@ import pyarrow.parquet as pq
 
 from ..format.storage import TableStorage
 from ..spec.actions import IndexEntry, IndexFile
-from .index_files import ENTRY_SCHEMA, DataPiece, _entries, index_file_path
+from .index_files import ENTRY_ROW_GROUP, ENTRY_SCHEMA, DataPiece, _entries, index_file_path
 
 
 def new_entries(entry: IndexEntry, pieces: list[DataPiece]):
@@ -35,7 +35,7 @@ def write_entries_file(storage: TableStorage, dir_name: str, bucket: int, hashes
     table = pa.table([pa.array(hashes, pa.uint32()), pa.array(file_ids, pa.int64()), pa.array(rows, pa.int32())], schema=ENTRY_SCHEMA)
     buf = io.BytesIO()
     pq.write_table(
-        table, buf, compression="zstd", row_group_size=1 << 20, use_dictionary=["file_id"],
+        table, buf, compression="zstd", row_group_size=ENTRY_ROW_GROUP, use_dictionary=["file_id"],
         column_encoding={"hash": "DELTA_BINARY_PACKED", "row": "DELTA_BINARY_PACKED"},
     )
     data = buf.getvalue()

@@ -26,6 +26,10 @@ from ..spec.bucketing import bucket_ids, key_hash
 INDEX_DIR = "_indexes"
 PRIMARY = PRIMARY_INDEX
 ENTRY_SCHEMA = pa.schema([("hash", pa.uint32()), ("file_id", pa.int64()), ("row", pa.int32())])
+ENTRY_ROW_GROUP = 1 << 14
+"""Entries per row group of an index file. Entries are sorted by hash, so each row group
+covers a hash range (its min/max statistics): a lookup of a few keys reads the row groups
+that can hold them, not the bucket's whole index (about 100 KB a row group)."""
 
 
 @dataclass(frozen=True)
@@ -79,7 +83,7 @@ def build_index_files(
         table = pa.table([pa.array(hashes[s:e]), pa.array(file_ids[s:e]), pa.array(rows[s:e])], schema=ENTRY_SCHEMA)
         buf = io.BytesIO()
         pq.write_table(
-            table, buf, compression="zstd", row_group_size=1 << 20,
+            table, buf, compression="zstd", row_group_size=ENTRY_ROW_GROUP,
             use_dictionary=["file_id"],
             column_encoding={"hash": "DELTA_BINARY_PACKED", "row": "DELTA_BINARY_PACKED"},
         )

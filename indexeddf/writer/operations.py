@@ -17,8 +17,9 @@ from ..format.transaction import ALL_BUCKETS, CommitResult, Transaction, commit_
 from ..spec import config
 from ..spec.actions import Action, AddFile, IndexEntry, IndexFile, Metadata, Protocol, Txn
 from ..spec.features import protocol_for, required_features, with_table_features
+from ..spec.schema_evolution import added_fields, check_schema_mode, merge_fields, overwrite_fields  # noqa: F401 - check_schema_mode re-exported
 from .data import conform, table_fields, to_arrow_table
-from .files import write_bucketed_pieces
+from .files import new_data_file, rows_per_group, write_bucketed_pieces, write_file
 from .index_files import PRIMARY, DataPiece, build_index_files
 
 MAX_BUCKETS = 1 << 16
@@ -76,26 +77,70 @@ def create_table(
     return commit_create(storage, [protocol_for(metadata.schema_, metadata.configuration), metadata, *adds, primary], params, written, write_metrics(adds))
 
 
-def append(snapshot: Snapshot, data: Any, txn: tuple[str, int] | None = None) -> CommitResult:
-    """Add rows as new files in one blind-append commit (rebases over other appends)."""
-    return _write_commit(snapshot, data, "WRITE", {"mode": "Append"}, (), txn, remove_all=False)
+def append(snapshot: Snapshot, data: Any, txn: tuple[str, int] | None = None,
+           schema_mode: str | None = None) -> CommitResult:
+    """Add rows as new files in one blind-append commit (rebases over other appends).
+
+    ``schema_mode="merge"``: columns the table lacks are added (``evolved_fields``), in
+    the same commit; a commit that changes the schema does not rebase over concurrent
+    data changes (``ConcurrentSchemaChangeError``)."""
+    check_schema_mode(schema_mode, overwrite=False)
+    data = to_arrow_table(data)
+    new_fields = evolved_fields(snapshot, data.schema, schema_mode)
+    return _write_commit(snapshot, data, "WRITE", {"mode": "Append"}, (), txn, remove_all=False,
+                         new_fields=new_fields, merge=schema_mode == "merge")
 
 
-def overwrite(snapshot: Snapshot, data: Any, txn: tuple[str, int] | None = None, overwrite_schema: bool = False) -> CommitResult:
+def overwrite(snapshot: Snapshot, data: Any, txn: tuple[str, int] | None = None, overwrite_schema: bool = False,
+              schema_mode: str | None = None) -> CommitResult:
     """Replace every row of the table in one commit.
 
     It reads the whole table, so a concurrent append or delete makes it fail with a
     conflict error rather than silently keep or drop the other writer's rows.
+    ``schema_mode="overwrite"`` (or ``overwrite_schema=True``) replaces the schema with
+    the data's; ``"merge"`` adds the data's new columns and keeps the others.
     """
-    new_fields = None
+    check_schema_mode(schema_mode, overwrite=True)
     if overwrite_schema:
-        table = to_arrow_table(data)
-        new_fields = table_fields(table, list(snapshot.metadata.indexColumns))
-        data = table
-    return _write_commit(snapshot, data, "WRITE", {"mode": "Overwrite"}, ALL_BUCKETS, txn, remove_all=True, new_fields=new_fields)
+        if schema_mode == "merge":
+            raise InvalidOptionError("overwrite_schema=True means schema_mode='overwrite'; give one of the two")
+        schema_mode = "overwrite"
+    data = to_arrow_table(data)
+    new_fields = evolved_fields(snapshot, data.schema, schema_mode)
+    return _write_commit(snapshot, data, "WRITE", {"mode": "Overwrite"}, ALL_BUCKETS, txn, remove_all=True,
+                         new_fields=new_fields, merge=schema_mode == "merge")
 
 
-def _write_commit(snapshot, data, operation, params, read_buckets, txn, *, remove_all, new_fields=None) -> CommitResult:
+def indexed_columns(snapshot: Snapshot) -> list[str]:
+    """The columns of every index of the table that still exists (not DELETED)."""
+    return list(dict.fromkeys(c for i in snapshot.indexes.values() if i.state != "DELETED" for c in i.columns))
+
+
+def evolved_fields(snapshot: Snapshot, data: pa.Schema, schema_mode: str | None):
+    """The table schema a write of data with schema ``data`` commits with, under
+    ``schema_mode`` (None: the table's own; the data is checked against it later)."""
+    meta = snapshot.metadata
+    if schema_mode == "merge":
+        return merge_fields(meta.schema_, data, meta.indexColumns, indexed_columns(snapshot))
+    if schema_mode == "overwrite":
+        return overwrite_fields(meta.schema_, data, meta.indexColumns, indexed_columns(snapshot))
+    return None
+
+
+def add_columns(snapshot: Snapshot, columns: Any) -> CommitResult:
+    """``ALTER TABLE ADD COLUMNS``: one commit of a new ``metaData`` with ``columns``
+    appended to the schema (``spec.schema_evolution.added_fields``); no data file is
+    written or rewritten, rows already in the table read the new columns as NULL."""
+    fields = added_fields(snapshot.metadata.schema_, columns)
+    new = fields[len(snapshot.metadata.schema_):]
+    metadata = snapshot.metadata.model_copy(update={"schema_": fields})
+    params = {"columns": [{"name": f.name, "type": f.type, **({"comment": f.comment} if f.comment else {})}
+                          for f in new]}
+    return Transaction(snapshot, "ADD COLUMNS", params, read_buckets=()).commit([metadata])
+
+
+def _write_commit(snapshot, data, operation, params, read_buckets, txn, *, remove_all, new_fields=None,
+                  merge=False) -> CommitResult:
     if txn is not None:
         app_id, txn_version = _check_txn(txn)
         done = snapshot.txn_version(app_id)
@@ -106,7 +151,8 @@ def _write_commit(snapshot, data, operation, params, read_buckets, txn, *, remov
     new_metadata = None
     if new_fields is not None and new_fields != metadata.schema_:
         metadata = new_metadata = metadata.model_copy(update={"schema_": new_fields})
-    table = conform(to_arrow_table(data), metadata.schema_)
+        params = {**params, "mergeSchema" if merge else "overwriteSchema": True}
+    table = conform(to_arrow_table(data), metadata.schema_, merge=merge)
     transaction = Transaction(snapshot, operation, params, read_buckets=read_buckets)
     indexes = maintained_indexes(snapshot, rebuild=remove_all)
     try:
@@ -177,12 +223,26 @@ def maintained_indexes(snapshot: Snapshot, rebuild: bool = False) -> list[IndexE
 
 
 def write_rows(
-    storage: TableStorage, metadata: Metadata, indexes: list[IndexEntry], table: pa.Table, written: list[str]
+    storage: TableStorage, metadata: Metadata, indexes: list[IndexEntry], table: pa.Table, written: list[str],
+    sorted_bucket: int | None = None,
 ) -> tuple[list[AddFile], dict[str, list[IndexFile]]]:
-    """Write rows as bucketed data files plus their entries in each of ``indexes``."""
+    """Write rows as bucketed data files plus their entries in each of ``indexes``.
+
+    ``sorted_bucket``: every row is of that bucket and they are in index-column order
+    already (the rows a change keeps of a sorted file): one file, written as they are,
+    without bucketing and sorting them again."""
     row_group_bytes = config.get(metadata.configuration, "indexeddf.targetRowGroupBytes")
-    pieces = write_bucketed_pieces(storage, table, list(metadata.indexColumns), metadata.numBuckets, row_group_bytes,
-                                   written, metadata.partitionColumns)
+    # A partitioned table's kept rows go through the bucketed writer, which puts each file
+    # in its partition.
+    if sorted_bucket is not None and table.num_rows and not metadata.partitionColumns:
+        file = new_data_file(sorted_bucket)
+        written.append(file[0])
+        add = write_file(storage, file, sorted_bucket, table, rows_per_group(table, row_group_bytes),
+                         list(metadata.indexColumns), ordered=True)
+        pieces = [(add, table)]
+    else:
+        pieces = write_bucketed_pieces(storage, table, list(metadata.indexColumns), metadata.numBuckets,
+                                       row_group_bytes, written, metadata.partitionColumns)
     data = [DataPiece(add.fileId, rows) for add, rows in pieces]
     index_files = {
         i.name: build_index_files(storage, i.name, list(i.columns), i.numBuckets, data, written) for i in indexes

@@ -30,9 +30,9 @@ import org.roaringbitmap.RoaringBitmap;
  */
 public final class DeletionVectors {
     /** The magic number that starts a serialized DV in the portable layout. */
-    static final int MAGIC = 1681511377;
+    static final int MAGIC = Spec.DV_MAGIC;
     /** Delta Spark's older native layout: not in the protocol, refused by name. */
-    static final int NATIVE_MAGIC = 1681511376;
+    static final int NATIVE_MAGIC = Spec.DV_NATIVE_MAGIC;
     private static final String WHAT_TO_DO = "the deletion vector was damaged or replaced outside Delta; restore "
         + "the file from a backup, or read (or RESTORE the table to) a version before the one that added it";
     /** Bytes of decoded DVs (their roaring bitmaps) this JVM keeps. */

@@ -24,10 +24,10 @@ import org.apache.hadoop.fs.Path;
 public final class DeltaLog {
     /** The JSON reader of log lines and state files. */
     public static final ObjectMapper JSON = new ObjectMapper();
-    public static final String CONF_INDEX_COLUMNS = "indexeddf.indexColumns";
-    public static final String CONF_NUM_BUCKETS = "indexeddf.numBuckets";
-    static final String TAG_BUCKET = "indexeddf.bucket";
-    static final String TAG_SORTED = "indexeddf.sorted";
+    public static final String CONF_INDEX_COLUMNS = Spec.CONF_INDEX_COLUMNS;
+    public static final String CONF_NUM_BUCKETS = Spec.CONF_NUM_BUCKETS;
+    static final String TAG_BUCKET = Spec.TAG_BUCKET;
+    static final String TAG_SORTED = Spec.TAG_SORTED;
 
     private final LogListing listing;
 

@@ -14,7 +14,7 @@ public final class FileIds {
 
     /** The {@code indexeddf.fileId} tag, or the id derived from the path (PROTOCOL.md 5). */
     static long fileId(JsonNode tags, String path, Object source) {
-        JsonNode t = tags == null ? null : tags.get("indexeddf.fileId");
+        JsonNode t = tags == null ? null : tags.get(Spec.TAG_FILE_ID);
         if (t != null && !t.isNull()) {
             try {
                 return Long.parseLong(t.asText().trim());

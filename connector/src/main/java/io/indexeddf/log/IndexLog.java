@@ -5,7 +5,6 @@ import com.fasterxml.jackson.databind.JsonNode;
 import java.io.FileNotFoundException;
 import java.io.IOException;
 import java.util.ArrayList;
-import java.util.Arrays;
 import java.util.Collections;
 import java.util.HashSet;
 import java.util.LinkedHashMap;
@@ -28,8 +27,7 @@ import org.apache.hadoop.fs.Path;
  */
 public final class IndexLog {
     /** States in which an index answers reads (PROTOCOL.md 4.5.3). */
-    public static final Set<String> READABLE_STATES =
-        Collections.unmodifiableSet(new HashSet<>(Arrays.asList("ACTIVE", "REFRESHING", "OPTIMIZING")));
+    public static final Set<String> READABLE_STATES = Spec.READABLE_STATES;
 
     private static final Pattern STATE = Pattern.compile("^(\\d{20})\\.json$");
 

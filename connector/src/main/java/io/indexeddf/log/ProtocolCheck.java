@@ -3,8 +3,6 @@ package io.indexeddf.log;
 import com.fasterxml.jackson.databind.JsonNode;
 
 import java.io.IOException;
-import java.util.Arrays;
-import java.util.HashSet;
 import java.util.Iterator;
 import java.util.Set;
 
@@ -18,9 +16,7 @@ import org.apache.hadoop.fs.Path;
  */
 final class ProtocolCheck {
     /** The reader features (protocol 3) indexeddf reads. */
-    static final Set<String> READ_FEATURES =
-        new HashSet<>(Arrays.asList("timestampNtz", "vacuumProtocolCheck", "appendOnly", "invariants",
-            "deletionVectors"));
+    static final Set<String> READ_FEATURES = Spec.READER_FEATURES;
 
     private ProtocolCheck() {
     }

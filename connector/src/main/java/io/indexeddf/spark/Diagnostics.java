@@ -1,13 +1,16 @@
 package io.indexeddf.spark;
 
+import io.indexeddf.log.Spec;
 import io.indexeddf.spark.exec.IndexSegments;
+import io.indexeddf.spark.exec.PlanReport;
 import io.indexeddf.spark.exec.RowCache;
+import org.apache.spark.sql.Dataset;
 
 /**
  * The connector's counters, for tests and benchmarks (called from Python through py4j:
  * {@code tests/connector_helpers.py}, {@code benchmarks/scenarios_connector.py}): the JVM
- * caches as the connector accounts them, and a way to empty the row cache. Nothing in a
- * query depends on them.
+ * caches as the connector accounts them, a way to empty the row cache, the planner's choice
+ * for a filter, and the constants shared with Python. Nothing in a query depends on them.
  */
 public final class Diagnostics {
     private Diagnostics() {
@@ -26,5 +29,18 @@ public final class Diagnostics {
     /** The cache of index segments: {segments, entries, bytes} held. */
     public static long[] segmentCacheStats() {
         return IndexSegments.cacheStats();
+    }
+
+    /**
+     * The connector planner's choice for the filter {@code filtered} (over an indexeddf table), as
+     * JSON ({@link PlanReport#filter}).
+     */
+    public static String planFilter(Dataset<?> filtered) {
+        return PlanReport.filter(filtered);
+    }
+
+    /** The constants the connector shares with the Python side, as it read them ({@link Spec}). */
+    public static String sharedConstants() {
+        return Spec.json();
     }
 }

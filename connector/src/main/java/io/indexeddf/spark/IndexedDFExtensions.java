@@ -22,7 +22,7 @@ import scala.runtime.BoxedUnit;
  * no path). The Catalyst rules are in {@code io.indexeddf.spark.plan}. The analyzer rules for
  * SQL commands: {@link ResolveInsert} (inserts commit through the writer), {@link ResolveChanges}
  * (DELETE, UPDATE and MERGE INTO run the Python change engine), {@link CreateEmptyTable} (CREATE TABLE with columns),
- * {@link CatalogTables} (catalog entries read the newest version; no ADD COLUMNS). The
+ * {@link CatalogTables} (catalog entries read the newest version; ALTER TABLE ADD COLUMNS commits the new columns). The
  * optimizer rules: {@link DriverLookup}, which answers index lookups on the driver with no
  * Spark job, and {@link IndexedJoin}, which answers the table's side of a join with a small
  * other side as an index lookup of that side's keys.

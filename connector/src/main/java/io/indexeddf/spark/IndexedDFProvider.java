@@ -50,7 +50,7 @@ public final class IndexedDFProvider extends ParquetFileFormat implements DataSo
     public static final String PYTHON_NAME = TableRelation.PYTHON_NAME;
 
     static final List<String> STREAM_OPTIONS = Arrays.asList("path", "storageOptions", "indexColumns", "numBuckets",
-        "name", "description", "tableProperties", "txnAppId", "checkpointLocation");
+        "name", "description", "tableProperties", "mergeSchema", "txnAppId", "checkpointLocation");
 
     @Override
     public String shortName() {
@@ -78,7 +78,7 @@ public final class IndexedDFProvider extends ParquetFileFormat implements DataSo
     @Override
     public BaseRelation createRelation(SQLContext sqlContext, SaveMode mode,
                                        scala.collection.immutable.Map<String, String> parameters, Dataset<Row> data) {
-        return PythonWriter.save(sqlContext, mode, parameters, data);
+        return PythonWriter.save(sqlContext, mode, parameters, data, true);
     }
 
     // -- streaming writes -------------------------------------------------------------------

@@ -30,9 +30,11 @@ final class IndexedDFSink implements Sink {
             (org.apache.spark.sql.classic.SparkSession) data.sparkSession();
         PythonWriter.requirePythonSource(session);
         Dataset<Row> rows = session.internalCreateDataFrame(data.queryExecution().toRdd(), data.schema(), false);
+        Map<String, String> batchOptions = new java.util.LinkedHashMap<>(options);
+        PythonWriter.autoMerge(session, batchOptions);
         rows.write().format(IndexedDFProvider.PYTHON_NAME)
             .mode(complete ? "overwrite" : "append")
-            .options(options)
+            .options(batchOptions)
             .option("_streamBatchId", Long.toString(batchId))
             .save();
     }

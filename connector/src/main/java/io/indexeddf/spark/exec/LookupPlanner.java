@@ -3,6 +3,7 @@ package io.indexeddf.spark.exec;
 import io.indexeddf.log.AddFile;
 import io.indexeddf.log.IndexLog;
 import io.indexeddf.log.Snapshot;
+import io.indexeddf.log.Spec;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.Comparator;
@@ -35,10 +36,12 @@ import scala.jdk.javaapi.CollectionConverters;
  * which index buckets it probes and which live files it must scan (hybrid scan).
  */
 public final class LookupPlanner {
-    static final int KEY_HASH_SEED = 0x2545F491;
-    static final int BUCKET_SEED = 42;
-    /** The most keys one index lookup takes (as {@code MAX_INDEX_KEYS} of the Python planner). */
-    static final int MAX_INDEX_KEYS = 1_000_000;
+    // The seeds and the key cap are the Python side's (indexeddf/spec/, through Spec): one
+    // definition, so a bucket or a cap can never differ between the two planners.
+    static final int KEY_HASH_SEED = Spec.KEY_HASH_SEED;
+    static final int BUCKET_SEED = Spec.BUCKET_SEED;
+    /** The most keys one index lookup takes ({@code MAX_INDEX_KEYS} of the Python planner). */
+    static final int MAX_INDEX_KEYS = Spec.MAX_INDEX_KEYS;
 
     private LookupPlanner() {
     }
@@ -75,23 +78,31 @@ public final class LookupPlanner {
         if (c instanceof EqualTo || c instanceof EqualNullSafe) {
             Expression l = c.children().apply(0);
             Expression r = c.children().apply(1);
-            if (r.foldable() && column(l, output) != null) {
-                return entry(column(l, output), java.util.Collections.singletonList(valueOf(r)));
+            Expression value = r.foldable() && column(l, output) != null ? r
+                : l.foldable() && column(r, output) != null ? l : null;
+            if (value == null) {
+                return null;
             }
-            if (l.foldable() && column(r, output) != null) {
-                return entry(column(r, output), java.util.Collections.singletonList(valueOf(l)));
-            }
+            Object v = valueOf(value);
+            // col = NULL is never true: no key (as the Python planner, PROTOCOL.md 13); col <=> NULL is IS NULL.
+            return v == null && c instanceof EqualTo ? null
+                : entry(column(value == r ? l : r, output), java.util.Collections.singletonList(v));
         } else if (c instanceof In && column(((In) c).value(), output) != null) {
             List<Object> vals = new ArrayList<>();
             for (Expression e : CollectionConverters.asJava(((In) c).list())) {
                 if (!e.foldable()) {
                     return null;
                 }
-                vals.add(e.eval(null));
+                Object v = e.eval(null);
+                if (v != null) {  // a NULL in an IN list matches nothing: not a key (PROTOCOL.md 13)
+                    vals.add(v);
+                }
             }
             return entry(column(((In) c).value(), output), vals);
         } else if (c instanceof InSet && column(((InSet) c).child(), output) != null) {
-            return entry(column(((InSet) c).child(), output), new ArrayList<>(CollectionConverters.asJava(((InSet) c).hset())));
+            List<Object> vals = new ArrayList<>(CollectionConverters.asJava(((InSet) c).hset()));
+            vals.removeIf(java.util.Objects::isNull);
+            return entry(column(((InSet) c).child(), output), vals);
         } else if (c instanceof IsNull && column(((IsNull) c).child(), output) != null) {
             return entry(column(((IsNull) c).child(), output), java.util.Collections.singletonList(null));
         }
@@ -163,14 +174,15 @@ public final class LookupPlanner {
     public static Plan plan(Snapshot snapshot, StructType schema, Map<String, List<Object>> fixed,
                      LookupLimits limits) {
         List<IndexLog.Entry> entries = servingStates(snapshot, fixed);
-        entries.sort(Comparator.comparing((IndexLog.Entry e) -> !"primary".equals(e.kind)).thenComparing(e -> e.name));
+        entries.sort(Comparator.comparing((IndexLog.Entry e) -> !Spec.PRIMARY_KIND.equals(e.kind))
+            .thenComparing(e -> e.name));
         for (IndexLog.Entry e : entries) {
             if (!e.readable() || !fixed.keySet().containsAll(e.columns)) {
                 continue;
             }
             long count = 1;
             for (String c : e.columns) {
-                count *= fixed.get(c).size();
+                count *= new HashSet<>(fixed.get(c)).size();  // distinct values, as the Python planner counts
             }
             if (count > MAX_INDEX_KEYS || hasFloatColumn(schema, e.columns)) {
                 continue;
@@ -272,16 +284,16 @@ public final class LookupPlanner {
                 gone += t.getValue();
             }
         }
-        double maxAppended = ratio(snapshot, "indexeddf.hybridScan.maxAppendedRatio", 0.3);
-        double maxDeleted = ratio(snapshot, "indexeddf.hybridScan.maxDeletedRatio", 0.2);
+        double maxAppended = ratio(snapshot, "indexeddf.hybridScan.maxAppendedRatio");
+        double maxDeleted = ratio(snapshot, "indexeddf.hybridScan.maxDeletedRatio");
         double appendedRatio = appended / (double) Math.max(1, live);
         double deletedRatio = gone / (double) Math.max(1, live - appended + gone);
         return appendedRatio > maxAppended || deletedRatio > maxDeleted;
     }
 
-    private static double ratio(Snapshot snapshot, String key, double dflt) {
+    private static double ratio(Snapshot snapshot, String key) {
         String v = snapshot.configuration(key);
-        return v == null ? dflt : Double.parseDouble(v.trim());
+        return Double.parseDouble((v == null ? Spec.propertyDefault(key) : v).trim());
     }
 
     private static List<Object[]> product(List<String> columns, Map<String, List<Object>> fixed) {

@@ -32,6 +32,18 @@ public final class PythonWriter {
     /** Writes {@code data} in {@code mode} to the table {@code parameters} name ({@code path}). */
     public static BaseRelation save(SQLContext sqlContext, SaveMode mode,
                                     scala.collection.immutable.Map<String, String> parameters, Dataset<Row> data) {
+        return save(sqlContext, mode, parameters, data, false);
+    }
+
+    /**
+     * As {@link #save(SQLContext, SaveMode, scala.collection.immutable.Map, Dataset)}; with
+     * {@code autoMerge} (a DataFrame write, {@code df.write.format("indexeddf")}) the session's
+     * {@link #AUTO_MERGE_CONF} applies. SQL inserts (rows already cast to the table's schema)
+     * and other statements written through here do not take it.
+     */
+    public static BaseRelation save(SQLContext sqlContext, SaveMode mode,
+                                    scala.collection.immutable.Map<String, String> parameters, Dataset<Row> data,
+                                    boolean autoMerge) {
         org.apache.spark.sql.classic.SparkSession session = TableRelation.classic(sqlContext);
         Map<String, String> opts = passThrough(parameters);
         String path = opts.get("path");
@@ -40,6 +52,9 @@ public final class PythonWriter {
         }
         requirePythonSource(session);
         checkPartitionBy(opts, path, session.sessionState().newHadoopConf());
+        if (autoMerge) {
+            autoMerge(session, opts);
+        }
         String pyMode;
         String saveModeOption = lookup(opts, "saveMode");
         switch (mode) {
@@ -118,6 +133,23 @@ public final class PythonWriter {
             return false;
         } catch (IOException e) {
             throw new IndexedDFException("IndexedDFError", "cannot list " + root + "/_delta_log: " + e, e);
+        }
+    }
+
+    /** The session conf that makes every write evolve the schema, as Delta's
+     * {@code spark.databricks.delta.schema.autoMerge.enabled}. */
+    public static final String AUTO_MERGE_CONF = "spark.indexeddf.schema.autoMerge.enabled";
+
+    /**
+     * Adds {@code mergeSchema=true} to a write's options when the session's
+     * {@link #AUTO_MERGE_CONF} is true and the write does not set {@code mergeSchema} itself
+     * (an explicit {@code false} wins, as in Delta). The Python writer, which runs where no
+     * session conf is visible, sees only the option.
+     */
+    public static void autoMerge(org.apache.spark.sql.SparkSession session, Map<String, String> opts) {
+        if (lookup(opts, "mergeSchema") == null
+                && Boolean.parseBoolean(session.conf().get(AUTO_MERGE_CONF, "false").trim())) {
+            opts.put("mergeSchema", "true");
         }
     }
 

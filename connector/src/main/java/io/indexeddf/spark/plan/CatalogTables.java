@@ -52,9 +52,12 @@ public final class CatalogTables {
     }
 
     /**
-     * {@code ALTER TABLE name ADD COLUMNS} on an indexeddf catalog table: refused. Spark allows it
-     * for Parquet-based providers (the connector is one) and would change only the catalog
-     * entry, not the table's log, which made the table unreadable through that entry.
+     * {@code ALTER TABLE name ADD COLUMNS} on an indexeddf catalog table: an
+     * {@link AddColumnsCommand}, one metadata commit to the table's log and then Spark's own
+     * update of the catalog entry. Left to Spark, which allows it for Parquet-based providers
+     * (the connector is one), it changed only the catalog entry, not the table's log, and the
+     * table became unreadable through that entry. (The class keeps the name it had when it
+     * refused the statement.)
      */
     public static final class RefuseAddColumns extends Rule<LogicalPlan> {
         private final SparkSession session;
@@ -66,20 +69,30 @@ public final class CatalogTables {
         @Override
         public LogicalPlan apply(LogicalPlan plan) {
             if (plan instanceof org.apache.spark.sql.execution.command.AlterTableAddColumnsCommand) {
-                org.apache.spark.sql.catalyst.TableIdentifier name =
-                    ((org.apache.spark.sql.execution.command.AlterTableAddColumnsCommand) plan).table();
-                scala.Option<String> provider;
+                org.apache.spark.sql.execution.command.AlterTableAddColumnsCommand alter =
+                    (org.apache.spark.sql.execution.command.AlterTableAddColumnsCommand) plan;
+                org.apache.spark.sql.catalyst.catalog.CatalogTable entry;
                 try {
-                    provider = session.sessionState().catalog().getTableMetadata(name).provider();
+                    entry = session.sessionState().catalog().getTableMetadata(alter.table());
                 } catch (org.apache.spark.sql.AnalysisException e) {
                     return plan;  // no such table: Spark's own command says so
                 }
-                if (TableRelation.isProvider(provider)) {
-                    throw IndexedDFException.option("ALTER TABLE " + name.unquotedString() + " ADD COLUMNS would "
-                        + "change only the catalog entry, not the indexeddf table's log. Write the new columns "
-                        + "with an overwrite that replaces the schema (IndexedTable.overwrite(data, "
-                        + "overwrite_schema=True)), then register the table again (CREATE TABLE ... USING "
-                        + "indexeddf LOCATION ...; dropping a managed entry deletes the table).");
+                if (TableRelation.isProvider(entry.provider())) {
+                    if (entry.storage().locationUri().isEmpty()) {
+                        throw IndexedDFException.option("ALTER TABLE " + alter.table().unquotedString()
+                            + " ADD COLUMNS: the catalog entry names no location");
+                    }
+                    java.net.URI uri = entry.storage().locationUri().get();
+                    String storageOptions = null;
+                    for (java.util.Map.Entry<String, String> e : scala.jdk.javaapi.CollectionConverters
+                            .asJava(entry.storage().properties()).entrySet()) {
+                        if (e.getKey().equalsIgnoreCase("storageOptions")) {
+                            storageOptions = e.getValue();
+                        }
+                    }
+                    // The Python writer takes local tables as plain paths, others as URLs.
+                    String path = "file".equals(uri.getScheme()) ? uri.getPath() : uri.toString();
+                    return new AddColumnsCommand(alter, path, storageOptions);
                 }
             }
             return plan;

@@ -54,6 +54,11 @@ final class ChangeSpec {
         return json.toString();
     }
 
+    /** DELETE, UPDATE or MERGE. */
+    String operation() {
+        return json.get("operation").asText();
+    }
+
     /** {@code DELETE FROM t [WHERE condition]} (condition null: every row). */
     static ChangeSpec delete(LogicalRelation target, Expression condition) {
         ChangeSpec spec = new ChangeSpec("DELETE");

@@ -27,7 +27,6 @@ import org.apache.spark.sql.catalyst.plans.logical.OneRowRelation;
 import org.apache.spark.sql.catalyst.plans.logical.SubqueryAlias;
 import org.apache.spark.sql.catalyst.plans.logical.UpdateTable;
 import org.apache.spark.sql.catalyst.rules.Rule;
-import org.apache.spark.sql.execution.datasources.InsertIntoDataSourceCommand;
 import org.apache.spark.sql.execution.datasources.LogicalRelation;
 import org.apache.spark.sql.sources.BaseRelation;
 import org.apache.spark.sql.sources.InsertableRelation;
@@ -42,7 +41,7 @@ import scala.runtime.AbstractPartialFunction;
  * turn these statements on a Delta table into its own commands.
  *
  * <p>Spark resolves the statement first (names, {@code *} actions, types); this rule then
- * replaces it with an insert into a {@link ChangeWriter}, which runs the change through the
+ * replaces it with a {@link ChangeCommand}: an insert into a {@link ChangeWriter}, which runs the change through the
  * Python data source {@code indexeddf_python} with the statement as a JSON option
  * ({@link ChangeSpec}). For a MERGE, Spark evaluates the source query and every expression
  * over the source's columns alone (the writer's tasks stage those rows); the change engine
@@ -120,9 +119,13 @@ public final class ResolveChanges extends Rule<LogicalPlan> {
             spec = merge.spec;
             rows = merge.sourceRows;
         }
-        ChangeWriter writer = new ChangeWriter(session, lr, spec.json(), rows.schema(), p instanceof MergeIntoTable);
+        // Where the Python commit leaves the change's metrics for the command's result row.
+        String resultFile = new java.io.File(System.getProperty("java.io.tmpdir"),
+            "indexeddf-change-" + java.util.UUID.randomUUID() + ".json").getPath();
+        ChangeWriter writer = new ChangeWriter(session, lr, spec.json(), rows.schema(), p instanceof MergeIntoTable,
+            resultFile);
         LogicalRelation writable = lr.copy(writer, lr.output(), lr.catalogTable(), false, lr.stream());
-        return new InsertIntoDataSourceCommand(writable, rows, false);
+        return new ChangeCommand(writable, rows, spec.operation(), resultFile);
     }
 
     private static List<MergeAction> actions(scala.collection.immutable.Seq<MergeAction> seq) {
@@ -164,7 +167,8 @@ public final class ResolveChanges extends Rule<LogicalPlan> {
         private final scala.Option<CatalogTable> catalogTable;
         private final boolean withSource;
 
-        ChangeWriter(SparkSession session, LogicalRelation lr, String spec, StructType schema, boolean withSource) {
+        ChangeWriter(SparkSession session, LogicalRelation lr, String spec, StructType schema, boolean withSource,
+                     String resultFile) {
             this.session = session;
             this.sqlContext = session.sqlContext();
             this.schema = schema;
@@ -172,6 +176,7 @@ public final class ResolveChanges extends Rule<LogicalPlan> {
             this.withSource = withSource;
             this.options = writeOptions(lr);
             options.put("changeSpec", spec);
+            options.put("_commitResultFile", resultFile);
         }
 
         @Override

@@ -1,0 +1,161 @@
+package io.indexeddf.spark.plan;
+
+import java.io.File;
+import java.io.IOException;
+import java.nio.file.Files;
+import java.util.ArrayList;
+import java.util.List;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
+import io.indexeddf.log.IndexedDFException;
+import org.apache.spark.sql.Row;
+import org.apache.spark.sql.RowFactory;
+import org.apache.spark.sql.SparkSession;
+import org.apache.spark.sql.catalyst.expressions.Attribute;
+import org.apache.spark.sql.catalyst.expressions.AttributeReference;
+import org.apache.spark.sql.catalyst.expressions.AttributeSet;
+import org.apache.spark.sql.catalyst.expressions.NamedExpression$;
+import org.apache.spark.sql.catalyst.plans.logical.Command;
+import org.apache.spark.sql.catalyst.plans.logical.LogicalPlan;
+import org.apache.spark.sql.catalyst.plans.logical.Statistics;
+import org.apache.spark.sql.execution.command.LeafRunnableCommand;
+import org.apache.spark.sql.execution.command.RunnableCommand;
+import org.apache.spark.sql.execution.datasources.InsertIntoDataSourceCommand;
+import org.apache.spark.sql.execution.datasources.LogicalRelation;
+import org.apache.spark.sql.types.DataTypes;
+import org.apache.spark.sql.types.Metadata;
+import scala.Enumeration;
+import scala.collection.immutable.Seq;
+import scala.jdk.javaapi.CollectionConverters;
+
+/**
+ * A DELETE, UPDATE or MERGE on an indexeddf table as Spark runs it (eagerly, as a command):
+ * the insert of {@link ResolveChanges.ChangeWriter} that runs the change, then the row of
+ * numbers Delta's own commands return ({@code num_affected_rows}, and for a MERGE
+ * {@code num_updated_rows}, {@code num_deleted_rows}, {@code num_inserted_rows}), read from
+ * the file the Python commit leaves them in.
+ *
+ * <p>Written in Java against Scala traits: the constructor runs the traits' initialisers and
+ * the methods both {@code LogicalPlan} and a trait define say which one holds, as Scala's
+ * linearisation would.
+ */
+public final class ChangeCommand extends LogicalPlan implements LeafRunnableCommand {
+    private static final long serialVersionUID = 1L;
+
+    private final LogicalRelation writable;
+    private final LogicalPlan rows;
+    private final String operation;
+    private final String resultFile;
+    private final Seq<Attribute> output;
+    private Seq<Enumeration.Value> nodePatterns;
+
+    public ChangeCommand(LogicalRelation writable, LogicalPlan rows, String operation, String resultFile) {
+        this.writable = writable;
+        this.rows = rows;
+        this.operation = operation;
+        this.resultFile = resultFile;
+        List<Attribute> attrs = new ArrayList<>();
+        for (String name : columns(operation)) {
+            attrs.add(new AttributeReference(name, DataTypes.LongType, false, Metadata.empty(),
+                NamedExpression$.MODULE$.newExprId(), CollectionConverters.asScala(List.<String>of()).toList()));
+        }
+        this.output = CollectionConverters.asScala(attrs).toList();
+        Command.$init$(this);
+        RunnableCommand.$init$(this);
+    }
+
+    private static List<String> columns(String operation) {
+        return "MERGE".equals(operation)
+            ? List.of("num_affected_rows", "num_updated_rows", "num_deleted_rows", "num_inserted_rows")
+            : List.of("num_affected_rows");
+    }
+
+    @Override
+    public Seq<Row> run(SparkSession session) {
+        new InsertIntoDataSourceCommand(writable, rows, false).run(session);
+        JsonNode m;
+        try {
+            File f = new File(resultFile);
+            m = new ObjectMapper().readTree(Files.readString(f.toPath())).path("metrics");
+            Files.deleteIfExists(f.toPath());
+        } catch (IOException e) {
+            throw new IndexedDFException("IndexedDFError", "the change committed, but its metrics could not be read from "
+                + resultFile + ": " + e + " (IndexedTable.history() has them)", e);
+        }
+        long updated = m.path("num_target_rows_updated").asLong();
+        long deleted = m.path("num_target_rows_deleted").asLong();
+        long inserted = m.path("num_target_rows_inserted").asLong();
+        Row row;
+        if ("MERGE".equals(operation)) {
+            row = RowFactory.create(updated + deleted + inserted, updated, deleted, inserted);
+        } else {
+            row = RowFactory.create("UPDATE".equals(operation) ? updated : deleted);
+        }
+        return CollectionConverters.asScala(List.of(row)).toList();
+    }
+
+    // -- what Scala's linearisation would pick -------------------------------------------------
+    @Override
+    public Seq<Attribute> output() {
+        return output;
+    }
+
+    @Override
+    public AttributeSet producedAttributes() {
+        return LeafRunnableCommand.super.producedAttributes();
+    }
+
+    @Override
+    public Statistics stats() {
+        return LeafRunnableCommand.super.stats();
+    }
+
+    @Override
+    public Seq<LogicalPlan> children() {
+        return CollectionConverters.asScala(List.<LogicalPlan>of()).toList();
+    }
+
+    @Override
+    public LogicalPlan withNewChildrenInternal(scala.collection.immutable.IndexedSeq<LogicalPlan> children) {
+        return this;
+    }
+
+    @Override
+    public Seq<Enumeration.Value> nodePatterns() {
+        return nodePatterns;
+    }
+
+    @Override
+    public void org$apache$spark$sql$catalyst$plans$logical$Command$_setter_$nodePatterns_$eq(
+            Seq<Enumeration.Value> patterns) {
+        this.nodePatterns = patterns;
+    }
+
+    // -- Product: the constructor's arguments, as TreeNode.makeCopy expects -------------------
+    @Override
+    public int productArity() {
+        return 4;
+    }
+
+    @Override
+    public Object productElement(int n) {
+        switch (n) {
+            case 0:
+                return writable;
+            case 1:
+                return rows;
+            case 2:
+                return operation;
+            case 3:
+                return resultFile;
+            default:
+                throw new IndexOutOfBoundsException(String.valueOf(n));
+        }
+    }
+
+    @Override
+    public boolean canEqual(Object other) {
+        return other instanceof ChangeCommand;
+    }
+}
