@@ -169,11 +169,15 @@ def test_appends_and_optimize_keep_partitions(converted):
     assert ordered(IndexedTable.for_path(converted).to_arrow()) == want == ordered(duck(converted))
 
 
-@pytest.mark.parametrize("deletion_vectors", [False, True])
-def test_changes_keep_partitions(converted, deletion_vectors):
+@pytest.mark.parametrize("mode", ["copy-on-write", "deletion vectors", "optimized"])
+def test_changes_keep_partitions(converted, mode):
     t = IndexedTable.for_path(converted)
+    deletion_vectors = mode == "deletion vectors"
     if deletion_vectors:
         t.set_properties({"delta.enableDeletionVectors": "true"})
+    if mode == "optimized":  # sorted bucket files: a change rewrites what it keeps of one as one file
+        t.optimize(mode="full")
+        assert all(a.sorted for a in IndexedTable.for_path(converted).snapshot.files.values())
     t.update({"v": "'changed'"}, "id = 3")
     t.update({"s": "'moved'"}, "id = 4")  # to another partition
     t.delete("id = 5")

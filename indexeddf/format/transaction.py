@@ -201,7 +201,7 @@ class Transaction:
                 "partitionColumns",
                 f"{self.storage.url} is partitioned by {list(metadata.partitionColumns)}; {self.operation} "
                 "would add a file without its partition values, so nothing was committed. Write to it with "
-                "an operation that keeps partitions (docs/partitions.md), or with another Delta engine.",
+                "an operation that keeps partitions (docs/PROTOCOL.md §18), or with another Delta engine.",
             )
 
     def _check_conflicts(self, version: int, winning: list[Action], ours: list[Action], before: Snapshot) -> bool:
