@@ -131,6 +131,9 @@ def test_an_index_on_a_partition_column_and_pruning(converted):
     plan = plan_keys(t.snapshot, ["x=y"], "by_s")
     assert plan.scanned_files and all(a.partitionValues["s"] == "x=y" for a in plan.scanned_files)
     assert ordered(t.lookup(["x=y"], index="by_s")) == ordered(duck(converted, "s = 'x=y'"))
+    t.refresh()  # the index reads the new files' partition values too
+    assert not plan_keys(IndexedTable.for_path(converted).snapshot, ["x=y"], "by_s").scanned_files
+    assert ordered(t.lookup(["x=y"], index="by_s")) == ordered(duck(converted, "s = 'x=y'"))
     text = t.explain("d = '2024-01-02'")
     live = len(t.snapshot.files)
     kept = sum(1 for a in t.snapshot.files.values() if a.partitionValues["d"] == "2024-01-02")
@@ -337,3 +340,38 @@ def test_spark_bucketed_scans_of_optimized_partitions(spark, tmp_path, conf):
         extra.write.format("indexeddf").partitionBy("s").mode("append").save(path)
     assert ordered(IndexedTable.for_path(path).to_arrow()) == ordered(duck(path))
     assert len(duck(path, "id >= 900")) == 2
+
+
+def test_boolean_decimal_float_byte_and_local_timestamp_partitions(tmp_path):
+    """Delta's serialization of the other partition types, read and written (an append)
+    as DuckDB and delta-rs read them."""
+    import decimal
+
+    def typed(ids):
+        n = len(ids)
+        return pa.table({
+            "id": pa.array(ids, pa.int64()),
+            "b": pa.array([[True, False, None][i % 3] for i in ids]),
+            "dec": pa.array([[decimal.Decimal("1.25"), decimal.Decimal("3.50"), None][i % 3] for i in ids],
+                            pa.decimal128(5, 2)),
+            "f": pa.array([[1.5, -0.25, None, 2.0][i % 4] for i in ids], pa.float64()),
+            "i8": pa.array([[1, -2, None][i % 3] for i in ids], pa.int8()),
+            "ntz": pa.array([[None, 1_700_000_000_123_456, 0][i % 3] for i in ids], pa.timestamp("us")),
+            "v": pa.array([f"v{i}" for i in range(n)]),
+        })
+
+    path = str(tmp_path / "t")
+    columns = ["b", "dec", "f", "i8", "ntz"]
+    deltalake.write_deltalake(path, typed(list(range(24))), partition_by=columns)
+    t = IndexedTable.convert(path, index_columns=["id"], num_buckets=2)
+    t.append(typed(list(range(100, 112))))
+
+    def same(ours: pa.Table, where: str = "true") -> bool:
+        theirs = duck(path, where).select(ours.schema.names).cast(ours.schema).sort_by("id")
+        return ours.sort_by("id").equals(theirs)
+
+    assert same(t.to_arrow())
+    assert t.to_arrow().sort_by("id").equals(deltalake.DeltaTable(path).to_pyarrow_table().sort_by("id"))
+    assert same(t.lookup([0, 1, 2, 100, 104]), "id IN (0, 1, 2, 100, 104)")
+    written = [a.partitionValues for a in t.snapshot.live_files() if a.bucket is not None]
+    assert {"b": "true", "dec": "1.25", "f": "1.5", "i8": "1", "ntz": None} in written
