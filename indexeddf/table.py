@@ -53,6 +53,7 @@ class IndexedTable(TableAdmin):
         description: str | None = None,
         properties: dict[str, str] | None = None,
         storage_options: dict[str, Any] | None = None,
+        partition_by: Sequence[str] = (),
     ) -> "IndexedTable":
         """Create a table at ``path`` from its first rows (version 0).
 
@@ -61,10 +62,15 @@ class IndexedTable(TableAdmin):
         column is nullable). A Spark DataFrame is written by its executors (see
         ``docs/spark.md``). ``index_columns``: the
         columns rows are bucketed by; ``num_buckets``: how many buckets (1..65536).
-        ``properties``: table properties (see ``docs/options.md``). Raises
+        ``properties``: table properties (see ``docs/options.md``). ``partition_by``: Delta
+        partition columns (each file then holds one value of each, in a ``col=value``
+        directory; docs/PROTOCOL.md §18); not with a Spark DataFrame yet. Raises
         ``TableExistsError`` when a table is already there.
         """
         if _is_spark(data):
+            if partition_by:
+                raise InvalidOptionError("partition_by with a Spark DataFrame is not supported yet: create the "
+                                         "table from a pyarrow Table or pandas DataFrame, then append the DataFrame")
             from .spark import write_dataframe
 
             if list_log(TableStorage(path, storage_options))[0]:
@@ -83,7 +89,7 @@ class IndexedTable(TableAdmin):
         storage = TableStorage(path, storage_options)
         result = operations.create_table(
             storage, data, list(index_columns), num_buckets,
-            name=name, description=description, properties=properties,
+            name=name, description=description, properties=properties, partition_by=partition_by,
         )
         return cls(result.snapshot)
 

@@ -375,3 +375,22 @@ def test_boolean_decimal_float_byte_and_local_timestamp_partitions(tmp_path):
     assert same(t.lookup([0, 1, 2, 100, 104]), "id IN (0, 1, 2, 100, 104)")
     written = [a.partitionValues for a in t.snapshot.live_files() if a.bucket is not None]
     assert {"b": "true", "dec": "1.25", "f": "1.5", "i8": "1", "ntz": None} in written
+
+
+def test_create_a_partitioned_table(tmp_path):
+    path = str(tmp_path / "t")
+    t = IndexedTable.create(path, rows(list(range(30))), index_columns=["id"], num_buckets=2, partition_by=["d", "s"])
+    assert t.snapshot.metadata.partitionColumns == ("d", "s")
+    assert all(a.path.startswith("d=") and set(a.partitionValues) == {"d", "s"} for a in t.snapshot.files.values())
+    assert ordered(t.to_arrow()) == ordered(duck(path)) == ordered(deltalake.DeltaTable(path).to_pyarrow_table())
+    assert deltalake.DeltaTable(path).metadata().partition_columns == ["d", "s"]
+    assert ordered(t.lookup([0, 2, 29])) == ordered(duck(path, "id IN (0, 2, 29)"))
+    # delta-rs appends to it in its partitions; indexeddf reads them.
+    deltalake.write_deltalake(path, rows(list(range(30, 36))), mode="append", partition_by=["d", "s"])
+    assert ordered(IndexedTable.for_path(path).to_arrow()) == ordered(duck(path))
+    from indexeddf.errors import InvalidOptionError, SchemaMismatchError
+
+    with pytest.raises(SchemaMismatchError, match="partition columns \\['nope'\\] are not in the table"):
+        IndexedTable.create(str(tmp_path / "u"), rows([1]), index_columns=["id"], partition_by=["nope"])
+    with pytest.raises(InvalidOptionError, match="every column would be a partition column"):
+        IndexedTable.create(str(tmp_path / "u"), rows([1]), index_columns=["id"], partition_by=SCHEMA.names)

@@ -20,7 +20,7 @@ from decimal import Decimal, InvalidOperation
 
 import pyarrow as pa
 
-from ..errors import CorruptLogError
+from ..errors import CorruptLogError, InvalidOptionError, SchemaMismatchError
 
 HIVE_NULL = "__HIVE_DEFAULT_PARTITION__"
 """The directory name of a NULL partition value (Hive's, which Spark and delta-rs use)."""
@@ -124,6 +124,21 @@ def hive_escape(text: str | None) -> str:
 def partition_dir(columns: Sequence[str], values: PartitionValues) -> str:
     """The directory (``a=1/b=x``) of a file with ``values`` in a table partitioned by ``columns``."""
     return "/".join(f"{hive_escape(c)}={hive_escape(values.get(c))}" for c in columns)
+
+
+def check_partition_columns(columns: Sequence[str], names: Sequence[str]) -> tuple[str, ...]:
+    """``columns`` as a new table's partition columns (of the table's column ``names``):
+    known, distinct, and not every column (a file must hold at least one)."""
+    columns = tuple(columns)
+    unknown = [c for c in columns if c not in names]
+    if unknown:
+        raise SchemaMismatchError(f"partition columns {unknown} are not in the table; it has {list(names)}", unknown)
+    if len(set(columns)) != len(columns):
+        raise InvalidOptionError(f"partition columns {list(columns)} name a column twice")
+    if columns and len(columns) == len(names):
+        raise InvalidOptionError("every column would be a partition column: the data files would hold none; "
+                                 "leave at least one column out of partition_by")
+    return columns
 
 
 def check_values(columns: Sequence[str], values: PartitionValues, where: str) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from typing import Any, Iterable
+from typing import Any, Iterable, Sequence
 
 import pyarrow as pa
 
@@ -17,6 +17,7 @@ from ..format.transaction import ALL_BUCKETS, CommitResult, Transaction, commit_
 from ..spec import config
 from ..spec.actions import Action, AddFile, IndexEntry, IndexFile, Metadata, Protocol, Txn
 from ..spec.features import protocol_for, required_features, with_table_features
+from ..spec.partitions import check_partition_columns
 from ..spec.schema_evolution import added_fields, check_schema_mode, merge_fields, overwrite_fields  # noqa: F401 - check_schema_mode re-exported
 from .data import conform, table_fields, to_arrow_table
 from .files import new_data_file, rows_per_group, write_bucketed_pieces, write_file
@@ -40,8 +41,10 @@ def create_table(
     name: str | None = None,
     description: str | None = None,
     properties: dict[str, str] | None = None,
+    partition_by: Sequence[str] = (),
 ) -> CommitResult:
-    """Write version 0: protocol, metadata and the first rows."""
+    """Write version 0: protocol, metadata and the first rows (``partition_by``: the
+    table's Delta partition columns, PROTOCOL.md §18)."""
     check_num_buckets(num_buckets)
     if list_log(storage)[0]:
         raise TableExistsError(
@@ -61,6 +64,7 @@ def create_table(
         numBuckets=num_buckets,
         configuration=config.validate(properties or {}),
         createdTime=int(time.time() * 1000),
+        partitionColumns=check_partition_columns(partition_by, [f.name for f in fields]),
     )
     primary = IndexEntry(
         name=PRIMARY, columns=tuple(index_columns), kind="primary", state="ACTIVE",
