@@ -269,6 +269,14 @@ def test_spark_reads_and_prunes_partitions(spark, converted, conf):
     joined = df.join(probe, "id")
     assert "Scan ExistingRDD" in physical(joined) or "LocalTableScan" in physical(joined), physical(joined)
     assert ordered(pa.Table.from_pylist([r.asDict() for r in joined.collect()])) == ordered(duck(converted, "id IN (1, 2, 61)"))
+    # The Python API's joins read the index's rows and the unindexed files with their partitions.
+    keys = [0, 2, 5, 33, 60, 61, 71, 999]
+    probe = spark.createDataFrame([(k, f"p{k}") for k in keys], "id long, tag string")
+    t = IndexedTable.for_path(converted)
+    for strategy in ("shuffle", "broadcast"):
+        got = t.join(probe, on="id", strategy=strategy).drop("tag").collect()
+        assert ordered(pa.Table.from_pylist([r.asDict() for r in got])) == \
+            ordered(duck(converted, f"id IN ({', '.join(map(str, keys))})")), strategy
     indexeddf.register(spark)
     py = spark.read.format("indexeddf_python").load(converted)
     assert ordered(pa.Table.from_pylist([r.asDict() for r in py.collect()])) == want

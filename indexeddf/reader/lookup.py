@@ -69,8 +69,7 @@ class ReadContext:
         return cls(
             snapshot.storage.url, frozen_options(snapshot.storage.storage_options), snapshot.metadata.id,
             arrow_schema(snapshot.metadata.schema_), tuple(plan.index.columns), {a.fileId: a.path for a in files},
-            live, snapshot.version, deletion_vectors_of(files),
-            {a.path: a.partitionValues for a in files if a.partitionValues},
+            live, snapshot.version, deletion_vectors_of(files), partitions_of(files),
         )
 
     @property
@@ -81,6 +80,11 @@ class ReadContext:
 def deletion_vectors_of(files) -> dict:
     """Path -> deletion vector descriptor of those ``files`` (AddFiles) that have one."""
     return {a.path: a.deletionVector for a in files if a.deletionVector is not None}
+
+
+def partitions_of(files) -> dict:
+    """Path -> ``partitionValues`` of those ``files`` (AddFiles) in a partitioned table."""
+    return {a.path: a.partitionValues for a in files if a.partitionValues}
 
 
 @lru_cache(maxsize=64)

@@ -34,7 +34,7 @@ import pyarrow as pa
 from ..errors import InvalidOptionError, SchemaMismatchError
 from ..format.snapshot import Snapshot
 from ..format.storage import frozen_options
-from ..reader.lookup import ReadContext, deletion_vectors_of
+from ..reader.lookup import ReadContext, deletion_vectors_of, partitions_of
 from ..optimizer.planner import covered_ids, join_index
 from ..spec.schema import arrow_schema
 from ..reader.join_probe import TableSide
@@ -131,7 +131,7 @@ def table_side(snapshot: Snapshot, table_keys: list[str]) -> tuple[TableSide | N
         fetched = [a for a in live.values() if a.fileId in covered]
         ctx = ReadContext(snapshot.storage.url, frozen_options(snapshot.storage.storage_options), meta.id,
                           schema, tuple(entry.columns), {a.fileId: a.path for a in fetched}, live_ids,
-                          snapshot.version, deletion_vectors_of(fetched))
+                          snapshot.version, deletion_vectors_of(fetched), partitions_of(fetched))
         side = TableSide(ctx, tuple(entry.columns), entry.numBuckets,
                          {b: tuple(fs) for b, fs in index_files.items()}, {b: tuple(fs) for b, fs in scan.items()})
         text = (f"index {entry.name!r} on {list(entry.columns)}, {entry.numBuckets} buckets; "
