@@ -269,6 +269,10 @@ def test_spark_reads_and_prunes_partitions(spark, converted, conf):
     joined = df.join(probe, "id")
     assert "Scan ExistingRDD" in physical(joined) or "LocalTableScan" in physical(joined), physical(joined)
     assert ordered(pa.Table.from_pylist([r.asDict() for r in joined.collect()])) == ordered(duck(converted, "id IN (1, 2, 61)"))
+    # to_df: Spark reads the version with the partition values the log gives.
+    t = IndexedTable.for_path(converted)
+    for bucketed in (False, True):
+        assert ordered(pa.Table.from_pylist([r.asDict() for r in t.to_df(spark, bucketed=bucketed).collect()])) == want
     # The Python API's joins read the index's rows and the unindexed files with their partitions.
     keys = [0, 2, 5, 33, 60, 61, 71, 999]
     probe = spark.createDataFrame([(k, f"p{k}") for k in keys], "id long, tag string")
