@@ -117,7 +117,8 @@ def write_bucketed_pieces(
     if not parts:
         return []
     per_group = rows_per_group(table, row_group_bytes)
-    files = [new_data_file(b, None if v is None else partition_dir(partition_columns, v)) for b, _, v in parts]
+    files = [new_data_file(b) if v is None else new_data_file(b, partition_dir(partition_columns, v))
+             for b, _, v in parts]
     written.extend(path for path, _ in files)
 
     def write_one(i: int) -> tuple[AddFile, pa.Table]:
