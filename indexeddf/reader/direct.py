@@ -3,7 +3,9 @@
 Files without a deletion vector are read through ``pyarrow.dataset`` (parallel, with
 projection and filter pushdown; in a partitioned table each file's ``partitionValues``
 become its partition expression, which fills the partition columns and lets a filter
-skip the files of other partitions); a file with one is read by
+skip the files of other partitions). Without a filter, files with one are read in the
+same dataset read and their deleted rows dropped per file (cut by the files' row
+counts); with a filter, a file with one is read by
 :func:`indexeddf.format.datafiles.read_live_rows`, which drops the rows it deletes (a
 dataset cannot), and filtered in memory. Rows come in file write order either way.
 """
@@ -16,7 +18,7 @@ from itertools import groupby
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..format.datafiles import INT96_UNIT, missing_file, read_live_rows
+from ..format.datafiles import INT96_UNIT, live_mask, missing_file, read_live_rows
 from ..format.snapshot import Snapshot
 from ..spec.actions import AddFile
 from ..spec.partitions import partition_expression
@@ -47,29 +49,24 @@ def read_snapshot(snapshot: Snapshot, columns: Sequence[str] | None = None, filt
 
 def _read_all_then_order(snapshot: Snapshot, files: list[AddFile], schema: pa.Schema,
                          columns: list[str] | None) -> pa.Table | None:
-    """Without a filter: the files without a deletion vector in one dataset read (a table
-    changed by many small merges alternates between the two kinds, and a dataset read
-    per run costs more than the rows), the others as in :func:`_read_with_deletions`,
-    then every file's rows put back in write order by the files' row counts. None when
-    a count is unknown or does not match (then the reads go run by run)."""
-    plain = [a for a in files if a.deletionVector is None]
-    counts = [a.stats.numRecords if a.stats is not None else None for a in plain]
+    """Without a filter: every file in one dataset read (a table changed by many small
+    merges has hundreds of small files, most with a deletion vector; a read per file
+    costs more than its rows), cut back into files by their row counts (``numRecords``:
+    a file's physical rows, deleted ones included), each file's deleted rows dropped.
+    None when a count is unknown or the counts do not add up (then files are read one
+    by one)."""
+    counts = [a.stats.numRecords if a.stats is not None else None for a in files]
     if any(c is None for c in counts):
         return None
-    rows = _read_dataset(snapshot, plain, schema, columns, None) if plain else None
-    if rows is not None and rows.num_rows != sum(counts):
+    rows = _read_dataset(snapshot, files, schema, columns, None)
+    if rows.num_rows != sum(counts):
         return None
-    changed = [a for a in files if a.deletionVector is not None]
-    live = iter(_live_rows(snapshot, changed, schema, columns))
     parts, at = [], 0
-    count = iter(counts)
-    for a in files:
-        if a.deletionVector is None:
-            n = next(count)
-            parts.append(rows.slice(at, n))
-            at += n
-        else:
-            parts.append(next(live))
+    for a, n in zip(files, counts):
+        part = rows.slice(at, n)
+        at += n
+        mask = live_mask(snapshot.storage, a, n)
+        parts.append(part if mask is None else part.filter(pa.array(mask)))
     return pa.concat_tables(parts)
 
 
@@ -85,7 +82,8 @@ def _live_rows(snapshot: Snapshot, files: list[AddFile], schema: pa.Schema, colu
 
 def _read_dataset(snapshot: Snapshot, files: list[AddFile], schema: pa.Schema, columns: list[str] | None,
                   filter: pc.Expression | None) -> pa.Table:
-    """Every row of ``files`` (none has a deletion vector), through ``pyarrow.dataset``."""
+    """Every row of ``files`` through ``pyarrow.dataset``, deletion vectors not applied
+    (callers pass files without one, or drop the deleted rows themselves)."""
     import pyarrow.dataset as ds  # imported on use: it pulls in pandas, slow to import
 
     storage = snapshot.storage
