@@ -76,6 +76,7 @@ def child(engine: str, path: str, source_path: str, op: str = "merge") -> None:
     src = pq.read_table(source_path)
     # Imported before the clock starts, for both engines: a pipeline's process has them.
     import deltalake  # noqa: F401
+
     import indexeddf.changes  # noqa: F401
     if op == "delete":
         keys = ", ".join(map(str, src.column("k").to_pylist()[: src.num_rows // 2]))

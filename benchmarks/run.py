@@ -19,16 +19,16 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 
+import scenarios_admin  # noqa: E402
+import scenarios_connector  # noqa: E402
+import scenarios_format  # noqa: E402
+import scenarios_hybrid  # noqa: E402
+import scenarios_index  # noqa: E402
+import scenarios_join  # noqa: E402
+import scenarios_probe  # noqa: E402
+import scenarios_spark  # noqa: E402
 from chart import draw  # noqa: E402
 from harness import as_json, format_table, goals_summary, run_scenario  # noqa: E402
-import scenarios_format  # noqa: E402
-import scenarios_index  # noqa: E402
-import scenarios_spark  # noqa: E402
-import scenarios_admin  # noqa: E402
-import scenarios_join  # noqa: E402
-import scenarios_hybrid  # noqa: E402
-import scenarios_connector  # noqa: E402
-import scenarios_probe  # noqa: E402
 
 GROUPS = {
     **scenarios_format.SCENARIOS,

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
-
 from harness import Scenario
+
 from indexeddf import IndexedTable
 
 APPENDS = 1_000

@@ -26,9 +26,10 @@ from pathlib import Path
 import datasets
 import pyarrow as pa
 from harness import Goal, Scenario
-from indexeddf import IndexedTable
 from scenarios_join import SIZES, _bucketed, _probe, _query
 from scenarios_spark import _parquet_df, spark
+
+from indexeddf import IndexedTable
 
 KEY = "user_id"
 CONNECTOR = "spark.read.format('indexeddf')"

@@ -10,8 +10,8 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
-
 from harness import Scenario
+
 from indexeddf import IndexedTable
 from indexeddf.format.log import read_commit
 from indexeddf.format.snapshot import initial_snapshot

@@ -55,13 +55,13 @@ import shutil
 import time
 from pathlib import Path
 
+import datasets
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
-
-import datasets
 from harness import Scenario
+
 from indexeddf import IndexedTable
 from indexeddf.optimizer.planner import staleness
 

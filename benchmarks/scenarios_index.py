@@ -10,16 +10,15 @@ import sys
 import time
 from pathlib import Path
 
+import datasets
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
-
-import datasets
 from harness import Scenario
+
 from indexeddf import IndexedTable
 from indexeddf.reader.cache import cache, configure
 from indexeddf.reader.lookup import bucket_trie
 from indexeddf.writer.index_files import DataPiece, build_index_files
-
 
 CACHED_BYTES = 4 << 30
 """Cache bound of the lookup scenarios' process: the 20M-row table decodes to ~1.9 GB."""

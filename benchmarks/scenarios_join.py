@@ -17,14 +17,14 @@ import statistics
 import time
 from pathlib import Path
 
+import datasets
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
-
-import datasets
 from harness import Scenario
-from indexeddf import IndexedTable
 from scenarios_spark import _parquet_df, spark
+
+from indexeddf import IndexedTable
 
 SIZES = {"S": 2000, "M": 200, "L": 20, "XL": 2}
 """Probe rows = table rows / this."""

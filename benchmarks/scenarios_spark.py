@@ -15,9 +15,9 @@ import os
 import sys
 from pathlib import Path
 
-
 import datasets
 from harness import Scenario
+
 from indexeddf import IndexedTable
 
 _SPARK = None

@@ -6,8 +6,8 @@ data source ``indexeddf``: says whether the session has the connector or the Pyt
 typed errors in :mod:`indexeddf.errors`.
 """
 
-from ._version import __version__
 from . import errors  # noqa: E402
+from ._version import __version__
 from .errors import *  # noqa: E402,F401,F403
 from .spark import configure, register  # noqa: E402
 from .table import HistoryEntry, IndexedTable  # noqa: E402

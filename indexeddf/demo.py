@@ -87,8 +87,9 @@ def build(spark, path: Path, rows: int) -> IndexedTable:
 
 def lookups(spark, t: IndexedTable, path: Path, rows: int) -> None:
     """Time a point lookup and an IN-list every way a user can run them."""
-    import indexeddf
     from pyspark.sql import functions as F
+
+    import indexeddf
 
     which = indexeddf.register(spark)
     files = [str(path / a.path) for a in t.snapshot.live_files()]

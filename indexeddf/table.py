@@ -15,11 +15,11 @@ from .format.log import list_log
 from .format.snapshot import Snapshot, load_snapshot, update_snapshot
 from .format.storage import TableStorage
 from .format.timetravel import version_at
+from .optimizer import planner
+from .reader import lookup as lookup_mod
 from .reader.direct import read_snapshot
 from .spark import is_spark_dataframe as _is_spark
 from .spec.schema import arrow_schema
-from .reader import lookup as lookup_mod
-from .optimizer import planner
 from .table_admin import HistoryEntry, IndexInfo, TableAdmin
 from .writer import operations
 

@@ -6,7 +6,6 @@ import os
 import sys
 
 import pytest
-
 from standalone_cluster import cluster  # noqa: F401  (a session fixture: one cluster for the run)
 
 # Spark's Python workers must run this interpreter (the virtual environment's), or

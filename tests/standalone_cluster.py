@@ -12,7 +12,6 @@ import time
 from pathlib import Path
 
 import pytest
-
 from s3_endpoint import free_port
 
 

@@ -7,9 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from indexeddf.errors import CorruptLogError, UnsafePathError
-from indexeddf.spec.delta import encode_commit
 from indexeddf.format.log import parse_commit
-from indexeddf.spec.states import INDEX_STATES
 from indexeddf.spec.actions import (
     AddFile,
     CommitInfo,
@@ -23,7 +21,9 @@ from indexeddf.spec.actions import (
     parse_line,
     to_line,
 )
+from indexeddf.spec.delta import encode_commit
 from indexeddf.spec.schema import Field
+from indexeddf.spec.states import INDEX_STATES
 
 names = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), min_size=1, max_size=12)
 ints = st.integers(min_value=0, max_value=2**62)
@@ -63,7 +63,8 @@ actions = st.one_of(
         state=st.sampled_from(INDEX_STATES),
         numBuckets=st.integers(1, 64),
         coveredVersion=ints,
-        files=st.lists(st.builds(IndexFile, path=rel_paths, size=ints, bucket=st.integers(0, 63), numEntries=ints, fileIds=st.lists(ints, max_size=3).map(tuple)), max_size=2).map(tuple),
+        files=st.lists(st.builds(IndexFile, path=rel_paths, size=ints, bucket=st.integers(0, 63), numEntries=ints,
+                                 fileIds=st.lists(ints, max_size=3).map(tuple)), max_size=2).map(tuple),
         removedFiles=st.lists(rel_paths, max_size=2).map(tuple),
     ),
     st.builds(

@@ -22,8 +22,9 @@ from hypothesis import strategies as st
 
 sys.path.insert(0, os.path.dirname(__file__))
 
-from indexeddf import IndexedTable  # noqa: E402
 from test_delta_oracles import duckdb_delta  # noqa: E402
+
+from indexeddf import IndexedTable  # noqa: E402
 from indexeddf.errors import InvalidOptionError, SchemaMismatchError  # noqa: E402
 
 SCHEMA = pa.schema([("k", pa.int64()), ("v", pa.int64()), ("s", pa.string())])

@@ -13,10 +13,9 @@ from pathlib import Path
 
 import duckdb
 import pytest
+from connector_helpers import rows_of
 
 from indexeddf import IndexedTable
-
-from connector_helpers import rows_of
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 WORKER = str(Path(__file__).parent / "workers" / "cluster_lookup.py")

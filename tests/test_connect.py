@@ -30,14 +30,14 @@ import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from connector_helpers import read
+from s3_endpoint import free_port
 
 import indexeddf
 from indexeddf import IndexedTable
 from indexeddf.errors import SchemaMismatchError
 from indexeddf.spark import is_connect
 from indexeddf.spark.connector import submit_args
-from connector_helpers import read
-from s3_endpoint import free_port
 
 pytestmark = pytest.mark.spark
 

@@ -21,6 +21,8 @@ from pathlib import Path
 import duckdb
 import pyarrow as pa
 import pytest
+from connector_helpers import physical as plan
+from connector_helpers import read
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -28,8 +30,6 @@ import indexeddf
 from indexeddf import IndexedTable
 from indexeddf.errors import UnsupportedFeatureError
 from indexeddf.spark.connector import build_jar, is_built, jar_path, sources_hash
-from connector_helpers import physical as plan
-from connector_helpers import read
 
 pytestmark = pytest.mark.spark
 

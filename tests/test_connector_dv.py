@@ -16,14 +16,14 @@ import subprocess
 
 import pyarrow as pa
 import pytest
-
-import indexeddf
-from indexeddf import IndexedTable
-from indexeddf.spark import connector as jvm_connector
 from connector_helpers import SCHEMA, jvm_cache_clear, jvm_cache_stats, lineage, physical, rows_of
 from connector_helpers import read as load
 from dv_commits import delete_keys, delete_rows, file_rows, live_adds, ordinals_where, write_checkpoint
 from test_delta_oracles import duckdb_delta
+
+import indexeddf
+from indexeddf import IndexedTable
+from indexeddf.spark import connector as jvm_connector
 
 pytestmark = pytest.mark.spark
 
@@ -284,8 +284,8 @@ def test_a_checkpoint_carries_the_dvs_and_either_order_of_add_and_remove(spark, 
     """A file re-vectored with its add before its remove is live with the new DV (files are
     keyed by path and DV id, no tombstone left); a checkpoint's add.deletionVector is read."""
     path = tmp_path / "t"
-    t = IndexedTable.create(str(path), rows_of(list(range(300))), index_columns=["k"], num_buckets=2,
-                            properties={"indexeddf.targetRowGroupBytes": "1024"})
+    IndexedTable.create(str(path), rows_of(list(range(300))), index_columns=["k"], num_buckets=2,
+                        properties={"indexeddf.targetRowGroupBytes": "1024"})
     delete_keys(path, "k", range(0, 300, 4), add_first=True)
     delete_rows(path, ordinals_where(path, "k", [1, 2, 3]), inline=True, add_first=True)
     before = log_dump(path)

@@ -20,11 +20,10 @@ from pathlib import Path
 
 import pyarrow as pa
 import pytest
+from s3_endpoint import MotoServer
 
 from indexeddf import IndexedTable
 from indexeddf.format.storage import TableStorage
-
-from s3_endpoint import MotoServer
 
 pytestmark = pytest.mark.slow
 WORKER = str(Path(__file__).parent / "workers" / "random_ops.py")

@@ -5,9 +5,9 @@ conversion); indexeddf's lookups, Spark reads and joins must equal what delta-rs
 
 from __future__ import annotations
 
+import os
 import random
 import sys
-import os
 
 import pyarrow as pa
 import pyarrow.compute as pc

@@ -10,11 +10,11 @@ from __future__ import annotations
 import duckdb
 import pyarrow as pa
 import pytest
+from connector_helpers import SCHEMA, jvm_cache_clear, jvm_cache_stats, lineage, physical, rows_of
+from connector_helpers import read as load
 
 import indexeddf
 from indexeddf import IndexedTable
-from connector_helpers import SCHEMA, jvm_cache_clear, jvm_cache_stats, lineage, physical, rows_of
-from connector_helpers import read as load
 
 pytestmark = pytest.mark.spark
 

@@ -15,10 +15,9 @@ from pathlib import Path
 
 import pyarrow.compute as pc
 import pytest
+from standalone_cluster import executors
 
 from indexeddf import IndexedTable
-
-from standalone_cluster import executors
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 WORKER = str(Path(__file__).parent / "workers" / "cluster_write.py")

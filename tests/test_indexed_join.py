@@ -13,14 +13,14 @@ import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from connector_helpers import physical, rows_of
+from connector_helpers import read as load
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pyspark.sql.functions import broadcast
 
 import indexeddf
 from indexeddf import IndexedTable
-from connector_helpers import SCHEMA, physical, rows_of
-from connector_helpers import read as load
 
 pytestmark = pytest.mark.spark
 

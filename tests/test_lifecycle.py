@@ -15,11 +15,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 
-from indexeddf.spec.states import TRANSIENT_STATES
-
 from indexeddf import IndexedTable
 from indexeddf.errors import ConcurrentIndexError, IndexExistsError, InvalidIndexStateError, InvalidOptionError
 from indexeddf.format.snapshot import load_snapshot
+from indexeddf.spec.states import TRANSIENT_STATES
 from indexeddf.writer import index_ops, lifecycle
 
 

@@ -17,8 +17,8 @@ import pyarrow as pa
 import pytest
 
 from indexeddf import IndexedTable
-from indexeddf.spec.delta import protocol_object, schema_string
 from indexeddf.spark import connector
+from indexeddf.spec.delta import protocol_object, schema_string
 
 pytestmark = pytest.mark.skipif(shutil.which("java") is None or shutil.which("javac") is None,
                                 reason="needs a JDK")

@@ -28,14 +28,15 @@ from collections import Counter
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from hypothesis import HealthCheck, example, given, settings, strategies as st
+from connector_helpers import jvm_diagnostic
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
 
 import indexeddf
 from indexeddf import IndexedTable
 from indexeddf.optimizer import planner
 from indexeddf.spec.predicate import parse_predicate
 from indexeddf.spec.schema import arrow_schema
-from connector_helpers import jvm_diagnostic
 
 pytestmark = pytest.mark.spark
 
@@ -147,7 +148,7 @@ def filters(x: int, y: int) -> list[str]:
         f"k = {k}", f"k IN ({ins})", f"k <=> {k}", "k IS NULL", f"k IN ({k}, NULL)", f"s = '{s}'",
         f"s IN ('{s}', '{t}')", f"k = {k} AND s = '{s}'", f"k IN ({k}, {j}) AND s IN ('{s}', '{t}')",
         f"k = {k} AND v > {y}", f"k IN ({ins}) AND k = {j}", f"k = {k} OR k = {j}", f"f = {x % 4}.5",
-        f"f = {x % 4}.5 AND k = {k}", f"v = {y}", f"s IS NULL AND k IS NULL", f"k = {k} AND k = {j}",
+        f"f = {x % 4}.5 AND k = {k}", f"v = {y}", "s IS NULL AND k IS NULL", f"k = {k} AND k = {j}",
         "k IN (NULL)", f"(k = {k} OR k = {j} OR k = {k}) AND s IN ('{s}', '{t}', '{s}')",
     ]
 

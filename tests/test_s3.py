@@ -14,11 +14,10 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
+from s3_endpoint import MotoServer, NoConditionalWritesProxy
 
 from indexeddf import IndexedTable
 from indexeddf.errors import UnsupportedStorageError
-
-from s3_endpoint import MotoServer, NoConditionalWritesProxy
 
 pytestmark = pytest.mark.slow
 WORKERS = Path(__file__).parent / "workers"

@@ -14,6 +14,7 @@ import pyarrow as pa
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from test_delta_oracles import duckdb_delta
 
 from indexeddf import IndexedTable
 from indexeddf.errors import (
@@ -28,7 +29,6 @@ from indexeddf.errors import (
     TypeChangeError,
 )
 from indexeddf.writer import operations
-from test_delta_oracles import duckdb_delta
 
 
 def base() -> pa.Table:

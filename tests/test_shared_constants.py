@@ -10,13 +10,12 @@ import json
 import re
 import shutil
 import zipfile
-from pathlib import Path
 
 import pytest
 
+from indexeddf.spark import connector
 from indexeddf.spec import bucketing, config, features, states
 from indexeddf.spec.shared import RESOURCE, shared_constants, shared_json
-from indexeddf.spark import connector
 
 JAVA = connector.sources_dir() / "java"
 

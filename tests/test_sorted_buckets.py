@@ -18,14 +18,14 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
+from connector_helpers import physical
+from connector_helpers import read as load
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import indexeddf
 from indexeddf import IndexedTable, cli
 from indexeddf.spark.connector import ORDERED_BUCKETS
-from connector_helpers import physical
-from connector_helpers import read as load
 
 pytestmark = pytest.mark.spark
 

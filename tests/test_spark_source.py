@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import datetime as dt
 import decimal
-import math
 import subprocess
 import sys
 import time
@@ -40,9 +39,9 @@ from pyspark.sql.types import (
 import indexeddf
 from indexeddf import IndexedTable
 from indexeddf.errors import IndexedDFError, InvalidOptionError, SchemaMismatchError, TableExistsError
+from indexeddf.spark import write as sw
 from indexeddf.spark.native import spark_schema
 from indexeddf.spark.source import IndexedReader
-from indexeddf.spark import write as sw
 
 pytestmark = pytest.mark.spark
 

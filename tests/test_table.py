@@ -182,7 +182,8 @@ def test_all_types_round_trip(table_path):
             "s": pa.array(["é", None, ""], pa.string()),
             "bin": pa.array([b"\x00\xff", None, b""], pa.binary()),
             "d": pa.array([dt.date(2026, 11, 21), None, dt.date(1970, 1, 1)], pa.date32()),
-            "ts": pa.array([dt.datetime(2026, 11, 21, 10, 0, tzinfo=dt.timezone.utc), None, dt.datetime(1969, 12, 31, tzinfo=dt.timezone.utc)], pa.timestamp("us", tz="UTC")),
+            "ts": pa.array([dt.datetime(2026, 11, 21, 10, 0, tzinfo=dt.timezone.utc), None,
+                            dt.datetime(1969, 12, 31, tzinfo=dt.timezone.utc)], pa.timestamp("us", tz="UTC")),
             "ntz": pa.array([dt.datetime(2026, 11, 21, 10, 0), None, dt.datetime(2000, 1, 1)], pa.timestamp("us")),
         }
     )

@@ -52,6 +52,7 @@ from .find import Found, find, target_columns
 from .model import ROW, SOURCE_ROW, Change, ChangeMetrics
 from .rows import change_file, inserts
 
+
 def execute(snapshot: Snapshot, change: Change) -> tuple[CommitResult | None, ChangeMetrics]:
     """Run ``change`` on ``snapshot``; returns the commit (None when nothing changed)
     and its metrics."""

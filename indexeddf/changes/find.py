@@ -19,6 +19,7 @@ from .clauses import NOT_MATCHED_BY_SOURCE, UPDATE
 from .expressions import Scope
 from .model import Change
 
+
 @dataclass
 class Found:
     """The live files that can hold a changed row, how they were found, and (index

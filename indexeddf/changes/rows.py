@@ -13,6 +13,7 @@ from .clauses import DELETE, MATCHED, NOT_MATCHED, NOT_MATCHED_BY_SOURCE, Clause
 from .expressions import Scope
 from .model import ROW, SOURCE_ROW, Change, ChangeMetrics
 
+
 def change_file(rows: pa.Table, source: pa.Table | None, change: Change, scope: Scope, schema: pa.Schema,
                  metrics: ChangeMetrics) -> tuple[np.ndarray | None, pa.Table | None, np.ndarray | None]:
     """What the change does to ``rows`` (one file's, each with its ordinal as :data:`ROW`):

@@ -22,7 +22,17 @@ import pyarrow.parquet as pq
 
 from ..errors import CorruptLogError
 from ..spec.actions import Action, ActionParseError, AddFile, CommitInfo, IndexEntry, RemoveFile
-from ..spec.delta import DECODERS, TAG_BUCKET, TAG_FILE_ID, TAG_SORTED, checkpoint_add, metadata_object, protocol_object, stats_string, encode_path
+from ..spec.delta import (
+    DECODERS,
+    TAG_BUCKET,
+    TAG_FILE_ID,
+    TAG_SORTED,
+    checkpoint_add,
+    encode_path,
+    metadata_object,
+    protocol_object,
+    stats_string,
+)
 from .log import LAST_CHECKPOINT, check_action_paths, checkpoint_path, read_commit
 
 if TYPE_CHECKING:

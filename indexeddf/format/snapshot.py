@@ -15,7 +15,6 @@ from dataclasses import dataclass, field
 from functools import cached_property
 
 from ..errors import CorruptLogError, NotIndexedError, TableNotFoundError, VersionNotFoundError
-from ..spec.features import check_readable
 from ..spec.actions import (
     Action,
     AddFile,
@@ -26,6 +25,7 @@ from ..spec.actions import (
     RemoveFile,
     Txn,
 )
+from ..spec.features import check_readable
 from . import checkpoint as ckpt
 from .log import list_log, read_commit
 from .storage import TableStorage

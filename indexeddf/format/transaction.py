@@ -35,15 +35,15 @@ from typing import Any, Iterable
 from .._version import __version__
 from ..errors import (
     CommitRetriesExceededError,
-    ConcurrentModificationError,
     ConcurrentAppendError,
     ConcurrentDeleteDeleteError,
     ConcurrentDeleteReadError,
     ConcurrentIndexError,
+    ConcurrentModificationError,
     ConcurrentSchemaChangeError,
     MetadataChangedError,
-    TableExistsError,
     ProtocolChangedError,
+    TableExistsError,
     UnsupportedFeatureError,
 )
 from ..spec import config

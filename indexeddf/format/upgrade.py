@@ -22,7 +22,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ..errors import CorruptLogError, TableExistsError, TableNotFoundError
-from ..spec.actions import Action, ActionParseError, AddFile, FileStats, Metadata, Protocol, RemoveFile, parse_line
+from ..spec.actions import Action, ActionParseError, AddFile, FileStats, Metadata, Protocol, parse_line
 from ..spec.delta import encode_commit
 from ..spec.features import protocol_for
 from ..spec.schema import arrow_schema

@@ -33,12 +33,12 @@ import pyarrow.compute as pc
 from ..errors import IndexNotFoundError, InvalidOptionError, SchemaMismatchError
 from ..format.snapshot import Snapshot
 from ..reader.plan import LookupPlan, LookupTask
-from ..spec.actions import PRIMARY_INDEX, IndexEntry, IndexFile
-from ..spec.states import READABLE_STATES
 from ..spec import config
+from ..spec.actions import PRIMARY_INDEX, IndexEntry, IndexFile
 from ..spec.bucketing import bucket_ids
 from ..spec.partitions import prune
 from ..spec.schema import arrow_schema, type_name
+from ..spec.states import READABLE_STATES
 
 MAX_INDEX_KEYS = config.MAX_INDEX_KEYS
 """The most keys one index lookup takes (:data:`indexeddf.spec.config.MAX_INDEX_KEYS`, which

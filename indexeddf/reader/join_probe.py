@@ -20,9 +20,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .lookup import ReadContext, equal_null_safe, scan_files, bucket_trie, fetch_rows
 from ..spec.actions import AddFile, IndexFile
 from ..spec.bucketing import bucket_ids, key_hash
+from .lookup import ReadContext, bucket_trie, equal_null_safe, fetch_rows, scan_files
 
 OUT_BATCH_ROWS = 65536
 PROBE_CHUNK_ROWS = 1_000_000

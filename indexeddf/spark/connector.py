@@ -31,7 +31,8 @@ import warnings
 import zipfile
 from pathlib import Path
 
-from ..spec.shared import RESOURCE as SHARED_RESOURCE, shared_json
+from ..spec.shared import RESOURCE as SHARED_RESOURCE
+from ..spec.shared import shared_json
 
 __all__ = ["build_jar", "jar_path", "configure", "spark_conf", "submit_args", "sources_dir", "ConnectorBuildError",
            "EXTENSIONS"]

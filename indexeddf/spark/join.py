@@ -34,10 +34,10 @@ import pyarrow as pa
 from ..errors import InvalidOptionError, SchemaMismatchError
 from ..format.snapshot import Snapshot
 from ..format.storage import frozen_options
-from ..reader.lookup import ReadContext, deletion_vectors_of, partitions_of
 from ..optimizer.planner import covered_ids, join_index
-from ..spec.schema import arrow_schema
 from ..reader.join_probe import TableSide
+from ..reader.lookup import ReadContext, deletion_vectors_of, partitions_of
+from ..spec.schema import arrow_schema
 from .bucketed import bucketed_scan_reason
 from .native import JVM_UNAVAILABLE, spark_schema
 

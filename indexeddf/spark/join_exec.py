@@ -11,11 +11,11 @@ import pyarrow as pa
 from ..errors import InvalidOptionError
 from ..format.snapshot import Snapshot
 from ..format.storage import frozen_options
+from ..reader.join_probe import JoinSpec, OtherSide, join_buckets, join_partition, pair_rows, table_rows
 from ..reader.lookup import ReadContext
 from ..spec.schema import arrow_schema
-from .native import native_scan, spark_schema
 from .join import _HOWS, JoinPlan, _buckets, _cast_key, _key_lists, plan_join, table_side
-from ..reader.join_probe import JoinSpec, OtherSide, join_buckets, join_partition, pair_rows, table_rows
+from .native import native_scan, spark_schema
 
 
 # -- execution -----------------------------------------------------------------------------

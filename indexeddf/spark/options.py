@@ -16,7 +16,6 @@ import pyarrow as pa
 from ..errors import InvalidOptionError, SchemaMismatchError
 from ..spec import config
 from ..spec.schema import Field, fields_from_arrow
-
 from ..writer.operations import MAX_BUCKETS  # noqa: F401 - re-exported for the Spark writer
 
 DEFAULT_NUM_BUCKETS = 16

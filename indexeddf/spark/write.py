@@ -42,8 +42,8 @@ from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamArrowW
 from ..errors import IndexedDFError
 from ..format.snapshot import load_snapshot
 from ..spec.actions import PRIMARY_INDEX, IndexEntry
-from . import options as so
 from ..writer.operations import maintained_indexes
+from . import options as so
 from .write_commit import abort_write, commit_plan, delete_uncommitted, files_messages, gather_files
 from .write_plan import WritePlan, plan_write
 from .write_task import TASK_FLUSH_BYTES, FilesMessage, write_task

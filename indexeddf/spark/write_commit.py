@@ -19,7 +19,7 @@ from ..errors import IndexedDFError, TableExistsError
 from ..format.snapshot import Snapshot, load_snapshot
 from ..format.storage import TableStorage
 from ..format.transaction import ALL_BUCKETS, CommitResult, Transaction, commit_create
-from ..spec.actions import Action, AddFile, IndexEntry, IndexFile, Metadata, Protocol, Txn
+from ..spec.actions import Action, AddFile, IndexEntry, IndexFile, Metadata, Txn
 from ..spec.features import protocol_for
 from ..writer.operations import commit_files, write_metrics
 from .write_plan import WritePlan, load_or_none

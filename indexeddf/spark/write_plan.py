@@ -28,10 +28,10 @@ from ..errors import (
 from ..format.snapshot import Snapshot, load_snapshot
 from ..format.storage import TableStorage
 from ..spec.actions import PRIMARY_INDEX, IndexEntry, Metadata
-from . import options as so
 from ..spec.schema_evolution import added_fields, merge_fields, overwrite_fields
 from ..writer.data import conform
 from ..writer.operations import indexed_columns, maintained_indexes
+from . import options as so
 
 
 @dataclass

@@ -11,7 +11,8 @@ import json
 import re
 from typing import Annotated, Any, Literal, Union
 
-from pydantic import BaseModel, ConfigDict, Field as PField, ValidationError
+from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import Field as PField
 
 from .deletion_vectors import DeletionVectorDescriptor
 from .schema import Field

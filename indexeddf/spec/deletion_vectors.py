@@ -28,7 +28,8 @@ import zlib
 from typing import Annotated, Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field as PField, model_validator
+from pydantic import BaseModel, ConfigDict, model_validator
+from pydantic import Field as PField
 from pyroaring import BitMap64
 
 MAGIC_NUMBER = 1681511377

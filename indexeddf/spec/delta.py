@@ -29,12 +29,12 @@ from urllib.parse import quote, unquote
 from pydantic import ValidationError
 
 from .actions import (
+    MAX_MILLIS,
     Action,
     ActionParseError,
     AddFile,
     CommitInfo,
     FileStats,
-    MAX_MILLIS,
     IndexEntry,
     Metadata,
     Protocol,

@@ -12,10 +12,9 @@ class loads and fails loudly without it, so the two languages cannot drift apart
 from __future__ import annotations
 
 import json
-
-from . import bucketing, config, delta, deletion_vectors, features, states
 from typing import get_args
 
+from . import bucketing, config, deletion_vectors, delta, features, states
 from .actions import IndexEntry
 
 RESOURCE = "io/indexeddf/log/spec.json"

@@ -21,18 +21,18 @@ from dataclasses import dataclass, field
 import pyarrow as pa
 
 from ..errors import InvalidIndexStateError, InvalidOptionError, VersionNotFoundError
-from ..format.log import list_log, read_commit
 from ..format.datafiles import read_live_rows
+from ..format.log import list_log, read_commit
 from ..format.snapshot import Snapshot, load_snapshot, update_snapshot
 from ..format.transaction import ALL_BUCKETS, CommitResult, Transaction
 from ..spec import config
 from ..spec.actions import AddFile, CommitInfo, IndexEntry, named_with_bucket
 from ..spec.deletion_vectors import FILE_NAME_PREFIX
 from ..spec.schema import arrow_schema
+from ..spec.states import TRANSIENT_STATES
 from .files import write_bucketed_pieces
 from .index_compaction import compact_index, new_entries
 from .index_files import INDEX_DIR, DataPiece
-from ..spec.states import TRANSIENT_STATES
 from .lifecycle import PENDING, STABLE, VACUUMED, Progress, _say, stable_props
 from .tree import list_files, list_tree, remove_empty_dirs
 
@@ -337,8 +337,11 @@ def restore(snapshot: Snapshot, version: int) -> CommitResult | None:
 def _same_file(a: AddFile | None, b: AddFile) -> bool:
     """Whether ``a`` is the logical file ``b``: same path and same deletion vector (a
     restore re-adds a file whose deletion vector changed since, with its old one)."""
-    dv = (lambda f: None if f.deletionVector is None else f.deletionVector.unique_id)
-    return a is not None and a.path == b.path and dv(a) == dv(b)
+    return a is not None and a.path == b.path and _dv_id(a) == _dv_id(b)
+
+
+def _dv_id(f: AddFile) -> str | None:
+    return None if f.deletionVector is None else f.deletionVector.unique_id
 
 
 def _dv_files(files: list[AddFile]) -> list[str]:

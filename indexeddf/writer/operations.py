@@ -9,13 +9,13 @@ from typing import Any, Iterable, Sequence
 import pyarrow as pa
 
 from ..errors import InvalidOptionError, TableExistsError
-from ..format.log import list_log
 from ..format.datafiles import read_live_rows
+from ..format.log import list_log
 from ..format.snapshot import Snapshot
 from ..format.storage import TableStorage
 from ..format.transaction import ALL_BUCKETS, CommitResult, Transaction, commit_create
 from ..spec import config
-from ..spec.actions import Action, AddFile, IndexEntry, IndexFile, Metadata, Protocol, Txn
+from ..spec.actions import Action, AddFile, IndexEntry, IndexFile, Metadata, Txn
 from ..spec.features import protocol_for, required_features, with_table_features
 from ..spec.partitions import check_partition_columns
 from ..spec.schema_evolution import added_fields, check_schema_mode, merge_fields, overwrite_fields  # noqa: F401 - check_schema_mode re-exported
