@@ -81,3 +81,17 @@ def test_the_repeated_key_straddles_row_groups_and_comes_back_whole(table):
     got = table.lookup([-1])
     assert got.num_rows == ENTRY_ROW_GROUP + 100 + 10
     assert sorted(got.column("v").to_pylist()) == sorted(r[1] for r in expected(table, [-1]))
+
+
+def test_a_process_that_keeps_looking_up_loads_the_index_whole_once(table):
+    cache().clear()
+    assert answer(table, [3]) == expected(table, [3])
+    assert not any(k[0] == "segment" and k[2].endswith(".parquet") and "bucket" in k[2]
+                   for k in cache().keys() if _big(table, k))
+    assert answer(table, [4]) == expected(table, [4])  # the second lookup: the big file whole
+    assert any(k[0] == "segment" and _big(table, k) for k in cache().keys())
+
+
+def _big(table, key) -> bool:
+    big = max((f for entry in table.snapshot.indexes.values() for f in entry.files), key=lambda f: f.numEntries)
+    return len(key) > 2 and key[2] == big.path
