@@ -118,7 +118,7 @@ def _constant_source(path: str):
     table, no log and no index involved."""
     from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
-    from indexeddf.spark.native import spark_schema
+    from indexeddf.spark.types import spark_schema
 
     s = spark()
     table = IndexedTable.for_path(path)

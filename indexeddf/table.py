@@ -343,7 +343,8 @@ class IndexedTable(TableAdmin):
         (default: the bucket count, at most Spark's default parallelism). See
         ``docs/joins.md``.
         """
-        from .spark.join import execute, plan_join
+        from .spark.join import plan_join
+        from .spark.join_exec import execute
 
         snap = self.snapshot_at(version)
         plan = plan_join(snap, df, on, how, left_on=left_on, right_on=right_on, strategy=strategy,
@@ -375,7 +376,7 @@ class IndexedTable(TableAdmin):
         """
         from pyspark.sql import SparkSession
 
-        from .spark.join import join_tables
+        from .spark.join_exec import join_tables
 
         spark = spark or SparkSession.getActiveSession()
         if spark is None:

@@ -322,7 +322,7 @@ def test_python_source_masks_follow_row_ordinals_across_batches(table_path, monk
     from pyspark.sql.types import StructType
 
     import indexeddf.spark.source as source
-    from indexeddf.spark.native import spark_schema
+    from indexeddf.spark.types import spark_schema
 
     build(table_path)
     mark_deleted(table_path, some_deletions(table_path, random.Random(12), 0.4))

@@ -168,7 +168,7 @@ def test_composite_keys_and_stale_index(s, tmp_path):
 
 
 def test_spread_values():
-    from indexeddf.spark.join import spread_values
+    from indexeddf.spark.join_exec import spread_values
     from indexeddf.spec.bucketing import bucket_ids
 
     for n, k in [(32, 4), (7, 3), (5, 5)]:
@@ -230,7 +230,7 @@ def test_join_table(s, tmp_path, events, how):
                       "w": pa.array(range(150), pa.int64()), "s": pa.array(["o"] * 150)})
     same = IndexedTable.create(str(tmp_path / "same"), other, index_columns=["k"], num_buckets=4)
     differ = IndexedTable.create(str(tmp_path / "differ"), other, index_columns=["k"], num_buckets=5)
-    from indexeddf.spark.join import join_tables
+    from indexeddf.spark.join_exec import join_tables
 
     plan, got = join_tables(t.snapshot, same.snapshot, s, "k", how)
     assert plan.strategy == "buckets"

@@ -70,3 +70,74 @@ def test_the_command_uses_the_public_api_only():
 
     names = {n for n, _ in imports(PACKAGE / "cli.py")}
     assert names <= {"errors", "_version", *indexeddf.__all__}, names
+
+
+def _module_name(path: Path) -> str:
+    rel = path.relative_to(PACKAGE.parent).with_suffix("")
+    parts = list(rel.parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _type_checking_lines(tree: ast.AST) -> set[int]:
+    """Lines of ``if TYPE_CHECKING:`` blocks: imports there never run."""
+    lines = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and getattr(node.test, "id", None) == "TYPE_CHECKING":
+            for sub in node.body:
+                lines |= set(range(sub.lineno, (sub.end_lineno or sub.lineno) + 1))
+    return lines
+
+
+def module_graph() -> dict[str, set[str]]:
+    """Module -> the package modules it imports, at module level or inside a function
+    (both run), but not under ``TYPE_CHECKING``. ``from . import x`` names the module
+    ``x`` when it is one, else the package."""
+    modules = {_module_name(p): p for p in PACKAGE.rglob("*.py")}
+    graph: dict[str, set[str]] = {}
+    for name, path in modules.items():
+        tree = ast.parse(path.read_text())
+        skip = _type_checking_lines(tree)
+        package = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
+        edges = set()
+        for node in ast.walk(tree):
+            if getattr(node, "lineno", None) in skip:
+                continue
+            if isinstance(node, ast.ImportFrom):
+                if node.level:
+                    base = package.split(".")
+                    base = base[: len(base) - (node.level - 1)]
+                    target = ".".join(base + ([node.module] if node.module else []))
+                elif (node.module or "").startswith("indexeddf"):
+                    target = node.module
+                else:
+                    continue
+                for a in node.names:
+                    sub = f"{target}.{a.name}"
+                    edges.add(sub if sub in modules else target)
+            elif isinstance(node, ast.Import):
+                edges |= {a.name for a in node.names if a.name in modules}
+        graph[name] = {e for e in edges if e in modules and e != name}
+    return graph
+
+
+def test_no_import_cycles():
+    """No module imports itself through others (Python resolves such cycles only by the
+    order of first imports, which breaks when a caller imports a different module first)."""
+    graph = module_graph()
+    cycles, state = [], {}
+
+    def visit(node: str, stack: list[str]) -> None:
+        state[node] = "open"
+        stack.append(node)
+        for nxt in sorted(graph[node]):
+            if state.get(nxt) == "open":
+                cycles.append(" -> ".join(stack[stack.index(nxt):] + [nxt]))
+            elif nxt not in state:
+                visit(nxt, stack)
+        stack.pop()
+        state[node] = "done"
+
+    for node in sorted(graph):
+        if node not in state:
+            visit(node, [])
+    assert not cycles, "\n".join(cycles)

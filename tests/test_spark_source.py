@@ -40,8 +40,8 @@ import indexeddf
 from indexeddf import IndexedTable
 from indexeddf.errors import IndexedDFError, InvalidOptionError, SchemaMismatchError, TableExistsError
 from indexeddf.spark import write as sw
-from indexeddf.spark.native import spark_schema
 from indexeddf.spark.source import IndexedReader
+from indexeddf.spark.types import spark_schema
 
 pytestmark = pytest.mark.spark
 

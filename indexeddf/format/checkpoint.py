@@ -34,6 +34,7 @@ from ..spec.delta import (
     stats_string,
 )
 from .log import LAST_CHECKPOINT, check_action_paths, checkpoint_path, read_commit
+from .replay_rules import merge_index
 
 if TYPE_CHECKING:
     from .snapshot import Snapshot
@@ -252,7 +253,6 @@ def index_state(storage: "TableStorage", version: int) -> list[Action]:
         pass
     except (ValueError, KeyError, TypeError) as e:
         raise CorruptLogError(f"{storage.full(index_state_path(version))}: {e}", storage.full(index_state_path(version))) from None
-    from .snapshot import merge_index
 
     earlier = [int(n[:20]) for n in storage.list_names(INDEX_STATE_DIR) if n[:20].isdigit() and int(n[:20]) < version]
     start, indexes, timestamp = 0, {}, 0

@@ -28,6 +28,7 @@ from ..spec.actions import (
 from ..spec.features import check_readable
 from . import checkpoint as ckpt
 from .log import list_log, read_commit
+from .replay_rules import merge_index
 from .storage import TableStorage
 
 
@@ -157,17 +158,6 @@ class _ReplayState:
 def _dv_id(a: AddFile | RemoveFile) -> str | None:
     """The deletion vector part of a logical file's identity (None: no deletion vector)."""
     return None if a.deletionVector is None else a.deletionVector.unique_id
-
-
-def merge_index(before: IndexEntry | None, change: IndexEntry) -> IndexEntry:
-    """The index after ``change``: its fields, and the reconciled file set."""
-    if before is None and not change.removedFiles:
-        return change
-    removed = set(change.removedFiles)
-    kept = [f for f in (before.files if before else ()) if f.path not in removed]
-    added = {f.path for f in change.files}
-    files = tuple(f for f in kept if f.path not in added) + change.files
-    return change.model_copy(update={"files": files, "removedFiles": ()})
 
 
 def initial_snapshot(storage: TableStorage, actions: list[Action]) -> Snapshot:

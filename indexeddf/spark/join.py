@@ -39,7 +39,8 @@ from ..reader.join_probe import TableSide
 from ..reader.lookup import ReadContext, deletion_vectors_of, partitions_of
 from ..spec.schema import arrow_schema
 from .bucketed import bucketed_scan_reason
-from .native import JVM_UNAVAILABLE, spark_schema
+from .native import JVM_UNAVAILABLE
+from .types import spark_schema
 
 DEFAULT_BROADCAST_THRESHOLD_ROWS = 1_000
 """``auto`` broadcasts probes of at most this many rows / distinct keys."""
@@ -47,8 +48,9 @@ DEFAULT_SPARK_JOIN_RATIO = 0.01
 """``auto`` uses Spark's own join when the probe is estimated above this fraction of the
 table's rows (measured crossover on 20M rows: 0.5 % probed faster, 5 % slower)."""
 STRATEGIES = ("auto", "shuffle", "broadcast")
-_HOWS = {"inner": "inner", "left": "left", "leftouter": "left", "left_outer": "left",
-         "semi": "semi", "leftsemi": "semi", "left_semi": "semi"}
+HOWS = {"inner": "inner", "left": "left", "leftouter": "left", "left_outer": "left",
+        "semi": "semi", "leftsemi": "semi", "left_semi": "semi"}
+"""The join types a table join takes (Spark's spellings) and the kind each one is."""
 _INTEGRAL = ("tinyint", "smallint", "int", "bigint")
 
 
@@ -76,7 +78,10 @@ class JoinPlan:
 
 
 # -- planning ------------------------------------------------------------------------------
-def _key_lists(schema: pa.Schema, probe_cols: list[str], on, left_on, right_on):
+def key_lists(schema: pa.Schema, probe_cols: list[str], on, left_on, right_on):
+    """The table's key columns, the probe's, and whether the key names are shared (``on``:
+    the output keeps one copy), from ``on`` or ``left_on``/``right_on``; typed errors for
+    keys either side lacks."""
     if on is not None:
         if left_on is not None or right_on is not None:
             raise InvalidOptionError("give on=, or left_on= and right_on=, not both")
@@ -160,7 +165,7 @@ def plan_join(snapshot: Snapshot, probe_df, on=None, how: str = "inner", *, left
     May run one small Spark job: collecting the probe's distinct keys (with a limit
     under ``auto``) when a broadcast is considered.
     """
-    how_key = _HOWS.get(str(how).lower())
+    how_key = HOWS.get(str(how).lower())
     if how_key is None:
         raise InvalidOptionError(f"how={how!r}: indexed joins support inner, left and semi")
     if strategy not in STRATEGIES:
@@ -170,7 +175,7 @@ def plan_join(snapshot: Snapshot, probe_df, on=None, how: str = "inner", *, left
     if isinstance(spark_join_ratio, bool) or not isinstance(spark_join_ratio, (int, float)) or not spark_join_ratio > 0:
         raise InvalidOptionError(f"spark_join_ratio must be a number > 0 (float('inf'): never), got {spark_join_ratio!r}")
     schema = arrow_schema(snapshot.metadata.schema_)
-    table_keys, probe_keys, using = _key_lists(schema, list(probe_df.columns), on, left_on, right_on)
+    table_keys, probe_keys, using = key_lists(schema, list(probe_df.columns), on, left_on, right_on)
     plan = JoinPlan("spark", how_key, using, table_keys, probe_keys)
     if columns is not None:
         columns = [columns] if isinstance(columns, str) else list(columns)
@@ -262,7 +267,8 @@ def _spark_broadcasts(df, rows: int | None, size: int | None) -> str | None:
             f"{limit:,}: it broadcasts the DataFrame, so the table's bucketing would spare no shuffle")
 
 
-def _cast_key(df_col, table_type, probe_type):
+def cast_key(df_col, table_type, probe_type):
+    """A probe key column in the table key's Spark type (NULL where it does not fit)."""
     return df_col if table_type == probe_type else df_col.try_cast(table_type)
 
 
@@ -272,7 +278,7 @@ def collect_keys(probe_df, table_keys, probe_keys, tfields, schema: pa.Schema, l
 
     ptypes = {f.name: f.dataType for f in probe_df.schema.fields}
     names = [f"_k{j}" for j in range(len(table_keys))]
-    cols = [_cast_key(F.col(p), tfields[t].dataType, ptypes[p]).alias(n) for t, p, n in zip(table_keys, probe_keys, names)]
+    cols = [cast_key(F.col(p), tfields[t].dataType, ptypes[p]).alias(n) for t, p, n in zip(table_keys, probe_keys, names)]
     df = probe_df.select(*cols)
     for n in names:
         df = df.where(F.col(n).isNotNull())
@@ -296,7 +302,8 @@ def default_partitions(probe_df, num_buckets: int) -> int:
     return max(1, min(num_buckets, par))
 
 
-def _buckets(keys: pa.Table, side: TableSide) -> np.ndarray:
+def key_buckets(keys: pa.Table, side: TableSide) -> np.ndarray:
+    """The table bucket of each key row (Spark's ``pmod(hash(keys), num_buckets)``)."""
     from ..spec.bucketing import bucket_ids
 
     return bucket_ids([keys.column(c) for c in side.hash_columns], side.num_buckets)
@@ -326,9 +333,8 @@ def describe(plan: JoinPlan, snapshot: Snapshot) -> str:
             lines.append(f"  the DataFrame is repartitioned into {k} partitions by Spark's hash of its keys for "
                          f"{list(plan.side.hash_columns)}; {which}; the table is not shuffled")
         if plan.strategy == "broadcast" and plan.keys is not None:
-            touched = len(np.unique(_buckets(plan.keys, plan.side))) if plan.keys.num_rows else 0
+            touched = len(np.unique(key_buckets(plan.keys, plan.side))) if plan.keys.num_rows else 0
             lines.append(f"  buckets read: {touched} of {plan.side.num_buckets}")
     return "\n".join(lines)
 
 
-from .join_exec import execute, join_tables, spread_values  # noqa: E402,F401  (re-exported)

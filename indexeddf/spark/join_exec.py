@@ -14,8 +14,9 @@ from ..format.storage import frozen_options
 from ..reader.join_probe import JoinSpec, OtherSide, join_buckets, join_partition, pair_rows, table_rows
 from ..reader.lookup import ReadContext
 from ..spec.schema import arrow_schema
-from .join import _HOWS, JoinPlan, _buckets, _cast_key, _key_lists, plan_join, table_side
-from .native import native_scan, spark_schema
+from .join import HOWS, JoinPlan, cast_key, key_buckets, key_lists, plan_join, table_side
+from .native import native_scan
+from .types import spark_schema
 
 
 # -- execution -----------------------------------------------------------------------------
@@ -64,7 +65,7 @@ def _broadcast(plan: JoinPlan, snapshot: Snapshot, probe_df):
     key_names = keys.column_names
     parts = []
     if keys.num_rows:
-        buckets = _buckets(keys, side)
+        buckets = key_buckets(keys, side)
         for b in np.unique(buckets):
             bkeys = keys.filter(pa.array(buckets == b))
             rows = table_rows(side, int(b), bkeys, read_cols)
@@ -131,7 +132,7 @@ def _shuffle(plan: JoinPlan, snapshot: Snapshot, probe_df):
     tfields = {f.name: f for f in spark_schema(snapshot.metadata.schema_).fields}
     pos = {f.name: i for i, f in reversed(list(enumerate(probe_fields)))}
     key_inputs = [f"_k{j}" for j in range(len(plan.table_keys))]
-    keys = [_cast_key(F.col(names[pos[pk]]), tfields[t].dataType, probe_fields[pos[pk]].dataType).alias(k)
+    keys = [cast_key(F.col(names[pos[pk]]), tfields[t].dataType, probe_fields[pos[pk]].dataType).alias(k)
             for t, pk, k in zip(plan.table_keys, plan.probe_keys, key_inputs)]
     p = p.select(*[F.col(n) for n in names], *keys)
     key_of = dict(zip(plan.table_keys, key_inputs))
@@ -188,10 +189,10 @@ def join_tables(a: Snapshot, b: Snapshot, spark, on=None, how: str = "inner", *,
 
 
 def _co_bucketed(a: Snapshot, b: Snapshot, b_fields, on, how, left_on, right_on):
-    how_key = _HOWS.get(str(how).lower())
+    how_key = HOWS.get(str(how).lower())
     if how_key is None:
         raise InvalidOptionError(f"how={how!r}: indexed joins support inner, left and semi")
-    table_keys, probe_keys, using = _key_lists(arrow_schema(a.metadata.schema_), [f.name for f in b_fields], on, left_on, right_on)
+    table_keys, probe_keys, using = key_lists(arrow_schema(a.metadata.schema_), [f.name for f in b_fields], on, left_on, right_on)
     a_types = arrow_schema(a.metadata.schema_)
     b_types = arrow_schema(b.metadata.schema_)
     if any(a_types.field(t).type != b_types.field(p).type for t, p in zip(table_keys, probe_keys)):

@@ -1,7 +1,5 @@
-"""Spark's own Parquet reader over a snapshot's exact files (``IndexedTable.to_df``),
-and the Spark schema of a table.
+"""Spark's own Parquet reader over a snapshot's exact files (``IndexedTable.to_df``).
 
-- :func:`spark_schema`: the Spark schema of a table's log fields.
 - :func:`native_scan`: the snapshot's live files read by Spark's Parquet reader (column
   pruning, predicate pushdown), bucketed where Spark can be told (:mod:`.bucketed`).
 - :func:`hadoop_path`: where Spark's Hadoop filesystems find a file of the table.
@@ -12,67 +10,17 @@ from __future__ import annotations
 import warnings
 from collections.abc import Sequence
 
-import pyarrow as pa
 from py4j.protocol import Py4JError
-from pyspark.sql.types import (
-    BinaryType,
-    BooleanType,
-    ByteType,
-    DataType,
-    DateType,
-    DecimalType,
-    DoubleType,
-    FloatType,
-    IntegerType,
-    LongType,
-    ShortType,
-    StringType,
-    StructField,
-    StructType,
-    TimestampNTZType,
-    TimestampType,
-)
 
-from ..errors import InvalidOptionError, SchemaMismatchError
+from ..errors import InvalidOptionError
 from ..format.snapshot import Snapshot
 from ..format.storage import TableStorage
-from ..spec.schema import Field, arrow_type, check_columns
+from ..spec.schema import check_columns
+from .types import spark_schema
 
 JVM_UNAVAILABLE = (AttributeError, NotImplementedError, Py4JError)
 """What building Spark objects through py4j raises where it cannot be done: no JVM
 (Spark Connect: no ``_jvm``) or a JVM whose classes changed (another pyspark)."""
-
-_SPARK_TYPES: dict[str, DataType] = {
-    "boolean": BooleanType(),
-    "byte": ByteType(),
-    "short": ShortType(),
-    "integer": IntegerType(),
-    "long": LongType(),
-    "float": FloatType(),
-    "double": DoubleType(),
-    "string": StringType(),
-    "binary": BinaryType(),
-    "date": DateType(),
-    "timestamp": TimestampType(),
-    "timestamp_ntz": TimestampNTZType(),
-}
-
-
-# -- schema ------------------------------------------------------------------------------
-def spark_type(name: str) -> DataType:
-    """The Spark type of a log type name (``spec/schema.py``)."""
-    if name in _SPARK_TYPES:
-        return _SPARK_TYPES[name]
-    t = arrow_type(name)  # raises UnsupportedTypeError for an unknown name
-    if pa.types.is_decimal(t):
-        return DecimalType(t.precision, t.scale)
-    raise SchemaMismatchError(f"type {name!r} has no Spark equivalent", [])
-
-
-def spark_schema(fields: Sequence[Field]) -> StructType:
-    """The Spark schema of a table's log fields."""
-    return StructType([StructField(f.name, spark_type(f.type), f.nullable) for f in fields])
-
 
 # -- native scans (IndexedTable.to_df) -----------------------------------------------------
 _HADOOP_SCHEMES = {"s3": "s3a", "s3a": "s3a", "gs": "gs", "gcs": "gs", "hdfs": "hdfs", "abfs": "abfs", "abfss": "abfss"}
@@ -122,8 +70,8 @@ def native_scan(spark, snapshot: Snapshot, columns: Sequence[str] | None = None,
     connector instead (``format("indexeddf")`` with ``versionAsOf``, which reports the same
     bucketing), or, when the server has no connector, plainly with a warning.
     """
-    from . import is_connect
     from .bucketed import bucketed_relation_df, bucketed_scan_reason
+    from .session import is_connect
 
     schema = spark_schema(snapshot.metadata.schema_)
     check_columns(schema.names, columns)
@@ -157,7 +105,7 @@ def native_scan(spark, snapshot: Snapshot, columns: Sequence[str] | None = None,
 def _partitioned_scan(spark, snapshot: Snapshot):
     """A partitioned table's version through the JVM connector (partition columns from the
     log, partition and bucket pruning), else through the Python data source."""
-    from . import CONNECTOR, _register
+    from .session import CONNECTOR, _register
 
     if _register(spark) == CONNECTOR and not snapshot.storage.storage_options:
         return spark.read.format("indexeddf").option("versionAsOf", snapshot.version).load(
@@ -171,7 +119,7 @@ def _python_source_scan(spark, snapshot: Snapshot):
     they delete."""
     import json
 
-    from . import PYTHON_NAME, _register
+    from .session import PYTHON_NAME, _register
 
     _register(spark)
     reader = spark.read.format(PYTHON_NAME).option("versionAsOf", snapshot.version)
@@ -184,7 +132,7 @@ def _connector_scan(spark, snapshot: Snapshot):
     """The snapshot's version read by the server's JVM connector (a Spark Connect
     session), which hands Spark the same bucketed relation :func:`bucketed_relation_df`
     builds; None, with a warning, when the server has no connector."""
-    from . import CONNECTOR, _register
+    from .session import CONNECTOR, _register
 
     if _register(spark) != CONNECTOR:
         warnings.warn(f"indexeddf: reading {snapshot.storage.url} unbucketed: a Spark Connect client has no JVM "

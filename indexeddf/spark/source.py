@@ -35,7 +35,7 @@ from ..format.timetravel import version_at
 from . import change as sc
 from . import options as so
 from . import write as sw
-from .native import spark_schema
+from .types import spark_schema
 
 DEFAULT_MAX_PARTITION_BYTES = 128 * 1024 * 1024
 """A read partition holds files of one bucket up to about this many bytes."""
