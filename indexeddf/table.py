@@ -224,7 +224,7 @@ class IndexedTable(TableAdmin):
         return self._run_change(update_rows(updates or {}, predicate), txn)
 
     def merge(self, source: Any, predicate: str, source_alias: str = "source", target_alias: str = "target", *,
-              txn: tuple[str, int] | None = None):
+              txn: tuple[str, int] | None = None, schema_mode: str | None = None):
         """``MERGE INTO`` this table ``USING source ON predicate``: returns a
         :class:`~indexeddf.changes.TableMerger` to add ``when_*`` clauses to, then
         ``execute()`` (delta-rs's names). ``source``: a ``pyarrow.Table``, pandas or Spark
@@ -232,10 +232,12 @@ class IndexedTable(TableAdmin):
         ``source_alias``'s columns; when it equates every index column with a source
         column, the index finds the matched rows and only the files holding them are
         rewritten (or given deletion vectors, with ``delta.enableDeletionVectors = true``).
-        ``txn=(app id, version)`` makes the merge idempotent."""
+        ``txn=(app id, version)`` makes the merge idempotent. ``schema_mode="merge"``
+        (delta-rs's name): with ``*_all`` clauses, the source's columns the table lacks
+        are added to its schema in the same commit (docs/schema.md)."""
         from .changes import TableMerger
 
-        return TableMerger(self, source, predicate, source_alias, target_alias, txn)
+        return TableMerger(self, source, predicate, source_alias, target_alias, txn, schema_mode)
 
     def _run_change(self, make_change, txn: tuple[str, int] | None = None) -> dict:
         """Run the change ``make_change(snapshot)`` describes on the newest version."""

@@ -13,6 +13,8 @@ files); ``table.py`` and ``spark/`` call it.
 
 from __future__ import annotations
 
+import pyarrow as pa
+
 # Every change parses Spark SQL: sqlglot loads its Spark dialect (about 0.1-0.2 s) on
 # first use; loading it with the engine keeps that out of a pipeline's first change.
 import sqlglot.dialects.spark  # noqa: F401, E402
@@ -22,7 +24,9 @@ from ..format.snapshot import Snapshot
 from ..spec.expressions import equality_keys, merge_columns
 from ..spec.predicate import parse_predicate
 from ..spec.schema import arrow_schema
+from ..spec.schema_evolution import merge_fields
 from ..writer.data import to_arrow_table
+from ..writer.operations import indexed_columns
 from .clauses import DELETE, INSERT, MATCHED, NOT_MATCHED, NOT_MATCHED_BY_SOURCE, UPDATE, Clause
 from .model import Change, ChangeMetrics
 
@@ -40,7 +44,7 @@ class TableMerger:
     """
 
     def __init__(self, table, source, predicate: str, source_alias: str = "source", target_alias: str = "target",
-                 txn: tuple[str, int] | None = None):
+                 txn: tuple[str, int] | None = None, schema_mode: str | None = None):
         if not isinstance(predicate, str) or not predicate.strip():
             raise InvalidOptionError("merge needs a predicate: SQL text such as \"target.k = source.k\"")
         if not source_alias or not target_alias or source_alias == target_alias:
@@ -51,6 +55,9 @@ class TableMerger:
         self._predicate = predicate
         self._source_alias, self._target_alias = source_alias, target_alias
         self._txn = txn
+        if schema_mode not in (None, "merge"):
+            raise InvalidOptionError(f"a merge takes schema_mode='merge' or none, got {schema_mode!r}")
+        self._schema_mode = schema_mode
         self._clauses: list[Clause] = []
 
     def _add(self, clause: Clause) -> "TableMerger":
@@ -95,26 +102,52 @@ class TableMerger:
 
     def _change(self, snapshot: Snapshot) -> Change:
         return merge_change(self._source, self._predicate, self._clauses, self._source_alias,
-                            self._target_alias)(snapshot)
+                            self._target_alias, self._schema_mode)(snapshot)
 
 
 def merge_change(source, predicate: str, clauses: list[Clause], source_alias: str = "source",
-                 target_alias: str = "target"):
+                 target_alias: str = "target", schema_mode: str | None = None):
     """The change of ``MERGE INTO target USING source ON predicate WHEN ...`` (the clauses in
-    their order; ``source`` an Arrow table), as :func:`update_rows` gives UPDATE's."""
+    their order; ``source`` an Arrow table), as :func:`update_rows` gives UPDATE's.
+
+    ``schema_mode="merge"`` (delta-rs's name; Delta's ``MERGE WITH SCHEMA EVOLUTION``):
+    when a clause is ``UPDATE SET *`` or ``INSERT *``, the source's columns the table lacks
+    are added at its end in the same commit (Delta's rule: the ``*`` forms evolve the
+    schema), with the refusals of every schema change (``spec/schema_evolution.py``)."""
     if not clauses:
         raise InvalidOptionError("a merge needs at least one WHEN clause")
 
     def change(snapshot: Snapshot) -> Change:
-        schema = arrow_schema(snapshot.metadata.schema_)
+        new_fields = _merged_fields(snapshot, source.schema, clauses) if schema_mode == "merge" else None
+        schema = arrow_schema(new_fields or snapshot.metadata.schema_)
         columns, aliases = merge_columns(schema, source.schema, target_alias, source_alias)
         on = equality_keys(predicate, columns, aliases=aliases, target_prefix=aliases[target_alias],
                            source_prefix=aliases[source_alias])
         params = {"predicate": predicate, "matchedPredicates": _described(clauses, MATCHED),
                   "notMatchedPredicates": _described(clauses, NOT_MATCHED),
                   "notMatchedBySourcePredicates": _described(clauses, NOT_MATCHED_BY_SOURCE)}
-        return Change("MERGE", params, list(clauses), source, target_alias, source_alias, on.keys, on.residual_text)
+        if new_fields is not None:
+            params["mergeSchema"] = True
+        return Change("MERGE", params, list(clauses), source, target_alias, source_alias, on.keys, on.residual_text,
+                      new_fields=new_fields)
     return change
+
+
+def _merged_fields(snapshot: Snapshot, source: pa.Schema, clauses: list[Clause]):
+    """The table's fields with the source's new columns added, or None when no ``*`` clause
+    asks for them or the source has none."""
+    if not any(c.all_columns for c in clauses):
+        return None
+    fields = snapshot.metadata.schema_
+    names = {f.name for f in fields}
+    if not any(name not in names for name in source.names):
+        return None
+    # merge_fields checks the data's schema: the table's own columns (as they are), then the
+    # source's new ones; a name that differs from a column only by case is refused there.
+    table = arrow_schema(fields)
+    data = pa.schema(list(table) + [f for f in source if f.name not in names])
+    merged = merge_fields(fields, data, snapshot.metadata.indexColumns, indexed_columns(snapshot))
+    return None if merged == tuple(fields) else merged
 
 
 def _described(clauses: list[Clause], when: str) -> list[dict]:

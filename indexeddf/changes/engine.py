@@ -62,12 +62,16 @@ def execute(snapshot: Snapshot, change: Change) -> tuple[CommitResult | None, Ch
         done = snapshot.txn_version(change.txn[0])
         if done is not None and done >= change.txn[1]:
             return None, metrics  # committed before: an idempotent retry changes nothing
-    schema = arrow_schema(snapshot.metadata.schema_)
+    schema = arrow_schema(change.new_fields or snapshot.metadata.schema_)
     scope = Scope(schema, change.target_alias, None if change.source is None else change.source.schema,
                   change.source_alias)
     _check(change, scope, schema)
     vectors = deletion_vectors_enabled(snapshot.metadata.configuration)
-    found = find(snapshot, change, schema, target_columns(change, scope, schema) if vectors else None)
+    stored = arrow_schema(snapshot.metadata.schema_)
+    wanted = [c for c in target_columns(change, scope, schema) if c in stored.names] if vectors else None
+    found = find(snapshot, change, stored, wanted)
+    if found.located is not None and change.new_fields:
+        found.located = _with_new_columns(found.located, schema, stored)
     files, found_by = found.files, found.by
     metrics.rows_found_by = found_by
     metrics.scan_time_ms = _ms(started)
@@ -75,11 +79,16 @@ def execute(snapshot: Snapshot, change: Change) -> tuple[CommitResult | None, Ch
     if found_by != "scan" and any(a.bucket is None for a in files):
         buckets = ALL_BUCKETS  # a file without a bucket holds rows of every bucket
     tx = Transaction(snapshot, change.operation, change.parameters, read_buckets=buckets)
+    metadata = snapshot.metadata
+    if change.new_fields:
+        metadata = metadata.model_copy(update={"schema_": change.new_fields})
     try:
-        actions, index_files = _rewrite(snapshot, change, scope, schema, found, vectors, tx, metrics)
+        actions, index_files = _rewrite(snapshot, change, scope, schema, found, vectors, tx, metrics, metadata)
     except BaseException:
         tx.abort()
         raise
+    if change.new_fields and actions:
+        actions.insert(0, metadata)  # the new schema, in the same commit as the rows that need it
     metrics.execution_time_ms = _ms(started)
     if not actions:
         return None, metrics
@@ -178,7 +187,7 @@ class _Written:
 
 
 def _rewrite(snapshot: Snapshot, change: Change, scope: Scope, schema: pa.Schema, found: Found, vectors: bool,
-             tx: Transaction, metrics: ChangeMetrics):
+             tx: Transaction, metrics: ChangeMetrics, metadata):
     """Every candidate file changed (rewritten, or given a deletion vector when
     ``vectors``), then the inserts: the actions and index files to commit."""
     from concurrent.futures import ThreadPoolExecutor
@@ -186,7 +195,7 @@ def _rewrite(snapshot: Snapshot, change: Change, scope: Scope, schema: pa.Schema
     source = change.source
     if source is not None:
         source = source.append_column(SOURCE_ROW, pa.array(np.arange(source.num_rows, dtype=np.int64)))
-    write = _writer(snapshot, tx)
+    write = _writer(snapshot, tx, metadata)
     now = int(time.time() * 1000)
     located = _by_file(found.located)
 
@@ -241,6 +250,15 @@ def _rewrite(snapshot: Snapshot, change: Change, scope: Scope, schema: pa.Schema
     return actions, {k: v for k, v in index_files.items() if v}
 
 
+def _with_new_columns(located: pa.Table, schema: pa.Schema, stored: pa.Schema) -> pa.Table:
+    """Located target rows with the columns a schema-evolving change adds, as NULL (the
+    rows were written before the columns existed)."""
+    for f in schema:
+        if f.name not in stored.names:
+            located = located.append_column(f, pa.nulls(located.num_rows, f.type))
+    return located
+
+
 def _by_file(located: pa.Table | None) -> dict[int, pa.Table] | None:
     """Located target rows per file id, each with its ordinal as :data:`ROW`."""
     if located is None:
@@ -283,16 +301,16 @@ def _vector_actions(snapshot: Snapshot, deleted: list[tuple[AddFile, np.ndarray]
     return actions
 
 
-def _writer(snapshot: Snapshot, tx: Transaction):
+def _writer(snapshot: Snapshot, tx: Transaction, metadata):
     """A function writing rows as bucketed files with their index entries into a
-    :class:`_Written` (the files are the transaction's: aborted with it)."""
+    :class:`_Written` (the files are the transaction's: aborted with it); ``metadata``:
+    the table's after the change (its schema evolved or not)."""
     indexes = maintained_indexes(snapshot)
 
     def write(rows: pa.Table, into: _Written, sorted_bucket: int | None = None) -> None:
         if rows.num_rows == 0:
             return
-        adds, written = write_rows(snapshot.storage, snapshot.metadata, indexes, rows, tx.written_paths,
-                                   sorted_bucket)
+        adds, written = write_rows(snapshot.storage, metadata, indexes, rows, tx.written_paths, sorted_bucket)
         into.actions.extend(adds)
         into.metrics.num_target_files_added += len(adds)
         into.metrics.num_output_rows += rows.num_rows

@@ -66,3 +66,6 @@ class Change:
     """UPDATE / DELETE: literal values the predicate fixes per column (planner's keys)."""
     txn: tuple[str, int] | None = None
     """(app id, version): commit only if this application has not committed that version."""
+    new_fields: tuple | None = None
+    """The table's fields after the change when it evolves the schema (a MERGE with
+    ``schema_mode="merge"``): committed as a new ``metaData`` with the change."""
