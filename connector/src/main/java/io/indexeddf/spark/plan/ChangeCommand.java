@@ -14,18 +14,12 @@ import org.apache.spark.sql.RowFactory;
 import org.apache.spark.sql.SparkSession;
 import org.apache.spark.sql.catalyst.expressions.Attribute;
 import org.apache.spark.sql.catalyst.expressions.AttributeReference;
-import org.apache.spark.sql.catalyst.expressions.AttributeSet;
 import org.apache.spark.sql.catalyst.expressions.NamedExpression$;
-import org.apache.spark.sql.catalyst.plans.logical.Command;
 import org.apache.spark.sql.catalyst.plans.logical.LogicalPlan;
-import org.apache.spark.sql.catalyst.plans.logical.Statistics;
-import org.apache.spark.sql.execution.command.LeafRunnableCommand;
-import org.apache.spark.sql.execution.command.RunnableCommand;
 import org.apache.spark.sql.execution.datasources.InsertIntoDataSourceCommand;
 import org.apache.spark.sql.execution.datasources.LogicalRelation;
 import org.apache.spark.sql.types.DataTypes;
 import org.apache.spark.sql.types.Metadata;
-import scala.Enumeration;
 import scala.collection.immutable.Seq;
 import scala.jdk.javaapi.CollectionConverters;
 
@@ -35,34 +29,31 @@ import scala.jdk.javaapi.CollectionConverters;
  * numbers Delta's own commands return ({@code num_affected_rows}, and for a MERGE
  * {@code num_updated_rows}, {@code num_deleted_rows}, {@code num_inserted_rows}), read from
  * the file the Python commit leaves them in.
- *
- * <p>Written in Java against Scala traits: the constructor runs the traits' initialisers and
- * the methods both {@code LogicalPlan} and a trait define say which one holds, as Scala's
- * linearisation would.
  */
-public final class ChangeCommand extends LogicalPlan implements LeafRunnableCommand {
+public final class ChangeCommand extends JavaCommand {
     private static final long serialVersionUID = 1L;
 
     private final LogicalRelation writable;
     private final LogicalPlan rows;
     private final String operation;
     private final String resultFile;
-    private final Seq<Attribute> output;
-    private Seq<Enumeration.Value> nodePatterns;
 
     public ChangeCommand(LogicalRelation writable, LogicalPlan rows, String operation, String resultFile) {
+        super(resultColumns(operation));
         this.writable = writable;
         this.rows = rows;
         this.operation = operation;
         this.resultFile = resultFile;
+    }
+
+    /** Delta's result columns of the operation, as longs. */
+    private static List<Attribute> resultColumns(String operation) {
         List<Attribute> attrs = new ArrayList<>();
         for (String name : columns(operation)) {
             attrs.add(new AttributeReference(name, DataTypes.LongType, false, Metadata.empty(),
                 NamedExpression$.MODULE$.newExprId(), CollectionConverters.asScala(List.<String>of()).toList()));
         }
-        this.output = CollectionConverters.asScala(attrs).toList();
-        Command.$init$(this);
-        RunnableCommand.$init$(this);
+        return attrs;
     }
 
     private static List<String> columns(String operation) {
@@ -93,43 +84,6 @@ public final class ChangeCommand extends LogicalPlan implements LeafRunnableComm
             row = RowFactory.create("UPDATE".equals(operation) ? updated : deleted);
         }
         return CollectionConverters.asScala(List.of(row)).toList();
-    }
-
-    // -- what Scala's linearisation would pick -------------------------------------------------
-    @Override
-    public Seq<Attribute> output() {
-        return output;
-    }
-
-    @Override
-    public AttributeSet producedAttributes() {
-        return LeafRunnableCommand.super.producedAttributes();
-    }
-
-    @Override
-    public Statistics stats() {
-        return LeafRunnableCommand.super.stats();
-    }
-
-    @Override
-    public Seq<LogicalPlan> children() {
-        return CollectionConverters.asScala(List.<LogicalPlan>of()).toList();
-    }
-
-    @Override
-    public LogicalPlan withNewChildrenInternal(scala.collection.immutable.IndexedSeq<LogicalPlan> children) {
-        return this;
-    }
-
-    @Override
-    public Seq<Enumeration.Value> nodePatterns() {
-        return nodePatterns;
-    }
-
-    @Override
-    public void org$apache$spark$sql$catalyst$plans$logical$Command$_setter_$nodePatterns_$eq(
-            Seq<Enumeration.Value> patterns) {
-        this.nodePatterns = patterns;
     }
 
     // -- Product: the constructor's arguments, as TreeNode.makeCopy expects -------------------

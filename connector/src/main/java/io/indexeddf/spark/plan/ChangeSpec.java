@@ -1,9 +1,11 @@
 package io.indexeddf.spark.plan;
 
+import io.indexeddf.log.IndexedDFException;
 import java.util.ArrayList;
 import java.util.List;
 
 import com.fasterxml.jackson.databind.node.ArrayNode;
+import com.fasterxml.jackson.databind.node.JsonNodeFactory;
 import com.fasterxml.jackson.databind.node.ObjectNode;
 import org.apache.spark.sql.catalyst.expressions.Alias;
 import org.apache.spark.sql.catalyst.expressions.Attribute;
@@ -42,7 +44,7 @@ final class ChangeSpec {
     static final String SOURCE = "source";
     static final String COMPUTED = "__indexeddf_source_";
 
-    private final ObjectNode json = ResolveChanges.object();
+    private final ObjectNode json = JsonNodeFactory.instance.objectNode();
 
     private ChangeSpec(String operation) {
         json.put("operation", operation);
@@ -123,7 +125,7 @@ final class ChangeSpec {
                 clause.put("action", "insert");
                 assignments = ((InsertAction) action).assignments();
             } else {
-                throw ResolveChanges.refuse("MERGE INTO an indexeddf table does not take the action " + action.sql());
+                throw IndexedDFException.option("MERGE INTO an indexeddf table does not take the action " + action.sql());
             }
             ObjectNode updates = clause.putObject("updates");
             for (Assignment a : CollectionConverters.asJava(assignments)) {
@@ -135,7 +137,7 @@ final class ChangeSpec {
     /** The target column an assignment sets (a top-level column: nested fields are refused). */
     private static String column(Expression key) {
         if (!(key instanceof AttributeReference)) {
-            throw ResolveChanges.refuse("an indexeddf change sets whole columns; " + key.sql()
+            throw IndexedDFException.option("an indexeddf change sets whole columns; " + key.sql()
                 + " is not one (set the struct column to a new struct instead)");
         }
         return ((AttributeReference) key).name();
@@ -149,7 +151,7 @@ final class ChangeSpec {
 
     private static void refuseSubquery(Expression e, String where) {
         if (SubqueryExpression$.MODULE$.hasSubquery(e)) {
-            throw ResolveChanges.refuse(where + " of a change to an indexeddf table has a subquery (" + e.sql()
+            throw IndexedDFException.option(where + " of a change to an indexeddf table has a subquery (" + e.sql()
                 + "); write it as MERGE INTO ... USING (the subquery) ON ...");
         }
     }
@@ -188,7 +190,7 @@ final class ChangeSpec {
             refuseSubquery(e, where);
             for (Attribute a : CollectionConverters.asJava(e.references().toSeq())) {
                 if (!target.contains(a) && !source.contains(a)) {
-                    throw ResolveChanges.refuse(where + " names " + a.sql() + ", a column of neither the target "
+                    throw IndexedDFException.option(where + " names " + a.sql() + ", a column of neither the target "
                         + "nor the source");
                 }
             }

@@ -1,22 +1,14 @@
 package io.indexeddf.spark.plan;
 
 import io.indexeddf.log.IndexedDFException;
-import io.indexeddf.spark.exec.PythonWriter;
 
 import java.util.ArrayList;
-import java.util.LinkedHashMap;
 import java.util.List;
-import java.util.Map;
 
-import com.fasterxml.jackson.databind.node.ArrayNode;
-import com.fasterxml.jackson.databind.node.JsonNodeFactory;
-import com.fasterxml.jackson.databind.node.ObjectNode;
 import org.apache.spark.sql.Dataset;
 import org.apache.spark.sql.Row;
-import org.apache.spark.sql.SQLContext;
 import org.apache.spark.sql.SaveMode;
 import org.apache.spark.sql.SparkSession;
-import org.apache.spark.sql.catalyst.catalog.CatalogTable;
 import org.apache.spark.sql.catalyst.expressions.Expression;
 import org.apache.spark.sql.catalyst.expressions.Literal;
 import org.apache.spark.sql.catalyst.plans.logical.DeleteFromTable;
@@ -28,8 +20,6 @@ import org.apache.spark.sql.catalyst.plans.logical.SubqueryAlias;
 import org.apache.spark.sql.catalyst.plans.logical.UpdateTable;
 import org.apache.spark.sql.catalyst.rules.Rule;
 import org.apache.spark.sql.execution.datasources.LogicalRelation;
-import org.apache.spark.sql.sources.BaseRelation;
-import org.apache.spark.sql.sources.InsertableRelation;
 import org.apache.spark.sql.types.StructType;
 import scala.jdk.javaapi.CollectionConverters;
 import scala.runtime.AbstractPartialFunction;
@@ -111,7 +101,7 @@ public final class ResolveChanges extends Rule<LogicalPlan> {
         } else {
             MergeIntoTable m = (MergeIntoTable) p;
             if (m.withSchemaEvolution()) {
-                throw refuse("MERGE WITH SCHEMA EVOLUTION is not supported on indexeddf tables: add the new "
+                throw IndexedDFException.option("MERGE WITH SCHEMA EVOLUTION is not supported on indexeddf tables: add the new "
                     + "columns to the table first, then MERGE");
             }
             ChangeSpec.Merge merge = ChangeSpec.merge(lr, m.sourceTable(), m.mergeCondition(),
@@ -136,81 +126,26 @@ public final class ResolveChanges extends Rule<LogicalPlan> {
         return e instanceof Literal && Boolean.TRUE.equals(((Literal) e).value());
     }
 
-    /** The options every write of a table passes to the Python writer: its path and storage options. */
-    static Map<String, String> writeOptions(LogicalRelation lr) {
-        Map<String, String> options = new LinkedHashMap<>();
-        java.net.URI uri = DriverLookup.snapshotOf(lr).root.toUri();
-        // The Python writer takes local tables as plain paths, others as URLs.
-        options.put("path", "file".equals(uri.getScheme()) ? uri.getPath() : uri.toString());
-        if (lr.catalogTable().isDefined()) {  // CREATE TABLE ... OPTIONS (storageOptions ...)
-            for (Map.Entry<String, String> e
-                    : CollectionConverters.asJava(lr.catalogTable().get().storage().properties()).entrySet()) {
-                if (e.getKey().equalsIgnoreCase("storageOptions")) {
-                    options.put("storageOptions", e.getValue());
-                }
-            }
-        }
-        return options;
-    }
-
     /**
      * The change as Spark executes it: an insertable relation whose insert runs the change
      * through the Python writer. For a MERGE the inserted rows are the source's (with the
      * source-only expressions Spark evaluated); for DELETE and UPDATE one empty row, so that
      * the writer's commit, where the change runs, is reached through one task.
      */
-    static final class ChangeWriter extends BaseRelation implements InsertableRelation {
-        private final SparkSession session;
-        private final SQLContext sqlContext;
-        private final StructType schema;
-        private final Map<String, String> options;
-        private final scala.Option<CatalogTable> catalogTable;
+    static final class ChangeWriter extends TableWriter {
         private final boolean withSource;
 
         ChangeWriter(SparkSession session, LogicalRelation lr, String spec, StructType schema, boolean withSource,
                      String resultFile) {
-            this.session = session;
-            this.sqlContext = session.sqlContext();
-            this.schema = schema;
-            this.catalogTable = lr.catalogTable();
+            super(session, lr, schema);
             this.withSource = withSource;
-            this.options = writeOptions(lr);
             options.put("changeSpec", spec);
             options.put("_commitResultFile", resultFile);
         }
 
         @Override
-        public SQLContext sqlContext() {
-            return sqlContext;
-        }
-
-        @Override
-        public StructType schema() {
-            return schema;
-        }
-
-        @Override
         public void insert(Dataset<Row> data, boolean overwrite) {
-            scala.collection.immutable.Map<String, String> params =
-                scala.collection.immutable.Map$.MODULE$.from(CollectionConverters.asScala(options));
-            Dataset<Row> rows = withSource ? data : session.range(1).toDF();
-            PythonWriter.save(sqlContext, SaveMode.Append, params, rows);
-            if (catalogTable.isDefined()) {  // the next query of the table reads the new version
-                session.sessionState().catalog().invalidateCachedTable(catalogTable.get().identifier());
-            }
+            save(withSource ? data : session().range(1).toDF(), SaveMode.Append);
         }
-    }
-
-    /** Refuses an expression the change engine cannot take (it names the statement's part). */
-    static IndexedDFException refuse(String what) {
-        return IndexedDFException.option(what);
-    }
-
-    static ObjectNode object() {
-        return JsonNodeFactory.instance.objectNode();
-    }
-
-    static ArrayNode array() {
-        return JsonNodeFactory.instance.arrayNode();
     }
 }

@@ -2,12 +2,9 @@ package io.indexeddf.spark.plan;
 
 import io.indexeddf.log.IndexedDFException;
 import io.indexeddf.log.Snapshot;
-import io.indexeddf.spark.exec.PythonWriter;
-import java.util.Map;
 
 import org.apache.spark.sql.Dataset;
 import org.apache.spark.sql.Row;
-import org.apache.spark.sql.SQLContext;
 import org.apache.spark.sql.SaveMode;
 import org.apache.spark.sql.SparkSession;
 import org.apache.spark.sql.catalyst.analysis.UnresolvedRelation;
@@ -16,10 +13,6 @@ import org.apache.spark.sql.catalyst.plans.logical.LogicalPlan;
 import org.apache.spark.sql.catalyst.rules.Rule;
 import org.apache.spark.sql.execution.datasources.HadoopFsRelation;
 import org.apache.spark.sql.execution.datasources.LogicalRelation;
-import org.apache.spark.sql.sources.BaseRelation;
-import org.apache.spark.sql.sources.InsertableRelation;
-import org.apache.spark.sql.types.StructType;
-import scala.jdk.javaapi.CollectionConverters;
 import scala.runtime.AbstractPartialFunction;
 
 /**
@@ -79,40 +72,14 @@ public final class ResolveInsert extends Rule<LogicalPlan> {
     }
 
     /** The table as Spark's inserts see it: its schema, and a write through the connector's save path. */
-    static final class Writer extends BaseRelation implements InsertableRelation {
-        private final SparkSession session;
-        private final SQLContext sqlContext;
-        private final StructType schema;
-        private final Map<String, String> options;
-        private final scala.Option<org.apache.spark.sql.catalyst.catalog.CatalogTable> catalogTable;
-
+    static final class Writer extends TableWriter {
         Writer(SparkSession session, LogicalRelation lr) {
-            this.session = session;
-            this.sqlContext = session.sqlContext();
-            this.catalogTable = lr.catalogTable();
-            this.schema = ((HadoopFsRelation) lr.relation()).dataSchema();
-            this.options = ResolveChanges.writeOptions(lr);
-        }
-
-        @Override
-        public SQLContext sqlContext() {
-            return sqlContext;
-        }
-
-        @Override
-        public StructType schema() {
-            return schema;
+            super(session, lr, ((HadoopFsRelation) lr.relation()).dataSchema());
         }
 
         @Override
         public void insert(Dataset<Row> data, boolean overwrite) {
-            scala.collection.immutable.Map<String, String> params =
-                scala.collection.immutable.Map$.MODULE$.from(CollectionConverters.asScala(options));
-            PythonWriter.save(sqlContext, overwrite ? SaveMode.Overwrite : SaveMode.Append,
-                params, data);
-            if (catalogTable.isDefined()) {  // the next query of the table reads the new version
-                session.sessionState().catalog().invalidateCachedTable(catalogTable.get().identifier());
-            }
+            save(data, overwrite ? SaveMode.Overwrite : SaveMode.Append);
         }
     }
 }
