@@ -24,9 +24,8 @@ from ..format.snapshot import Snapshot
 from ..spec.expressions import equality_keys, merge_columns
 from ..spec.predicate import parse_predicate
 from ..spec.schema import arrow_schema
-from ..spec.schema_evolution import merge_fields
 from ..writer.data import to_arrow_table
-from ..writer.operations import indexed_columns
+from ..writer.operations import evolved_fields
 from .clauses import DELETE, INSERT, MATCHED, NOT_MATCHED, NOT_MATCHED_BY_SOURCE, UPDATE, Clause
 from .model import Change, ChangeMetrics
 
@@ -142,11 +141,11 @@ def _merged_fields(snapshot: Snapshot, source: pa.Schema, clauses: list[Clause])
     names = {f.name for f in fields}
     if not any(name not in names for name in source.names):
         return None
-    # merge_fields checks the data's schema: the table's own columns (as they are), then the
+    # The schema check of a merging write: the table's own columns (as they are), then the
     # source's new ones; a name that differs from a column only by case is refused there.
     table = arrow_schema(fields)
     data = pa.schema(list(table) + [f for f in source if f.name not in names])
-    merged = merge_fields(fields, data, snapshot.metadata.indexColumns, indexed_columns(snapshot))
+    merged = evolved_fields(snapshot, data, "merge")
     return None if merged == tuple(fields) else merged
 
 

@@ -182,12 +182,15 @@ def bucket_trie(ctx: ReadContext | Snapshot, index_files: tuple[IndexFile, ...],
     segments: list[Segment] = []
     for f in index_files:
         key = ("segment", table_id, f.path)
-        if sorted_probes is not None and cache().get(key) is None:
-            parts = _segment_parts(ctx, f, sorted_probes)
-            if parts is not None:
-                segments += parts
-                continue
-        segments.append(cache().get_or_load(key, load(f), lambda s: s.nbytes))
+        whole = cache().get(key) if sorted_probes is not None else None
+        if whole is not None:
+            segments.append(whole)
+            continue
+        parts = _segment_parts(ctx, f, sorted_probes) if sorted_probes is not None else None
+        if parts is not None:
+            segments += parts
+        else:
+            segments.append(cache().get_or_load(key, load(f), lambda s: s.nbytes))
     return BucketTrie(tuple(segments))
 
 
