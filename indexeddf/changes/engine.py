@@ -37,7 +37,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..errors import InvalidOptionError, SchemaMismatchError
-from ..format.datafiles import live_mask, read_file
+from ..format.datafiles import iter_live_row_groups, live_mask, read_file
 from ..format.deletion_vectors import read_deletion_vector, write_deletion_vectors
 from ..format.snapshot import Snapshot
 from ..format.transaction import ALL_BUCKETS, CommitResult, Transaction
@@ -46,6 +46,7 @@ from ..spec.actions import AddFile, Txn
 from ..spec.features import deletion_vectors_enabled
 from ..spec.schema import arrow_schema
 from ..writer.operations import maintained_indexes, write_metrics, write_rows
+from ..writer.streamed import copy_kept_rows
 from .clauses import INSERT, MATCHED, NOT_MATCHED, NOT_MATCHED_BY_SOURCE
 from .expressions import Scope
 from .find import Found, find, target_columns
@@ -68,7 +69,7 @@ def execute(snapshot: Snapshot, change: Change) -> tuple[CommitResult | None, Ch
     _check(change, scope, schema)
     vectors = deletion_vectors_enabled(snapshot.metadata.configuration)
     stored = arrow_schema(snapshot.metadata.schema_)
-    wanted = [c for c in target_columns(change, scope, schema) if c in stored.names] if vectors else None
+    wanted = [c for c in target_columns(change, scope, schema) if c in stored.names]
     found = find(snapshot, change, stored, wanted)
     if found.located is not None and change.new_fields:
         found.located = _with_new_columns(found.located, schema, stored)
@@ -195,17 +196,22 @@ def _rewrite(snapshot: Snapshot, change: Change, scope: Scope, schema: pa.Schema
     source = change.source
     if source is not None:
         source = source.append_column(SOURCE_ROW, pa.array(np.arange(source.num_rows, dtype=np.int64)))
-    write = _writer(snapshot, tx, metadata)
+    write = _Writer(snapshot, tx, metadata, schema)
     now = int(time.time() * 1000)
     located = _by_file(found.located)
+    # A row group read with no column has no rows: a change that reads nothing of the
+    # target (DELETE without WHERE) reads the first index column.
+    needed = target_columns(change, scope, schema) or list(metadata.indexColumns[:1])
 
     def one(a: AddFile) -> _Written:
         done = _Written()
         rows = located.get(a.fileId) if located is not None else None
-        if rows is None:
-            rows = _file_rows(snapshot, a, schema)
+        if rows is not None:
+            touched, updated, done.matched_source = change_file(rows, source, change, scope, schema, done.metrics)
+        else:
+            touched, updated, done.matched_source = _change_by_row_group(snapshot, a, source, change, scope, schema,
+                                                                         needed, done.metrics)
             done.metrics.num_target_files_scanned = 1
-        touched, updated, done.matched_source = change_file(rows, source, change, scope, schema, done.metrics)
         if touched is None:
             return done
         if vectors:  # the file stays; its new rows are written with the inserts, at most a file a bucket
@@ -213,15 +219,19 @@ def _rewrite(snapshot: Snapshot, change: Change, scope: Scope, schema: pa.Schema
             return done
         done.actions.append(a.removal(now))
         done.metrics.num_target_files_removed = 1
+        if a.bucket is not None:
+            # The kept rows are still of their bucket (and in key order when the file was
+            # sorted): copied a row group at a time into one file; the updated rows go with
+            # the inserts (once a bucket, like DVs).
+            done.updated = updated
+            write.kept(a, touched, done)
+            return done
+        # A file without a bucket (another Delta writer's) holds rows of every bucket: its
+        # kept rows are bucketed like new ones.
+        rows = _file_rows(snapshot, a, schema)
         copied = rows.filter(pc.invert(pc.is_in(rows.column(ROW), pa.array(touched)))).drop_columns([ROW])
         done.metrics.num_target_rows_copied += copied.num_rows
-        if a.sorted and a.bucket is not None:
-            # The kept rows are still in their bucket and key order: one file, written as
-            # they are; the updated rows go with the inserts (once a bucket, like DVs).
-            done.updated = updated
-            write(copied, done, sorted_bucket=a.bucket)
-        else:
-            write(pa.concat_tables([copied, updated]) if updated is not None else copied, done)
+        write(pa.concat_tables([copied, updated]) if updated is not None else copied, done)
         return done
 
     started = time.perf_counter()
@@ -281,6 +291,22 @@ def _file_rows(snapshot: Snapshot, a: AddFile, schema: pa.Schema) -> pa.Table:
     return rows if mask is None else rows.filter(pa.array(mask))
 
 
+def _change_by_row_group(snapshot: Snapshot, a: AddFile, source: pa.Table | None, change: Change, scope: Scope,
+                         schema: pa.Schema, columns: list[str], metrics: ChangeMetrics):
+    """:func:`change_file` of one file's live rows read a row group at a time, with only
+    ``columns`` (what the change reads of the target): memory bounded by a row group and
+    the changed rows, not by the file. Each target row's outcome depends on that row (and
+    the source) alone, so the groups' outcomes are the file's."""
+    touched, updated, matched = [], [], []
+    for ordinals, rows in iter_live_row_groups(snapshot.storage, a, schema, columns, snapshot.version):
+        t, u, m = change_file(rows.append_column(ROW, pa.array(ordinals)), source, change, scope, schema, metrics)
+        touched += [t] if t is not None else []
+        updated += [u] if u is not None else []
+        matched += [m] if m is not None else []
+    return (np.concatenate(touched) if touched else None, pa.concat_tables(updated) if updated else None,
+            np.concatenate(matched) if matched else None)
+
+
 def _vector_actions(snapshot: Snapshot, deleted: list[tuple[AddFile, np.ndarray]], tx: Transaction, now: int,
                     metrics: ChangeMetrics) -> list:
     """Each changed file removed and added back with a deletion vector: its old deleted
@@ -301,19 +327,37 @@ def _vector_actions(snapshot: Snapshot, deleted: list[tuple[AddFile, np.ndarray]
     return actions
 
 
-def _writer(snapshot: Snapshot, tx: Transaction, metadata):
-    """A function writing rows as bucketed files with their index entries into a
-    :class:`_Written` (the files are the transaction's: aborted with it); ``metadata``:
-    the table's after the change (its schema evolved or not)."""
-    indexes = maintained_indexes(snapshot)
+class _Writer:
+    """Writes rows as bucketed files with their index entries into a :class:`_Written`
+    (the files are the transaction's: aborted with it); ``metadata`` and ``schema``: the
+    table's after the change (its schema evolved or not)."""
 
-    def write(rows: pa.Table, into: _Written, sorted_bucket: int | None = None) -> None:
+    def __init__(self, snapshot: Snapshot, tx: Transaction, metadata, schema: pa.Schema):
+        self.snapshot, self.tx, self.metadata, self.schema = snapshot, tx, metadata, schema
+        self.indexes = maintained_indexes(snapshot)
+
+    def __call__(self, rows: pa.Table, into: _Written) -> None:
+        """Write new rows (updated or inserted), bucketed."""
         if rows.num_rows == 0:
             return
-        adds, written = write_rows(snapshot.storage, metadata, indexes, rows, tx.written_paths, sorted_bucket)
+        adds, written = write_rows(self.snapshot.storage, self.metadata, self.indexes, rows, self.tx.written_paths)
         into.actions.extend(adds)
         into.metrics.num_target_files_added += len(adds)
         into.metrics.num_output_rows += rows.num_rows
+        self._index_files(into, written)
+
+    def kept(self, a: AddFile, touched: np.ndarray, into: _Written) -> None:
+        """Copy the rows of ``a`` but ``touched`` into a new file of its bucket, streamed."""
+        add, written, copied = copy_kept_rows(self.snapshot.storage, self.metadata, self.indexes, a, self.schema,
+                                              touched, self.tx.written_paths, self.snapshot.version)
+        into.metrics.num_target_rows_copied += copied
+        into.metrics.num_output_rows += copied
+        if add is not None:
+            into.actions.append(add)
+            into.metrics.num_target_files_added += 1
+        self._index_files(into, written)
+
+    @staticmethod
+    def _index_files(into: _Written, written: dict) -> None:
         for name, fs in written.items():
             into.index_files.setdefault(name, []).extend(fs)
-    return write

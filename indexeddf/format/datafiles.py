@@ -21,7 +21,7 @@ module, so every one of them returns the table's schema:
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -88,6 +88,33 @@ def read_live_rows(storage: TableStorage, add: AddFile, schema: pa.Schema, colum
     rows = read_file(storage, add.path, schema, columns, version, add.partitionValues)
     mask = live_mask(storage, add, rows.num_rows)
     return rows if mask is None else rows.filter(mask)
+
+
+def iter_live_row_groups(storage: TableStorage, add: AddFile, schema: pa.Schema, columns: Sequence[str] | None = None,
+                         version: int | None = None) -> Iterator[tuple[np.ndarray, pa.Table]]:
+    """One data file's rows in the table, a Parquet row group at a time (memory bounded by
+    a row group, not by the file): each group's live rows with ``columns`` (all when None),
+    typed as ``schema``, and their ordinals in the file (int64, what a deletion vector and
+    an index entry name)."""
+    wanted = list(schema.names if columns is None else columns)
+    pf = open_parquet(storage, add.path, version)
+    partition = add.partitionValues
+    stored = [c for c in file_columns(pf, wanted) if not partition or c not in partition]
+    live = live_mask(storage, add, pf.metadata.num_rows)  # a bit a row: 1/8 byte, not a file's rows
+    start = 0
+    for i in range(pf.metadata.num_row_groups):
+        n = pf.metadata.row_group(i).num_rows
+        if stored or not wanted:
+            rows = pf.read_row_group(i, columns=stored)
+        else:  # only partition columns: the row count is in the footer
+            rows = pa.table({"_": pa.nulls(n, pa.null())})
+        ordinals = np.arange(start, start + n, dtype=np.int64)
+        rows = conform(rows, schema, wanted, partition=partition)
+        if live is not None:
+            keep = live[start:start + n]
+            rows, ordinals = rows.filter(pa.array(keep)), ordinals[keep]
+        start += n
+        yield ordinals, rows
 
 
 def live_mask(storage: TableStorage, add: AddFile, num_rows: int) -> np.ndarray | None:

@@ -122,6 +122,17 @@ class TableStorage:
         self.fs.makedirs(parent, exist_ok=True)
         self.fs.pipe_file(path, data)
 
+    def open_output(self, rel: str):
+        """A new file opened for writing in pieces (a data file streamed a row group at a
+        time; object stores upload it in parts); its name is unique, as data files' are."""
+        path = self.full(rel)
+        self.check_conditional_put()
+        if self.is_local:
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            return open(path, "wb")
+        self.fs.makedirs(path.rsplit("/", 1)[0], exist_ok=True)
+        return self.fs.open(path, "wb")
+
     def replace_atomically(self, rel: str, data: bytes) -> None:
         """Replace a small file so readers see the old or the new content, never a mix."""
         if not self.is_local:

@@ -209,16 +209,46 @@ def file_stats(rows: pa.Table) -> FileStats:
     """numRecords and, per column, min, max and null count, as Delta's ``stats``
     (PROTOCOL.md, "Statistics"): any Delta reader skips files with them, so a value
     is written only where its rendering is exact (see :func:`stat_value`)."""
-    mins, maxs, nulls = {}, {}, {}
-    for name, col in zip(rows.column_names, rows.columns):
-        nulls[name] = col.null_count
-        if col.null_count == len(col) or not _has_stats(col):
-            continue
-        mm = pc.min_max(col)
-        lo, hi = stat_value(mm["min"].as_py()), stat_value(mm["max"].as_py())
-        if lo is not None and hi is not None:
-            mins[name], maxs[name] = lo, hi
-    return FileStats(numRecords=rows.num_rows, minValues=mins, maxValues=maxs, nullCount=nulls)
+    stats = StatsAccumulator()
+    stats.add(rows)
+    return stats.stats()
+
+
+class StatsAccumulator:
+    """A file's :func:`file_stats` gathered a batch of rows at a time, for a file written
+    in pieces (the same statistics as of all its rows at once)."""
+
+    def __init__(self) -> None:
+        self.num_records = 0
+        self.nulls: dict[str, int] = {}
+        self.bounds: dict[str, tuple] = {}
+        self.without: set[str] = set()
+        """Columns some batch of which has no statistic (e.g. a NaN): none for the file."""
+
+    def add(self, rows: pa.Table) -> None:
+        """Take ``rows`` into the statistics."""
+        self.num_records += rows.num_rows
+        for name, col in zip(rows.column_names, rows.columns):
+            self.nulls[name] = self.nulls.get(name, 0) + col.null_count
+            if name in self.without or col.null_count == len(col):
+                continue
+            if not _has_stats(col):
+                self.without.add(name)
+                continue
+            mm = pc.min_max(col)
+            lo, hi = mm["min"].as_py(), mm["max"].as_py()
+            if name in self.bounds:
+                lo, hi = min(lo, self.bounds[name][0]), max(hi, self.bounds[name][1])
+            self.bounds[name] = (lo, hi)
+
+    def stats(self) -> FileStats:
+        """The statistics of every row taken so far."""
+        mins, maxs = {}, {}
+        for name, (lo, hi) in self.bounds.items():
+            lo, hi = stat_value(lo), stat_value(hi)
+            if name not in self.without and lo is not None and hi is not None:
+                mins[name], maxs[name] = lo, hi
+        return FileStats(numRecords=self.num_records, minValues=mins, maxValues=maxs, nullCount=dict(self.nulls))
 
 
 def _has_stats(col) -> bool:

@@ -1,0 +1,124 @@
+"""Data files written a row group at a time: the rows a change keeps of a file, copied
+into a new file without holding either file in memory.
+
+A copy-on-write change removes each file holding a changed row and writes the rows it
+keeps as a new file. Read whole, a bucket's file is what bounds the change's memory, and
+a bucket's file grows with the table (1.9M rows a bucket at 60M rows and 32 buckets).
+Copied a row group at a time, memory is bounded by a row group: the kept rows stay in
+their bucket, partition and order, so the new file is the old one minus the changed rows
+(``indexeddf.sorted`` kept), and its index entries are the kept rows' keys at their new
+ordinals.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from ..format.datafiles import iter_live_row_groups
+from ..format.storage import TableStorage
+from ..spec import config
+from ..spec.actions import AddFile, IndexEntry, IndexFile, Metadata
+from ..spec.partitions import partition_dir
+from ..spec.schema import dictionary_columns
+from .files import BLOOM_FPP, StatsAccumulator, new_data_file, rows_per_group
+from .index_files import DataPiece, build_index_files
+
+
+class StreamedFile:
+    """One new data file of ``bucket`` written in pieces (:meth:`write`, then :meth:`close`),
+    with the statistics, bloom filters and row groups :func:`files.write_file` gives a file
+    written at once. The Parquet writer opens with the first rows, so a file that gets
+    none is never created."""
+
+    def __init__(self, storage: TableStorage, file: tuple[str, int], bucket: int, schema: pa.Schema,
+                 row_group_bytes: int, bloom_columns, expected_rows: int, ordered: bool):
+        self.storage, (self.path, self.file_id), self.bucket = storage, file, bucket
+        self.schema, self.row_group_bytes, self.ordered = schema, row_group_bytes, ordered
+        self.bloom_columns = [c for c in bloom_columns if c in schema.names
+                              and not pa.types.is_boolean(schema.field(c).type)]
+        self.expected_rows = max(1, expected_rows)
+        self.stats = StatsAccumulator()
+        self._sink = self._writer = None
+        self._per_group = 0
+
+    def write(self, rows: pa.Table) -> None:
+        """Append ``rows`` (of :attr:`schema`) to the file."""
+        if rows.num_rows == 0:
+            return
+        if self._writer is None:
+            self._open(rows)
+        self._writer.write_table(rows, row_group_size=self._per_group)
+        self.stats.add(rows)
+
+    def _open(self, first: pa.Table) -> None:
+        self._per_group = rows_per_group(first, self.row_group_bytes)
+        # Sized for the distinct keys a row group can hold, as write_file sizes them.
+        ndv = max(1, min(self.expected_rows, self._per_group))
+        bloom = {c: {"ndv": ndv, "fpp": BLOOM_FPP} for c in self.bloom_columns} or None
+        self._sink = self.storage.open_output(self.path)
+        self._writer = pq.ParquetWriter(self._sink, self.schema, compression="zstd",
+                                        use_dictionary=dictionary_columns(self.schema), bloom_filter_options=bloom)
+
+    def close(self) -> AddFile | None:
+        """Finish the file: its ``add`` action, or None when no row was written."""
+        if self._writer is None:
+            return None
+        self._writer.close()
+        size = self._sink.tell()
+        self._sink.close()
+        return AddFile(path=self.path, size=size, modificationTime=int(time.time() * 1000),
+                       bucket=self.bucket, fileId=self.file_id, stats=self.stats.stats(), sorted=self.ordered)
+
+    def abort(self) -> None:
+        """Close what is open after a failure (the caller deletes the written paths)."""
+        for closing in (self._writer, self._sink):
+            if closing is not None:
+                try:
+                    closing.close()
+                except Exception:  # noqa: BLE001 - the failure being handled is the one to report
+                    pass
+
+
+def copy_kept_rows(storage: TableStorage, metadata: Metadata, indexes: list[IndexEntry], add: AddFile,
+                   schema: pa.Schema, drop: np.ndarray, written: list[str], version: int | None = None,
+                   ) -> tuple[AddFile | None, dict[str, list[IndexFile]], int]:
+    """Copy the live rows of ``add`` (a bucketed file) but those at the ordinals ``drop``
+    into a new file of the same bucket and partition, a row group at a time, with its
+    entries in each of ``indexes``; ``schema``: the table's after the change (columns it
+    adds are written as NULL). Returns the new file's ``add`` (None when no row is kept),
+    its index files, and the number of rows copied."""
+    partition = tuple(metadata.partitionColumns)
+    stored = pa.schema([f for f in schema if f.name not in partition])
+    directory = partition_dir(partition, add.partitionValues) if partition else None
+    file = new_data_file(add.bucket, directory)
+    written.append(file[0])
+    out = StreamedFile(storage, file, add.bucket, stored, config.get(metadata.configuration,
+                       "indexeddf.targetRowGroupBytes"), metadata.indexColumns, add.stats.numRecords
+                       if add.stats is not None else 0, add.sorted)
+    key_columns = [c for c in schema.names if any(c in i.columns for i in indexes)]
+    keys, copied = [], 0
+    dropped = np.sort(drop.astype(np.int64))
+    try:
+        for ordinals, rows in iter_live_row_groups(storage, add, schema, version=version):
+            keep = ~np.isin(ordinals, dropped, assume_unique=True) if dropped.size else None
+            if keep is not None:
+                rows = rows.filter(pa.array(keep))
+            out.write(rows.select(stored.names))
+            keys.append(rows.select(key_columns))
+            copied += rows.num_rows
+        new = out.close()
+    except BaseException:
+        out.abort()
+        raise
+    if new is None:
+        return None, {}, 0
+    if partition:
+        new = new.model_copy(update={"partitionValues": dict(add.partitionValues)})
+    piece = [DataPiece(new.fileId, pa.concat_tables(keys))]  # the keys only: 8 bytes a row for a bigint key
+    index_files = {i.name: build_index_files(storage, i.name, list(i.columns), i.numBuckets, piece, written)
+                   for i in indexes}
+    return new, index_files, copied
