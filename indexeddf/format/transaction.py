@@ -131,7 +131,7 @@ class Transaction:
         for attempt in range(max_retries + 1):
             version = current.version + 1
             body = [self._commit_info(current, actions, metrics)] + [_covering(a, version) for a in actions]
-            body += _index_actions(current, index_appends, version)
+            body += _index_actions(current, index_appends, version, actions)
             try:
                 won = self.storage.put_if_absent(commit_path(version), encode_commit(body).encode("utf-8"))
             except BaseException:
@@ -248,7 +248,7 @@ class Transaction:
                 raise ConcurrentAppendError(
                     f"{what}, which added {a.path} to bucket {a.bucket} that this commit read; retry"
                 )
-            if isinstance(a, IndexEntry) and a.name in our_indexes and not _is_index_append(before, a, winner_op):
+            if isinstance(a, IndexEntry) and a.name in our_indexes and not _is_index_append(before, a, winner_op, winning):
                 raise ConcurrentIndexError(f"{what}, which changed index {a.name!r} too; retry")
         return False
 
@@ -296,26 +296,48 @@ INDEX_OPERATIONS = ("CREATE INDEX", "REFRESH INDEX")
 mere maintenance appends (two refreshes of one index must not both commit)."""
 
 
-def _is_index_append(before: Snapshot, change: IndexEntry, operation: str) -> bool:
-    """Whether ``change`` only added files to an ACTIVE index (what data writes do)."""
+def _is_index_append(before: Snapshot, change: IndexEntry, operation: str, winning: list[Action] = ()) -> bool:
+    """Whether ``change`` only added files to an ACTIVE index (what data writes do), and
+    removed none but index files of data files gone after its commit (a pruning)."""
     prev = before.indexes.get(change.name)
     return (
         operation not in INDEX_OPERATIONS
         and prev is not None
         and prev.state == change.state == "ACTIVE"
         and (prev.columns, prev.kind, prev.numBuckets) == (change.columns, change.kind, change.numBuckets)
-        and not change.removedFiles
+        and set(change.removedFiles) <= set(_dead_index_files(prev, _live_after(before, winning)))
     )
 
 
-def _index_actions(current: Snapshot, index_appends: dict[str, list[IndexFile]], version: int) -> list[IndexEntry]:
-    """``index`` actions adding ``index_appends`` to the ACTIVE indexes of ``current``."""
+def _live_after(before: Snapshot, actions) -> frozenset[int]:
+    """The live file ids once ``actions`` commit on ``before`` (a file removed and added
+    back, as a deletion vector does, stays)."""
+    added = {a.fileId for a in actions if isinstance(a, AddFile)}
+    removed = {a.fileId for a in actions if isinstance(a, RemoveFile) and a.fileId is not None} - added
+    return (before.file_ids - removed) | added
+
+
+def _dead_index_files(entry: IndexEntry, live: frozenset[int]) -> tuple[str, ...]:
+    """Paths of ``entry``'s index files whose every data file is gone: entries nothing can
+    reach, which only make the index look stale (PROTOCOL.md §8, pruning)."""
+    return tuple(f.path for f in entry.files if f.fileIds and not any(i in live for i in f.fileIds))
+
+
+def _index_actions(current: Snapshot, index_appends: dict[str, list[IndexFile]], version: int,
+                   actions: list[Action] = ()) -> list[IndexEntry]:
+    """``index`` actions adding ``index_appends`` to the ACTIVE indexes of ``current``; a
+    commit that removes data files also prunes the index files of gone files from them."""
+    prunes = any(isinstance(a, RemoveFile) for a in actions)
+    live = _live_after(current, actions) if prunes else frozenset()
+    own = {a.name for a in actions if isinstance(a, IndexEntry)}  # an index operation's own change
     out = []
-    for name, files in index_appends.items():
-        entry = current.indexes.get(name)
-        if entry is None or entry.state != "ACTIVE" or not files:
+    for name, entry in current.indexes.items():
+        files = tuple(index_appends.get(name, ()))
+        dead = _dead_index_files(entry, live) if prunes and name not in own else ()
+        if entry.state != "ACTIVE" or not (files or dead):
             continue
-        out.append(entry.model_copy(update={"files": tuple(files), "removedFiles": (), "coveredVersion": version}))
+        covered = version if files else entry.coveredVersion
+        out.append(entry.model_copy(update={"files": files, "removedFiles": dead, "coveredVersion": covered}))
     return out
 
 

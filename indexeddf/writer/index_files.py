@@ -72,7 +72,12 @@ def build_index_files(
         return []
     hashes, file_ids, rows, buckets = entries
     order = np.lexsort((rows, file_ids, hashes, buckets))  # by bucket, then hash
-    hashes, file_ids, rows, buckets = hashes[order], file_ids[order], rows[order], buckets[order]
+    return write_entries(storage, name, hashes[order], file_ids[order], rows[order], buckets[order], written)
+
+
+def write_entries(storage: TableStorage, name: str, hashes: np.ndarray, file_ids: np.ndarray, rows: np.ndarray,
+                  buckets: np.ndarray, written: list[str]) -> list[IndexFile]:
+    """Write index entries sorted by bucket, then hash: one file per bucket."""
     starts = np.flatnonzero(np.r_[True, buckets[1:] != buckets[:-1]])
     ends = np.r_[starts[1:], len(buckets)]
     out = []
@@ -92,6 +97,39 @@ def build_index_files(
         ids = tuple(sorted(int(i) for i in np.unique(file_ids[s:e])))
         out.append(IndexFile(path=rel, size=len(data), bucket=bucket, numEntries=int(e - s), fileIds=ids))
     return out
+
+
+def carried_entries(storage: TableStorage, name: str, files: tuple[IndexFile, ...], old_id: int, new_id: int,
+                    dropped: np.ndarray, written: list[str]) -> list[IndexFile] | None:
+    """The index entries of a data file copied without the rows at ``dropped`` (sorted
+    ordinals: the rows a change removed and those its deletion vector had), re-pointed at
+    the copy ``new_id``: each kept row's entry keeps its hash and bucket, its ordinal
+    shifts down by the dropped rows before it. No key is hashed again and nothing is
+    re-sorted when one index file held the file's entries of a bucket. None when no index
+    file of ``files`` names ``old_id`` (the caller hashes the keys instead)."""
+    holding = [f for f in files if old_id in f.fileIds]
+    if not holding:
+        return None
+    hashes, rows, buckets = [], [], []
+    for f in holding:
+        t = pq.ParquetFile(io.BytesIO(storage.read_bytes(f.path))).read()
+        mine = t.column("file_id").to_numpy() == old_id
+        row = t.column("row").to_numpy()[mine]
+        # new_ordinal[r]: r's ordinal in the copy (a gather, not a search, per entry).
+        gone = np.zeros(int(row.max()) + 1 if len(row) else 0, dtype=bool)
+        gone[dropped[dropped < len(gone)]] = True
+        new_ordinal = np.cumsum(~gone, dtype=np.int64) - 1
+        keep = ~gone[row]
+        hashes.append(t.column("hash").to_numpy()[mine][keep])
+        rows.append(new_ordinal[row[keep]].astype(np.int32))
+        buckets.append(np.full(int(keep.sum()), f.bucket, dtype=np.int64))
+    hashes, rows, buckets = np.concatenate(hashes), np.concatenate(rows), np.concatenate(buckets)
+    if len(holding) > 1:
+        order = np.lexsort((rows, hashes, buckets))
+        hashes, rows, buckets = hashes[order], rows[order], buckets[order]
+    if not len(rows):
+        return []
+    return write_entries(storage, name, hashes, np.full(len(rows), new_id, dtype=np.int64), rows, buckets, written)
 
 
 def _entries(columns: list[str], num_buckets: int, pieces: list[DataPiece]):

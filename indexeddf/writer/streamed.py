@@ -6,8 +6,8 @@ keeps as a new file. Read whole, a bucket's file is what bounds the change's mem
 a bucket's file grows with the table (1.9M rows a bucket at 60M rows and 32 buckets).
 Copied a row group at a time, memory is bounded by a row group: the kept rows stay in
 their bucket, partition and order, so the new file is the old one minus the changed rows
-(``indexeddf.sorted`` kept), and its index entries are the kept rows' keys at their new
-ordinals.
+(``indexeddf.sorted`` kept), and its index entries are the old file's, minus the dropped
+rows, at the kept rows' new ordinals (no key hashed again).
 """
 
 from __future__ import annotations
@@ -19,13 +19,14 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ..format.datafiles import iter_live_row_groups
+from ..format.deletion_vectors import read_deletion_vector
 from ..format.storage import TableStorage
 from ..spec import config
 from ..spec.actions import AddFile, IndexEntry, IndexFile, Metadata
 from ..spec.partitions import partition_dir
 from ..spec.schema import dictionary_columns
 from .files import BLOOM_FPP, StatsAccumulator, new_data_file, rows_per_group
-from .index_files import DataPiece, build_index_files
+from .index_files import DataPiece, build_index_files, carried_entries
 
 
 class StreamedFile:
@@ -99,16 +100,23 @@ def copy_kept_rows(storage: TableStorage, metadata: Metadata, indexes: list[Inde
     out = StreamedFile(storage, file, add.bucket, stored, config.get(metadata.configuration,
                        "indexeddf.targetRowGroupBytes"), metadata.indexColumns, add.stats.numRecords
                        if add.stats is not None else 0, add.sorted)
-    key_columns = [c for c in schema.names if any(c in i.columns for i in indexes)]
+    # Indexes holding the file's entries carry them over; any other hashes the kept keys.
+    hashed = [i for i in indexes if not any(add.fileId in f.fileIds for f in i.files)]
+    key_columns = [c for c in schema.names if any(c in i.columns for i in hashed)]
     keys, copied = [], 0
-    dropped = np.sort(drop.astype(np.int64))
+    dropped = np.unique(drop.astype(np.int64))
+    gone = np.zeros(int(dropped[-1]) + 1 if dropped.size else 0, dtype=bool)
+    gone[dropped] = True
     try:
         for ordinals, rows in iter_live_row_groups(storage, add, schema, version=version):
-            keep = ~np.isin(ordinals, dropped, assume_unique=True) if dropped.size else None
-            if keep is not None:
+            near = ordinals[ordinals < len(gone)]
+            if near.size and gone[near].any():
+                keep = np.ones(len(ordinals), dtype=bool)
+                keep[:len(near)] = ~gone[near]  # ordinals ascend: the ones below len(gone) come first
                 rows = rows.filter(pa.array(keep))
             out.write(rows.select(stored.names))
-            keys.append(rows.select(key_columns))
+            if hashed:
+                keys.append(rows.select(key_columns))
             copied += rows.num_rows
         new = out.close()
     except BaseException:
@@ -118,7 +126,12 @@ def copy_kept_rows(storage: TableStorage, metadata: Metadata, indexes: list[Inde
         return None, {}, 0
     if partition:
         new = new.model_copy(update={"partitionValues": dict(add.partitionValues)})
-    piece = [DataPiece(new.fileId, pa.concat_tables(keys))]  # the keys only: 8 bytes a row for a bigint key
-    index_files = {i.name: build_index_files(storage, i.name, list(i.columns), i.numBuckets, piece, written)
-                   for i in indexes}
+    if add.deletionVector is not None:  # rows deleted before are not in the copy either
+        dropped = np.union1d(dropped, read_deletion_vector(storage, add.deletionVector).astype(np.int64))
+    index_files = {i.name: carried_entries(storage, i.name, i.files, add.fileId, new.fileId, dropped, written)
+                   for i in indexes if i not in hashed}
+    if hashed:
+        piece = [DataPiece(new.fileId, pa.concat_tables(keys))]  # the keys only: 8 bytes a row for a bigint key
+        index_files |= {i.name: build_index_files(storage, i.name, list(i.columns), i.numBuckets, piece, written)
+                        for i in hashed}
     return new, index_files, copied
