@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 import json
 import warnings
 from collections.abc import Sequence
@@ -10,7 +9,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from .errors import InvalidOptionError, MissingFileError, TableExistsError
+from .errors import InvalidOptionError, TableExistsError
 from .format.log import list_log
 from .format.snapshot import Snapshot, load_snapshot, update_snapshot
 from .format.storage import TableStorage
@@ -492,30 +491,6 @@ class IndexedTable(TableAdmin):
 
     def __repr__(self) -> str:
         return f"IndexedTable({self.path!r}, version={self.version})"
-
-
-def _missing_files_typed(method):
-    """``method`` with a ``FileNotFoundError`` of a file the log names turned into
-    :class:`MissingFileError` (which says what to do)."""
-
-    @functools.wraps(method)
-    def wrapper(self, *args, **kwargs):
-        try:
-            return method(self, *args, **kwargs)
-        except FileNotFoundError as e:
-            missing = e.filename or str(e)
-            raise MissingFileError(
-                f"{self.path}: {missing} is missing, but the log names it. It was deleted outside indexeddf, "
-                "or by a vacuum of versions older than the retention: read a newer version, or restore the file."
-            ) from e
-
-    return wrapper
-
-
-# Every Python-side read and write of files the log names: a missing one is a typed error.
-for _name in ("to_arrow", "lookup", "explain", "append", "overwrite", "add_columns", "delete", "_run_change", "history", "indexes", "detail",
-              "create_index", "refresh", "optimize", "vacuum", "restore", "vacuum_index", "optimize_index"):
-    setattr(IndexedTable, _name, _missing_files_typed(getattr(IndexedTable, _name)))
 
 
 def _load(storage: TableStorage, version: int | None, timestamp: Any) -> Snapshot:

@@ -48,6 +48,15 @@ def missing_file(storage: TableStorage, path: str, version: int | None) -> Missi
     )
 
 
+def read_named_file(storage: TableStorage, path: str, version: int | None = None) -> bytes:
+    """The bytes of a file the log names (an index file, a staged list); a missing one
+    raises :class:`MissingFileError` naming it and the version."""
+    try:
+        return storage.read_bytes(path)
+    except FileNotFoundError:
+        raise missing_file(storage, path, version) from None
+
+
 def open_parquet(storage: TableStorage, path: str, version: int | None = None,
                  metadata: pq.FileMetaData | None = None, read_dictionary: Sequence[str] | None = None) -> pq.ParquetFile:
     """The data file ``path`` (relative to the table root) opened for reading; a missing

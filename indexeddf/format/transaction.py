@@ -326,8 +326,12 @@ def _dead_index_files(entry: IndexEntry, live: frozenset[int]) -> tuple[str, ...
 def _index_actions(current: Snapshot, index_appends: dict[str, list[IndexFile]], version: int,
                    actions: list[Action] = ()) -> list[IndexEntry]:
     """``index`` actions adding ``index_appends`` to the ACTIVE indexes of ``current``; a
-    commit that removes data files also prunes the index files of gone files from them."""
-    prunes = any(isinstance(a, RemoveFile) for a in actions)
+    commit that removes data files also prunes the index files of gone files from them
+    (when writes maintain the indexes: ``indexeddf.index.autoRefresh``)."""
+    # Only where writes maintain the indexes: with autoRefresh off, writes leave them as
+    # they are, and their staleness is what tells the user to refresh.
+    prunes = any(isinstance(a, RemoveFile) for a in actions) and config.get(
+        current.metadata.configuration, "indexeddf.index.autoRefresh", lenient=True)
     live = _live_after(current, actions) if prunes else frozenset()
     own = {a.name for a in actions if isinstance(a, IndexEntry)}  # an index operation's own change
     out = []

@@ -26,7 +26,14 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from ..format.datafiles import conform, file_columns, missing_file, open_parquet, read_file, read_live_rows
+from ..format.datafiles import (
+    conform,
+    file_columns,
+    open_parquet,
+    read_file,
+    read_live_rows,
+    read_named_file,
+)
 from ..format.deletion_vectors import read_deletion_vector
 from ..format.snapshot import Snapshot
 from ..format.storage import TableStorage, frozen_options, thawed_options
@@ -171,10 +178,7 @@ def bucket_trie(ctx: ReadContext | Snapshot, index_files: tuple[IndexFile, ...],
         # ParquetFile, not read_table: read_table goes through pyarrow.dataset, whose
         # import (pandas included) would cost a fresh process ~300 ms.
         def read() -> Segment:
-            try:
-                data = storage.read_bytes(f.path)
-            except FileNotFoundError:
-                raise missing_file(storage, f.path, version) from None
+            data = read_named_file(storage, f.path, version)
             return Segment.from_entries(f.path, pq.ParquetFile(io.BytesIO(data)).read())
         return read
 

@@ -16,14 +16,15 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from ..format.datafiles import read_named_file
 from ..format.storage import TableStorage
 from ..spec.actions import IndexEntry, IndexFile
-from .index_files import ENTRY_ROW_GROUP, ENTRY_SCHEMA, DataPiece, _entries, index_file_path
+from .index_files import ENTRY_ROW_GROUP, ENTRY_SCHEMA, DataPiece, entry_arrays, index_file_path
 
 
 def new_entries(entry: IndexEntry, pieces: list[DataPiece]):
     """(hash, file_id, row, bucket) arrays of the rows of ``pieces`` in ``entry``'s layout."""
-    return _entries(list(entry.columns), entry.numBuckets, pieces)
+    return entry_arrays(list(entry.columns), entry.numBuckets, pieces)
 
 
 def write_entries_file(storage: TableStorage, dir_name: str, bucket: int, hashes, file_ids, rows, written: list[str]) -> IndexFile:
@@ -80,7 +81,7 @@ def compact_index(
     for b in sorted(set(by_bucket) | set(new_by_bucket)):
         parts_h, parts_f, parts_r = [], [], []
         for f in by_bucket.get(b, ()):
-            t = pq.read_table(io.BytesIO(storage.read_bytes(f.path)))
+            t = pq.read_table(io.BytesIO(read_named_file(storage, f.path)))
             fid = t.column("file_id").to_numpy()
             m = np.isin(fid, keep)
             parts_h.append(t.column("hash").to_numpy()[m])

@@ -19,6 +19,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from ..format.datafiles import read_named_file
 from ..format.storage import TableStorage
 from ..spec.actions import PRIMARY_INDEX, IndexFile
 from ..spec.bucketing import bucket_ids, key_hash
@@ -67,7 +68,7 @@ def build_index_files(
     Paths go into ``written`` before the files are created, so a failed operation can
     delete them.
     """
-    entries = _entries(columns, num_buckets, pieces)
+    entries = entry_arrays(columns, num_buckets, pieces)
     if entries is None:
         return []
     hashes, file_ids, rows, buckets = entries
@@ -100,7 +101,7 @@ def write_entries(storage: TableStorage, name: str, hashes: np.ndarray, file_ids
 
 
 def carried_entries(storage: TableStorage, name: str, files: tuple[IndexFile, ...], old_id: int, new_id: int,
-                    dropped: np.ndarray, written: list[str]) -> list[IndexFile] | None:
+                    dropped: np.ndarray, written: list[str], version: int | None = None) -> list[IndexFile] | None:
     """The index entries of a data file copied without the rows at ``dropped`` (sorted
     ordinals: the rows a change removed and those its deletion vector had), re-pointed at
     the copy ``new_id``: each kept row's entry keeps its hash and bucket, its ordinal
@@ -112,7 +113,7 @@ def carried_entries(storage: TableStorage, name: str, files: tuple[IndexFile, ..
         return None
     hashes, rows, buckets = [], [], []
     for f in holding:
-        t = pq.ParquetFile(io.BytesIO(storage.read_bytes(f.path))).read()
+        t = pq.ParquetFile(io.BytesIO(read_named_file(storage, f.path, version))).read()
         mine = t.column("file_id").to_numpy() == old_id
         row = t.column("row").to_numpy()[mine]
         # new_ordinal[r]: r's ordinal in the copy (a gather, not a search, per entry).
@@ -132,7 +133,9 @@ def carried_entries(storage: TableStorage, name: str, files: tuple[IndexFile, ..
     return write_entries(storage, name, hashes, np.full(len(rows), new_id, dtype=np.int64), rows, buckets, written)
 
 
-def _entries(columns: list[str], num_buckets: int, pieces: list[DataPiece]):
+def entry_arrays(columns: list[str], num_buckets: int, pieces: list[DataPiece]):
+    """The index entries of ``pieces`` as arrays: key hashes, file ids, row ordinals and
+    index buckets (in piece order; None when the pieces hold no row)."""
     parts = [p for p in pieces if p.rows.num_rows]
     if not parts:
         return None

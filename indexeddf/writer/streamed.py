@@ -128,7 +128,7 @@ def copy_kept_rows(storage: TableStorage, metadata: Metadata, indexes: list[Inde
         new = new.model_copy(update={"partitionValues": dict(add.partitionValues)})
     if add.deletionVector is not None:  # rows deleted before are not in the copy either
         dropped = np.union1d(dropped, read_deletion_vector(storage, add.deletionVector).astype(np.int64))
-    index_files = {i.name: carried_entries(storage, i.name, i.files, add.fileId, new.fileId, dropped, written)
+    index_files = {i.name: carried_entries(storage, i.name, i.files, add.fileId, new.fileId, dropped, written, version)
                    for i in indexes if i not in hashed}
     if hashed:
         piece = [DataPiece(new.fileId, pa.concat_tables(keys))]  # the keys only: 8 bytes a row for a bigint key
