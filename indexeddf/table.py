@@ -325,46 +325,32 @@ class IndexedTable(TableAdmin):
         return arrow_schema(snap.metadata.schema_)
 
     # -- joins (docs/joins.md) -----------------------------------------------------
-    def join(self, df, on=None, how: str = "inner", *, left_on=None, right_on=None, strategy: str = "auto",
-             version: int | None = None, broadcast_threshold_rows: int | None = None, partitions: int | None = None,
-             columns=None, spark_join_ratio: float | None = None):
+    def join(self, df, on=None, how: str = "inner", **options):
         """Join the Spark DataFrame ``df`` with this table; the table is the pre-built side.
 
         Returns exactly what ``df.join(self.to_df(spark, version), on, how)`` returns
         (``how``: inner, left or semi; with ``left_on`` (this table's columns) and
-        ``right_on`` (df's): ``df.join(table_df, <keys equal>, how)``). ``strategy``:
-        ``"auto"``, ``"shuffle"`` (only df is shuffled, into the table's buckets) or
-        ``"broadcast"`` (df's distinct keys are looked up; only their buckets are read).
-        ``columns``: the table's columns to join (its key columns always; default all):
-        the result then equals the join with ``self.to_df(spark, columns=...)``.
-        ``broadcast_threshold_rows`` (default 1,000) bounds ``auto``'s broadcast;
-        ``spark_join_ratio`` (default 0.01): ``auto`` hands the join to Spark's own join
-        of ``to_df`` when Spark estimates df at more than this fraction of the table's
-        rows (``float('inf')``: never); ``partitions``: tasks of the shuffle strategy
-        (default: the bucket count, at most Spark's default parallelism). See
-        ``docs/joins.md``.
+        ``right_on`` (df's): ``df.join(table_df, <keys equal>, how)``). ``options``: those
+        of :class:`~indexeddf.spark.join.JoinOptions` (``left_on``, ``right_on``,
+        ``strategy``, ``version``, ``broadcast_threshold_rows``, ``partitions``, ``columns``,
+        ``spark_join_ratio``); with ``columns`` the result equals the join with
+        ``self.to_df(spark, columns=...)``. See ``docs/joins.md``.
         """
-        from .spark.join import plan_join
+        from .spark.join import JoinOptions, plan_join
         from .spark.join_exec import execute
 
-        snap = self.snapshot_at(version)
-        plan = plan_join(snap, df, on, how, left_on=left_on, right_on=right_on, strategy=strategy,
-                         partitions=partitions, columns=columns,
-                         **_join_tuning(broadcast_threshold_rows, spark_join_ratio))
-        return execute(plan, snap, df)
+        o = JoinOptions.of(options)
+        snap = self.snapshot_at(o.version)
+        return execute(plan_join(snap, df, on, how, o), snap, df)
 
-    def explain_join(self, df, on=None, how: str = "inner", *, left_on=None, right_on=None, strategy: str = "auto",
-                     version: int | None = None, broadcast_threshold_rows: int | None = None,
-                     partitions: int | None = None, columns=None, spark_join_ratio: float | None = None) -> str:
-        """Which strategy ``join`` with these arguments uses, and why (may run the small
+    def explain_join(self, df, on=None, how: str = "inner", **options) -> str:
+        """Which strategy :meth:`join` with these arguments uses, and why (may run the small
         job that collects df's distinct keys, as ``join`` itself would)."""
-        from .spark.join import describe, plan_join
+        from .spark.join import JoinOptions, describe, plan_join
 
-        snap = self.snapshot_at(version)
-        plan = plan_join(snap, df, on, how, left_on=left_on, right_on=right_on, strategy=strategy,
-                         partitions=partitions, columns=columns,
-                         **_join_tuning(broadcast_threshold_rows, spark_join_ratio))
-        return describe(plan, snap)
+        o = JoinOptions.of(options)
+        snap = self.snapshot_at(o.version)
+        return describe(plan_join(snap, df, on, how, o), snap)
 
     def join_table(self, other: "IndexedTable", on=None, how: str = "inner", *, left_on=None, right_on=None,
                    spark=None, version: int | None = None, other_version: int | None = None):
@@ -499,14 +485,3 @@ def _load(storage: TableStorage, version: int | None, timestamp: Any) -> Snapsho
     if timestamp is not None:
         version = version_at(storage, timestamp)
     return load_snapshot(storage, version)
-
-
-def _join_tuning(broadcast_threshold_rows: int | None, spark_join_ratio: float | None) -> dict:
-    """``auto``'s thresholds for plan_join, defaults where not given."""
-    from .spark.join import DEFAULT_BROADCAST_THRESHOLD_ROWS, DEFAULT_SPARK_JOIN_RATIO
-
-    return {
-        "broadcast_threshold_rows": DEFAULT_BROADCAST_THRESHOLD_ROWS if broadcast_threshold_rows is None
-        else broadcast_threshold_rows,
-        "spark_join_ratio": DEFAULT_SPARK_JOIN_RATIO if spark_join_ratio is None else spark_join_ratio,
-    }

@@ -215,6 +215,12 @@ def test_errors(s, events):
         t.join(probe, on="nope")
     with pytest.raises(InvalidOptionError):
         t.join(probe, on="k", left_on="k", right_on="k")
+    # join and explain_join take one set of options: a misspelt one is named, not ignored.
+    for call in (t.join, t.explain_join):
+        with pytest.raises(InvalidOptionError, match=r"unknown join options \['stratgy'\]"):
+            call(probe, on="k", stratgy="broadcast")
+        with pytest.raises(InvalidOptionError, match="partitions must be an integer"):
+            call(probe, on="k", partitions=0)
     # String keys against a bigint column: Spark coerces, so only Spark's join is exact.
     probe_s = s.createDataFrame([("3",), ("x",)], "k string")
     assert "key types differ" in t.explain_join(probe_s, on="k")

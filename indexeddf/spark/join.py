@@ -54,6 +54,58 @@ HOWS = {"inner": "inner", "left": "left", "leftouter": "left", "left_outer": "le
 _INTEGRAL = ("tinyint", "smallint", "int", "bigint")
 
 
+@dataclass(frozen=True)
+class JoinOptions:
+    """The options of :meth:`IndexedTable.join` and :meth:`IndexedTable.explain_join`
+    (one object, so the two cannot drift; docs/joins.md).
+
+    ``left_on`` / ``right_on``: this table's and the DataFrame's key columns, instead of
+    ``on``. ``strategy``: ``"auto"``, ``"shuffle"`` (only the DataFrame is shuffled, into
+    the table's buckets) or ``"broadcast"`` (its distinct keys are looked up; only their
+    buckets are read). ``version``: the table's version to join (default the newest).
+    ``broadcast_threshold_rows`` (default 1,000) bounds ``auto``'s broadcast.
+    ``partitions``: tasks of the shuffle strategy (default: the bucket count, at most
+    Spark's default parallelism). ``columns``: the table's columns to join (its key
+    columns always; default all). ``spark_join_ratio`` (default 0.01): ``auto`` hands the
+    join to Spark's own join when Spark estimates the DataFrame at more than this fraction
+    of the table's rows (``float('inf')``: never). None for either threshold: its default.
+    """
+
+    left_on: object = None
+    right_on: object = None
+    strategy: str = "auto"
+    version: int | None = None
+    broadcast_threshold_rows: int | None = None
+    partitions: int | None = None
+    columns: object = None
+    spark_join_ratio: float | None = None
+
+    def __post_init__(self):
+        if self.broadcast_threshold_rows is None:
+            object.__setattr__(self, "broadcast_threshold_rows", DEFAULT_BROADCAST_THRESHOLD_ROWS)
+        if self.spark_join_ratio is None:
+            object.__setattr__(self, "spark_join_ratio", DEFAULT_SPARK_JOIN_RATIO)
+        if self.strategy not in STRATEGIES:
+            raise InvalidOptionError(f"strategy={self.strategy!r}; one of {list(STRATEGIES)}")
+        rows, ratio = self.broadcast_threshold_rows, self.spark_join_ratio
+        if isinstance(rows, bool) or not isinstance(rows, int) or rows < 0:
+            raise InvalidOptionError(f"broadcast_threshold_rows must be an integer >= 0, got {rows!r}")
+        if isinstance(ratio, bool) or not isinstance(ratio, (int, float)) or not ratio > 0:
+            raise InvalidOptionError(f"spark_join_ratio must be a number > 0 (float('inf'): never), got {ratio!r}")
+        if self.partitions is not None and (isinstance(self.partitions, bool) or not isinstance(self.partitions, int)
+                                            or self.partitions < 1):
+            raise InvalidOptionError(f"partitions must be an integer >= 1, got {self.partitions!r}")
+
+    @classmethod
+    def of(cls, options: dict) -> "JoinOptions":
+        """The options given as keywords; an unknown name is an :class:`InvalidOptionError`."""
+        names = list(cls.__dataclass_fields__)
+        unknown = sorted(set(options) - set(names))
+        if unknown:
+            raise InvalidOptionError(f"unknown join options {unknown}; the options are {names}")
+        return cls(**options)
+
+
 @dataclass
 class JoinPlan:
     """How a join runs, and why (``explain_join`` prints it)."""
@@ -156,26 +208,20 @@ def table_side(snapshot: Snapshot, table_keys: list[str]) -> tuple[TableSide | N
     return None, "", why_not
 
 
-def plan_join(snapshot: Snapshot, probe_df, on=None, how: str = "inner", *, left_on=None, right_on=None,
-              strategy: str = "auto", broadcast_threshold_rows: int = DEFAULT_BROADCAST_THRESHOLD_ROWS,
-              partitions: int | None = None, columns=None,
-              spark_join_ratio: float = DEFAULT_SPARK_JOIN_RATIO) -> JoinPlan:
-    """Choose the strategy of ``t.join(probe_df, ...)`` at ``snapshot``.
+def plan_join(snapshot: Snapshot, probe_df, on=None, how: str = "inner", options: JoinOptions | None = None) -> JoinPlan:
+    """Choose the strategy of ``t.join(probe_df, on, how, **options)`` at ``snapshot``.
 
     May run one small Spark job: collecting the probe's distinct keys (with a limit
     under ``auto``) when a broadcast is considered.
     """
+    o = options or JoinOptions()
+    strategy, columns, partitions = o.strategy, o.columns, o.partitions
+    broadcast_threshold_rows, spark_join_ratio = o.broadcast_threshold_rows, o.spark_join_ratio
     how_key = HOWS.get(str(how).lower())
     if how_key is None:
         raise InvalidOptionError(f"how={how!r}: indexed joins support inner, left and semi")
-    if strategy not in STRATEGIES:
-        raise InvalidOptionError(f"strategy={strategy!r}; one of {list(STRATEGIES)}")
-    if not isinstance(broadcast_threshold_rows, int) or broadcast_threshold_rows < 0:
-        raise InvalidOptionError(f"broadcast_threshold_rows must be an integer >= 0, got {broadcast_threshold_rows!r}")
-    if isinstance(spark_join_ratio, bool) or not isinstance(spark_join_ratio, (int, float)) or not spark_join_ratio > 0:
-        raise InvalidOptionError(f"spark_join_ratio must be a number > 0 (float('inf'): never), got {spark_join_ratio!r}")
     schema = arrow_schema(snapshot.metadata.schema_)
-    table_keys, probe_keys, using = key_lists(schema, list(probe_df.columns), on, left_on, right_on)
+    table_keys, probe_keys, using = key_lists(schema, list(probe_df.columns), on, o.left_on, o.right_on)
     plan = JoinPlan("spark", how_key, using, table_keys, probe_keys)
     if columns is not None:
         columns = [columns] if isinstance(columns, str) else list(columns)
@@ -201,8 +247,6 @@ def plan_join(snapshot: Snapshot, probe_df, on=None, how: str = "inner", *, left
         plan.broadcast_probe = _spark_broadcasts(probe_df, *estimate_rows(probe_df))
         return plan
     plan.side = side
-    if partitions is not None and (not isinstance(partitions, int) or partitions < 1):
-        raise InvalidOptionError(f"partitions must be an integer >= 1, got {partitions!r}")
     plan.partitions = min(side.num_buckets, partitions or default_partitions(probe_df, side.num_buckets))
     if strategy == "shuffle":
         plan.strategy = "shuffle"

@@ -14,7 +14,7 @@ from ..format.storage import frozen_options
 from ..reader.join_probe import JoinSpec, OtherSide, join_buckets, join_partition, pair_rows, table_rows
 from ..reader.lookup import ReadContext
 from ..spec.schema import arrow_schema
-from .join import HOWS, JoinPlan, cast_key, key_buckets, key_lists, plan_join, table_side
+from .join import HOWS, JoinOptions, JoinPlan, cast_key, key_buckets, key_lists, plan_join, table_side
 from .native import native_scan
 from .types import spark_schema
 
@@ -162,7 +162,7 @@ def join_tables(a: Snapshot, b: Snapshot, spark, on=None, how: str = "inner", *,
     plan, reason = _co_bucketed(a, b, b_fields, on, how, left_on, right_on)
     if plan is None:
         df = native_scan(spark, b)
-        plan = plan_join(a, df, on, how, left_on=left_on, right_on=right_on)
+        plan = plan_join(a, df, on, how, JoinOptions(left_on=left_on, right_on=right_on))
         plan.reasons.insert(0, f"not co-bucketed ({reason}): the other table is joined as a DataFrame")
         return plan, execute(plan, a, df)
     side = plan.side
