@@ -25,6 +25,7 @@ from connector_helpers import physical as plan
 from connector_helpers import read
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from table_ops import operations, run_op
 
 import indexeddf
 from indexeddf import IndexedTable
@@ -83,52 +84,13 @@ FILTERS = [
 ]
 COLUMN_SETS = [["k"], ["s"], ["k", "s"], ["d", "day"], ["flag", "f", "k"], SCHEMA.names]
 
-ops = st.lists(
-    st.one_of(
-        st.tuples(st.just("append"), st.integers(0, 300), st.integers(1, 40)),
-        st.tuples(st.just("delete"), st.integers(0, 300)),
-        st.tuples(st.just("overwrite"), st.integers(0, 300), st.integers(0, 30)),
-        st.tuples(st.just("optimize"), st.sampled_from(["quick", "full"])),
-        st.tuples(st.just("restore"), st.integers(0, 50)),
-        # index states: hybrid scans of unindexed appends, a secondary index, its lifecycle
-        st.tuples(st.just("autoRefresh"), st.booleans()),
-        st.tuples(st.just("index_s"), st.sampled_from(["create", "drop", "refresh", "vacuum"])),
-    ),
-    min_size=1,
-    max_size=6,
-)
+ops = operations(vacuum=True)
 queries = st.lists(
     st.tuples(st.integers(0, len(FILTERS) - 1), st.integers(0, len(COLUMN_SETS) - 1),
               st.integers(0, 320), st.integers(0, 320), st.integers(0, 12), st.integers(1, 28)),
     min_size=2,
     max_size=5,
 )
-
-
-def run(t: IndexedTable, op) -> None:
-    kind = op[0]
-    if kind == "append":
-        t.append(batch(list(range(op[1], op[1] + op[2]))))
-    elif kind == "delete":
-        t.delete(f"k < {op[1]} AND k > {op[1] // 2}")
-    elif kind == "overwrite":
-        t.overwrite(batch(list(range(op[1], op[1] + op[2]))))
-    elif kind == "optimize":
-        t.optimize(mode=op[1])
-    elif kind == "restore":
-        t.restore(op[1] % (t.version + 1))
-    elif kind == "autoRefresh":
-        t.set_properties({"indexeddf.index.autoRefresh": str(op[1]).lower()})
-    elif kind == "index_s":
-        state = {i.name: i.state for i in t.indexes()}.get("by_s")
-        if op[1] == "create" and state in (None, "DELETED"):
-            t.create_index("by_s", ["s"])
-        elif op[1] == "drop" and state == "ACTIVE":
-            t.drop_index("by_s")
-        elif op[1] == "refresh":
-            t.refresh()
-        elif op[1] == "vacuum" and state == "DELETED":
-            t.vacuum_index("by_s")
 
 
 @settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -141,7 +103,7 @@ def test_every_version_reads_as_to_arrow_on_one_reused_dataframe(spark, tmp_path
     for op in sequence:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            run(t, op)
+            run_op(t, op, batch)
     con = duckdb.connect()
     versions = list(range(t.version + 1))
     for v in data.draw(st.permutations(versions), label="version order"):

@@ -24,6 +24,7 @@ import pyarrow.compute as pc
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from table_ops import operations, run_op
 
 deltalake = pytest.importorskip("deltalake")
 import duckdb_extension_delta  # noqa: E402
@@ -78,43 +79,7 @@ def same_rows(ours: pa.Table, theirs: pa.Table) -> bool:
     return rows(ours) == rows(theirs)
 
 
-ops = st.lists(
-    st.one_of(
-        st.tuples(st.just("append"), st.integers(0, 300), st.integers(1, 40), st.booleans()),
-        st.tuples(st.just("delete"), st.integers(0, 300)),
-        st.tuples(st.just("overwrite"), st.integers(0, 300), st.integers(0, 30)),
-        st.tuples(st.just("optimize"), st.sampled_from(["quick", "full"])),
-        st.tuples(st.just("restore"), st.integers(0, 50)),
-        st.tuples(st.just("index"), st.sampled_from(["create", "drop", "refresh"])),
-        st.tuples(st.just("autorefresh"), st.booleans()),
-    ),
-    min_size=1,
-    max_size=10,
-)
-
-
-def run(t: IndexedTable, op) -> None:
-    kind = op[0]
-    if kind == "append":
-        t.append(batch(list(range(op[1], op[1] + op[2])), nan=op[3]))
-    elif kind == "delete":
-        t.delete(f"k < {op[1]} AND k > {op[1] // 2}")
-    elif kind == "overwrite":
-        t.overwrite(batch(list(range(op[1], op[1] + op[2]))))
-    elif kind == "optimize":
-        t.optimize(mode=op[1])
-    elif kind == "restore":
-        t.restore(op[1] % (t.version + 1))
-    elif kind == "index":
-        names = {i.name for i in t.indexes() if i.state == "ACTIVE"}
-        if op[1] == "create" and "by_s" not in names:
-            t.create_index("by_s", ["s"], num_buckets=2)
-        elif op[1] == "drop" and "by_s" in names:
-            t.drop_index("by_s")
-        elif op[1] == "refresh":
-            t.refresh()
-    elif kind == "autorefresh":
-        t.set_properties({"indexeddf.index.autoRefresh": str(op[1]).lower()})
+ops = operations(nan=True, max_size=10)
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -126,7 +91,7 @@ def test_delta_engines_read_every_version_as_indexeddf_does(tmp_path_factory, se
     for op in sequence:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            run(t, op)
+            run_op(t, op, batch, index_buckets=2)
     for v in range(t.version + 1):
         ours = IndexedTable.for_path(path, version=v).to_arrow()
         theirs = deltalake.DeltaTable(path, version=v)
