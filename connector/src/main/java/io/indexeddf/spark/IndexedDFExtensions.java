@@ -5,6 +5,7 @@ import io.indexeddf.spark.plan.CatalogTables;
 import io.indexeddf.spark.plan.CreateEmptyTable;
 import io.indexeddf.spark.plan.DriverLookup;
 import io.indexeddf.spark.plan.IndexedJoin;
+import io.indexeddf.spark.plan.MergeStars;
 import io.indexeddf.spark.plan.ResolveChanges;
 import io.indexeddf.spark.plan.ResolveInsert;
 import io.indexeddf.spark.plan.ResolvePath;
@@ -35,6 +36,8 @@ public final class IndexedDFExtensions extends AbstractFunction1<SparkSessionExt
         // Analyzer rules (each session builds its own). indexeddf.`/path` first: the "Hints"
         // batch runs before the "Resolution" batch and its ResolveSQLOnFile.
         extensions.injectHintResolutionRule(rule(ResolvePath::new));
+        // Before Spark expands a MERGE's * clauses: which ones evolve the schema.
+        extensions.injectHintResolutionRule(rule(MergeStars::new));
         extensions.injectResolutionRule(rule(ResolvePath::new));
         extensions.injectResolutionRule(rule(ResolveInsert::new));
         extensions.injectResolutionRule(rule(ResolveChanges::new));
