@@ -104,3 +104,31 @@ def test_two_source_rows_matching_one_target_row_fail_and_nothing_stays(spark, t
         t.merge(df, "t.k = s.k", "s", "t").when_matched_update_all().execute()
     assert IndexedTable.for_path(path).version == 0
     assert not any(files for _, _, files in os.walk(os.path.join(path, "data", "_staging")))
+
+
+def test_schema_mode_merge_and_an_empty_source(spark, tmp_path):
+    """A staged source with a column the table lacks (``schema_mode="merge"``: added in the
+    merge's commit), and an empty source, whose NOT MATCHED BY SOURCE clause still runs."""
+    from test_merge_schema import ordered as ordered_by, with_w
+
+    path = str(tmp_path / "t")
+    first = rows(list(range(0, 100, 2)))
+    t = IndexedTable.create(path, first, ["k"], num_buckets=4)
+    src = with_w(list(range(40, 140, 3)), 500)
+    df = spark.createDataFrame(src.to_pylist(), "k bigint, v bigint, s string, w string")
+    t.merge(df, "t.k = s.k", "s", "t", schema_mode="merge").when_matched_update_all() \
+        .when_not_matched_insert_all().execute()
+    duck = Duck(first)
+    duck.run("ALTER TABLE target ADD COLUMN w VARCHAR")
+    duck.run("MERGE INTO target AS t USING source_rows AS s ON t.k = s.k "
+             "WHEN MATCHED THEN UPDATE SET k = s.k, v = s.v, s = s.s, w = s.w "
+             "WHEN NOT MATCHED THEN INSERT (k, v, s, w) VALUES (s.k, s.v, s.s, s.w)", src)
+    names = ["k", "v", "s", "w"]
+    assert IndexedTable.for_path(path).schema.names == names
+    assert ordered_by(IndexedTable.for_path(path).to_arrow(), names) == ordered_by(duck.rows(), names)
+    empty = spark.createDataFrame([], "k bigint, v bigint, s string, w string")
+    m = IndexedTable.for_path(path).merge(empty, "t.k = s.k", "s", "t") \
+        .when_not_matched_by_source_delete("t.k < 30").execute()
+    assert m["num_target_rows_deleted"] == 15
+    assert sorted(IndexedTable.for_path(path).to_arrow().column("k").to_pylist()) == sorted(
+        k for (k,) in duck.con.execute("SELECT k FROM target WHERE k >= 30").fetchall())

@@ -67,6 +67,9 @@ class SparkSource(LazySource):
         parts: dict[int, list] = {}
         for r in staged:
             parts.setdefault(r.bucket, []).append((r.path, r.rows))
+        if not parts and bucket_keys is None:
+            # No source row: still one (empty) part, so that not_matched_by_source clauses run.
+            parts[-1] = []
         return PartedSource(self.schema, [
             SourcePart(None if b < 0 else frozenset([b]), sum(n for _, n in files),
                        functools.partial(_read, storage, [p for p, _ in files], self.schema))
