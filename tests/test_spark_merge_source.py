@@ -109,7 +109,8 @@ def test_two_source_rows_matching_one_target_row_fail_and_nothing_stays(spark, t
 def test_schema_mode_merge_and_an_empty_source(spark, tmp_path):
     """A staged source with a column the table lacks (``schema_mode="merge"``: added in the
     merge's commit), and an empty source, whose NOT MATCHED BY SOURCE clause still runs."""
-    from test_merge_schema import ordered as ordered_by, with_w
+    from test_merge_schema import ordered as ordered_by
+    from test_merge_schema import with_w
 
     path = str(tmp_path / "t")
     first = rows(list(range(0, 100, 2)))
