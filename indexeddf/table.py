@@ -227,8 +227,9 @@ class IndexedTable(TableAdmin):
         """``MERGE INTO`` this table ``USING source ON predicate``: returns a
         :class:`~indexeddf.changes.TableMerger` to add ``when_*`` clauses to, then
         ``execute()`` (delta-rs's names). ``source``: a ``pyarrow.Table``, pandas or Spark
-        DataFrame (collected). ``predicate``: SQL over ``target_alias``'s and
-        ``source_alias``'s columns; when it equates every index column with a source
+        DataFrame (written by Spark's tasks to the table's staging folder, read back one
+        bucket at a time when the predicate fixes the bucketing columns; docs/changes.md).
+        ``predicate``: SQL over ``target_alias``'s and ``source_alias``'s columns; when it equates every index column with a source
         column, the index finds the matched rows and only the files holding them are
         rewritten (or given deletion vectors, with ``delta.enableDeletionVectors = true``).
         ``txn=(app id, version)`` makes the merge idempotent. ``schema_mode="merge"``
@@ -236,6 +237,10 @@ class IndexedTable(TableAdmin):
         are added to its schema in the same commit (docs/schema.md)."""
         from .changes import TableMerger
 
+        if _is_spark(source):  # staged by Spark's tasks when the merge runs, never collected
+            from .spark.merge_source import SparkSource
+
+            source = SparkSource(source)
         return TableMerger(self, source, predicate, source_alias, target_alias, txn, schema_mode)
 
     def _run_change(self, make_change, txn: tuple[str, int] | None = None) -> dict:

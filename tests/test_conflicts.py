@@ -141,3 +141,52 @@ def test_racing_idempotent_overwrites_commit_once(table):
     second = operations.overwrite(read, rows(500, 3), txn=("job", 1))
     assert second.duplicate and second.version == first.version
     assert keys(table) == [500, 501, 502]
+
+
+def test_add_columns_rebases_over_appends_of_other_processes(table_path):
+    """ADD COLUMNS is metadata only and reads no data: it rebases over the appends that won
+    (as in Delta), so processes appending all the while lose nothing and the column
+    adder never fails; every row written before a column reads it as NULL, in indexeddf,
+    delta-rs and DuckDB's delta extension alike."""
+    import subprocess
+    import sys
+    import time
+    from collections import Counter
+
+    import deltalake
+    from test_delta_oracles import duckdb_delta
+
+    worker = os.path.join(os.path.dirname(__file__), "workers", "append_evolving.py")
+    schema = pa.schema([("k", pa.int64()), ("worker", pa.int32())])
+    t = IndexedTable.create(table_path, schema.empty_table(), index_columns=["k"], num_buckets=4)
+    # One race for certain: a process appends after this read, then the column is added.
+    read = t.snapshot
+    subprocess.run([sys.executable, worker, table_path, "9", "1", "5"], check=True, capture_output=True, timeout=120)
+    first = operations.add_columns(read, [("c0", "long")])
+    assert first.version == 2 and IndexedTable.for_path(table_path).history(1)[0].read_version == 0
+    procs = [subprocess.Popen([sys.executable, worker, table_path, str(w), "60", "20"], stdout=subprocess.PIPE,
+                              text=True) for w in range(2)]
+    for p in procs:
+        p.stdout.readline()  # both are appending
+    rebased = 0
+    for i in range(1, 9):
+        snap = t.update_incremental().snapshot
+        time.sleep(0.1)  # a slow driver: the appenders commit in between
+        result = operations.add_columns(snap, [(f"c{i}", "long")])
+        rebased += result.version > snap.version + 1
+    assert rebased > 0
+    outputs = [p.communicate(timeout=300)[0] for p in procs]
+    assert [p.returncode for p in procs] == [0, 0]
+    t.update_incremental()
+    assert t.schema.names == ["k", "worker"] + [f"c{i}" for i in range(9)]
+    got = Counter(t.to_arrow(columns=["k"]).column("k").to_pylist())
+    want = {9_000_000 + r for r in range(5)} | {w * 1_000_000 + i * 1_000 + r
+                                                  for w in range(2) for i in range(60) for r in range(20)}
+    assert set(got) == want and set(got.values()) == {1}
+    assert t.to_arrow().drop_columns(["k", "worker"]).to_pylist() == [{f"c{i}": None for i in range(9)}] * len(want)
+    theirs = deltalake.DeltaTable(table_path).to_pyarrow_table()
+    assert sorted(theirs.column("k").to_pylist()) == sorted(want) and theirs.schema.names == t.schema.names
+    n = duckdb_delta().execute(f"SELECT count(*) FROM delta_scan('{table_path}') WHERE c8 IS NULL").fetchone()[0]
+    assert n == len(want)
+    retries = sum(int(line.split()[1]) for out in outputs for line in out.splitlines() if line.startswith("retries"))
+    print(f"ADD COLUMNS rebased over appends {rebased} times of 8; appends retried after one {retries} times")

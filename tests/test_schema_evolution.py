@@ -189,24 +189,27 @@ def test_add_columns_refusals(table, table_path, columns, error):
 
 def test_a_schema_change_conflicts_with_a_concurrent_append_and_loses_nothing(table, table_path):
     """Delta's rule: a metadata change conflicts with concurrent transactions. The append
-    that won stays; the schema change fails with a typed error naming both versions, and
-    its files are gone."""
+    that won stays; a write that evolves the schema fails with a typed error naming both
+    versions, and its files are gone. A metadata-only ADD COLUMNS read no data: it rebases
+    over the append (as in Delta), whose rows read the new column as NULL."""
     read = table.snapshot
     operations.append(read, base().select(["k", "b", "s"]))
     before = data_files(table_path)
     with pytest.raises(ConcurrentSchemaChangeError, match="version 0.*version 1") as e:
-        operations.add_columns(read, [("x", "long")])
-    assert isinstance(e.value, ConcurrentModificationError)
-    with pytest.raises(ConcurrentSchemaChangeError):
         operations.append(read, pa.table({"k": pa.array([7], pa.int64()), "y": ["y"]}), schema_mode="merge")
+    assert isinstance(e.value, ConcurrentModificationError)
     assert data_files(table_path) == before
     assert table.update_incremental().version == 1 and table.schema.names == ["k", "b", "s"]
+    assert operations.add_columns(read, [("x", "long")]).version == 2
+    assert table.update_incremental().schema.names == ["k", "b", "s", "x"]
+    want = [{"k": k, "b": b, "s": s, "x": None} for k, b, s in zip([1, 2, 3] * 2, [1, -2, 3] * 2, ["a", "b", None] * 2)]
+    assert sorted(map(str, rows(table))) == sorted(map(str, want))
     # The other way round: an append that read the old schema loses to the schema change
     # (MetadataChangedError), and its retry on the new version lands.
     read = table.snapshot
-    operations.add_columns(read, [("x", "long")])
+    operations.add_columns(read, [("x2", "long")])
     with pytest.raises(MetadataChangedError):
-        operations.append(read, base())
+        operations.append(read, base().append_column("x", pa.nulls(3, pa.int64())))
     table.update_incremental().append(base(), schema_mode="merge")
     assert len(rows(table)) == 9
     # Changes that are not data changes (an index creation) do not conflict with it.
@@ -214,6 +217,25 @@ def test_a_schema_change_conflicts_with_a_concurrent_append_and_loses_nothing(ta
     table.create_index("by_s", ["s"], num_buckets=2)
     assert operations.add_columns(read, [("z", "string")]).version == table.version + 1
 
+
+
+def test_add_columns_does_not_rebase_over_a_file_holding_a_column_of_its_name(table, table_path):
+    """A winner's file with a column outside the schema (a writer that ignored it) named as
+    a column ADD COLUMNS adds: after the rebase, readers would take that file's values, of
+    its own type, for the new column's; the rebase is refused, typed, naming both versions."""
+    import pyarrow.parquet as pq
+
+    read = table.snapshot
+    result = operations.append(read, pa.table({"k": pa.array([9], pa.int64()), "b": pa.array([1], pa.int8()),
+                                               "s": ["z"]}))
+    added = [a for a in result.snapshot.live_files() if a.path not in {f.path for f in read.live_files()}]
+    # What such a writer leaves: the same rows with one more physical column.
+    full = os.path.join(table_path, added[0].path)
+    pq.write_table(pq.read_table(full).append_column("X", pa.array([5], pa.int32())), full)
+    with pytest.raises(ConcurrentSchemaChangeError, match="version 0.*version 1"):
+        operations.add_columns(read, [("x", "string")])
+    assert table.update_incremental().schema.names == ["k", "b", "s"]
+    assert operations.add_columns(read, [("y", "string")]).version == 2  # another name rebases
 
 # -- oracles: delta-rs and DuckDB read every version as indexeddf does ----------------------
 

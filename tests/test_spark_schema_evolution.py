@@ -174,3 +174,46 @@ def test_indexed_table_writes_of_spark_dataframes_take_schema_mode(spark, table_
         {"b": None, "tag": "s"}]
     t.overwrite(spark.createDataFrame([(61, 2.5)], "k long, f double"), schema_mode="overwrite")
     assert t.schema.names == ["k", "f"] and t.to_arrow().to_pylist() == [{"k": 61, "f": 2.5}]
+
+
+def test_alter_table_add_columns_on_a_path(spark, table_path):
+    """``ALTER TABLE indexeddf.`/path` ADD COLUMNS``: the same metadata commit as on a catalog
+    table (no data file written, comments kept); a DataFrame loaded before keeps its version,
+    a new read sees the columns, NULL in the old rows, as delta-rs and DuckDB's delta
+    extension read them; what a V1 table's ADD COLUMNS cannot take is refused, typed."""
+    import deltalake
+    from test_delta_oracles import duckdb_delta
+
+    t = start(table_path)
+    files = set(t.snapshot.files)
+    name = f"indexeddf.`{table_path}`"
+    before = spark.read.format("indexeddf").load(table_path)
+    assert collect(before.where("k = 1")) == [(1, -2)]
+    spark.sql(f"ALTER TABLE {name} ADD COLUMNS (w bigint COMMENT 'a weight', note string)")
+    t.update_incremental()
+    assert t.version == 1 and set(t.snapshot.files) == files
+    assert t.schema.names == ["k", "b", "w", "note"] and t.column_comments == {"w": "a weight"}
+    assert t.history(1)[0].operation == "ADD COLUMNS"
+    assert before.columns == ["k", "b"] and before.count() == 6 and collect(before.where("k = 1")) == [(1, -2)]
+    after = spark.sql(f"SELECT * FROM {name}")
+    assert after.columns == ["k", "b", "w", "note"]
+    assert after.schema["w"].metadata.get("comment") == "a weight"
+    want = [(k, b, None, None) for k, b in zip(range(6), [1, -2, 3, 4, 5, 6])]
+    assert collect(after) == want
+    assert collect(after.where("k IN (1, 2)")) == want[1:3]  # driver lookup: the old file lacks w and note
+    spark.sql(f"INSERT INTO {name} VALUES (7, 1, 70, 'seven')")
+    want.append((7, 1, 70, "seven"))
+    assert collect(spark.sql(f"SELECT * FROM {name}")) == want
+    theirs = duckdb_delta().execute(f"SELECT k, b, w, note FROM delta_scan('{table_path}')").fetchall()
+    assert sorted(theirs) == want
+    rs = deltalake.DeltaTable(table_path).to_pyarrow_table().to_pylist()
+    assert sorted(tuple(r.values()) for r in rs) == want
+    fields = json.loads(deltalake.DeltaTable(table_path).schema().to_json())["fields"]
+    assert fields[2]["metadata"] == {"comment": "a weight"}
+    for bad, error in (("x int NOT NULL", "InvalidOptionError.*NOT NULL"),
+                       ("x int AFTER k", "InvalidOptionError.*FIRST / AFTER"),
+                       ("x int DEFAULT 3", "InvalidOptionError.*DEFAULT"),
+                       ("NOTE string", "ColumnCaseConflictError|already exists")):
+        with pytest.raises(Exception, match=error):
+            spark.sql(f"ALTER TABLE {name} ADD COLUMNS ({bad})")
+    assert IndexedTable.for_path(table_path).version == 2

@@ -28,6 +28,7 @@ from ..writer.data import to_arrow_table
 from ..writer.operations import evolved_fields
 from .clauses import DELETE, INSERT, MATCHED, NOT_MATCHED, NOT_MATCHED_BY_SOURCE, UPDATE, Clause
 from .model import Change, ChangeMetrics
+from .parts import LazySource, bucket_keys
 
 __all__ = ["TableMerger", "ChangeMetrics", "merge_change", "update_rows", "delete_matching"]
 
@@ -50,7 +51,8 @@ class TableMerger:
             raise InvalidOptionError(f"source_alias and target_alias must be two different names, got "
                                      f"{source_alias!r} and {target_alias!r}")
         self._table = table
-        self._source = to_arrow_table(source)
+        # A lazy source (a Spark DataFrame's) is staged by Spark's tasks when the merge runs.
+        self._source = source if isinstance(source, LazySource) else to_arrow_table(source)
         self._predicate = predicate
         self._source_alias, self._target_alias = source_alias, target_alias
         self._txn = txn
@@ -97,7 +99,19 @@ class TableMerger:
         ``version``: the version committed, None when nothing changed)."""
         if not self._clauses:
             raise InvalidOptionError("a merge needs at least one when_* clause")
-        return self._table._run_change(lambda snapshot: self._change(snapshot), self._txn)
+        if not isinstance(self._source, LazySource):
+            return self._table._run_change(lambda snapshot: self._change(snapshot), self._txn)
+        try:
+            return self._table._run_change(self._staged_change, self._txn)
+        finally:
+            self._source.drop()
+
+    def _staged_change(self, snapshot: Snapshot) -> Change:
+        """The change with its lazy source staged for it: by bucket when the predicate
+        fixes the table's bucketing columns (:mod:`.parts`)."""
+        change = self._change(snapshot)  # the lazy source's schema is all this needs
+        change.source = self._source.stage(snapshot, change, bucket_keys(snapshot, change))
+        return change
 
     def _change(self, snapshot: Snapshot) -> Change:
         return merge_change(self._source, self._predicate, self._clauses, self._source_alias,

@@ -30,7 +30,7 @@ as Delta's MERGE does, before anything is committed. NULL keys never match.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import pyarrow as pa
@@ -51,6 +51,7 @@ from .clauses import INSERT, MATCHED, NOT_MATCHED, NOT_MATCHED_BY_SOURCE
 from .expressions import Scope
 from .find import Found, find, target_columns
 from .model import ROW, SOURCE_ROW, Change, ChangeMetrics
+from .parts import PartedSource
 from .rows import change_file, inserts
 
 
@@ -63,6 +64,8 @@ def execute(snapshot: Snapshot, change: Change) -> tuple[CommitResult | None, Ch
         done = snapshot.txn_version(change.txn[0])
         if done is not None and done >= change.txn[1]:
             return None, metrics  # committed before: an idempotent retry changes nothing
+    if isinstance(change.source, PartedSource):
+        return _execute_parts(snapshot, change, metrics, started)
     schema = arrow_schema(change.new_fields or snapshot.metadata.schema_)
     scope = Scope(schema, change.target_alias, None if change.source is None else change.source.schema,
                   change.source_alias)
@@ -88,10 +91,17 @@ def execute(snapshot: Snapshot, change: Change) -> tuple[CommitResult | None, Ch
     except BaseException:
         tx.abort()
         raise
+    return _commit_change(snapshot, change, tx, metadata, actions, index_files, metrics, started)
+
+
+def _commit_change(snapshot: Snapshot, change: Change, tx: Transaction, metadata, actions: list, index_files: dict,
+                   metrics: ChangeMetrics, started: float) -> tuple[CommitResult | None, ChangeMetrics]:
+    """Commit the change's actions once (nothing when there are none)."""
     if change.new_fields and actions:
         actions.insert(0, metadata)  # the new schema, in the same commit as the rows that need it
     metrics.execution_time_ms = _ms(started)
     if not actions:
+        tx.abort()
         return None, metrics
     if change.txn is not None:
         app_id, txn_version = change.txn
@@ -102,6 +112,56 @@ def execute(snapshot: Snapshot, change: Change) -> tuple[CommitResult | None, Ch
     metrics.version = result.version
     metrics.execution_time_ms = _ms(started)
     return result, metrics
+
+
+def _execute_parts(snapshot: Snapshot, change: Change, metrics: ChangeMetrics,
+                   started: float) -> tuple[CommitResult | None, ChangeMetrics]:
+    """:func:`execute` of a staged source (:mod:`.parts`), one part at a time, one commit:
+    a part of some buckets meets only the files of those buckets (its rows can match no
+    other target row), so each file is changed by one part, and the source is never whole
+    in memory. A part of every bucket is the whole source, read once."""
+    source = change.source
+    schema = arrow_schema(change.new_fields or snapshot.metadata.schema_)
+    scope = Scope(schema, change.target_alias, source.schema, change.source_alias)
+    _check(change, scope, schema)
+    vectors = deletion_vectors_enabled(snapshot.metadata.configuration)
+    stored = arrow_schema(snapshot.metadata.schema_)
+    wanted = [c for c in target_columns(change, scope, schema) if c in stored.names] if vectors else None
+    tx = Transaction(snapshot, change.operation, change.parameters, read_buckets=())
+    metadata = snapshot.metadata
+    if change.new_fields:
+        metadata = metadata.model_copy(update={"schema_": change.new_fields})
+    actions, index_files, read, by = [], {}, set(), set()
+    try:
+        for part in source.parts:
+            one = replace(change, source=part.read())
+            found_started = time.perf_counter()
+            found = find(snapshot, one, stored, wanted)
+            if part.buckets is not None:
+                found.files = [a for a in found.files if a.bucket in part.buckets]
+            if found.located is not None and change.new_fields:
+                found.located = _with_new_columns(found.located, schema, stored)
+            by.add(found.by)
+            metrics.scan_time_ms += _ms(found_started)
+            if found.by == "scan":
+                part_read = ALL_BUCKETS if part.buckets is None else set(part.buckets)
+            else:
+                part_read = {a.bucket for a in found.files}
+            if part_read is ALL_BUCKETS or None in part_read:  # a file without a bucket holds every bucket's rows
+                read = ALL_BUCKETS
+            elif read is not ALL_BUCKETS:
+                read |= part_read
+            tx.read_buckets = read if read is ALL_BUCKETS else sorted(read)
+            part_actions, part_index = _rewrite(snapshot, one, scope, schema, found, vectors, tx, metrics, metadata)
+            actions += part_actions
+            for name, fs in part_index.items():
+                index_files.setdefault(name, []).extend(fs)
+            del one, found  # the part's rows: one part in memory at a time
+    except BaseException:
+        tx.abort()
+        raise
+    metrics.rows_found_by = "scan" if "scan" in by else "index"
+    return _commit_change(snapshot, change, tx, metadata, actions, index_files, metrics, started)
 
 
 def _ms(since: float) -> int:
@@ -256,7 +316,7 @@ def _rewrite(snapshot: Snapshot, change: Change, scope: Scope, schema: pa.Schema
             index_files.setdefault(name, []).extend(fs)
         metrics.add(r.metrics)
     actions += _vector_actions(snapshot, [r.deleted for r in results if r.deleted is not None], tx, now, metrics)
-    metrics.rewrite_time_ms = _ms(started)
+    metrics.rewrite_time_ms += _ms(started)
     return actions, {k: v for k, v in index_files.items() if v}
 
 

@@ -6,7 +6,9 @@ On a lost race the transaction reads the winning commits and either rebases onto
 
 - a winner that changed ``protocol`` or ``metaData`` fails every concurrent writer;
 - a commit that changes the schema fails on a winner that added or removed data
-  (``ConcurrentSchemaChangeError``): that data was checked against the old schema;
+  (``ConcurrentSchemaChangeError``): that data was checked against the old schema; except
+  a metadata-only ``ADD COLUMNS``, which read no data (as in Delta) and rebases unless a
+  winner's file holds a column of a name it adds;
 - a winner that committed the same ``txn`` app id at our version or later makes our
   commit a duplicate: it is dropped and the winner's version is returned;
 - a winner that removed a file we remove: ``ConcurrentDeleteDeleteError``;
@@ -51,6 +53,7 @@ from ..spec.actions import Action, AddFile, CommitInfo, IndexEntry, IndexFile, M
 from ..spec.delta import encode_commit
 from ..spec.features import append_only, check_writable
 from .checkpoint import write_checkpoint
+from .datafiles import open_parquet
 from .log import commit_path, read_commit
 from .snapshot import Snapshot, initial_snapshot, update_snapshot
 from .storage import TableStorage
@@ -222,6 +225,10 @@ class Transaction:
         # checked against the old schema (a type this change widens or a column it adds under
         # another type), so it does not rebase over them.
         schema_change = any(isinstance(a, Metadata) and a.schema_ != self.snapshot.metadata.schema_ for a in ours)
+        # ...except ADD COLUMNS alone (Delta's ConflictChecker: a metadata change re-checks blind
+        # appends against what the transaction read, and ADD COLUMNS read nothing): rows written
+        # meanwhile read the new columns as NULL, as the rows before them do.
+        added = _added_columns(ours, self.snapshot.metadata) if schema_change else None
         appends_conflict = not blind or self.isolation_level(before) == "Serializable"
         # An idempotent commit that the winner already made is a duplicate, whatever else
         # the two commits would conflict on.
@@ -232,7 +239,8 @@ class Transaction:
                 raise ProtocolChangedError(f"{what}, which changed the protocol; re-read the table and retry")
             if isinstance(a, Metadata):
                 raise MetadataChangedError(f"{what}, which changed the table metadata; re-read the table and retry")
-            if schema_change and isinstance(a, (AddFile, RemoveFile)) and a.dataChange:
+            if schema_change and isinstance(a, (AddFile, RemoveFile)) and a.dataChange and (
+                    added is None or (isinstance(a, AddFile) and self._holds_column(a, added))):
                 raise ConcurrentSchemaChangeError(
                     f"{what}: this commit changes the schema of version {self.snapshot.version}, and version "
                     f"{version} {'added' if isinstance(a, AddFile) else 'removed'} data ({a.path}) meanwhile; "
@@ -251,6 +259,31 @@ class Transaction:
             if isinstance(a, IndexEntry) and a.name in our_indexes and not _is_index_append(before, a, winner_op, winning):
                 raise ConcurrentIndexError(f"{what}, which changed index {a.name!r} too; retry")
         return False
+
+
+    def _holds_column(self, add: AddFile, names: set[str]) -> bool:
+        """Whether ``add``'s file holds a column of one of ``names`` (lower case): a writer
+        outside the schema wrote it, and readers would take its values, of any type, for the
+        new column's. A footer that cannot be read counts as holding one."""
+        try:
+            return bool(names & {n.lower() for n in open_parquet(self.storage, add.path).schema_arrow.names})
+        except Exception:  # noqa: BLE001 - unknown content: refuse the rebase rather than guess
+            return True
+
+
+def _added_columns(ours: list[Action], read: Metadata) -> set[str] | None:
+    """The names (lower case) of the columns ``ours`` adds when it is a metadata-only ADD
+    COLUMNS: its ``metaData`` is the read one with fields appended at the end and nothing
+    else changed, and it adds or removes no file; else None."""
+    new = next((a for a in ours if isinstance(a, Metadata)), None)
+    if new is None or any(isinstance(a, (AddFile, RemoveFile)) for a in ours):
+        return None
+    n = len(read.schema_)
+    if len(new.schema_) <= n or tuple(new.schema_[:n]) != tuple(read.schema_):
+        return None
+    if new.model_copy(update={"schema_": read.schema_}) != read:
+        return None
+    return {f.name.lower() for f in new.schema_[n:]}
 
 
 def _touches(bucket: int | None, read: set[int] | None) -> bool:

@@ -122,10 +122,13 @@ def change_of(spec: dict, source: pa.Table | None):
         return delete_matching(spec.get("predicate"))
     if operation == "UPDATE":
         return update_rows(spec.get("updates") or {}, spec.get("predicate"))
-    clauses = [Clause(c["when"], c["action"], c.get("predicate"), dict(c.get("updates") or {}))
+    # "all": a clause written with * in a MERGE that evolves the schema ("schemaMode": "merge",
+    # WITH SCHEMA EVOLUTION or autoMerge): every source column by name, new ones included.
+    clauses = [Clause(c["when"], c["action"], c.get("predicate"), dict(c.get("updates") or {}),
+                      all_columns=bool(c.get("all")))
                for c in spec.get("clauses", [])]
     return merge_change(source, spec["predicate"], clauses, spec.get("sourceAlias", "source"),
-                        spec.get("targetAlias", "target"))
+                        spec.get("targetAlias", "target"), spec.get("schemaMode"))
 
 
 def _read_source(storage, paths: list[str], schema: pa.Schema) -> pa.Table:

@@ -1,9 +1,11 @@
 package io.indexeddf.spark;
 
+import io.indexeddf.spark.plan.AddColumnsCommand;
 import io.indexeddf.spark.plan.CatalogTables;
 import io.indexeddf.spark.plan.CreateEmptyTable;
 import io.indexeddf.spark.plan.DriverLookup;
 import io.indexeddf.spark.plan.IndexedJoin;
+import io.indexeddf.spark.plan.MergeStars;
 import io.indexeddf.spark.plan.ResolveChanges;
 import io.indexeddf.spark.plan.ResolveInsert;
 import io.indexeddf.spark.plan.ResolvePath;
@@ -22,7 +24,8 @@ import scala.runtime.BoxedUnit;
  * no path). The Catalyst rules are in {@code io.indexeddf.spark.plan}. The analyzer rules for
  * SQL commands: {@link ResolveInsert} (inserts commit through the writer), {@link ResolveChanges}
  * (DELETE, UPDATE and MERGE INTO run the Python change engine), {@link CreateEmptyTable} (CREATE TABLE with columns),
- * {@link CatalogTables} (catalog entries read the newest version; ALTER TABLE ADD COLUMNS commits the new columns). The
+ * {@link CatalogTables} (catalog entries read the newest version; ALTER TABLE ADD COLUMNS commits the new columns, on
+ * {@code indexeddf.`/path`} too: {@link AddColumnsCommand.OnPath}). The
  * optimizer rules: {@link DriverLookup}, which answers index lookups on the driver with no
  * Spark job, and {@link IndexedJoin}, which answers the table's side of a join with a small
  * other side as an index lookup of that side's keys.
@@ -33,11 +36,14 @@ public final class IndexedDFExtensions extends AbstractFunction1<SparkSessionExt
         // Analyzer rules (each session builds its own). indexeddf.`/path` first: the "Hints"
         // batch runs before the "Resolution" batch and its ResolveSQLOnFile.
         extensions.injectHintResolutionRule(rule(ResolvePath::new));
+        // Before Spark expands a MERGE's * clauses: which ones evolve the schema.
+        extensions.injectHintResolutionRule(rule(MergeStars::new));
         extensions.injectResolutionRule(rule(ResolvePath::new));
         extensions.injectResolutionRule(rule(ResolveInsert::new));
         extensions.injectResolutionRule(rule(ResolveChanges::new));
         extensions.injectResolutionRule(rule(CatalogTables.FreshReads::new));
         extensions.injectResolutionRule(rule(CatalogTables.RefuseAddColumns::new));
+        extensions.injectResolutionRule(rule(AddColumnsCommand.OnPath::new));
         extensions.injectResolutionRule(rule(session -> new CreateEmptyTable()));
         // Optimizer rules.
         extensions.injectOptimizerRule(rule(DriverLookup::new));

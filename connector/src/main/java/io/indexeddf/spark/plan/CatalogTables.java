@@ -92,7 +92,7 @@ public final class CatalogTables {
                     }
                     // The Python writer takes local tables as plain paths, others as URLs.
                     String path = "file".equals(uri.getScheme()) ? uri.getPath() : uri.toString();
-                    return new AddColumnsCommand(alter, path, storageOptions);
+                    return AddColumnsCommand.ofCatalog(alter, path, storageOptions);
                 }
             }
             return plan;

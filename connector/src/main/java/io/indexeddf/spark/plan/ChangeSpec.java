@@ -90,15 +90,25 @@ final class ChangeSpec {
         }
     }
 
+    /**
+     * A MERGE. {@code stars} (null: the schema stays): the MERGE evolves the schema, and these
+     * clauses ({@link MergeStars#key}) were written with {@code *}: they go to the engine as
+     * {@code "all": true} with {@code "schemaMode": "merge"}, so that the engine takes every
+     * source column of the clause, the ones the table lacks included.
+     */
     static Merge merge(LogicalRelation target, LogicalPlan source, Expression on, List<MergeAction> matched,
-                       List<MergeAction> notMatched, List<MergeAction> notMatchedBySource) {
+                       List<MergeAction> notMatched, List<MergeAction> notMatchedBySource, List<String> stars) {
         ChangeSpec spec = new ChangeSpec("MERGE");
         Names names = new Names(target.outputSet(), source.outputSet());
         spec.json.put("predicate", names.text(on, "the ON condition"));
+        if (stars != null) {
+            spec.json.put("schemaMode", "merge");
+        }
+        List<String> all = stars == null ? List.of() : stars;
         ArrayNode clauses = spec.json.putArray("clauses");
-        addClauses(clauses, "matched", matched, names);
-        addClauses(clauses, "not_matched", notMatched, names);
-        addClauses(clauses, "not_matched_by_source", notMatchedBySource, names);
+        addClauses(clauses, "matched", matched, names, all);
+        addClauses(clauses, "not_matched", notMatched, names, all);
+        addClauses(clauses, "not_matched_by_source", notMatchedBySource, names, all);
         List<NamedExpression> columns = new ArrayList<>();
         for (Attribute a : CollectionConverters.asJava(source.output())) {
             columns.add(a);
@@ -107,8 +117,10 @@ final class ChangeSpec {
         return new Merge(spec, new Project(CollectionConverters.asScala(columns).toList(), source));
     }
 
-    private static void addClauses(ArrayNode clauses, String when, List<MergeAction> actions, Names names) {
-        for (MergeAction action : actions) {
+    private static void addClauses(ArrayNode clauses, String when, List<MergeAction> actions, Names names,
+                                   List<String> stars) {
+        for (int i = 0; i < actions.size(); i++) {
+            MergeAction action = actions.get(i);
             ObjectNode clause = clauses.addObject();
             clause.put("when", when);
             String where = "WHEN " + when.toUpperCase().replace('_', ' ');
@@ -126,6 +138,10 @@ final class ChangeSpec {
                 assignments = ((InsertAction) action).assignments();
             } else {
                 throw IndexedDFException.option("MERGE INTO an indexeddf table does not take the action " + action.sql());
+            }
+            if (stars.contains(MergeStars.key(when, i))) {
+                clause.put("all", true);  // every source column of the table's names, and the new ones
+                continue;
             }
             ObjectNode updates = clause.putObject("updates");
             for (Assignment a : CollectionConverters.asJava(assignments)) {

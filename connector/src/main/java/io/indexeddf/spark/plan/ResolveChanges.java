@@ -38,7 +38,10 @@ import scala.runtime.AbstractPartialFunction;
  * evaluates what refers to the target's columns (conditions, {@code SET v = t.v + s.v}),
  * finds the matched rows through the index when the ON condition fixes the index columns,
  * and writes copy-on-write files or deletion vectors. An expression the engine cannot
- * evaluate is refused with a typed error before anything is written.
+ * evaluate is refused with a typed error before anything is written. {@code MERGE WITH SCHEMA
+ * EVOLUTION} (or the session's autoMerge) runs the engine's {@code schema_mode="merge"} with the
+ * {@code *} clauses {@link MergeStars} marked: the source's columns the table lacks join it in the
+ * MERGE's own commit.
  */
 public final class ResolveChanges extends Rule<LogicalPlan> {
     private final SparkSession session;
@@ -100,12 +103,18 @@ public final class ResolveChanges extends Rule<LogicalPlan> {
             rows = new OneRowRelation();
         } else {
             MergeIntoTable m = (MergeIntoTable) p;
-            if (m.withSchemaEvolution()) {
-                throw IndexedDFException.option("MERGE WITH SCHEMA EVOLUTION is not supported on indexeddf tables: add the new "
-                    + "columns to the table first, then MERGE");
+            List<String> stars = null;
+            if (MergeStars.evolves(session, m)) {
+                stars = MergeStars.of(m);
+                if (stars == null) {
+                    throw IndexedDFException.option("MERGE WITH SCHEMA EVOLUTION into an indexeddf table: the analyzer "
+                        + "lost which clauses were written with *, so the columns to add are unknown; add the new "
+                        + "columns first (ALTER TABLE ... ADD COLUMNS), then MERGE");
+                }
             }
             ChangeSpec.Merge merge = ChangeSpec.merge(lr, m.sourceTable(), m.mergeCondition(),
-                actions(m.matchedActions()), actions(m.notMatchedActions()), actions(m.notMatchedBySourceActions()));
+                actions(m.matchedActions()), actions(m.notMatchedActions()), actions(m.notMatchedBySourceActions()),
+                stars);
             spec = merge.spec;
             rows = merge.sourceRows;
         }

@@ -1,0 +1,76 @@
+"""A MERGE source that is not held whole in memory: staged files, read one part at a time.
+
+A Spark DataFrame source (``IndexedTable.merge(spark_df, ...)``) is written by Spark's
+tasks as Parquet under the table's staging folder (``spark/merge_source.py``) instead of
+being collected to this process. When the merge predicate fixes every bucketing column of
+the table by equality with source columns, the tasks stage the rows by the table's bucket
+(Spark's hash of the keys cast to the table's types, exactly the table's bucketing): a
+target row can only match source rows of its own bucket, so the engine runs the change
+one bucket's part at a time, in one commit, and holds one part of the source at a time.
+Otherwise the source is one part, read whole (as an Arrow source is).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+import pyarrow as pa
+
+from ..format.snapshot import Snapshot
+from .clauses import NOT_MATCHED_BY_SOURCE
+from .model import Change
+
+
+@dataclass
+class SourcePart:
+    """Source rows of some buckets (``buckets`` None: rows of any), read when needed."""
+
+    buckets: frozenset[int] | None
+    num_rows: int
+    read: Callable[[], pa.Table]
+
+
+@dataclass
+class PartedSource:
+    """A staged source: its schema and its parts (disjoint, together every source row)."""
+
+    schema: pa.Schema
+    parts: list[SourcePart]
+
+    @property
+    def num_rows(self) -> int:
+        return sum(p.num_rows for p in self.parts)
+
+
+class LazySource:
+    """A source staged when the merge runs (a Spark DataFrame's, ``spark/merge_source.py``):
+    ``schema`` is known before; :meth:`stage` writes the rows for one change on one
+    snapshot; :meth:`drop` deletes what was staged, whatever happened."""
+
+    schema: pa.Schema
+
+    def stage(self, snapshot: Snapshot, change: Change, bucket_keys: list[str] | None) -> PartedSource:
+        """The staged rows, by bucket when ``bucket_keys`` (the source columns equal to the
+        table's bucketing columns, in their order) is given."""
+        raise NotImplementedError
+
+    def drop(self) -> None:
+        """Delete the staged rows."""
+        raise NotImplementedError
+
+
+def bucket_keys(snapshot: Snapshot, change: Change) -> list[str] | None:
+    """The source columns equal (by the merge predicate) to each bucketing column of the
+    table, when running the change one bucket at a time is exact: every live file belongs
+    to one bucket (a file of another Delta writer holds rows of every bucket) and no
+    ``not_matched_by_source`` clause needs the whole source. Else None."""
+    if any(c.when == NOT_MATCHED_BY_SOURCE for c in change.clauses):
+        return None
+    by_target = dict(change.keys)
+    columns = snapshot.metadata.indexColumns
+    if not columns or any(c not in by_target for c in columns):
+        return None
+    if any(a.bucket is None for a in snapshot.live_files()):
+        return None
+    return [by_target[c] for c in columns]

@@ -1,0 +1,121 @@
+"""A Spark DataFrame as a MERGE source, staged by Spark's tasks, never collected.
+
+``IndexedTable.merge(spark_df, ...)`` gives the change engine a :class:`SparkSource`
+(a :class:`~indexeddf.changes.parts.LazySource`). When the merge runs, the DataFrame's
+tasks write its rows as Parquet under the table's ``data/_staging/<id>/`` (as SQL
+``MERGE INTO`` stages its source), and the engine reads them back one part at a time:
+
+- when the predicate fixes every bucketing column of the table by equality with source
+  columns, the DataFrame is repartitioned by Spark's hash of those source columns cast to
+  the table's types, into the table's bucket count: partition ``b`` holds exactly the
+  rows of bucket ``b`` (the table's bucketing is Spark's ``pmod(hash(keys), n)``), staged
+  as ``bucket=<b>-<uuid>.parquet``; the engine changes bucket ``b``'s files with part
+  ``b`` alone, so this process holds one bucket's share of the source at a time;
+- otherwise the tasks stage the rows as they are and the engine reads them whole.
+
+The staged files are deleted after the merge, whatever happened.
+"""
+
+from __future__ import annotations
+
+import functools
+import uuid
+from typing import Any, Iterator
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from ..changes.model import Change
+from ..changes.parts import LazySource, PartedSource, SourcePart
+from ..format.snapshot import Snapshot
+from . import options as so
+from .types import spark_schema
+from .write_task import staging_path
+
+STAGED = "bucket int, path string, rows long"
+"""What each staging task returns: its bucket (-1: not staged by bucket), file, row count."""
+
+
+class SparkSource(LazySource):
+    """A Spark DataFrame as a merge source, staged when the merge runs."""
+
+    def __init__(self, df):
+        self.df = df
+        self.schema = so.arrow_schema_of(df.schema)
+        self._staged: tuple[Any, str] | None = None  # (storage, write id)
+
+    def stage(self, snapshot: Snapshot, change: Change, bucket_keys: list[str] | None) -> PartedSource:
+        """Spark's tasks write the rows; the parts the engine reads one at a time."""
+        from pyspark.sql import functions as F
+
+        from .join import cast_key
+
+        storage = snapshot.storage
+        so.shared_storage(storage.url, storage.storage_options)  # refuses a table the workers cannot see
+        write_id = uuid.uuid4().hex
+        self._staged = (storage, write_id)
+        df = self.df
+        if bucket_keys is not None:
+            tfields = {f.name: f for f in spark_schema(snapshot.metadata.schema_).fields}
+            stypes = {f.name: f.dataType for f in df.schema.fields}
+            keys = [cast_key(F.col(f"`{s}`"), tfields[t].dataType, stypes[s])
+                    for t, s in zip(snapshot.metadata.indexColumns, bucket_keys)]
+            df = df.repartition(snapshot.metadata.numBuckets, *keys)  # partition b holds exactly bucket b
+        task = functools.partial(_stage_partition, storage.url, storage.storage_options, write_id, self.schema,
+                                 bucket_keys is not None)
+        staged = df.mapInArrow(task, STAGED).collect()  # one small row per task
+        parts: dict[int, list] = {}
+        for r in staged:
+            parts.setdefault(r.bucket, []).append((r.path, r.rows))
+        if not parts and bucket_keys is None:
+            # No source row: still one (empty) part, so that not_matched_by_source clauses run.
+            parts[-1] = []
+        return PartedSource(self.schema, [
+            SourcePart(None if b < 0 else frozenset([b]), sum(n for _, n in files),
+                       functools.partial(_read, storage, [p for p, _ in files], self.schema))
+            for b, files in sorted(parts.items())])
+
+    def drop(self) -> None:
+        """Delete the staged files (those of task attempts Spark dropped too)."""
+        if self._staged is None:
+            return
+        from .change import _drop_staging
+
+        storage, write_id = self._staged
+        self._staged = None
+        _drop_staging(storage, write_id)
+
+
+def _stage_partition(url: str, storage_options: dict, write_id: str, schema: pa.Schema, by_bucket: bool,
+                     batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """In a task: this partition's rows as one Parquet file, written batch by batch."""
+    from pyspark import TaskContext
+
+    bucket = TaskContext.get().partitionId() if by_bucket else -1
+    storage = so.shared_storage(url, storage_options)
+    rel = staging_path(write_id, f"bucket={bucket}-{uuid.uuid4().hex}.parquet")
+    rows = 0
+    writer = None
+    try:
+        for batch in batches:
+            if batch.num_rows == 0:
+                continue
+            if writer is None:
+                storage.fs.makedirs(storage.full(staging_path(write_id)), exist_ok=True)
+                writer = pq.ParquetWriter(storage.full(rel), schema, filesystem=storage.arrow_filesystem())
+            writer.write_batch(pa.Table.from_batches([batch]).cast(schema).to_batches()[0]
+                               if batch.schema != schema else batch)
+            rows += batch.num_rows
+    finally:
+        if writer is not None:
+            writer.close()
+    if rows:
+        yield pa.RecordBatch.from_pydict({"bucket": [bucket], "path": [rel], "rows": [rows]},
+                                         schema=pa.schema([("bucket", pa.int32()), ("path", pa.string()),
+                                                           ("rows", pa.int64())]))
+
+
+def _read(storage, paths: list[str], schema: pa.Schema) -> pa.Table:
+    """One part's staged rows."""
+    tables = [pq.read_table(storage.full(p), filesystem=storage.arrow_filesystem()).cast(schema) for p in paths]
+    return pa.concat_tables(tables) if tables else schema.empty_table()
