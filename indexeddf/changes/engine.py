@@ -126,7 +126,7 @@ def _execute_parts(snapshot: Snapshot, change: Change, metrics: ChangeMetrics,
     _check(change, scope, schema)
     vectors = deletion_vectors_enabled(snapshot.metadata.configuration)
     stored = arrow_schema(snapshot.metadata.schema_)
-    wanted = [c for c in target_columns(change, scope, schema) if c in stored.names] if vectors else None
+    wanted = [c for c in target_columns(change, scope, schema) if c in stored.names]
     tx = Transaction(snapshot, change.operation, change.parameters, read_buckets=())
     metadata = snapshot.metadata
     if change.new_fields:
