@@ -215,14 +215,11 @@ def sql_child(table: str, work: str, source_path: str, rounds: int) -> None:
     """``rounds`` upserts as Spark SQL and through the Python API, each on a fresh copy, and
     the connector's query floor, in one Spark session: prints the times as JSON."""
     import pyarrow.parquet as pq
-    from pyspark.sql import SparkSession
 
     import indexeddf
     from indexeddf import IndexedTable
 
-    spark = indexeddf.configure(SparkSession.builder.master("local[2]").config("spark.ui.enabled", "false")
-                                .config("spark.driver.memory", "4g")).getOrCreate()
-    spark.sparkContext.setLogLevel("ERROR")
+    spark = indexeddf.local_session("indexeddf-changes-benchmark", driver_memory="4g")
     assert indexeddf.register(spark) == indexeddf.spark.CONNECTOR
     spark.read.parquet(source_path).createOrReplaceTempView("src")
     src = pq.read_table(source_path)

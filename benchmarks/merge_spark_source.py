@@ -66,14 +66,12 @@ def build(path: str, rows: int, buckets: int) -> None:
 
 
 def child(path: str, way: str, rows: int, source: int) -> None:
-    from pyspark.sql import SparkSession
     from pyspark.sql import functions as F
 
     import indexeddf
     from indexeddf import IndexedTable
 
-    spark = indexeddf.configure(SparkSession.builder.master("local[2]").config("spark.ui.enabled", "false")
-                                .config("spark.driver.memory", "4g")).getOrCreate()
+    spark = indexeddf.local_session("indexeddf-merge-source-benchmark", driver_memory="4g")
     df = spark.range(source).select((F.col("id") + rows // 2).alias("k"), (F.col("id") * 7).alias("v"),
                                     F.format_string("%040d", F.col("id")).alias("s"))
     t = IndexedTable.for_path(path)

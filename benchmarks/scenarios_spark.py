@@ -35,22 +35,11 @@ def spark():
         # Each Python worker's indexeddf cache may hold the decoded table (~1.3 GB here),
         # as Spark's cached-DataFrame baseline holds it in the JVM. Workers inherit this.
         os.environ.setdefault("INDEXEDDF_CACHE_MAX_BYTES", str(WORKER_CACHE_BYTES))
-        from pyspark.sql import SparkSession
-
         import indexeddf
 
-        builder = (
-            SparkSession.builder.master("local[2]").appName("indexeddf-benchmarks")
-            .config("spark.ui.enabled", "false")
-            .config("spark.ui.showConsoleProgress", "false")
-            .config("spark.sql.shuffle.partitions", "4")
-            .config("spark.driver.memory", "8g")
-            .config("spark.sql.session.timeZone", "UTC")
-        )
         # The JVM connector owns format("indexeddf"); the Python data source is
         # then "indexeddf_python", which the scenarios below name when they time it.
-        _SPARK = indexeddf.configure(builder).getOrCreate()
-        _SPARK.sparkContext.setLogLevel("ERROR")
+        _SPARK = indexeddf.local_session("indexeddf-benchmarks", driver_memory="8g")
         global PYTHON_SOURCE
         PYTHON_SOURCE = "indexeddf_python" if indexeddf.register(_SPARK) == "connector" else "indexeddf"
     return _SPARK

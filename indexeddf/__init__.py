@@ -1,7 +1,8 @@
 """indexeddf: a versioned, indexed table format for data lakes, used from PySpark.
 
 Public names: :class:`IndexedTable` (the Python API of a table), :class:`HistoryEntry`,
-:func:`configure` (puts the JVM connector on a ``SparkSession.Builder``), :func:`register` (the Spark
+:func:`configure` (puts the JVM connector on a ``SparkSession.Builder``), :func:`local_session` (a local
+session with it), :func:`register` (the Spark
 data source ``indexeddf``: says whether the session has the connector or the Python fallback), and the
 typed errors in :mod:`indexeddf.errors`.
 """
@@ -9,9 +10,9 @@ typed errors in :mod:`indexeddf.errors`.
 from . import errors  # noqa: E402
 from ._version import __version__
 from .errors import *  # noqa: E402,F401,F403
-from .spark import configure, register  # noqa: E402
+from .spark import configure, local_session, register  # noqa: E402
 from .table import HistoryEntry, IndexedTable  # noqa: E402
 
-__all__ = ["IndexedTable", "HistoryEntry", "configure", "register", "errors", "__version__"] + [
+__all__ = ["IndexedTable", "HistoryEntry", "configure", "local_session", "register", "errors", "__version__"] + [
     n for n in dir(errors) if n.endswith("Error")
 ]

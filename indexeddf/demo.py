@@ -52,16 +52,10 @@ def ms(seconds: float) -> str:
 def start_spark():
     """A quiet local Spark session (2 cores, no UI), workers on this interpreter."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    from pyspark.sql import SparkSession
 
     import indexeddf
 
-    spark = indexeddf.configure(SparkSession.builder.master("local[2]").appName("indexeddf-demo")
-             .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
-             .config("spark.sql.shuffle.partitions", "4")
-             .config("spark.sql.session.timeZone", "UTC").config("spark.driver.memory", "2g")
-             ).getOrCreate()
-    spark.sparkContext.setLogLevel("ERROR")
+    spark = indexeddf.local_session("indexeddf-demo")
     return spark
 
 

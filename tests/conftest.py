@@ -18,22 +18,10 @@ os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
 def spark():
     """A real local Spark session, started once for the whole run, with the JVM connector
     (``indexeddf.configure``): ``format("indexeddf")`` is the connector in every Spark test."""
-    from pyspark.sql import SparkSession
-
     import indexeddf
 
-    builder = (
-        SparkSession.builder.master("local[2]")
-        .appName("indexeddf-tests")
-        .config("spark.ui.enabled", "false")
-        .config("spark.sql.shuffle.partitions", "4")
-        .config("spark.default.parallelism", "2")
-        .config("spark.sql.session.timeZone", "UTC")
-        .config("spark.driver.memory", "2g")
-        .config("spark.sql.execution.arrow.pyspark.enabled", "true")
-    )
-    session = indexeddf.configure(builder).getOrCreate()
-    session.sparkContext.setLogLevel("ERROR")
+    session = indexeddf.local_session("indexeddf-tests", conf={
+        "spark.default.parallelism": "2", "spark.sql.execution.arrow.pyspark.enabled": "true"})
     yield session
     session.stop()
 

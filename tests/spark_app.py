@@ -18,20 +18,9 @@ os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
 
 
 def session():
-    from pyspark.sql import SparkSession
-
     import indexeddf
 
-    spark = indexeddf.configure(
-        SparkSession.builder.master("local[1]")
-        .appName("indexeddf-test-app")
-        .config("spark.ui.enabled", "false")
-        .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.sql.session.timeZone", "UTC")
-        .config("spark.driver.memory", "1g")
-    ).getOrCreate()
-    spark.sparkContext.setLogLevel("ERROR")
-    indexeddf.register(spark)
+    spark = indexeddf.local_session("indexeddf-test-app", cores=1, driver_memory="1g", shuffle_partitions=2)
     return spark
 
 

@@ -19,7 +19,7 @@ from typing import Any
 from .. import errors
 from ..errors import IndexedDFError
 
-__all__ = ["register", "configure", "is_connect", "is_spark_dataframe", "write_dataframe", "typed_error", "CONNECTOR",
+__all__ = ["register", "configure", "local_session", "is_connect", "is_spark_dataframe", "write_dataframe", "typed_error", "CONNECTOR",
            "PYTHON", "PYTHON_NAME"]
 
 
@@ -30,6 +30,7 @@ from .session import (  # noqa: F401 - _register: the package's own modules call
     _register,
     configure,
     is_connect,
+    local_session,
     register,
 )
 

@@ -113,3 +113,24 @@ def configure(builder):
     if not os.environ.get("PYSPARK_PYTHON"):
         os.environ["PYSPARK_PYTHON"] = options.get("spark.pyspark.python", sys.executable)
     return builder
+
+
+def local_session(app_name: str = "indexeddf", cores: int = 2, driver_memory: str = "2g",
+                  shuffle_partitions: int = 4, conf: dict[str, str] | None = None):
+    """A local Spark session (``local[cores]``) with the connector on it (:func:`configure`,
+    then :func:`register`): the UI and progress bars off, the session time zone UTC, logs at
+    ERROR. What the demo, the tests and the benchmarks start (one builder, so they measure
+    and test the same set-up); ``conf``: more settings. An active session is returned as it
+    is, as ``getOrCreate`` does."""
+    from pyspark.sql import SparkSession
+
+    builder = (SparkSession.builder.master(f"local[{cores}]").appName(app_name)
+               .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
+               .config("spark.sql.shuffle.partitions", str(shuffle_partitions))
+               .config("spark.sql.session.timeZone", "UTC").config("spark.driver.memory", driver_memory))
+    for key, value in (conf or {}).items():
+        builder = builder.config(key, value)
+    spark = configure(builder).getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    register(spark)
+    return spark
