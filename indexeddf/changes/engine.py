@@ -43,8 +43,8 @@ from ..format.snapshot import Snapshot
 from ..format.transaction import ALL_BUCKETS, CommitResult, Transaction
 from ..reader import lookup as lookup_mod
 from ..spec.actions import AddFile, Txn
+from ..spec.column_mapping import evolve, file_schema, table_schema
 from ..spec.features import deletion_vectors_enabled
-from ..spec.schema import arrow_schema
 from ..writer.operations import maintained_indexes, write_metrics, write_rows
 from .clauses import INSERT, MATCHED, NOT_MATCHED, NOT_MATCHED_BY_SOURCE
 from .expressions import Scope
@@ -62,12 +62,12 @@ def execute(snapshot: Snapshot, change: Change) -> tuple[CommitResult | None, Ch
         done = snapshot.txn_version(change.txn[0])
         if done is not None and done >= change.txn[1]:
             return None, metrics  # committed before: an idempotent retry changes nothing
-    schema = arrow_schema(change.new_fields or snapshot.metadata.schema_)
+    schema = file_schema(change.new_fields or snapshot.metadata.schema_, snapshot.metadata.configuration)
     scope = Scope(schema, change.target_alias, None if change.source is None else change.source.schema,
                   change.source_alias)
     _check(change, scope, schema)
     vectors = deletion_vectors_enabled(snapshot.metadata.configuration)
-    stored = arrow_schema(snapshot.metadata.schema_)
+    stored = table_schema(snapshot.metadata)
     wanted = [c for c in target_columns(change, scope, schema) if c in stored.names] if vectors else None
     found = find(snapshot, change, stored, wanted)
     if found.located is not None and change.new_fields:
@@ -81,7 +81,7 @@ def execute(snapshot: Snapshot, change: Change) -> tuple[CommitResult | None, Ch
     tx = Transaction(snapshot, change.operation, change.parameters, read_buckets=buckets)
     metadata = snapshot.metadata
     if change.new_fields:
-        metadata = metadata.model_copy(update={"schema_": change.new_fields})
+        metadata = evolve(metadata, change.new_fields)
     try:
         actions, index_files = _rewrite(snapshot, change, scope, schema, found, vectors, tx, metrics, metadata)
     except BaseException:

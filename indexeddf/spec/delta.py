@@ -480,8 +480,8 @@ def parse_schema_string(text) -> tuple[Field, ...]:
             raise UnsupportedFeatureError(f"nested column {f.get('name')!r} ({json.dumps(t)[:60]})")
         meta = f.get("metadata") or {}
         for key in meta:
-            if key.startswith("delta.columnMapping") or key.startswith("delta.generationExpression") \
-                    or key.startswith("delta.identity") or key == "delta.invariants":
+            if key.startswith("delta.generationExpression") or key.startswith("delta.identity") \
+                    or key == "delta.invariants":
                 from ..errors import UnsupportedFeatureError
 
                 raise UnsupportedFeatureError(f"{key} on column {f.get('name')!r}")

@@ -13,7 +13,11 @@ deletion vector deletes. It is written as far as indexeddf's writers preserve it
 ``delta.enableDeletionVectors = true`` adds the feature to the protocol
 (:func:`with_table_features`).
 
-Anything a feature would change about reading (column mapping, ...)
+``columnMapping`` (reader 2 / writer 5, or the feature) is read and written: files,
+``stats`` and ``partitionValues`` use each column's physical name, files carry field ids,
+new columns get a physical name and an id (``spec/column_mapping.py``).
+
+Anything a feature would change about reading
 or writing (check constraints, generated or identity columns, change data feed, ...)
 that indexeddf does not implement is refused with :class:`UnsupportedFeatureError`
 naming the feature: never a wrong answer, never a commit that breaks a rule another
@@ -24,10 +28,14 @@ from __future__ import annotations
 
 from ..errors import UnsupportedFeatureError, UnsupportedProtocolError
 from .actions import Metadata, Protocol
+from .column_mapping import FEATURE as COLUMN_MAPPING
+from .column_mapping import is_mapped
 
-READ_FEATURES = frozenset({"timestampNtz", "vacuumProtocolCheck", "appendOnly", "invariants", "deletionVectors"})
+READ_FEATURES = frozenset({"timestampNtz", "vacuumProtocolCheck", "appendOnly", "invariants", "deletionVectors",
+                           "columnMapping"})
 """Reader features indexeddf reads correctly (``deletionVectors``: every reader drops the
-rows a file's deletion vector deletes, ``format/datafiles.py``)."""
+rows a file's deletion vector deletes, ``format/datafiles.py``; ``columnMapping``: files
+are read by physical name or field id, ``spec/column_mapping.py``)."""
 WRITE_FEATURES = frozenset({
     "appendOnly",            # honoured: no data-changing remove while delta.appendOnly is true
     "invariants",            # only without invariants (columns with delta.invariants are refused)
@@ -37,6 +45,7 @@ WRITE_FEATURES = frozenset({
     "timestampNtz",
     "vacuumProtocolCheck",   # vacuum checks the protocol as every write does
     "deletionVectors",       # removes carry the file's DV; rewrites drop its rows; vacuum keeps live DVs
+    "columnMapping",         # files, stats and partitionValues by physical name, field ids; new columns get both
 })
 """Writer features indexeddf can write under (each with the condition next to it)."""
 
@@ -66,14 +75,14 @@ def check_readable(p: Protocol, where: str) -> None:
     if p.minReaderVersion <= 1:
         return
     if p.minReaderVersion == 2:
-        raise UnsupportedFeatureError("columnMapping")
+        return  # reader 2 is column mapping (spec/column_mapping.py)
     if p.minReaderVersion == 3:
         unknown = sorted(set(p.readerFeatures or ()) - READ_FEATURES)
         if unknown:
             raise UnsupportedFeatureError(", ".join(unknown))  # all of them, so none surprises later
         return
     raise UnsupportedProtocolError(
-        f"{where} needs Delta reader version {p.minReaderVersion}; indexeddf reads versions 1 and 3 "
+        f"{where} needs Delta reader version {p.minReaderVersion}; indexeddf reads versions 1 to 3 "
         "(with the features it implements). Read it with a newer Delta engine."
     )
 
@@ -89,11 +98,16 @@ def with_table_features(p: Protocol, features: set[str]) -> Protocol:
     """``p`` upgraded to reader 3 / writer 7 with ``features`` added to both feature lists,
     as Delta upgrades a table when a property needs a reader-writer feature: the features
     the legacy versions implied are listed explicitly (so nothing the table had is lost),
-    and ``p`` itself when it already has them all."""
+    and ``p`` itself when it already has them all. Column mapping alone on a legacy
+    protocol gives the legacy reader 2 / writer 5 instead."""
     readers = set(p.readerFeatures or ()) if p.minReaderVersion >= 3 else set()
     writers = writer_features(p)
     if features <= readers and features <= writers:
         return p
+    if features <= {COLUMN_MAPPING} and p.minReaderVersion < 3 and p.minWriterVersion < 7:
+        # Reader 2 / writer 5, as delta-rs and Spark create a column-mapped table: more
+        # readers read it than the feature lists (delta-rs's Arrow reader among them).
+        return Protocol(minReaderVersion=max(2, p.minReaderVersion), minWriterVersion=max(5, p.minWriterVersion))
     return Protocol(minReaderVersion=3, minWriterVersion=7,
                     readerFeatures=tuple(sorted(readers | features)),
                     writerFeatures=tuple(sorted(writers | features)))
@@ -107,8 +121,10 @@ def deletion_vectors_enabled(configuration: dict[str, str]) -> bool:
 
 def required_features(configuration: dict[str, str]) -> set[str]:
     """The reader-writer features a table's properties ask for (Delta adds
-    ``deletionVectors`` to the protocol when ``delta.enableDeletionVectors`` is true)."""
-    return {DELETION_VECTORS} if deletion_vectors_enabled(configuration) else set()
+    ``deletionVectors`` to the protocol when ``delta.enableDeletionVectors`` is true, and
+    ``columnMapping`` when ``delta.columnMapping.mode`` is ``name`` or ``id``)."""
+    out = {DELETION_VECTORS} if deletion_vectors_enabled(configuration) else set()
+    return out | ({COLUMN_MAPPING} if is_mapped(configuration) else set())
 
 
 def writer_features(p: Protocol) -> set[str]:
@@ -132,8 +148,6 @@ def check_writable(p: Protocol, m: Metadata, where: str) -> None:
     conf = m.configuration
     refused = []
     for feature in sorted(writer_features(p)):
-        if feature == "columnMapping" and conf.get("delta.columnMapping.mode", "none") == "none":
-            continue
         if feature == "identityColumns":
             continue  # identity columns are refused where the schema is read
         if feature not in WRITE_FEATURES:

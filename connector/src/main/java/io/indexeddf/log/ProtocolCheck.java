@@ -21,6 +21,13 @@ final class ProtocolCheck {
     private ProtocolCheck() {
     }
 
+    /** The connector's refusal of a column-mapped table: its files' physical names are not read here yet. */
+    private static IndexedDFException columnMapping() {
+        return new IndexedDFException("UnsupportedFeatureError",
+            "the table uses the Delta feature columnMapping, which indexeddf's Spark connector does not read; "
+            + "read it with indexeddf's Python IndexedTable (to_arrow, lookup) or with Spark and delta-spark");
+    }
+
     /** A {@code protocol} action indexeddf can read, else the typed refusal. */
     static void checkProtocol(JsonNode p) {
         int reader = p.path("minReaderVersion").asInt(1);
@@ -28,7 +35,7 @@ final class ProtocolCheck {
             return;
         }
         if (reader == 2) {
-            throw IndexedDFException.unsupportedFeature("columnMapping");
+            throw columnMapping();
         }
         if (reader == 3) {
             for (JsonNode f : p.path("readerFeatures")) {
@@ -67,7 +74,7 @@ final class ProtocolCheck {
         JsonNode conf = metadata.path("configuration");
         String mode = conf.path("delta.columnMapping.mode").asText("none");
         if (!"none".equals(mode)) {
-            throw IndexedDFException.unsupportedFeature("columnMapping");
+            throw columnMapping();
         }
         String provider = metadata.path("format").path("provider").asText("parquet");
         if (!"parquet".equals(provider)) {
