@@ -25,8 +25,10 @@ import pytest
 
 sys.path.insert(0, os.path.dirname(__file__))
 
+from connector_helpers import read  # noqa: E402
 from test_delta_oracles import duckdb_delta  # noqa: E402
 
+import indexeddf  # noqa: E402
 from indexeddf import IndexedTable  # noqa: E402
 from indexeddf.errors import InvalidOptionError  # noqa: E402
 
@@ -230,3 +232,47 @@ def test_id_mode_finds_a_files_columns_by_field_id(tmp_path):
     want = ours(rows(list(range(0, 4)) + list(range(60, 63)))) + [(70, None, None), (71, None, None)]
     assert ours(t.to_arrow()) == sorted(want)
     assert ours(t.lookup([61, 71])) == [r for r in want if r[0] in (61, 71)]
+
+
+def spark_rows(df, columns=("k", "a b", "v")) -> list[tuple]:
+    return sorted(tuple(r[c] for c in columns) for r in df.collect())
+
+
+@pytest.mark.spark
+def test_the_connector_reads_name_mode_on_every_path(spark, converted):
+    if converted.endswith("id"):  # the connector reads by physical name only: id mode is refused by name
+        with pytest.raises(Exception, match="UnsupportedFeatureError: .*columnMapping in mode 'id'.*IndexedTable"):
+            read(spark, converted).collect()
+        return
+    want = delta_rs(converted)
+    assert duck(converted) == want
+    df = read(spark, converted)
+    assert df.columns == SCHEMA.names
+    assert spark_rows(df) == want  # scan
+    probes = [0, 3, 41, 59, 63, 69, 72, 79, 500]
+    few = df.where(f"k IN ({', '.join(map(str, probes))})")  # driver lookup
+    assert spark_rows(few) == [r for r in want if r[0] in probes]
+    many = list(range(0, 2000, 2))  # past maxKeys: probing tasks
+    assert spark_rows(df.where(f"k IN ({', '.join(map(str, many))})")) == [r for r in want if r[0] % 2 == 0]
+    assert spark_rows(df.where("`a b` = 's1'")) == [r for r in want if r[1] == "s1"]
+    probe = spark.createDataFrame([(k,) for k in probes], "k bigint")
+    assert spark_rows(df.join(probe, "k")) == [r for r in want if r[0] in probes]  # indexed join
+    # Writes through the connector keep the mapping (the Python writer writes the files).
+    indexeddf.register(spark)
+    spark.createDataFrame([(900, "w", 9.0)], "k bigint, `a b` string, v double").write.format("indexeddf") \
+        .mode("append").save(converted)
+    assert spark_rows(read(spark, converted)) == delta_rs(converted) == duck(converted)
+
+
+@pytest.mark.spark
+def test_the_connector_reads_partitioned_name_mode(spark, tmp_path):
+    path = str(tmp_path / "p")
+    data = rows(range(30)).append_column("p", pa.array([f"x{k % 3}" for k in range(30)]))
+    deltalake.write_deltalake(path, data, partition_by=["p"], configuration={"delta.columnMapping.mode": "name"})
+    IndexedTable.convert(path, ["k"], num_buckets=2)
+    cols = ("k", "a b", "v", "p")
+    want = delta_rs(path, "k, \"a b\", v, p")
+    df = read(spark, path)
+    assert spark_rows(df, cols) == want
+    assert spark_rows(df.where("p = 'x1'"), cols) == [r for r in want if r[3] == "x1"]
+    assert spark_rows(df.where("k IN (4, 5)"), cols) == [r for r in want if r[0] in (4, 5)]

@@ -278,15 +278,20 @@ def test_what_the_python_reader_refuses_the_connector_refuses(spark, tmp_path, c
                                              "readerFeatures": [feature], "writerFeatures": [feature]}})
         with pytest.raises(UnsupportedFeatureError, match=feature):
             IndexedTable.for_path(path)
-    else:
+    else:  # the connector reads mode name (tests/test_column_mapping.py), not id
         feature = "columnMapping"
-        _commit(path, 1, info, {"protocol": {"minReaderVersion": 2, "minWriterVersion": 5}})
+        IndexedTable.for_path(path).set_properties({"delta.columnMapping.mode": "name"})
+        assert read(spark, path).count() == 10
+        path = str(tmp_path / "id")
+        IndexedTable.create(path, batch(list(range(10))), index_columns=["k"], num_buckets=2,
+                            properties={"delta.columnMapping.mode": "id"})
         assert IndexedTable.for_path(path).to_arrow().num_rows == 10
     with pytest.raises(Exception, match=f"UnsupportedFeatureError: .*{feature}") as refused:
         read(spark, path).collect()
     said = "indexeddf does not implement" if case == "reader feature" else "Python IndexedTable"
     assert said in str(refused.value)
-    assert read(spark, path, versionAsOf=0).count() == 10  # the version before it stays readable
+    if case == "reader feature":
+        assert read(spark, path, versionAsOf=0).count() == 10  # the version before it stays readable
 
 
 # -- writes -----------------------------------------------------------------------------------

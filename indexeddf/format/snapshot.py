@@ -26,6 +26,7 @@ from ..spec.actions import (
     Txn,
 )
 from ..spec.features import check_readable
+from ..spec.type_widening import check_indexed_columns_kept
 from . import checkpoint as ckpt
 from .log import list_log, read_commit
 from .replay_rules import merge_index
@@ -127,6 +128,10 @@ class _ReplayState:
         elif isinstance(a, IndexEntry):
             self.indexes[a.name] = merge_index(self.indexes.get(a.name), a)
         elif isinstance(a, Metadata):
+            # Columns indexed before this metaData (a widening before convert is fine).
+            indexed = set(self.metadata.indexColumns if self.metadata else ()) | {
+                c for i in self.indexes.values() for c in i.columns}
+            check_indexed_columns_kept(self.metadata, a, indexed)
             self.metadata = a
         elif isinstance(a, Protocol):
             check_readable(a, "the table")

@@ -43,6 +43,7 @@ from .actions import (
 )
 from .deletion_vectors import DeletionVectorDescriptor
 from .schema import Field
+from .type_widening import TYPE_CHANGES, check_type_changes
 
 TAG_BUCKET = "indexeddf.bucket"
 """``add.tags`` key: the file's bucket (decimal)."""
@@ -485,6 +486,8 @@ def parse_schema_string(text) -> tuple[Field, ...]:
                 from ..errors import UnsupportedFeatureError
 
                 raise UnsupportedFeatureError(f"{key} on column {f.get('name')!r}")
+        if TYPE_CHANGES in meta:
+            check_type_changes(f.get("name"), meta[TYPE_CHANGES])
         fields.append(Field(name=f["name"], type=t, nullable=f.get("nullable", True),
                             metadata=meta if isinstance(meta, dict) else {}))
     return tuple(fields)

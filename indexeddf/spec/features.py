@@ -32,10 +32,17 @@ from .column_mapping import FEATURE as COLUMN_MAPPING
 from .column_mapping import is_mapped
 
 READ_FEATURES = frozenset({"timestampNtz", "vacuumProtocolCheck", "appendOnly", "invariants", "deletionVectors",
-                           "columnMapping"})
+                           "columnMapping", "typeWidening", "typeWidening-preview", "v2Checkpoint"})
 """Reader features indexeddf reads correctly (``deletionVectors``: every reader drops the
 rows a file's deletion vector deletes, ``format/datafiles.py``; ``columnMapping``: files
-are read by physical name or field id, ``spec/column_mapping.py``)."""
+are read by physical name or field id, ``spec/column_mapping.py``; ``typeWidening``: files
+written before a widening are cast to the table's type, ``spec/type_widening.py``;
+``v2Checkpoint``: UUID-named checkpoints and sidecar files, ``format/checkpoint.py``)."""
+V2_CHECKPOINT = "v2Checkpoint"
+"""Delta's feature for v2 spec checkpoints (UUID-named, with sidecar files)."""
+CONNECTOR_READ_FEATURES = READ_FEATURES
+"""The reader features the JVM connector reads (all of them; io.indexeddf.log reads v2
+checkpoints too)."""
 WRITE_FEATURES = frozenset({
     "appendOnly",            # honoured: no data-changing remove while delta.appendOnly is true
     "invariants",            # only without invariants (columns with delta.invariants are refused)
@@ -46,6 +53,9 @@ WRITE_FEATURES = frozenset({
     "vacuumProtocolCheck",   # vacuum checks the protocol as every write does
     "deletionVectors",       # removes carry the file's DV; rewrites drop its rows; vacuum keeps live DVs
     "columnMapping",         # files, stats and partitionValues by physical name, field ids; new columns get both
+    "typeWidening",          # files are written in the table's (widened) type; delta.typeChanges is kept
+    "typeWidening-preview",
+    "v2Checkpoint",          # checkpoints written with the checkpointMetadata row of the v2 spec
 })
 """Writer features indexeddf can write under (each with the condition next to it)."""
 
