@@ -256,3 +256,51 @@ def test_the_connector_refuses_an_index_column_widened_after_convert(spark, tmp_
     widen(path, 2, {"k": ("integer", "long")})
     with pytest.raises(Exception, match="UnsupportedFeatureError: index column 'k' was widened"):
         read(spark, path).collect()
+
+
+# -- domain metadata and collations ---------------------------------------------------------------
+def collated(path: str) -> str:
+    """A table another engine gave a case-insensitive collation on ``s`` (the writer features
+    ``collations`` and ``domainMetadata``) and two domains."""
+    deltalake.write_deltalake(path, pa.table({"k": list(range(8)), "s": ["a", "B", "c", "D", "e", "F", "g", "H"]}))
+    meta = metadata(path)
+    schema = json.loads(meta["schemaString"])
+    schema["fields"][1]["metadata"] = {"__COLLATIONS": {"s": "spark.UTF8_LCASE"}}
+    meta["schemaString"] = json.dumps(schema)
+    commit(path, 1, [{"protocol": {"minReaderVersion": 1, "minWriterVersion": 7,
+                                   "writerFeatures": ["domainMetadata", "collations"]}}, {"metaData": meta},
+                     {"domainMetadata": {"domain": "delta.collations", "configuration": '{"versions":{}}',
+                                         "removed": False}},
+                     {"domainMetadata": {"domain": "app.owner", "configuration": "x", "removed": False}}])
+    commit(path, 2, [{"domainMetadata": {"domain": "app.owner", "configuration": "", "removed": True}}])
+    return path
+
+
+def test_domain_metadata_is_kept_and_collated_columns_are_not_indexed(tmp_path):
+    path = collated(str(tmp_path / "c"))
+    with pytest.raises(UnsupportedFeatureError, match=r"columns \['s'\] have the collation\(s\) \['spark.UTF8_LCASE'\]"):
+        IndexedTable.convert(path, ["s"], num_buckets=2)
+    t = IndexedTable.convert(path, ["k"], num_buckets=2)
+    assert {d: m.configuration for d, m in t.snapshot.domains.items()} == {"delta.collations": '{"versions":{}}'}
+    with pytest.raises(UnsupportedFeatureError, match="collation"):
+        t.create_index("by_s", ["s"])
+    t.set_properties({"indexeddf.checkpointInterval": "1"})
+    t.append(pa.table({"k": [8], "s": ["i"]}))
+    ours = pq.read_table(os.path.join(log_dir(path), f"{t.version:020d}.checkpoint.parquet"))
+    assert [r for r in ours.column("domainMetadata").to_pylist() if r] == [
+        {"domain": "delta.collations", "configuration": '{"versions":{}}', "removed": False}]
+    fresh = IndexedTable.for_path(path)  # from the checkpoint
+    assert list(fresh.snapshot.domains) == ["delta.collations"]
+    assert json.loads(metadata(path)["schemaString"])["fields"][1]["metadata"] == {"__COLLATIONS": {"s": "spark.UTF8_LCASE"}}
+    want = sorted(duckdb_delta().execute(f"SELECT k, s FROM delta_scan('{path}')").fetchall())
+    assert sorted(tuple(r.values()) for r in fresh.to_arrow().to_pylist()) == want and len(want) == 9
+    assert fresh.lookup([1, 8]).column("s").to_pylist() in (["B", "i"], ["i", "B"])
+
+
+@pytest.mark.spark
+def test_the_connector_reads_collated_columns(spark, tmp_path):
+    path = collated(str(tmp_path / "c"))
+    IndexedTable.convert(path, ["k"], num_buckets=2)
+    want = sorted(duckdb_delta().execute(f"SELECT k, s FROM delta_scan('{path}')").fetchall())
+    assert sorted(tuple(r) for r in read(spark, path).select("k", "s").collect()) == want
+    assert sorted(tuple(r) for r in read(spark, path).where("k = 3").select("k", "s").collect()) == [(3, "D")]

@@ -74,6 +74,9 @@ _SCHEMA = pa.schema([
     ])),
 ])
 _MAP_FIELDS = ("partitionValues", "tags", "configuration", "options")
+_DOMAIN = pa.field("domainMetadata", pa.struct([("domain", pa.string()), ("configuration", pa.string()),
+                                                 ("removed", pa.bool_())]))
+"""Delta's domainMetadata column, in checkpoints of tables that have domains."""
 _V2_SCHEMA = _SCHEMA.append(pa.field("checkpointMetadata", pa.struct([("version", pa.int64()), ("tags", _MAP)])))
 """A table with the ``v2Checkpoint`` feature gets v2 spec checkpoints: the classic file name
 and content, plus the one ``checkpointMetadata`` row the spec requires (no sidecars)."""
@@ -113,6 +116,7 @@ def _rows(snapshot: "Snapshot") -> list[dict]:
     rows += [{"txn": t.model_dump()} for t in snapshot.txns.values()]
     rows += [{"remove": _file_row(r)} for r in snapshot.tombstones.values()]
     rows += [{"add": _file_row(a)} for a in snapshot.live_files()]
+    rows += [{"domainMetadata": d.model_dump()} for d in snapshot.domains.values()]
     return rows
 
 
@@ -123,7 +127,8 @@ def write_checkpoint(storage: "TableStorage", snapshot: "Snapshot") -> None:
     v2 = V2_CHECKPOINT in (snapshot.protocol.writerFeatures or ())
     if v2:
         rows.append({"checkpointMetadata": {"version": snapshot.version, "tags": []}})
-    table = pa.Table.from_pylist(rows, schema=_V2_SCHEMA if v2 else _SCHEMA)
+    schema = _V2_SCHEMA if v2 else _SCHEMA
+    table = pa.Table.from_pylist(rows, schema=schema.append(_DOMAIN) if snapshot.domains else schema)
     buf = io.BytesIO()
     pq.write_table(table, buf, compression="snappy")
     state = {
@@ -273,7 +278,8 @@ def _parquet_actions(data: bytes, source: str) -> tuple[list[Action], list[str]]
         # ParquetFile, not read_table: read_table imports pyarrow.dataset (and pandas), ~250 ms
         # of a fresh process that only wants to open the table.
         pf = pq.ParquetFile(io.BytesIO(data))
-        names = [n for n in ("protocol", "metaData", "txn", "remove", "add", "sidecar") if n in pf.schema_arrow.names]
+        names = [n for n in ("protocol", "metaData", "txn", "remove", "add", "domainMetadata", "sidecar")
+                 if n in pf.schema_arrow.names]
         table = pf.read(columns=names)
     except (pa.ArrowInvalid, OSError, KeyError) as e:
         raise CorruptLogError(f"{source}: not a readable checkpoint ({e}); delete it to replay from JSON", source) from None

@@ -34,6 +34,7 @@ from .actions import (
     ActionParseError,
     AddFile,
     CommitInfo,
+    DomainMetadata,
     FileStats,
     IndexEntry,
     Metadata,
@@ -99,6 +100,8 @@ def encode_action(a: Action) -> str:
         return _line("txn", a.model_dump())
     if isinstance(a, CommitInfo):
         return _line("commitInfo", _commit_info(a, []))
+    if isinstance(a, DomainMetadata):
+        return _line("domainMetadata", a.model_dump())
     raise TypeError(f"no Delta form for {type(a).__name__}")
 
 
@@ -265,8 +268,8 @@ def path_file_id(path: str) -> int:
 def decode_line(line: str) -> list[Action]:
     """The actions of one Delta log line (a commitInfo line may carry index actions).
 
-    Actions indexeddf does not use (``cdc``, ``domainMetadata``, ``checkpointMetadata``,
-    ``sidecar``) decode to nothing; those it cannot honour are refused by the protocol
+    Actions indexeddf does not use (``cdc``, ``checkpointMetadata``, ``sidecar``) decode
+    to nothing (``domainMetadata`` is kept for checkpoints); those it cannot honour are refused by the protocol
     check before. Unknown fields are ignored, as Delta asks of readers. Raises :class:`ActionParseError` with the reason.
     """
     try:
@@ -299,7 +302,7 @@ def decode_line(line: str) -> list[Action]:
     return out
 
 
-_IGNORED = {"cdc", "domainMetadata", "checkpointMetadata", "sidecar"}
+_IGNORED = {"cdc", "checkpointMetadata", "sidecar"}
 
 
 def _decode_add(b: dict) -> list[Action]:
@@ -502,6 +505,11 @@ def _decode_protocol(b: dict) -> list[Action]:
     )]
 
 
+def _decode_domain_metadata(b: dict) -> list[Action]:
+    return [DomainMetadata(domain=b["domain"], configuration=b.get("configuration") or "",
+                           removed=bool(b.get("removed", False)))]
+
+
 def _decode_txn(b: dict) -> list[Action]:
     return [Txn(appId=b["appId"], version=b["version"], lastUpdated=b.get("lastUpdated") or 0)]
 
@@ -536,4 +544,5 @@ DECODERS = {
     "protocol": _decode_protocol,
     "txn": _decode_txn,
     "commitInfo": _decode_commit_info,
+    "domainMetadata": _decode_domain_metadata,
 }

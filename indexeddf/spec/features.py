@@ -56,6 +56,8 @@ WRITE_FEATURES = frozenset({
     "typeWidening",          # files are written in the table's (widened) type; delta.typeChanges is kept
     "typeWidening-preview",
     "v2Checkpoint",          # checkpoints written with the checkpointMetadata row of the v2 spec
+    "domainMetadata",        # other engines' domains are kept in checkpoints; indexeddf writes none
+    "collations",            # __COLLATIONS kept in the schema; stats are binary (valid); no index on a collated column
 })
 """Writer features indexeddf can write under (each with the condition next to it)."""
 
@@ -80,6 +82,36 @@ def protocol_for(fields, configuration: dict[str, str] | None = None) -> Protoco
     return with_table_features(base, required_features(configuration or {}))
 
 
+ENGINES = {
+    "variantType": "Spark 4 with delta-spark 4",
+    "variantType-preview": "Spark 4 with delta-spark 4",
+    "variantShredding-preview": "Spark 4 with delta-spark 4",
+    "catalogManaged": "Spark with delta-spark and the table's catalog",
+    "rowTracking": "Spark with delta-spark",
+    "identityColumns": "Spark with delta-spark",
+    "icebergCompatV1": "Spark with delta-spark",
+    "icebergCompatV2": "Spark with delta-spark",
+    "clustering": "Spark with delta-spark",
+    "inCommitTimestamp": "Spark with delta-spark, or delta-rs",
+    "checkConstraints": "Spark with delta-spark, or delta-rs",
+    "changeDataFeed": "Spark with delta-spark, or delta-rs",
+    "generatedColumns": "Spark with delta-spark, or delta-rs",
+}
+"""Engines that implement each Delta feature indexeddf refuses (named in the refusal);
+any other feature: a Delta engine that knows it (delta-spark is Delta's reference)."""
+
+
+def refusal(features, verb: str) -> UnsupportedFeatureError:
+    """The typed refusal of ``features`` (all of them), naming an engine for each."""
+    names = sorted(features)
+    engines = "; ".join(f"{f}: {ENGINES.get(f, 'Spark with delta-spark, or another Delta engine that knows it')}"
+                        for f in names)
+    return UnsupportedFeatureError(
+        ", ".join(names),
+        f"the table uses the Delta feature(s) {', '.join(names)}, which indexeddf does not implement, so it does not "
+        f"{verb} it; engines that do: {engines}. Or rewrite the table without the feature.")
+
+
 def check_readable(p: Protocol, where: str) -> None:
     """Refuse a protocol whose reading needs something indexeddf does not do."""
     if p.minReaderVersion <= 1:
@@ -89,7 +121,7 @@ def check_readable(p: Protocol, where: str) -> None:
     if p.minReaderVersion == 3:
         unknown = sorted(set(p.readerFeatures or ()) - READ_FEATURES)
         if unknown:
-            raise UnsupportedFeatureError(", ".join(unknown))  # all of them, so none surprises later
+            raise refusal(unknown, "read")  # all of them, so none surprises later
         return
     raise UnsupportedProtocolError(
         f"{where} needs Delta reader version {p.minReaderVersion}; indexeddf reads versions 1 to 3 "
@@ -163,7 +195,7 @@ def check_writable(p: Protocol, m: Metadata, where: str) -> None:
         if feature not in WRITE_FEATURES:
             refused.append(feature)
     if refused:
-        raise UnsupportedFeatureError(", ".join(refused))
+        raise refusal(refused, "write to")
     if any(k.startswith("delta.constraints.") for k in conf):
         raise UnsupportedFeatureError("checkConstraints")
     if conf.get("delta.enableChangeDataFeed", "false").lower() == "true":
@@ -172,6 +204,20 @@ def check_writable(p: Protocol, m: Metadata, where: str) -> None:
             f"{where} has delta.enableChangeDataFeed = true; indexeddf does not write change data "
             "files, so it refuses to write to it (set the property to false to let it).",
         )
+
+
+COLLATIONS = "__COLLATIONS"
+"""The column metadata key of Delta's collations (a column's name -> its collation)."""
+
+
+def collation(field) -> str | None:
+    """The collation of a string column (a ``Field``), None for Delta's default, UTF-8 binary
+    comparison (``spark.UTF8_BINARY``, or none named)."""
+    named = field.metadata.get(COLLATIONS)
+    value = named.get(field.name) if isinstance(named, dict) else None
+    if value is None or str(value).split(".")[:2] == ["spark", "UTF8_BINARY"]:
+        return None
+    return str(value)
 
 
 def append_only(m: Metadata) -> bool:
