@@ -270,6 +270,13 @@ def test_the_connector_reads_name_mode_on_every_path(spark, converted):
     spark.createDataFrame([(900, "w", 9.0)], "k bigint, `a b` string, v double").write.format("indexeddf") \
         .mode("append").save(converted)
     assert spark_rows(read(spark, converted)) == delta_rs(converted) == duck(converted)
+    # A Spark write that adds a column gives it a physical name and the next id.
+    spark.createDataFrame([(901, "x", 1.0, "new")], "k bigint, `a b` string, v double, `n c` string") \
+        .write.format("indexeddf").mode("append").option("mergeSchema", "true").save(converted)
+    assert mapping(converted)["n c"]["delta.columnMapping.physicalName"].startswith("col-")
+    got = read(spark, converted).where("k = 901").collect()
+    assert [(r["k"], r["n c"]) for r in got] == [(901, "new")]
+    assert duckdb_delta().execute(f"SELECT \"n c\" FROM delta_scan('{converted}') WHERE k = 901").fetchall() == [("new",)]
 
 
 @pytest.mark.spark
