@@ -33,7 +33,7 @@ from test_delta_oracles import duckdb_delta  # noqa: E402
 
 import indexeddf  # noqa: E402
 from indexeddf import IndexedTable  # noqa: E402
-from indexeddf.errors import InvalidOptionError  # noqa: E402
+from indexeddf.errors import IndexColumnChangeError, InvalidOptionError, SchemaEvolutionError  # noqa: E402
 
 SCHEMA = pa.schema([("k", pa.int64()), ("a b", pa.string()), ("v", pa.float64())])
 """A column name Parquet-minded engines dislike (a space) is what column mapping is for."""
@@ -351,3 +351,38 @@ def test_random_histories_read_alike_in_every_engine(tmp_path_factory, sequence,
     newest = ours(IndexedTable.for_path(path).to_arrow())
     assert duck(path) == newest
     assert ours(IndexedTable.for_path(path).lookup([probe, probe + 1])) == [r for r in newest if r[0] in (probe, probe + 1)]
+
+
+@pytest.mark.parametrize("mode", ["name", "id"])
+def test_rename_and_drop_columns(tmp_path, mode):
+    path = str(tmp_path / "t")
+    t = IndexedTable.create(path, rows(range(20)), index_columns=["k"], num_buckets=2,
+                            properties={"delta.columnMapping.mode": mode})
+    t.rename_column("a b", "label")
+    t.drop_columns(["v"])
+    t.append(pa.table({"k": pa.array([20], pa.int64()), "label": ["new"]}))
+    t.add_columns([("v", "double")])  # the dropped name again: a new column, NULL in every old row
+    want = rowsort(tuple(r.values()) for r in pa.table(deltalake.QueryBuilder().register(
+        "t", deltalake.DeltaTable(path)).execute("SELECT k, label, v FROM t").read_all()).to_pylist())
+    assert rowsort(tuple(r.values()) for r in t.to_arrow().select(["k", "label", "v"]).to_pylist()) == want
+    assert all(r[2] is None for r in want) and len(want) == 21
+    assert rowsort(duckdb_delta().execute(f"SELECT k, label, v FROM delta_scan('{path}')").fetchall()) == want
+    assert t.lookup([3, 20]).column("label").to_pylist() in (["s3", "new"], ["new", "s3"])
+    assert IndexedTable.for_path(path, version=0).schema.names == SCHEMA.names  # time travel: the old names
+    with pytest.raises(IndexColumnChangeError, match="bucketed or indexed"):
+        t.rename_column("k", "key")
+    with pytest.raises(SchemaEvolutionError, match="has a column of that name"):
+        t.rename_column("label", "K")
+
+
+def test_rename_needs_column_mapping(tmp_path):
+    t = IndexedTable.create(str(tmp_path / "t"), rows(range(5)), index_columns=["k"], num_buckets=2)
+    with pytest.raises(InvalidOptionError, match="without column mapping.*columnMapping.mode = name first"):
+        t.rename_column("a b", "x")
+    t.set_properties({"delta.columnMapping.mode": "name"})
+    t.rename_column("a b", "x")
+    got = t.to_arrow().sort_by("k")
+    assert got.column("x").to_pylist() == rows(range(5)).column("a b").to_pylist()
+    # DuckDB reads the renamed column from files that name it by its old name (its physical one).
+    assert rowsort(duckdb_delta().execute(f"SELECT k, x FROM delta_scan('{tmp_path / 't'}')").fetchall()) == \
+        rowsort(tuple(r.values()) for r in got.select(["k", "x"]).to_pylist())
