@@ -34,7 +34,7 @@ def test_the_document_holds_what_spec_defines():
     assert doc["propertyDefaults"] == {"indexeddf.hybridScan.maxAppendedRatio": "0.3",
                                        "indexeddf.hybridScan.maxDeletedRatio": "0.2"}
     assert set(doc["readableStates"]) == set(states.READABLE_STATES)
-    assert set(doc["readerFeatures"]) == set(features.CONNECTOR_READ_FEATURES)
+    assert set(doc["readerFeatures"]) == set(features.READ_FEATURES)
     assert doc == shared_constants()
 
 

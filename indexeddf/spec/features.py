@@ -40,9 +40,6 @@ written before a widening are cast to the table's type, ``spec/type_widening.py`
 ``v2Checkpoint``: UUID-named checkpoints and sidecar files, ``format/checkpoint.py``)."""
 V2_CHECKPOINT = "v2Checkpoint"
 """Delta's feature for v2 spec checkpoints (UUID-named, with sidecar files)."""
-CONNECTOR_READ_FEATURES = READ_FEATURES
-"""The reader features the JVM connector reads (all of them; io.indexeddf.log reads v2
-checkpoints too)."""
 WRITE_FEATURES = frozenset({
     "appendOnly",            # honoured: no data-changing remove while delta.appendOnly is true
     "invariants",            # only without invariants (columns with delta.invariants are refused)

@@ -35,7 +35,7 @@ def shared_constants() -> dict:
         "maxIndexKeys": config.MAX_INDEX_KEYS,
         "propertyDefaults": {name: config.PROPERTIES[name].default for name in _CONNECTOR_PROPERTIES},
         "readableStates": sorted(states.READABLE_STATES),
-        "readerFeatures": sorted(features.CONNECTOR_READ_FEATURES),
+        "readerFeatures": sorted(features.READ_FEATURES),
         "primaryKind": _PRIMARY_KIND,
         "confIndexColumns": delta.CONF_INDEX_COLUMNS,
         "confNumBuckets": delta.CONF_NUM_BUCKETS,
