@@ -248,6 +248,9 @@ def spark_rows(df, columns=("k", "a b", "v")) -> list[tuple]:
 
 @pytest.mark.spark
 def test_the_connector_reads_name_mode_on_every_path(spark, converted):
+    indexeddf.register(spark)  # the Python data source reads both modes
+    py = spark.read.format("indexeddf_python").load(converted)
+    assert spark_rows(py) == ours(IndexedTable.for_path(converted).to_arrow())
     if converted.endswith("id"):  # the connector reads by physical name only: id mode is refused by name
         with pytest.raises(Exception, match="UnsupportedFeatureError: .*columnMapping in mode 'id'.*IndexedTable"):
             read(spark, converted).collect()
@@ -266,7 +269,6 @@ def test_the_connector_reads_name_mode_on_every_path(spark, converted):
     probe = spark.createDataFrame([(k,) for k in probes], "k bigint")
     assert spark_rows(df.join(probe, "k")) == [r for r in want if r[0] in probes]  # indexed join
     # Writes through the connector keep the mapping (the Python writer writes the files).
-    indexeddf.register(spark)
     spark.createDataFrame([(900, "w", 9.0)], "k bigint, `a b` string, v double").write.format("indexeddf") \
         .mode("append").save(converted)
     assert spark_rows(read(spark, converted)) == delta_rs(converted) == duck(converted)
