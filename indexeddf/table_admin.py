@@ -168,6 +168,28 @@ class TableAdmin:
         self._snapshot = result.snapshot
         return result.version
 
+    # -- renaming and dropping columns (writer/columns.py; column-mapped tables) -----------
+    def rename_column(self, old: str, new: str) -> int:
+        """``ALTER TABLE RENAME COLUMN old TO new`` on a column-mapped table
+        (``delta.columnMapping.mode`` = ``name`` or ``id``): one metadata commit, no file
+        rewritten. Columns that bucket, index or partition the table are refused. Returns
+        the new version."""
+        from .writer import columns
+
+        result = columns.rename_column(update_snapshot(self._snapshot), old, new)
+        self._snapshot = result.snapshot
+        return result.version
+
+    def drop_columns(self, names: Sequence[str]) -> int:
+        """``ALTER TABLE DROP COLUMNS`` on a column-mapped table: one metadata commit, the
+        files keep the data and no reader sees it. Columns that bucket, index or partition
+        the table are refused. Returns the new version."""
+        from .writer import columns
+
+        result = columns.drop_columns(update_snapshot(self._snapshot), names)
+        self._snapshot = result.snapshot
+        return result.version
+
     # -- maintenance (writer/maintenance.py, writer/lifecycle.py; docs/admin.md) ----------
     def optimize(self, mode: str = "quick", progress=None) -> int:
         """Compact each bucket's small data files (``"quick"``: files under 32 MiB;

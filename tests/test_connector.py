@@ -227,7 +227,8 @@ def _commit(path: str, version: int, *actions: dict) -> None:
 
 
 # Deletion vectors are read by the connector (tests/test_connector_dv.py) and the Python readers
-# (tests/test_dv_reads.py): neither refuses them.
+# (tests/test_dv_reads.py): neither refuses them. Column mapping is read by the Python readers
+# (tests/test_column_mapping.py); the connector refuses it, naming who reads it.
 @pytest.mark.parametrize("case", ["reader feature", "column mapping"])
 def test_what_the_python_reader_refuses_the_connector_refuses(spark, tmp_path, case):
     path = str(tmp_path / "refused")
@@ -237,15 +238,22 @@ def test_what_the_python_reader_refuses_the_connector_refuses(spark, tmp_path, c
         feature = "fancyNewFeature"
         _commit(path, 1, info, {"protocol": {"minReaderVersion": 3, "minWriterVersion": 7,
                                              "readerFeatures": [feature], "writerFeatures": [feature]}})
-    else:
+        with pytest.raises(UnsupportedFeatureError, match=feature):
+            IndexedTable.for_path(path)
+    else:  # the connector reads mode name (tests/test_column_mapping.py), not id
         feature = "columnMapping"
-        _commit(path, 1, info, {"protocol": {"minReaderVersion": 2, "minWriterVersion": 5}})
-    with pytest.raises(UnsupportedFeatureError, match=feature):
-        IndexedTable.for_path(path)
+        IndexedTable.for_path(path).set_properties({"delta.columnMapping.mode": "name"})
+        assert read(spark, path).count() == 10
+        path = str(tmp_path / "id")
+        IndexedTable.create(path, batch(list(range(10))), index_columns=["k"], num_buckets=2,
+                            properties={"delta.columnMapping.mode": "id"})
+        assert IndexedTable.for_path(path).to_arrow().num_rows == 10
     with pytest.raises(Exception, match=f"UnsupportedFeatureError: .*{feature}") as refused:
         read(spark, path).collect()
-    assert "indexeddf does not implement" in str(refused.value)
-    assert read(spark, path, versionAsOf=0).count() == 10  # the version before it stays readable
+    said = "indexeddf does not implement" if case == "reader feature" else "Python IndexedTable"
+    assert said in str(refused.value)
+    if case == "reader feature":
+        assert read(spark, path, versionAsOf=0).count() == 10  # the version before it stays readable
 
 
 # -- writes -----------------------------------------------------------------------------------

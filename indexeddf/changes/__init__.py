@@ -21,6 +21,7 @@ import sqlglot.dialects.spark  # noqa: F401, E402
 
 from ..errors import InvalidOptionError
 from ..format.snapshot import Snapshot
+from ..spec.column_mapping import evolve
 from ..spec.expressions import equality_keys, merge_columns
 from ..spec.predicate import parse_predicate
 from ..spec.schema import arrow_schema
@@ -132,6 +133,8 @@ def merge_change(source, predicate: str, clauses: list[Clause], source_alias: st
 
     def change(snapshot: Snapshot) -> Change:
         new_fields = _merged_fields(snapshot, source.schema, clauses) if schema_mode == "merge" else None
+        if new_fields is not None:  # a column-mapped table's new columns get their names and ids now
+            new_fields = evolve(snapshot.metadata, new_fields).schema_
         schema = arrow_schema(new_fields or snapshot.metadata.schema_)
         columns, aliases = merge_columns(schema, source.schema, target_alias, source_alias)
         on = equality_keys(predicate, columns, aliases=aliases, target_prefix=aliases[target_alias],

@@ -38,8 +38,8 @@ from ..errors import InvalidOptionError, SchemaMismatchError
 from ..format.snapshot import Snapshot
 from ..format.transaction import ALL_BUCKETS, CommitResult, Transaction
 from ..spec.actions import AddFile, Txn
+from ..spec.column_mapping import evolve, file_schema, table_schema
 from ..spec.features import deletion_vectors_enabled
-from ..spec.schema import arrow_schema
 from ..writer.operations import write_metrics
 from .clauses import INSERT, MATCHED, NOT_MATCHED, NOT_MATCHED_BY_SOURCE
 from .expressions import Scope
@@ -60,12 +60,12 @@ def execute(snapshot: Snapshot, change: Change) -> tuple[CommitResult | None, Ch
             return None, metrics  # committed before: an idempotent retry changes nothing
     if isinstance(change.source, PartedSource):
         return _execute_parts(snapshot, change, metrics, started)
-    schema = arrow_schema(change.new_fields or snapshot.metadata.schema_)
+    schema = file_schema(change.new_fields or snapshot.metadata.schema_, snapshot.metadata.configuration)
     scope = Scope(schema, change.target_alias, None if change.source is None else change.source.schema,
                   change.source_alias)
     _check(change, scope, schema)
     vectors = deletion_vectors_enabled(snapshot.metadata.configuration)
-    stored = arrow_schema(snapshot.metadata.schema_)
+    stored = table_schema(snapshot.metadata)
     wanted = [c for c in target_columns(change, scope, schema) if c in stored.names]
     found = find(snapshot, change, stored, wanted)
     if found.located is not None and change.new_fields:
@@ -79,7 +79,7 @@ def execute(snapshot: Snapshot, change: Change) -> tuple[CommitResult | None, Ch
     tx = Transaction(snapshot, change.operation, change.parameters, read_buckets=buckets)
     metadata = snapshot.metadata
     if change.new_fields:
-        metadata = metadata.model_copy(update={"schema_": change.new_fields})
+        metadata = evolve(metadata, change.new_fields)
     try:
         actions, index_files = rewrite(snapshot, change, scope, schema, found, vectors, tx, metrics, metadata)
     except BaseException:
@@ -115,16 +115,16 @@ def _execute_parts(snapshot: Snapshot, change: Change, metrics: ChangeMetrics,
     other target row), so each file is changed by one part, and the source is never whole
     in memory. A part of every bucket is the whole source, read once."""
     source = change.source
-    schema = arrow_schema(change.new_fields or snapshot.metadata.schema_)
+    schema = file_schema(change.new_fields or snapshot.metadata.schema_, snapshot.metadata.configuration)
     scope = Scope(schema, change.target_alias, source.schema, change.source_alias)
     _check(change, scope, schema)
     vectors = deletion_vectors_enabled(snapshot.metadata.configuration)
-    stored = arrow_schema(snapshot.metadata.schema_)
+    stored = table_schema(snapshot.metadata)
     wanted = [c for c in target_columns(change, scope, schema) if c in stored.names]
     tx = Transaction(snapshot, change.operation, change.parameters, read_buckets=())
     metadata = snapshot.metadata
     if change.new_fields:
-        metadata = metadata.model_copy(update={"schema_": change.new_fields})
+        metadata = evolve(metadata, change.new_fields)
     actions, index_files, read, by = [], {}, set(), set()
     try:
         for part in source.parts:

@@ -16,6 +16,7 @@ import io
 import json
 import warnings
 from typing import TYPE_CHECKING
+from urllib.parse import unquote
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -28,12 +29,14 @@ from ..spec.delta import (
     TAG_FILE_ID,
     TAG_SORTED,
     checkpoint_add,
+    decode_line,
     encode_path,
     metadata_object,
     protocol_object,
     stats_string,
 )
-from .log import LAST_CHECKPOINT, check_action_paths, checkpoint_path, read_commit
+from ..spec.features import V2_CHECKPOINT
+from .log import LAST_CHECKPOINT, SIDECAR_DIR, check_action_paths, checkpoint_path, read_commit, uuid_checkpoint_path
 from .replay_rules import merge_index
 
 if TYPE_CHECKING:
@@ -71,6 +74,12 @@ _SCHEMA = pa.schema([
     ])),
 ])
 _MAP_FIELDS = ("partitionValues", "tags", "configuration", "options")
+_DOMAIN = pa.field("domainMetadata", pa.struct([("domain", pa.string()), ("configuration", pa.string()),
+                                                 ("removed", pa.bool_())]))
+"""Delta's domainMetadata column, in checkpoints of tables that have domains."""
+_V2_SCHEMA = _SCHEMA.append(pa.field("checkpointMetadata", pa.struct([("version", pa.int64()), ("tags", _MAP)])))
+"""A table with the ``v2Checkpoint`` feature gets v2 spec checkpoints: the classic file name
+and content, plus the one ``checkpointMetadata`` row the spec requires (no sidecars)."""
 
 
 def index_state_path(version: int) -> str:
@@ -107,6 +116,7 @@ def _rows(snapshot: "Snapshot") -> list[dict]:
     rows += [{"txn": t.model_dump()} for t in snapshot.txns.values()]
     rows += [{"remove": _file_row(r)} for r in snapshot.tombstones.values()]
     rows += [{"add": _file_row(a)} for a in snapshot.live_files()]
+    rows += [{"domainMetadata": d.model_dump()} for d in snapshot.domains.values()]
     return rows
 
 
@@ -114,7 +124,11 @@ def write_checkpoint(storage: "TableStorage", snapshot: "Snapshot") -> None:
     """Write the checkpoint of ``snapshot`` (and its index state), then point
     ``_last_checkpoint`` at it."""
     rows = _rows(snapshot)
-    table = pa.Table.from_pylist(rows, schema=_SCHEMA)
+    v2 = V2_CHECKPOINT in (snapshot.protocol.writerFeatures or ())
+    if v2:
+        rows.append({"checkpointMetadata": {"version": snapshot.version, "tags": []}})
+    schema = _V2_SCHEMA if v2 else _SCHEMA
+    table = pa.Table.from_pylist(rows, schema=schema.append(_DOMAIN) if snapshot.domains else schema)
     buf = io.BytesIO()
     pq.write_table(table, buf, compression="snappy")
     state = {
@@ -207,17 +221,72 @@ def _deletion_vectors(adds: pa.StructArray) -> list:
 
 def read_checkpoint(storage: "TableStorage", version: int) -> list[Action]:
     """The actions stored in the checkpoint of ``version``, with the index state and
-    commit timestamp of that version."""
+    commit timestamp of that version.
+
+    Delta's v2 checkpoints are read too (``v2Checkpoint``): a UUID-named one
+    (``<v>.checkpoint.<uuid>.json`` or ``.parquet``) when the classic file is absent, and
+    the ``sidecar`` files either kind may name (``_delta_log/_sidecars/``, holding its add
+    and remove actions); ``checkpointMetadata`` carries nothing a reader needs."""
     rel = checkpoint_path(version)
-    source = storage.full(rel)
+    try:
+        data = storage.read_bytes(rel)
+    except FileNotFoundError:
+        rel = uuid_checkpoint_path(storage, version)
+        if rel is None:
+            raise
+        data = storage.read_bytes(rel)
+    if rel.endswith(".json"):
+        actions, sidecars = _json_checkpoint(data.decode("utf-8"), storage.full(rel))
+    else:
+        actions, sidecars = _parquet_actions(data, storage.full(rel))
+    for name in sidecars:
+        side = f"{SIDECAR_DIR}/{name}"
+        actions += _parquet_actions(storage.read_bytes(side), storage.full(side))[0]
+    return actions + index_state(storage, version)
+
+
+def _json_checkpoint(text: str, source: str) -> tuple[list[Action], list[str]]:
+    """The actions of a JSON (v2 spec) checkpoint and the names of its sidecar files."""
+    actions: list[Action] = []
+    sidecars: list[str] = []
+    for number, line in enumerate(text.split("\n"), start=1):
+        if line.strip().startswith('{"sidecar"'):
+            sidecars.append(_sidecar_name(json.loads(line)["sidecar"], source))
+        elif line.strip():
+            try:
+                decoded = decode_line(line)
+            except ActionParseError as e:
+                raise CorruptLogError(f"{source} line {number}: {e}", source, number) from None
+            for a in decoded:
+                check_action_paths(a, f"{source} line {number}")
+                actions.append(a)
+    return actions, sidecars
+
+
+def _sidecar_name(body, source: str) -> str:
+    """The file name a ``sidecar`` action names (Delta keeps sidecars in ``_sidecars/``)."""
+    path = body.get("path") if isinstance(body, dict) else None
+    name = unquote(str(path)).rsplit("/", 1)[-1] if path else ""
+    if not name or name in (".", ".."):
+        raise CorruptLogError(f"{source}: a sidecar action without a file name ({body!r})", source)
+    return name
+
+
+def _parquet_actions(data: bytes, source: str) -> tuple[list[Action], list[str]]:
+    """The actions of a Parquet checkpoint or sidecar file, and the sidecar files it names."""
     try:
         # ParquetFile, not read_table: read_table imports pyarrow.dataset (and pandas), ~250 ms
         # of a fresh process that only wants to open the table.
-        pf = pq.ParquetFile(io.BytesIO(storage.read_bytes(rel)))
-        names = [n for n in ("protocol", "metaData", "txn", "remove", "add") if n in pf.schema_arrow.names]
+        pf = pq.ParquetFile(io.BytesIO(data))
+        names = [n for n in ("protocol", "metaData", "txn", "remove", "add", "domainMetadata", "sidecar")
+                 if n in pf.schema_arrow.names]
         table = pf.read(columns=names)
     except (pa.ArrowInvalid, OSError, KeyError) as e:
         raise CorruptLogError(f"{source}: not a readable checkpoint ({e}); delete it to replay from JSON", source) from None
+    sidecars = []
+    if "sidecar" in names:
+        sidecars = [_sidecar_name(b, source) for b in table.column("sidecar").to_pylist() if b is not None]
+        names.remove("sidecar")
     actions: list[Action] = []
     for name in names:
         if name == "add":
@@ -236,7 +305,7 @@ def read_checkpoint(storage: "TableStorage", version: int) -> list[Action]:
             for a in decoded:
                 check_action_paths(a, f"{source} row {row}")
                 actions.append(a)
-    return actions + index_state(storage, version)
+    return actions, sidecars
 
 
 def index_state(storage: "TableStorage", version: int) -> list[Action]:

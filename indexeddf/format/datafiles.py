@@ -13,6 +13,10 @@ module, so every one of them returns the table's schema:
   so dates outside the nanosecond range do not overflow);
 - a partitioned table's files lack the partition columns: each reads as the value the
   file's ``add.partitionValues`` names (``spec/partitions.py``), whatever the file holds;
+- in a table with column mapping (``spec/column_mapping.py``) a file's columns have
+  their physical names (or field ids): the schema readers pass is the table's
+  :func:`~indexeddf.spec.column_mapping.file_schema`, which names them, and rows come
+  back under the logical names, as do ``partitionValues`` (keyed by physical name);
 - a file the log names but storage lacks raises :class:`MissingFileError` naming the
   file and the version;
 - the rows a file's deletion vector deletes are not in the table: :func:`read_live_rows`
@@ -29,6 +33,7 @@ import pyarrow.parquet as pq
 
 from ..errors import MissingFileError
 from ..spec.actions import AddFile
+from ..spec.column_mapping import physical_name, plain, resolve
 from ..spec.partitions import constant_column
 from .deletion_vectors import keep_mask, read_deletion_vector
 from .storage import TableStorage
@@ -72,10 +77,11 @@ def open_parquet(storage: TableStorage, path: str, version: int | None = None,
         raise missing_file(storage, path, version) from None
 
 
-def file_columns(pf: pq.ParquetFile, columns: Sequence[str]) -> list[str]:
-    """Those of ``columns`` that the file holds (a file may predate a column)."""
-    present = set(pf.schema_arrow.names)
-    return [c for c in columns if c in present]
+def file_columns(pf: pq.ParquetFile, columns: Sequence[str], schema: pa.Schema) -> list[str]:
+    """The file's names of those of ``columns`` (of ``schema``) that the file holds (a file
+    may predate a column; a column-mapped table's files name them physically)."""
+    found = (resolve(pf.schema_arrow, schema.field(c)) for c in columns)
+    return [c for c in found if c is not None]
 
 
 def read_file(storage: TableStorage, path: str, schema: pa.Schema, columns: Sequence[str] | None = None,
@@ -84,7 +90,7 @@ def read_file(storage: TableStorage, path: str, schema: pa.Schema, columns: Sequ
     ``partition``: the file's ``partitionValues`` (its add's)."""
     wanted = list(schema.names if columns is None else columns)
     pf = open_parquet(storage, path, version)
-    stored = [c for c in file_columns(pf, wanted) if not partition or c not in partition]
+    stored = [c for c in file_columns(pf, wanted, schema) if not partition or c not in partition]
     if not stored and wanted:  # only partition columns: the row count is in the footer
         return conform(pa.table({"_": pa.nulls(pf.metadata.num_rows, pa.null())}), schema, wanted, partition=partition)
     return conform(pf.read(columns=stored), schema, wanted, partition=partition)
@@ -108,7 +114,7 @@ def iter_live_row_groups(storage: TableStorage, add: AddFile, schema: pa.Schema,
     wanted = list(schema.names if columns is None else columns)
     pf = open_parquet(storage, add.path, version)
     partition = add.partitionValues
-    stored = [c for c in file_columns(pf, wanted) if not partition or c not in partition]
+    stored = [c for c in file_columns(pf, wanted, schema) if not partition or c not in partition]
     live = live_mask(storage, add, pf.metadata.num_rows)  # a bit a row: 1/8 byte, not a file's rows
     start = 0
     for i in range(pf.metadata.num_row_groups):
@@ -141,20 +147,22 @@ def conform(rows: Columnar, schema: pa.Schema, columns: Sequence[str] | None = N
     as NULL, other physical types cast. With ``keep_dictionary``, a dictionary-encoded
     column whose values already have the schema's type stays encoded (the lookup cache
     decodes only the rows it returns). ``partition``: the file's ``partitionValues``,
-    which give its partition columns (a value for every row)."""
+    which give its partition columns (a value for every row). The result has the logical
+    names, and no field metadata, whatever names the file used."""
     names = list(schema.names if columns is None else columns)
-    present = set(rows.schema.names)
     arrays = []
     for name in names:
         field = schema.field(name)
-        if partition and name in partition:
-            arrays.append(constant_column(partition[name], field.type, rows.num_rows, name))
+        physical = physical_name(field)
+        if partition and physical in partition:
+            arrays.append(constant_column(partition[physical], field.type, rows.num_rows, name))
             continue
-        if name not in present:
+        stored = resolve(rows.schema, field)
+        if stored is None:
             arrays.append(pa.nulls(rows.num_rows, field.type))
             continue
-        arrays.append(_as_type(rows.column(name), field.type, keep_dictionary))
-    fields = [schema.field(n) for n in names]
+        arrays.append(_as_type(rows.column(stored), field.type, keep_dictionary))
+    fields = list(plain(pa.schema([schema.field(n) for n in names])))
     if isinstance(rows, pa.RecordBatch):
         return pa.RecordBatch.from_arrays(arrays, schema=pa.schema(fields))
     if keep_dictionary:  # the encoded columns keep their own (dictionary) type

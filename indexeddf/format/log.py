@@ -18,7 +18,11 @@ from .storage import TableStorage
 LOG_DIR = "_delta_log"
 LAST_CHECKPOINT = f"{LOG_DIR}/_last_checkpoint"
 _COMMIT_NAME = re.compile(r"^(\d{20})\.json$")
-_CHECKPOINT_NAME = re.compile(r"^(\d{20})\.checkpoint\.parquet$")
+_CHECKPOINT_NAME = re.compile(r"^(\d{20})\.checkpoint(?:\.parquet|\.[0-9a-fA-F-]{36}\.(?:json|parquet))$")
+"""A classic checkpoint, or a UUID-named (v2 spec) one, JSON or Parquet; multi-part
+checkpoints are not listed (their versions replay from the commits)."""
+SIDECAR_DIR = f"{LOG_DIR}/_sidecars"
+"""Where a v2 checkpoint's sidecar files (its add and remove actions) are."""
 _SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:")
 
 
@@ -30,6 +34,15 @@ def commit_path(version: int) -> str:
 def checkpoint_path(version: int) -> str:
     """Relative path of the checkpoint written at ``version``."""
     return f"{LOG_DIR}/{version:020d}.checkpoint.parquet"
+
+
+def uuid_checkpoint_path(storage: TableStorage, version: int) -> str | None:
+    """Relative path of a UUID-named (v2 spec) checkpoint of ``version`` (the first by name
+    when several exist: each is the whole state), or None."""
+    names = sorted(n for n in storage.list_names(LOG_DIR)
+                   if n.startswith(f"{version:020d}.checkpoint.") and _CHECKPOINT_NAME.match(n)
+                   and not n.endswith(".checkpoint.parquet"))
+    return f"{LOG_DIR}/{names[0]}" if names else None
 
 
 def list_log(storage: TableStorage, log_dir: str = LOG_DIR) -> tuple[list[int], list[int]]:
@@ -44,7 +57,7 @@ def list_log(storage: TableStorage, log_dir: str = LOG_DIR) -> tuple[list[int], 
         m = _CHECKPOINT_NAME.match(name)
         if m:
             checkpoints.append(int(m.group(1)))
-    return sorted(commits), sorted(checkpoints)
+    return sorted(commits), sorted(set(checkpoints))  # a version may have a classic and a UUID-named one
 
 
 def check_relative_path(path: str, where: str) -> None:

@@ -19,6 +19,7 @@ from ..spec.actions import (
     Action,
     AddFile,
     CommitInfo,
+    DomainMetadata,
     IndexEntry,
     Metadata,
     Protocol,
@@ -26,6 +27,7 @@ from ..spec.actions import (
     Txn,
 )
 from ..spec.features import check_readable
+from ..spec.type_widening import check_indexed_columns_kept
 from . import checkpoint as ckpt
 from .log import list_log, read_commit
 from .replay_rules import merge_index
@@ -46,6 +48,8 @@ class Snapshot:
     indexes: dict[str, IndexEntry] = field(default_factory=dict)
     timestamp: int = 0
     """Commit timestamp of ``version``, ms since the epoch (UTC)."""
+    domains: dict[str, DomainMetadata] = field(default_factory=dict)
+    """Delta's domain metadata by domain (other engines'; kept in checkpoints)."""
 
     # -- derived views -----------------------------------------------------------
     def live_files(self) -> list[AddFile]:
@@ -92,10 +96,12 @@ class _ReplayState:
     txns: dict[str, Txn] = field(default_factory=dict)
     indexes: dict[str, IndexEntry] = field(default_factory=dict)
     timestamp: int = 0
+    domains: dict[str, DomainMetadata] = field(default_factory=dict)
 
     @classmethod
     def from_snapshot(cls, s: Snapshot) -> "_ReplayState":
-        return cls(s.protocol, s.metadata, dict(s.files), dict(s.tombstones), dict(s.txns), dict(s.indexes), s.timestamp)
+        return cls(s.protocol, s.metadata, dict(s.files), dict(s.tombstones), dict(s.txns), dict(s.indexes), s.timestamp,
+                   dict(s.domains))
 
     def apply(self, actions: list[Action]) -> None:
         """Apply one commit's (or one checkpoint's) actions: removes first, then the rest
@@ -127,12 +133,21 @@ class _ReplayState:
         elif isinstance(a, IndexEntry):
             self.indexes[a.name] = merge_index(self.indexes.get(a.name), a)
         elif isinstance(a, Metadata):
+            # Columns indexed before this metaData (a widening before convert is fine).
+            indexed = set(self.metadata.indexColumns if self.metadata else ()) | {
+                c for i in self.indexes.values() for c in i.columns}
+            check_indexed_columns_kept(self.metadata, a, indexed)
             self.metadata = a
         elif isinstance(a, Protocol):
             check_readable(a, "the table")
             self.protocol = a
         elif isinstance(a, CommitInfo):
             self.timestamp = a.timestamp
+        elif isinstance(a, DomainMetadata):
+            if a.removed:
+                self.domains.pop(a.domain, None)
+            else:
+                self.domains[a.domain] = a
 
     def freeze(self, storage: TableStorage, version: int, unindexed_ok: bool = False) -> Snapshot:
         if self.protocol is None or self.metadata is None:
@@ -151,7 +166,7 @@ class _ReplayState:
             )
         return Snapshot(
             storage, version, self.protocol, self.metadata, self.files,
-            self.tombstones, self.txns, self.indexes, self.timestamp,
+            self.tombstones, self.txns, self.indexes, self.timestamp, self.domains,
         )
 
 

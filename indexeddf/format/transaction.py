@@ -50,6 +50,7 @@ from ..errors import (
 )
 from ..spec import config
 from ..spec.actions import Action, AddFile, CommitInfo, IndexEntry, IndexFile, Metadata, Protocol, RemoveFile, Txn
+from ..spec.column_mapping import physical_names, table_schema
 from ..spec.delta import encode_commit
 from ..spec.features import append_only, check_writable
 from .checkpoint import write_checkpoint
@@ -196,7 +197,8 @@ class Transaction:
                 "Set the property to false first if the table may lose rows.",
             )
         metadata = next((m for m in actions if isinstance(m, Metadata)), snap.metadata)
-        columns = set(metadata.partitionColumns)
+        physical = physical_names(table_schema(metadata))  # partitionValues use physical names
+        columns = {physical.get(c, c) for c in metadata.partitionColumns}
         # The last guard against a wrong partitioned table: an add without its partition
         # values would read as NULL partitions in every Delta reader.
         if any(isinstance(f, AddFile) and set(f.partitionValues) != columns for f in actions):

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from ..format.snapshot import Snapshot, update_snapshot
 from ..spec.actions import IndexEntry
+from ..spec.column_mapping import table_schema
 from ..spec.partitions import prune
 from ..spec.predicate import parse_predicate
 from ..spec.schema import arrow_schema
@@ -77,7 +78,7 @@ def _partition_lines(snapshot: Snapshot, fixed) -> list[str]:
         return [f"partitions: the table is partitioned by {list(columns)}; the filter fixes none, so every "
                 "partition is read"]
     files = snapshot.files.values()
-    kept = prune(files, parts, arrow_schema(snapshot.metadata.schema_))
+    kept = prune(files, parts, table_schema(snapshot.metadata))
     return [f"partitions: the filter on {sorted(parts)} keeps {len(kept)} of {len(files)} live files "
             f"({len({tuple(sorted(a.partitionValues.items(), key=str)) for a in kept})} partition(s)); "
             "the files of other partitions are skipped"]

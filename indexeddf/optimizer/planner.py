@@ -36,6 +36,7 @@ from ..reader.plan import LookupPlan, LookupTask
 from ..spec import config
 from ..spec.actions import PRIMARY_INDEX, IndexEntry, IndexFile
 from ..spec.bucketing import bucket_ids
+from ..spec.column_mapping import table_schema
 from ..spec.partitions import prune
 from ..spec.schema import arrow_schema, type_name
 from ..spec.states import READABLE_STATES
@@ -191,7 +192,7 @@ def _plan(snapshot: Snapshot, index: IndexEntry, keys: pa.Table, why_not: str | 
     if meta.partitionColumns and set(index.columns) & set(meta.partitionColumns):
         # Keys fix partition columns: files of other partitions cannot match.
         to_scan = prune(to_scan, {c: keys.column(c) for c in index.columns if c in meta.partitionColumns},
-                        arrow_schema(meta.schema_))
+                        table_schema(meta))
     if covered:
         buckets = bucket_ids([keys.column(c) for c in index.columns], index.numBuckets)
         files_by_bucket: dict[int, list[IndexFile]] = defaultdict(list)
@@ -350,7 +351,7 @@ def pruned(snapshot: Snapshot, plan: LookupPlan, fixed: Mapping[str, Sequence]) 
     parts = {c: v for c, v in fixed.items() if c in snapshot.metadata.partitionColumns}
     if not parts:
         return plan
-    schema = arrow_schema(snapshot.metadata.schema_)
+    schema = table_schema(snapshot.metadata)
     tasks = []
     for t in plan.tasks:
         if t.scan_files:

@@ -7,7 +7,9 @@ skip the files of other partitions). Without a filter, files with one are read i
 same dataset read and their deleted rows dropped per file (cut by the files' row
 counts); with a filter, a file with one is read by
 :func:`indexeddf.format.datafiles.read_live_rows`, which drops the rows it deletes (a
-dataset cannot), and filtered in memory. Rows come in file write order either way.
+dataset cannot), and filtered in memory. A column-mapped table's files are all read that
+way (a dataset cannot rename their physical columns). Rows come in file write order
+either way.
 """
 
 from __future__ import annotations
@@ -21,19 +23,24 @@ import pyarrow.compute as pc
 from ..format.datafiles import INT96_UNIT, live_mask, missing_file, read_live_rows
 from ..format.snapshot import Snapshot
 from ..spec.actions import AddFile
+from ..spec.column_mapping import is_mapped, plain, table_schema
 from ..spec.partitions import partition_expression
-from ..spec.schema import arrow_schema, check_columns
+from ..spec.schema import check_columns
 
 
 def read_snapshot(snapshot: Snapshot, columns: Sequence[str] | None = None, filter: pc.Expression | None = None) -> pa.Table:
     """The rows of ``snapshot`` (files in write order), optionally projected and filtered."""
-    schema = arrow_schema(snapshot.metadata.schema_)
+    schema = table_schema(snapshot.metadata)
     check_columns(schema.names, columns)
     files = snapshot.live_files()
     wanted = list(columns) if columns is not None else None
     if not files:
-        empty = schema.empty_table()
+        empty = plain(schema).empty_table()
         return empty.select(wanted) if wanted is not None else empty
+    if is_mapped(snapshot.metadata.configuration):
+        # Files name their columns physically (or by field id): each is read and renamed
+        # by format/datafiles.py, which a dataset cannot do.
+        return _read_with_deletions(snapshot, files, schema, wanted, filter)
     if filter is None and any(a.deletionVector is not None for a in files):
         whole = _read_all_then_order(snapshot, files, schema, wanted)
         if whole is not None:
@@ -105,7 +112,7 @@ def _read_dataset(snapshot: Snapshot, files: list[AddFile], schema: pa.Schema, c
 
 def _read_with_deletions(snapshot: Snapshot, files: list[AddFile], schema: pa.Schema, columns: list[str] | None,
                          filter: pc.Expression | None) -> pa.Table:
-    """The live rows of ``files`` (each has a deletion vector), projected and filtered in
+    """The live rows of ``files`` (with a deletion vector, or of a column-mapped table), projected and filtered in
     memory. Without a filter only ``columns`` are read (a filter may name any column);
     files are read two at a time (Parquet decoding releases the GIL), in order."""
     import pyarrow.dataset as ds

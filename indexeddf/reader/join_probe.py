@@ -22,6 +22,7 @@ import pyarrow.compute as pc
 
 from ..spec.actions import AddFile, IndexFile
 from ..spec.bucketing import bucket_ids, key_hash
+from ..spec.column_mapping import plain
 from .lookup import ReadContext, bucket_trie, equal_null_safe, fetch_rows, scan_files
 
 OUT_BATCH_ROWS = 65536
@@ -91,7 +92,7 @@ def table_rows(side: TableSide, bucket: int, probe_keys: pa.Table, read_cols: li
             scanned[bucket] = rows
     if rows is not None and rows.num_rows:
         parts.append(rows)
-    target = pa.schema([side.read.schema.field(c) for c in read_cols])
+    target = plain(pa.schema([side.read.schema.field(c) for c in read_cols]))
     parts = [p.select(read_cols).cast(target) for p in parts]
     # One chunk: fetched rows are many slices, and hashing works chunk by chunk.
     return pa.concat_tables(parts).combine_chunks() if parts else target.empty_table()

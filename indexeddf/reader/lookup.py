@@ -39,7 +39,8 @@ from ..format.snapshot import Snapshot
 from ..format.storage import TableStorage, frozen_options, thawed_options
 from ..spec.actions import AddFile, IndexFile
 from ..spec.bucketing import key_hash
-from ..spec.schema import arrow_schema, check_columns, dictionary_columns
+from ..spec.column_mapping import file_schema, physical_name, plain
+from ..spec.schema import check_columns, dictionary_columns
 from .cache import cache
 from .plan import LookupPlan, LookupTask
 from .trie import BucketTrie, Segment
@@ -75,7 +76,7 @@ class ReadContext:
         live = plan.live_covered_ids if wanted is None else plan.live_covered_ids[np.isin(plan.live_covered_ids, list(wanted))]
         return cls(
             snapshot.storage.url, frozen_options(snapshot.storage.storage_options), snapshot.metadata.id,
-            arrow_schema(snapshot.metadata.schema_), tuple(plan.index.columns), {a.fileId: a.path for a in files},
+            file_schema(snapshot.metadata.schema_, snapshot.metadata.configuration), tuple(plan.index.columns), {a.fileId: a.path for a in files},
             live, snapshot.version, deletion_vectors_of(files), partitions_of(files),
         )
 
@@ -126,7 +127,7 @@ def run_plan(snapshot: Snapshot, plan: LookupPlan, columns: list[str] | None, lo
     ctx = ReadContext.of(snapshot, plan)
     parts = [run_task(ctx, t, columns, locate) for t in plan.tasks]
     if not parts:
-        empty = ctx.schema.empty_table().select(list(columns) if columns is not None else ctx.schema.names)
+        empty = plain(ctx.schema).empty_table().select(list(columns) if columns is not None else ctx.schema.names)
         return _with_locators(empty, np.empty(0, np.int64), np.empty(0, np.int64)) if locate else empty
     return without_empty_batches(pa.concat_tables(parts))
 
@@ -284,7 +285,7 @@ def _probe(ctx: ReadContext, trie: BucketTrie, live: np.ndarray | None, keys: pa
         kept = _not_deleted(ctx, file_ids, rows)
         probe_of, file_ids, rows = probe_of[kept], file_ids[kept], rows[kept]
     if len(rows) == 0:
-        return _with_locators(ctx.schema.empty_table().select(read_cols), np.empty(0, np.int64), np.empty(0, np.int64))
+        return _with_locators(plain(ctx.schema).empty_table().select(read_cols), np.empty(0, np.int64), np.empty(0, np.int64))
     # Candidate rows, each once, ordered by file then row; `which` maps a probe match
     # to its candidate.
     order = np.lexsort((rows, file_ids))
@@ -337,7 +338,7 @@ def fetch_rows(ctx: ReadContext, path: str, rows: np.ndarray, columns: list[str]
     if deleted is not None:
         rows = rows[~np.isin(rows, deleted)]
     if len(rows) == 0:
-        return pa.schema([ctx.schema.field(c) for c in columns]).empty_table()
+        return plain(pa.schema([ctx.schema.field(c) for c in columns])).empty_table()
     footer = _footer(ctx, path)
     groups = np.searchsorted(footer.bounds, rows, side="right") - 1  # sorted, as rows are
     cuts = (np.flatnonzero(groups[1:] != groups[:-1]) + 1).tolist()
@@ -414,10 +415,11 @@ def _row_groups(ctx: ReadContext, path: str, footer: _Footer, groups: list[int],
     if missing:
         storage = ctx.storage
         # The cached footer spares a second read and parse of the file's metadata.
-        pf = open_parquet(storage, path, ctx.version, footer.metadata, dictionary_columns(ctx.schema, columns))
+        encoded = [physical_name(ctx.schema.field(c)) for c in dictionary_columns(ctx.schema, columns)]
+        pf = open_parquet(storage, path, ctx.version, footer.metadata, encoded)
         # Typed as the table's columns here, so the cache holds the table's types whoever
         # wrote the file (string columns stay dictionary-encoded until rows are picked).
-        table = conform(pf.read_row_groups(missing, columns=file_columns(pf, columns)), ctx.schema, columns,
+        table = conform(pf.read_row_groups(missing, columns=file_columns(pf, columns, ctx.schema)), ctx.schema, columns,
                         keep_dictionary=True, partition=ctx.partitions.get(path))
         start = 0
         for g in missing:
@@ -431,7 +433,7 @@ def _row_groups(ctx: ReadContext, path: str, footer: _Footer, groups: list[int],
 def scan_files(ctx: ReadContext, files: tuple[AddFile, ...], read_cols: list[str]) -> pa.Table:
     """Every live row of ``files`` with ``read_cols``, typed as the table's columns."""
     parts = [read_live_rows(ctx.storage, a, ctx.schema, read_cols, ctx.version) for a in files]
-    return pa.concat_tables(parts) if parts else pa.schema([ctx.schema.field(c) for c in read_cols]).empty_table()
+    return pa.concat_tables(parts) if parts else plain(pa.schema([ctx.schema.field(c) for c in read_cols])).empty_table()
 
 
 def equal_null_safe(a: pa.ChunkedArray, b: pa.ChunkedArray) -> np.ndarray:

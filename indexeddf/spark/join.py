@@ -37,6 +37,7 @@ from ..format.storage import frozen_options
 from ..optimizer.planner import covered_ids, join_index
 from ..reader.join_probe import TableSide
 from ..reader.lookup import ReadContext, deletion_vectors_of, partitions_of
+from ..spec.column_mapping import table_schema
 from ..spec.schema import arrow_schema
 from .bucketed import bucketed_scan_reason
 from .native import JVM_UNAVAILABLE
@@ -171,7 +172,7 @@ def table_side(snapshot: Snapshot, table_keys: list[str]) -> tuple[TableSide | N
     columns are all join keys (the primary one first), else the data bucketing when the
     table's index columns are all join keys; None when neither."""
     meta = snapshot.metadata
-    schema = arrow_schema(meta.schema_)
+    schema = table_schema(meta)
     live = snapshot.files
     entry, why_not = join_index(snapshot, table_keys)
     if entry is not None:

@@ -13,6 +13,7 @@ from ..format.snapshot import Snapshot
 from ..format.storage import frozen_options
 from ..reader.join_probe import JoinSpec, OtherSide, join_buckets, join_partition, pair_rows, table_rows
 from ..reader.lookup import ReadContext
+from ..spec.column_mapping import table_schema
 from ..spec.schema import arrow_schema
 from .join import HOWS, JoinOptions, JoinPlan, cast_key, key_buckets, key_lists, plan_join, table_side
 from .native import native_scan
@@ -178,7 +179,7 @@ def join_tables(a: Snapshot, b: Snapshot, spark, on=None, how: str = "inner", *,
         files.setdefault(f.bucket, []).append(f)
     other = OtherSide(
         ReadContext(b.storage.url, frozen_options(b.storage.storage_options), b.metadata.id,
-                    arrow_schema(b.metadata.schema_), tuple(b.metadata.indexColumns), {}, np.empty(0, np.int64)),
+                    table_schema(b.metadata), tuple(b.metadata.indexColumns), {}, np.empty(0, np.int64)),
         {k: tuple(v) for k, v in files.items()}, tuple(f.name for f in b_fields),
         tuple(f"_p{i}" for i in range(len(b_fields))), tuple(b_arrow.types),
     )

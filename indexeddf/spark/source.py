@@ -32,6 +32,7 @@ from ..format.deletion_vectors import keep_mask, read_deletion_vector
 from ..format.snapshot import Snapshot, load_snapshot
 from ..format.storage import TableStorage
 from ..format.timetravel import version_at
+from ..spec.column_mapping import table_schema, with_mapping
 from . import change as sc
 from . import options as so
 from . import write as sw
@@ -155,7 +156,8 @@ class IndexedReader(DataSourceReader):
         self.files: list[tuple[int, str, int, Any]] | None = _file_list(snapshot)
         self.partition_values = {a.path: a.partitionValues for a in snapshot.files.values() if a.partitionValues}
         self.max_partition_bytes = max_partition_bytes
-        self.arrow_schema = _spark_arrow_schema(schema)
+        # Spark's types, with the physical names files use in a column-mapped table.
+        self.arrow_schema = with_mapping(_spark_arrow_schema(schema), table_schema(snapshot.metadata))
 
     def __getstate__(self) -> dict:
         # Spark pickles the reader into every read task; the file list is only needed
@@ -231,7 +233,7 @@ def _read_files(partition: BucketPartition, target: pa.Schema, version: int) -> 
         keep = None if dv is None else keep_mask(pf.metadata.num_rows, read_deletion_vector(storage, dv))
         start = 0  # the file's row ordinal of the batch's first row: the mask is by ordinal
         values = partition.partitions.get(rel)
-        stored = [c for c in file_columns(pf, target.names) if not values or c not in values]
+        stored = [c for c in file_columns(pf, target.names, target) if not values or c not in values]
         if not stored:  # only partition columns asked: the rows' count is what matters
             batches = (pa.record_batch([pa.nulls(n, pa.null())], names=["_"]) for n in _row_counts(pf))
         else:

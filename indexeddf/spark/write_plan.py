@@ -28,6 +28,7 @@ from ..errors import (
 from ..format.snapshot import Snapshot, load_snapshot
 from ..format.storage import TableStorage
 from ..spec.actions import PRIMARY_INDEX, IndexEntry, Metadata
+from ..spec.column_mapping import evolve
 from ..spec.schema_evolution import added_fields, merge_fields, overwrite_fields
 from ..writer.data import conform
 from ..writer.operations import indexed_columns, maintained_indexes
@@ -138,11 +139,11 @@ def plan_write(options: Any, spark_schema, overwrite: bool, streaming: bool) -> 
             raise SchemaMismatchError(
                 f"index columns {missing} are not in the DataFrame (columns: {[f.name for f in fields]})", missing
             )
-        metadata = Metadata(
+        metadata = evolve(Metadata(
             id=str(uuid.uuid4()), name=opts.get("name"), description=opts.get("description"),
             schema=fields, indexColumns=tuple(index_columns), numBuckets=num_buckets,
             configuration=props, createdTime=int(time.time() * 1000),
-        )
+        ))
         primary = IndexEntry(name=PRIMARY_INDEX, columns=tuple(index_columns), kind="primary", state="ACTIVE",
                              numBuckets=num_buckets, coveredVersion=0)
         return WritePlan(
@@ -175,7 +176,7 @@ def plan_write(options: Any, spark_schema, overwrite: bool, streaming: bool) -> 
         fields = added_fields(meta.schema_, spark_columns(opts["_addColumns"]))
         new = fields[len(meta.schema_):]
         return WritePlan(
-            action="append", metadata_json=meta.model_copy(update={"schema_": fields}).model_dump_json(by_alias=True),
+            action="append", metadata_json=evolve(meta, fields).model_dump_json(by_alias=True),
             indexes_json=[], new_metadata=True, add_columns=True,
             parameters={"columns": [{"name": f.name, "type": f.type, **({"comment": f.comment} if f.comment else {})}
                                     for f in new]},
@@ -192,7 +193,7 @@ def plan_write(options: Any, spark_schema, overwrite: bool, streaming: bool) -> 
     else:
         fields = meta.schema_
     if fields != meta.schema_:
-        meta, new_metadata = meta.model_copy(update={"schema_": fields}), True
+        meta, new_metadata = evolve(meta, fields), True
     # Check the DataFrame's columns against the table now, before any task runs.
     conform(data_schema.empty_table(), meta.schema_, merge=merge_schema)
     indexes = maintained_indexes(snapshot, rebuild=overwrite)

@@ -189,7 +189,17 @@ class CommitInfo(_Action):
     """Fields other writers put in their commitInfo (kept for ``history``)."""
 
 
-Action = Union[Protocol, Metadata, AddFile, RemoveFile, IndexEntry, Txn, CommitInfo]
+class DomainMetadata(_Action):
+    """Delta's ``domainMetadata``: a named domain's configuration (a string another engine
+    reads, e.g. clustering columns or collation versions). indexeddf writes none; replay
+    keeps the latest per domain (dropped when ``removed``) so checkpoints keep them."""
+
+    domain: str
+    configuration: str
+    removed: bool = False
+
+
+Action = Union[Protocol, Metadata, AddFile, RemoveFile, IndexEntry, Txn, CommitInfo, DomainMetadata]
 
 KEYS: dict[type, str] = {
     Protocol: "protocol",
@@ -199,6 +209,7 @@ KEYS: dict[type, str] = {
     IndexEntry: "index",
     Txn: "txn",
     CommitInfo: "commitInfo",
+    DomainMetadata: "domainMetadata",
 }
 """The JSON key of each action class."""
 CLASSES: dict[str, type] = {v: k for k, v in KEYS.items()}

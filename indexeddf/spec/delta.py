@@ -34,6 +34,7 @@ from .actions import (
     ActionParseError,
     AddFile,
     CommitInfo,
+    DomainMetadata,
     FileStats,
     IndexEntry,
     Metadata,
@@ -43,6 +44,7 @@ from .actions import (
 )
 from .deletion_vectors import DeletionVectorDescriptor
 from .schema import Field
+from .type_widening import TYPE_CHANGES, check_type_changes
 
 TAG_BUCKET = "indexeddf.bucket"
 """``add.tags`` key: the file's bucket (decimal)."""
@@ -98,6 +100,8 @@ def encode_action(a: Action) -> str:
         return _line("txn", a.model_dump())
     if isinstance(a, CommitInfo):
         return _line("commitInfo", _commit_info(a, []))
+    if isinstance(a, DomainMetadata):
+        return _line("domainMetadata", a.model_dump())
     raise TypeError(f"no Delta form for {type(a).__name__}")
 
 
@@ -264,8 +268,8 @@ def path_file_id(path: str) -> int:
 def decode_line(line: str) -> list[Action]:
     """The actions of one Delta log line (a commitInfo line may carry index actions).
 
-    Actions indexeddf does not use (``cdc``, ``domainMetadata``, ``checkpointMetadata``,
-    ``sidecar``) decode to nothing; those it cannot honour are refused by the protocol
+    Actions indexeddf does not use (``cdc``, ``checkpointMetadata``, ``sidecar``) decode
+    to nothing (``domainMetadata`` is kept for checkpoints); those it cannot honour are refused by the protocol
     check before. Unknown fields are ignored, as Delta asks of readers. Raises :class:`ActionParseError` with the reason.
     """
     try:
@@ -298,7 +302,7 @@ def decode_line(line: str) -> list[Action]:
     return out
 
 
-_IGNORED = {"cdc", "domainMetadata", "checkpointMetadata", "sidecar"}
+_IGNORED = {"cdc", "checkpointMetadata", "sidecar"}
 
 
 def _decode_add(b: dict) -> list[Action]:
@@ -480,11 +484,13 @@ def parse_schema_string(text) -> tuple[Field, ...]:
             raise UnsupportedFeatureError(f"nested column {f.get('name')!r} ({json.dumps(t)[:60]})")
         meta = f.get("metadata") or {}
         for key in meta:
-            if key.startswith("delta.columnMapping") or key.startswith("delta.generationExpression") \
-                    or key.startswith("delta.identity") or key == "delta.invariants":
+            if key.startswith("delta.generationExpression") or key.startswith("delta.identity") \
+                    or key == "delta.invariants":
                 from ..errors import UnsupportedFeatureError
 
                 raise UnsupportedFeatureError(f"{key} on column {f.get('name')!r}")
+        if TYPE_CHANGES in meta:
+            check_type_changes(f.get("name"), meta[TYPE_CHANGES])
         fields.append(Field(name=f["name"], type=t, nullable=f.get("nullable", True),
                             metadata=meta if isinstance(meta, dict) else {}))
     return tuple(fields)
@@ -497,6 +503,11 @@ def _decode_protocol(b: dict) -> list[Action]:
         readerFeatures=tuple(b["readerFeatures"]) if b.get("readerFeatures") is not None else None,
         writerFeatures=tuple(b["writerFeatures"]) if b.get("writerFeatures") is not None else None,
     )]
+
+
+def _decode_domain_metadata(b: dict) -> list[Action]:
+    return [DomainMetadata(domain=b["domain"], configuration=b.get("configuration") or "",
+                           removed=bool(b.get("removed", False)))]
 
 
 def _decode_txn(b: dict) -> list[Action]:
@@ -533,4 +544,5 @@ DECODERS = {
     "protocol": _decode_protocol,
     "txn": _decode_txn,
     "commitInfo": _decode_commit_info,
+    "domainMetadata": _decode_domain_metadata,
 }

@@ -13,7 +13,11 @@ deletion vector deletes. It is written as far as indexeddf's writers preserve it
 ``delta.enableDeletionVectors = true`` adds the feature to the protocol
 (:func:`with_table_features`).
 
-Anything a feature would change about reading (column mapping, ...)
+``columnMapping`` (reader 2 / writer 5, or the feature) is read and written: files,
+``stats`` and ``partitionValues`` use each column's physical name, files carry field ids,
+new columns get a physical name and an id (``spec/column_mapping.py``).
+
+Anything a feature would change about reading
 or writing (check constraints, generated or identity columns, change data feed, ...)
 that indexeddf does not implement is refused with :class:`UnsupportedFeatureError`
 naming the feature: never a wrong answer, never a commit that breaks a rule another
@@ -24,10 +28,18 @@ from __future__ import annotations
 
 from ..errors import UnsupportedFeatureError, UnsupportedProtocolError
 from .actions import Metadata, Protocol
+from .column_mapping import FEATURE as COLUMN_MAPPING
+from .column_mapping import is_mapped
 
-READ_FEATURES = frozenset({"timestampNtz", "vacuumProtocolCheck", "appendOnly", "invariants", "deletionVectors"})
+READ_FEATURES = frozenset({"timestampNtz", "vacuumProtocolCheck", "appendOnly", "invariants", "deletionVectors",
+                           "columnMapping", "typeWidening", "typeWidening-preview", "v2Checkpoint"})
 """Reader features indexeddf reads correctly (``deletionVectors``: every reader drops the
-rows a file's deletion vector deletes, ``format/datafiles.py``)."""
+rows a file's deletion vector deletes, ``format/datafiles.py``; ``columnMapping``: files
+are read by physical name or field id, ``spec/column_mapping.py``; ``typeWidening``: files
+written before a widening are cast to the table's type, ``spec/type_widening.py``;
+``v2Checkpoint``: UUID-named checkpoints and sidecar files, ``format/checkpoint.py``)."""
+V2_CHECKPOINT = "v2Checkpoint"
+"""Delta's feature for v2 spec checkpoints (UUID-named, with sidecar files)."""
 WRITE_FEATURES = frozenset({
     "appendOnly",            # honoured: no data-changing remove while delta.appendOnly is true
     "invariants",            # only without invariants (columns with delta.invariants are refused)
@@ -37,6 +49,12 @@ WRITE_FEATURES = frozenset({
     "timestampNtz",
     "vacuumProtocolCheck",   # vacuum checks the protocol as every write does
     "deletionVectors",       # removes carry the file's DV; rewrites drop its rows; vacuum keeps live DVs
+    "columnMapping",         # files, stats and partitionValues by physical name, field ids; new columns get both
+    "typeWidening",          # files are written in the table's (widened) type; delta.typeChanges is kept
+    "typeWidening-preview",
+    "v2Checkpoint",          # checkpoints written with the checkpointMetadata row of the v2 spec
+    "domainMetadata",        # other engines' domains are kept in checkpoints; indexeddf writes none
+    "collations",            # __COLLATIONS kept in the schema; stats are binary (valid); no index on a collated column
 })
 """Writer features indexeddf can write under (each with the condition next to it)."""
 
@@ -61,19 +79,49 @@ def protocol_for(fields, configuration: dict[str, str] | None = None) -> Protoco
     return with_table_features(base, required_features(configuration or {}))
 
 
+ENGINES = {
+    "variantType": "Spark 4 with delta-spark 4",
+    "variantType-preview": "Spark 4 with delta-spark 4",
+    "variantShredding-preview": "Spark 4 with delta-spark 4",
+    "catalogManaged": "Spark with delta-spark and the table's catalog",
+    "rowTracking": "Spark with delta-spark",
+    "identityColumns": "Spark with delta-spark",
+    "icebergCompatV1": "Spark with delta-spark",
+    "icebergCompatV2": "Spark with delta-spark",
+    "clustering": "Spark with delta-spark",
+    "inCommitTimestamp": "Spark with delta-spark, or delta-rs",
+    "checkConstraints": "Spark with delta-spark, or delta-rs",
+    "changeDataFeed": "Spark with delta-spark, or delta-rs",
+    "generatedColumns": "Spark with delta-spark, or delta-rs",
+}
+"""Engines that implement each Delta feature indexeddf refuses (named in the refusal);
+any other feature: a Delta engine that knows it (delta-spark is Delta's reference)."""
+
+
+def refusal(features, verb: str) -> UnsupportedFeatureError:
+    """The typed refusal of ``features`` (all of them), naming an engine for each."""
+    names = sorted(features)
+    engines = "; ".join(f"{f}: {ENGINES.get(f, 'Spark with delta-spark, or another Delta engine that knows it')}"
+                        for f in names)
+    return UnsupportedFeatureError(
+        ", ".join(names),
+        f"the table uses the Delta feature(s) {', '.join(names)}, which indexeddf does not implement, so it does not "
+        f"{verb} it; engines that do: {engines}. Or rewrite the table without the feature.")
+
+
 def check_readable(p: Protocol, where: str) -> None:
     """Refuse a protocol whose reading needs something indexeddf does not do."""
     if p.minReaderVersion <= 1:
         return
     if p.minReaderVersion == 2:
-        raise UnsupportedFeatureError("columnMapping")
+        return  # reader 2 is column mapping (spec/column_mapping.py)
     if p.minReaderVersion == 3:
         unknown = sorted(set(p.readerFeatures or ()) - READ_FEATURES)
         if unknown:
-            raise UnsupportedFeatureError(", ".join(unknown))  # all of them, so none surprises later
+            raise refusal(unknown, "read")  # all of them, so none surprises later
         return
     raise UnsupportedProtocolError(
-        f"{where} needs Delta reader version {p.minReaderVersion}; indexeddf reads versions 1 and 3 "
+        f"{where} needs Delta reader version {p.minReaderVersion}; indexeddf reads versions 1 to 3 "
         "(with the features it implements). Read it with a newer Delta engine."
     )
 
@@ -89,11 +137,16 @@ def with_table_features(p: Protocol, features: set[str]) -> Protocol:
     """``p`` upgraded to reader 3 / writer 7 with ``features`` added to both feature lists,
     as Delta upgrades a table when a property needs a reader-writer feature: the features
     the legacy versions implied are listed explicitly (so nothing the table had is lost),
-    and ``p`` itself when it already has them all."""
+    and ``p`` itself when it already has them all. Column mapping alone on a legacy
+    protocol gives the legacy reader 2 / writer 5 instead."""
     readers = set(p.readerFeatures or ()) if p.minReaderVersion >= 3 else set()
     writers = writer_features(p)
     if features <= readers and features <= writers:
         return p
+    if features <= {COLUMN_MAPPING} and p.minReaderVersion < 3 and p.minWriterVersion < 7:
+        # Reader 2 / writer 5, as delta-rs and Spark create a column-mapped table: more
+        # readers read it than the feature lists (delta-rs's Arrow reader among them).
+        return Protocol(minReaderVersion=max(2, p.minReaderVersion), minWriterVersion=max(5, p.minWriterVersion))
     return Protocol(minReaderVersion=3, minWriterVersion=7,
                     readerFeatures=tuple(sorted(readers | features)),
                     writerFeatures=tuple(sorted(writers | features)))
@@ -107,8 +160,10 @@ def deletion_vectors_enabled(configuration: dict[str, str]) -> bool:
 
 def required_features(configuration: dict[str, str]) -> set[str]:
     """The reader-writer features a table's properties ask for (Delta adds
-    ``deletionVectors`` to the protocol when ``delta.enableDeletionVectors`` is true)."""
-    return {DELETION_VECTORS} if deletion_vectors_enabled(configuration) else set()
+    ``deletionVectors`` to the protocol when ``delta.enableDeletionVectors`` is true, and
+    ``columnMapping`` when ``delta.columnMapping.mode`` is ``name`` or ``id``)."""
+    out = {DELETION_VECTORS} if deletion_vectors_enabled(configuration) else set()
+    return out | ({COLUMN_MAPPING} if is_mapped(configuration) else set())
 
 
 def writer_features(p: Protocol) -> set[str]:
@@ -132,14 +187,12 @@ def check_writable(p: Protocol, m: Metadata, where: str) -> None:
     conf = m.configuration
     refused = []
     for feature in sorted(writer_features(p)):
-        if feature == "columnMapping" and conf.get("delta.columnMapping.mode", "none") == "none":
-            continue
         if feature == "identityColumns":
             continue  # identity columns are refused where the schema is read
         if feature not in WRITE_FEATURES:
             refused.append(feature)
     if refused:
-        raise UnsupportedFeatureError(", ".join(refused))
+        raise refusal(refused, "write to")
     if any(k.startswith("delta.constraints.") for k in conf):
         raise UnsupportedFeatureError("checkConstraints")
     if conf.get("delta.enableChangeDataFeed", "false").lower() == "true":
@@ -148,6 +201,20 @@ def check_writable(p: Protocol, m: Metadata, where: str) -> None:
             f"{where} has delta.enableChangeDataFeed = true; indexeddf does not write change data "
             "files, so it refuses to write to it (set the property to false to let it).",
         )
+
+
+COLLATIONS = "__COLLATIONS"
+"""The column metadata key of Delta's collations (a column's name -> its collation)."""
+
+
+def collation(field) -> str | None:
+    """The collation of a string column (a ``Field``), None for Delta's default, UTF-8 binary
+    comparison (``spark.UTF8_BINARY``, or none named)."""
+    named = field.metadata.get(COLLATIONS)
+    value = named.get(field.name) if isinstance(named, dict) else None
+    if value is None or str(value).split(".")[:2] == ["spark", "UTF8_BINARY"]:
+        return None
+    return str(value)
 
 
 def append_only(m: Metadata) -> bool:

@@ -21,6 +21,7 @@ from decimal import Decimal, InvalidOperation
 import pyarrow as pa
 
 from ..errors import CorruptLogError, InvalidOptionError, SchemaMismatchError
+from .column_mapping import physical_name
 
 HIVE_NULL = "__HIVE_DEFAULT_PARTITION__"
 """The directory name of a NULL partition value (Hive's, which Spark and delta-rs use)."""
@@ -152,13 +153,15 @@ def check_values(columns: Sequence[str], values: PartitionValues, where: str) ->
 def prune(files, fixed: Mapping[str, Sequence], schema: pa.Schema) -> list:
     """Those of ``files`` (AddFiles) whose partition may hold rows whose columns take the
     values ``fixed`` (column -> the values it may equal, None among them: NULL). Columns
-    that are not partition columns, or values that do not fit their column, exclude nothing."""
+    that are not partition columns, or values that do not fit their column, exclude nothing.
+    ``schema``: the table's ``file_schema``; ``partitionValues`` name a column-mapped table's
+    columns by their physical names."""
     wanted = {}
     for column, values in fixed.items():
         t = schema.field(column).type
         typed = _typed(values, t)
         if typed is not None:
-            wanted[column] = (t, set(typed))
+            wanted[physical_name(schema.field(column))] = (t, set(typed))
     out = []
     for a in files:
         pv = a.partitionValues

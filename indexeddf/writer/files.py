@@ -20,6 +20,7 @@ from ..errors import SchemaMismatchError
 from ..format.storage import TableStorage
 from ..spec.actions import AddFile, FileStats
 from ..spec.bucketing import bucket_ids, key_hash
+from ..spec.column_mapping import physical_names, to_physical
 from ..spec.partitions import constant_column, partition_dir, serialize_value
 from ..spec.schema import dictionary_columns
 
@@ -96,10 +97,13 @@ def write_bucketed_pieces(
     row_group_bytes: int,
     written: list[str],
     partition_columns: tuple[str, ...] = (),
+    schema: pa.Schema | None = None,
 ) -> list[tuple[AddFile, pa.Table]]:
     """Write ``table`` as one Parquet file per touched bucket (per partition and bucket in a
     table partitioned by ``partition_columns``); each file's ``add`` action and its rows in
     file order (for indexing; with the partition columns, which the file itself lacks).
+    ``schema``: the table's ``file_schema`` (``spec/column_mapping.py``), whose physical
+    names files, stats and ``partitionValues`` use in a column-mapped table.
 
     Each path is appended to ``written`` before its file is created, so the caller can
     delete every file of a failed write.
@@ -117,24 +121,26 @@ def write_bucketed_pieces(
     if not parts:
         return []
     per_group = rows_per_group(table, row_group_bytes)
-    files = [new_data_file(b) if v is None else new_data_file(b, partition_dir(partition_columns, v))
-             for b, _, v in parts]
+    physical = physical_names(schema) if schema is not None else {}
+    stored_values = [None if v is None else {physical.get(c, c): t for c, t in v.items()} for _, _, v in parts]
+    files = [new_data_file(b) if v is None else new_data_file(b, partition_dir(list(v), v))
+             for (b, _, _), v in zip(parts, stored_values)]
     written.extend(path for path, _ in files)
 
     def write_one(i: int) -> tuple[AddFile, pa.Table]:
         bucket, rows, values = parts[i]
         if values is None:
-            return write_file(storage, files[i], bucket, rows, per_group, index_columns, ordered), rows
+            return write_file(storage, files[i], bucket, rows, per_group, index_columns, ordered, schema), rows
         # Delta's layout: a partitioned table's files hold no partition column; the add's
         # partitionValues give every row's value.
         stored = rows.drop_columns(list(partition_columns))
-        add = write_file(storage, files[i], bucket, stored, per_group, index_columns, ordered)
+        add = write_file(storage, files[i], bucket, stored, per_group, index_columns, ordered, schema)
         # The rows as readers will see them (an empty string partition reads as NULL).
         for c in partition_columns:
             at = rows.schema.get_field_index(c)
             rows = rows.set_column(at, rows.schema.field(at), constant_column(values[c], rows.schema.field(at).type,
                                                                               rows.num_rows, c))
-        return add.model_copy(update={"partitionValues": values}), rows
+        return add.model_copy(update={"partitionValues": stored_values[i]}), rows
 
     if len(parts) == 1:
         return [write_one(0)]
@@ -155,15 +161,20 @@ def split_by_partition(table: pa.Table, columns: tuple[str, ...]) -> list[tuple[
 
 
 def write_file(storage: TableStorage, file: tuple[str, int], bucket: int, rows: pa.Table, rows_per_group: int,
-               bloom_columns: list[str] = (), ordered: bool = False) -> AddFile:
+               bloom_columns: list[str] = (), ordered: bool = False, schema: pa.Schema | None = None) -> AddFile:
     """Write one row-batch file (``file``: path and id) and describe it as an ``add`` action;
     ``ordered`` says the rows are in index-column order (:func:`split_by_bucket`).
+    ``schema``: the table's ``file_schema``; in a column-mapped table the file's columns and
+    the stats take the physical names, and each column its Parquet field id.
 
     ``bloom_columns`` (the table's index columns) get a Parquet bloom filter per row
     group, so any Parquet reader (Spark, DuckDB, Trino, ...) skips the row groups
     of a file that cannot hold a key it looks for, index or no index.
     """
     rel, file_id = file
+    if schema is not None:
+        names = physical_names(schema)
+        rows, bloom_columns = to_physical(rows, schema), [names.get(c, c) for c in bloom_columns]
     buf = io.BytesIO()
     pq.write_table(rows, buf, row_group_size=rows_per_group, compression="zstd",
                    # Dictionaries for strings only: numbers written plain are about as small

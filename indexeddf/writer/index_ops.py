@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import re
 
-from ..errors import IndexExistsError, InvalidOptionError, SchemaMismatchError
+from ..errors import IndexExistsError, InvalidOptionError, SchemaMismatchError, UnsupportedFeatureError
 from ..format.snapshot import Snapshot
 from ..format.transaction import CommitResult
 from ..spec.actions import IndexEntry
 from ..spec.bucketing import is_hashable_type
+from ..spec.features import collation
 from ..spec.schema import arrow_schema
 from . import lifecycle
 from .operations import check_num_buckets
@@ -65,6 +66,15 @@ def validate_columns(snapshot: Snapshot, columns: list[str]) -> None:
     unhashable = [c for c in columns if not is_hashable_type(schema.field(c).type)]
     if unhashable:
         raise SchemaMismatchError(f"columns {unhashable} cannot be indexed (type not hashable)", unhashable)
+    fields = {f.name: f for f in snapshot.metadata.schema_}
+    collated = {c: collation(fields[c]) for c in columns if collation(fields[c])}
+    if collated:
+        # An index compares bytes; a collated column's equality (e.g. case-insensitive) is not that.
+        raise UnsupportedFeatureError(
+            "collations",
+            f"columns {sorted(collated)} have the collation(s) {sorted(set(collated.values()))}: an index compares "
+            "their UTF-8 bytes, so its lookups would not answer a collated comparison. Index other columns; "
+            "Spark with delta-spark compares them by their collation")
 
 
 REFRESH_MODES = ("incremental", "full", "quick")

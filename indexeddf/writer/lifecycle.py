@@ -46,7 +46,7 @@ from ..format.datafiles import live_mask, read_file
 from ..format.snapshot import Snapshot, update_snapshot
 from ..format.transaction import CommitResult, Transaction
 from ..spec.actions import PRIMARY_INDEX, IndexEntry, IndexFile
-from ..spec.schema import arrow_schema
+from ..spec.column_mapping import table_schema
 from ..spec.states import STABLE_STATES, TRANSIENT_STATES
 from .index_files import INDEX_DIR, DataPiece, build_index_files
 
@@ -166,7 +166,7 @@ def build_files(snapshot: Snapshot, entry: IndexEntry, data_files, written: list
     """Index files of ``entry`` for ``data_files``, written under ``dir_name`` in chunks
     of about ``BUILD_CHUNK_BYTES`` of data (one file per index bucket and chunk)."""
     storage = snapshot.storage
-    schema = arrow_schema(snapshot.metadata.schema_)
+    schema = table_schema(snapshot.metadata)
     columns = list(entry.columns)
     rel_dir = dir_name[len(INDEX_DIR) + 1:] if dir_name.startswith(INDEX_DIR + "/") else dir_name
     out: list[IndexFile] = []

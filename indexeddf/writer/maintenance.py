@@ -27,8 +27,8 @@ from ..format.snapshot import Snapshot, load_snapshot, update_snapshot
 from ..format.transaction import ALL_BUCKETS, CommitResult, Transaction
 from ..spec import config
 from ..spec.actions import AddFile, CommitInfo, IndexEntry, named_with_bucket
+from ..spec.column_mapping import table_schema
 from ..spec.deletion_vectors import FILE_NAME_PREFIX
-from ..spec.schema import arrow_schema
 from ..spec.states import TRANSIENT_STATES
 from .files import write_bucketed_pieces
 from .index_compaction import compact_index, new_entries
@@ -100,7 +100,7 @@ def _compact(snapshot: Snapshot, mode: str, groups: dict[int, list[AddFile]], pr
     """One commit that rewrites the files of ``groups`` (bucket -> files) into bucketed
     files and updates every ACTIVE index to match."""
     storage, meta = snapshot.storage, snapshot.metadata
-    schema = arrow_schema(meta.schema_)
+    schema = table_schema(meta)
     indexes = sorted((i for i in snapshot.indexes.values() if i.state == "ACTIVE"), key=lambda i: i.name)
     key_columns = sorted({c for i in indexes for c in i.columns})
     tx = Transaction(snapshot, "OPTIMIZE", {"mode": mode}, read_buckets=())
@@ -110,7 +110,7 @@ def _compact(snapshot: Snapshot, mode: str, groups: dict[int, list[AddFile]], pr
         for batch in _batches(groups):
             tables = [read_live_rows(storage, a, schema, version=snapshot.version) for a in batch]
             written = write_bucketed_pieces(storage, pa.concat_tables(tables), list(meta.indexColumns), meta.numBuckets,
-                                            rg_bytes, tx.written_paths, meta.partitionColumns)
+                                            rg_bytes, tx.written_paths, meta.partitionColumns, schema)
             for add, rows in written:
                 adds.append(add.model_copy(update={"dataChange": False}))
                 pieces.append(DataPiece(add.fileId, rows.select(key_columns)))

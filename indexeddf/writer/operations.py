@@ -16,6 +16,7 @@ from ..format.storage import TableStorage
 from ..format.transaction import ALL_BUCKETS, CommitResult, Transaction, commit_create
 from ..spec import config
 from ..spec.actions import Action, AddFile, IndexEntry, IndexFile, Metadata, Txn
+from ..spec.column_mapping import check_mode_change, evolve, table_schema
 from ..spec.features import protocol_for, required_features, with_table_features
 from ..spec.partitions import check_partition_columns
 from ..spec.schema_evolution import added_fields, check_schema_mode, merge_fields, overwrite_fields  # noqa: F401 - check_schema_mode re-exported
@@ -55,7 +56,7 @@ def create_table(
     index_columns = list(index_columns)
     fields = table_fields(table, index_columns)
     table = conform(table, fields)
-    metadata = Metadata(
+    metadata = evolve(Metadata(
         id=str(uuid.uuid4()),
         name=name,
         description=description,
@@ -65,7 +66,7 @@ def create_table(
         configuration=config.validate(properties or {}),
         createdTime=int(time.time() * 1000),
         partitionColumns=check_partition_columns(partition_by, [f.name for f in fields]),
-    )
+    ))
     primary = IndexEntry(
         name=PRIMARY, columns=tuple(index_columns), kind="primary", state="ACTIVE",
         numBuckets=num_buckets, coveredVersion=0,
@@ -137,7 +138,7 @@ def add_columns(snapshot: Snapshot, columns: Any) -> CommitResult:
     written or rewritten, rows already in the table read the new columns as NULL."""
     fields = added_fields(snapshot.metadata.schema_, columns)
     new = fields[len(snapshot.metadata.schema_):]
-    metadata = snapshot.metadata.model_copy(update={"schema_": fields})
+    metadata = evolve(snapshot.metadata, fields)
     params = {"columns": [{"name": f.name, "type": f.type, **({"comment": f.comment} if f.comment else {})}
                           for f in new]}
     return Transaction(snapshot, "ADD COLUMNS", params, read_buckets=()).commit([metadata])
@@ -154,7 +155,7 @@ def _write_commit(snapshot, data, operation, params, read_buckets, txn, *, remov
     metadata = snapshot.metadata
     new_metadata = None
     if new_fields is not None and new_fields != metadata.schema_:
-        metadata = new_metadata = metadata.model_copy(update={"schema_": new_fields})
+        metadata = new_metadata = evolve(metadata, new_fields)
         params = {**params, "mergeSchema" if merge else "overwriteSchema": True}
     table = conform(to_arrow_table(data), metadata.schema_, merge=merge)
     transaction = Transaction(snapshot, operation, params, read_buckets=read_buckets)
@@ -242,11 +243,11 @@ def write_rows(
         file = new_data_file(sorted_bucket)
         written.append(file[0])
         add = write_file(storage, file, sorted_bucket, table, rows_per_group(table, row_group_bytes),
-                         list(metadata.indexColumns), ordered=True)
+                         list(metadata.indexColumns), ordered=True, schema=table_schema(metadata))
         pieces = [(add, table)]
     else:
         pieces = write_bucketed_pieces(storage, table, list(metadata.indexColumns), metadata.numBuckets,
-                                       row_group_bytes, written, metadata.partitionColumns)
+                                       row_group_bytes, written, metadata.partitionColumns, table_schema(metadata))
     data = [DataPiece(add.fileId, rows) for add, rows in pieces]
     index_files = {
         i.name: build_index_files(storage, i.name, list(i.columns), i.numBuckets, data, written) for i in indexes
@@ -293,7 +294,8 @@ def set_properties(snapshot: Snapshot, updates: dict[str, str] | None = None, re
         raise InvalidOptionError(f"cannot unset {unknown}: not set on this table (set: {sorted(conf)})")
     for k in removals or []:
         del conf[k]
-    metadata = snapshot.metadata.model_copy(update={"configuration": conf})
+    fields = check_mode_change(snapshot.metadata.configuration, conf, snapshot.metadata.schema_)
+    metadata = evolve(snapshot.metadata.model_copy(update={"configuration": conf}), fields)
     params = {"properties": dict(updates or {})} if updates else {"removed": list(removals or [])}
     op = "SET TBLPROPERTIES" if updates else "UNSET TBLPROPERTIES"
     # A property that needs a table feature upgrades the protocol in the same commit, as
@@ -318,9 +320,8 @@ def delete_rows(snapshot: Snapshot, predicate, buckets: set[int] | None = None) 
     import pyarrow.compute as pc
 
     from ..spec.predicate import parse_predicate
-    from ..spec.schema import arrow_schema
 
-    schema = arrow_schema(snapshot.metadata.schema_)
+    schema = table_schema(snapshot.metadata)
     if isinstance(predicate, str):
         expression, text = parse_predicate(predicate, schema).expression, predicate
     else:

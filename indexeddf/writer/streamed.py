@@ -23,6 +23,7 @@ from ..format.deletion_vectors import read_deletion_vector
 from ..format.storage import TableStorage
 from ..spec import config
 from ..spec.actions import AddFile, IndexEntry, IndexFile, Metadata
+from ..spec.column_mapping import physical_names, to_physical
 from ..spec.partitions import partition_dir
 from ..spec.schema import dictionary_columns
 from .files import BLOOM_FPP, StatsAccumulator, new_data_file, rows_per_group
@@ -32,15 +33,19 @@ from .index_files import DataPiece, build_index_files, carried_entries
 class StreamedFile:
     """One new data file of ``bucket`` written in pieces (:meth:`write`, then :meth:`close`),
     with the statistics, bloom filters and row groups :func:`files.write_file` gives a file
-    written at once. The Parquet writer opens with the first rows, so a file that gets
-    none is never created."""
+    written at once. ``schema``: the rows' (logical names), with the table's column mapping
+    (``spec/column_mapping.py``) when it has one: the file then stores physical names and
+    field ids, as every file of such a table does. The Parquet writer opens with the first
+    rows, so a file that gets none is never created."""
 
     def __init__(self, storage: TableStorage, file: tuple[str, int], bucket: int, schema: pa.Schema,
                  row_group_bytes: int, bloom_columns, expected_rows: int, ordered: bool):
         self.storage, (self.path, self.file_id), self.bucket = storage, file, bucket
         self.schema, self.row_group_bytes, self.ordered = schema, row_group_bytes, ordered
-        self.bloom_columns = [c for c in bloom_columns if c in schema.names
+        names = physical_names(schema)
+        self.bloom_columns = [names.get(c, c) for c in bloom_columns if c in schema.names
                               and not pa.types.is_boolean(schema.field(c).type)]
+        self.stored = to_physical(schema.empty_table(), schema).schema
         self.expected_rows = max(1, expected_rows)
         self.stats = StatsAccumulator()
         self._sink = self._writer = None
@@ -52,6 +57,7 @@ class StreamedFile:
             return
         if self._writer is None:
             self._open(rows)
+        rows = to_physical(rows, self.schema)
         self._writer.write_table(rows, row_group_size=self._per_group)
         self.stats.add(rows)
 
@@ -61,8 +67,8 @@ class StreamedFile:
         ndv = max(1, min(self.expected_rows, self._per_group))
         bloom = {c: {"ndv": ndv, "fpp": BLOOM_FPP} for c in self.bloom_columns} or None
         self._sink = self.storage.open_output(self.path)
-        self._writer = pq.ParquetWriter(self._sink, self.schema, compression="zstd",
-                                        use_dictionary=dictionary_columns(self.schema), bloom_filter_options=bloom)
+        self._writer = pq.ParquetWriter(self._sink, self.stored, compression="zstd",
+                                        use_dictionary=dictionary_columns(self.stored), bloom_filter_options=bloom)
 
     def close(self) -> AddFile | None:
         """Finish the file: its ``add`` action, or None when no row was written."""

@@ -11,6 +11,7 @@ import java.util.List;
 
 import org.apache.hadoop.conf.Configuration;
 import org.apache.hadoop.fs.FileStatus;
+import org.apache.hadoop.fs.Path;
 import org.apache.parquet.example.data.Group;
 import org.apache.parquet.hadoop.ParquetReader;
 import org.apache.parquet.hadoop.example.GroupReadSupport;
@@ -27,22 +28,28 @@ final class CheckpointReader {
     private CheckpointReader() {
     }
 
-    /** Applies the actions of the checkpoint file {@code st} to {@code state}. */
+    /**
+     * Applies the actions of the checkpoint file {@code st} to {@code state}: a classic or
+     * UUID-named Parquet one, or a UUID-named JSON one (v2 spec), and the sidecar files either
+     * names ({@code _delta_log/_sidecars/}, holding its add and remove actions).
+     */
     static void read(FileStatus st, Configuration conf, Replay state) {
-        try (ParquetReader<Group> reader = ParquetReader.builder(new GroupReadSupport(), st.getPath())
-                .withConf(conf).build()) {
-            Group row;
-            List<ObjectNode> adds = new ArrayList<>();
-            while ((row = reader.read()) != null) {
-                ObjectNode obj = groupToJson(row);
-                // Apply protocol and metaData first, then every add (removes are tombstones).
-                if (obj.has("add")) {
+        try {
+            List<JsonNode> rows = st.getPath().getName().endsWith(".json") ? jsonRows(st, conf) : parquetRows(st.getPath(), conf);
+            List<JsonNode> adds = new ArrayList<>();
+            for (JsonNode obj : rows) {
+                if (obj.has("sidecar")) {
+                    String name = java.net.URI.create(obj.path("sidecar").path("path").asText()).getPath();
+                    Path side = new Path(new Path(st.getPath().getParent(), "_sidecars"), new Path(name).getName());
+                    adds.addAll(parquetRows(side, conf));  // add and remove actions only
+                } else if (obj.has("add") || obj.has("remove")) {
                     adds.add(obj);
                 } else {
                     state.apply(obj, true, st.getPath());
                 }
             }
-            for (ObjectNode a : adds) {
+            // Protocol and metaData first, then the file actions (removes are tombstones).
+            for (JsonNode a : adds) {
                 state.apply(a, true, st.getPath());
             }
         } catch (IOException | RuntimeException e) {
@@ -52,6 +59,31 @@ final class CheckpointReader {
             throw IndexedDFException.corrupt(st.getPath(),
                 "not a readable checkpoint (" + e + "); delete it to replay from JSON");
         }
+    }
+
+    private static List<JsonNode> parquetRows(Path path, Configuration conf) throws IOException {
+        List<JsonNode> out = new ArrayList<>();
+        try (ParquetReader<Group> reader = ParquetReader.builder(new GroupReadSupport(), path).withConf(conf).build()) {
+            Group row;
+            while ((row = reader.read()) != null) {
+                out.add(groupToJson(row));
+            }
+        }
+        return out;
+    }
+
+    private static List<JsonNode> jsonRows(FileStatus st, Configuration conf) throws IOException {
+        List<JsonNode> out = new ArrayList<>();
+        try (java.io.BufferedReader r = new java.io.BufferedReader(new java.io.InputStreamReader(
+                st.getPath().getFileSystem(conf).open(st.getPath()), java.nio.charset.StandardCharsets.UTF_8))) {
+            String line;
+            while ((line = r.readLine()) != null) {
+                if (!line.isBlank()) {
+                    out.add(DeltaLog.JSON.readTree(line));
+                }
+            }
+        }
+        return out;
     }
 
     /** A Parquet record as JSON: structs as objects, MAPs as objects, LISTs as arrays. */

@@ -29,6 +29,9 @@ import org.apache.hadoop.fs.Path;
 final class LogListing {
     private static final Pattern COMMIT = Pattern.compile("^(\\d{20})\\.json$");
     private static final Pattern CHECKPOINT = Pattern.compile("^(\\d{20})\\.checkpoint\\.parquet$");
+    /** A UUID-named (v2 spec) checkpoint, JSON or Parquet (PROTOCOL.md 7.2): used when no classic one has its version. */
+    private static final Pattern UUID_CHECKPOINT =
+        Pattern.compile("^(\\d{20})\\.checkpoint\\.[0-9a-fA-F-]{36}\\.(json|parquet)$");
     private static final Pattern CHECKPOINT_PART =
         Pattern.compile("^(\\d{20})\\.checkpoint\\.(\\d{10})\\.(\\d{10})\\.parquet$");
 
@@ -49,6 +52,7 @@ final class LogListing {
             listed = new FileStatus[0];
         }
         Map<Long, List<FileStatus>> parts = new TreeMap<>();
+        Map<Long, List<FileStatus>> uuidNamed = new TreeMap<>();
         Map<Long, Integer> partCounts = new TreeMap<>();
         for (FileStatus st : listed) {
             String name = st.getPath().getName();
@@ -62,11 +66,22 @@ final class LogListing {
                 checkpoints.put(Long.parseLong(m.group(1)), new ArrayList<>(List.of(st)));
                 continue;
             }
+            m = UUID_CHECKPOINT.matcher(name);
+            if (m.matches()) {
+                uuidNamed.computeIfAbsent(Long.parseLong(m.group(1)), k -> new ArrayList<>()).add(st);
+                continue;
+            }
             m = CHECKPOINT_PART.matcher(name);
             if (m.matches()) {
                 long v = Long.parseLong(m.group(1));
                 parts.computeIfAbsent(v, k -> new ArrayList<>()).add(st);
                 partCounts.put(v, Integer.parseInt(m.group(3)));
+            }
+        }
+        for (Map.Entry<Long, List<FileStatus>> e : uuidNamed.entrySet()) {
+            if (!checkpoints.containsKey(e.getKey())) {  // each is the whole state: the first by name
+                e.getValue().sort((a, b) -> a.getPath().getName().compareTo(b.getPath().getName()));
+                checkpoints.put(e.getKey(), new ArrayList<>(List.of(e.getValue().get(0))));
             }
         }
         for (Map.Entry<Long, List<FileStatus>> e : parts.entrySet()) {

@@ -4,6 +4,7 @@ import com.fasterxml.jackson.databind.JsonNode;
 
 import java.io.IOException;
 import java.util.Iterator;
+import java.util.Map;
 import java.util.Set;
 
 import org.apache.hadoop.fs.Path;
@@ -21,6 +22,14 @@ final class ProtocolCheck {
     private ProtocolCheck() {
     }
 
+    /** The connector's refusal of column mapping in a mode other than name (it reads by physical name, not field id). */
+    private static IndexedDFException columnMapping(String mode) {
+        return new IndexedDFException("UnsupportedFeatureError",
+            "the table uses the Delta feature columnMapping in mode '" + mode + "', which indexeddf's Spark connector "
+            + "does not read (it reads mode name); read it with indexeddf's Python IndexedTable (to_arrow, lookup) "
+            + "or with Spark and delta-spark");
+    }
+
     /** A {@code protocol} action indexeddf can read, else the typed refusal. */
     static void checkProtocol(JsonNode p) {
         int reader = p.path("minReaderVersion").asInt(1);
@@ -28,7 +37,7 @@ final class ProtocolCheck {
             return;
         }
         if (reader == 2) {
-            throw IndexedDFException.unsupportedFeature("columnMapping");
+            return;  // column mapping: checkReadable reads its mode
         }
         if (reader == 3) {
             for (JsonNode f : p.path("readerFeatures")) {
@@ -61,13 +70,60 @@ final class ProtocolCheck {
         return java.util.Collections.unmodifiableMap(out);
     }
 
+    /**
+     * Refuse a {@code metaData} ({@code next}, after {@code previous}) in which another engine
+     * widened a column indexed before it ({@code delta.typeChanges}, Delta's type widening): the
+     * buckets and index entries hash values of the old type (PROTOCOL.md 6.4).
+     */
+    static void checkIndexedColumnsKept(Path root, JsonNode previous, JsonNode next, Map<String, IndexLog.Entry> indexes) {
+        if (previous == null) {
+            return;
+        }
+        java.util.Set<String> indexed = new java.util.HashSet<>();
+        String primary = previous.path("configuration").path(DeltaLog.CONF_INDEX_COLUMNS).asText("");
+        try {
+            for (JsonNode c : DeltaLog.JSON.readTree(primary.isEmpty() ? "[]" : primary)) {
+                indexed.add(c.asText());
+            }
+        } catch (IOException e) {
+            throw IndexedDFException.corrupt(root, DeltaLog.CONF_INDEX_COLUMNS + " is not a JSON array");
+        }
+        if (indexes != null) {
+            for (IndexLog.Entry e : indexes.values()) {
+                indexed.addAll(e.columns);
+            }
+        }
+        Map<String, String> before = new java.util.HashMap<>();
+        for (JsonNode f : schemaFields(root, previous)) {
+            before.put(f.path("name").asText(), f.path("type").toString());
+        }
+        for (JsonNode f : schemaFields(root, next)) {
+            String name = f.path("name").asText();
+            String was = before.get(name);
+            if (indexed.contains(name) && was != null && !was.equals(f.path("type").toString())
+                    && f.path("metadata").has("delta.typeChanges")) {
+                throw new IndexedDFException("UnsupportedFeatureError", "index column '" + name + "' was widened from "
+                    + was + " to " + f.path("type") + " after indexeddf indexed the table: its buckets and index files "
+                    + "hash the old type. Read the table with DuckDB's delta extension or Spark and delta-spark");
+            }
+        }
+    }
+
+    private static JsonNode schemaFields(Path root, JsonNode metadata) {
+        try {
+            return DeltaLog.JSON.readTree(metadata.path("schemaString").asText("{}")).path("fields");
+        } catch (IOException e) {
+            throw IndexedDFException.corrupt(root, "schemaString is not valid JSON");
+        }
+    }
+
     /** The replayed protocol and metadata of the table at {@code root} are ones indexeddf reads. */
     static void checkReadable(Path root, JsonNode protocol, JsonNode metadata) {
         checkProtocol(protocol);
         JsonNode conf = metadata.path("configuration");
         String mode = conf.path("delta.columnMapping.mode").asText("none");
-        if (!"none".equals(mode)) {
-            throw IndexedDFException.unsupportedFeature("columnMapping");
+        if (!"none".equals(mode) && !"name".equals(mode)) {
+            throw columnMapping(mode);
         }
         String provider = metadata.path("format").path("provider").asText("parquet");
         if (!"parquet".equals(provider)) {
@@ -87,8 +143,8 @@ final class ProtocolCheck {
             Iterator<String> keys = f.path("metadata").fieldNames();
             while (keys.hasNext()) {
                 String key = keys.next();
-                if (key.startsWith("delta.columnMapping") || key.startsWith("delta.generationExpression")
-                        || key.startsWith("delta.identity") || key.equals("delta.invariants")) {
+                if (key.startsWith("delta.generationExpression") || key.startsWith("delta.identity")
+                        || key.equals("delta.invariants")) {
                     throw IndexedDFException.unsupportedFeature(key + " on column '" + f.path("name").asText() + "'");
                 }
             }

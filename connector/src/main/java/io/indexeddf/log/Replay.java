@@ -101,6 +101,7 @@ final class Replay {
                     ProtocolCheck.checkProtocol(body);
                     break;
                 case "metaData":
+                    ProtocolCheck.checkIndexedColumnsKept(root, metadata, body, indexes);
                     metadata = body;
                     break;
                 case "add": {

@@ -69,6 +69,11 @@ public final class DeletionVectorFormat extends ParquetFileFormat {
     public Function1<PartitionedFile, Iterator<InternalRow>> buildReaderWithPartitionValues(
             SparkSession session, StructType dataSchema, StructType partitionSchema, StructType requiredSchema,
             Seq<Filter> filters, scala.collection.immutable.Map<String, String> options, Configuration hadoopConf) {
+        if (ColumnMapping.mapped(dataSchema)) {  // a column-mapped table's files (PROTOCOL.md §19)
+            filters = ColumnMapping.filters(filters, dataSchema);
+            requiredSchema = ColumnMapping.physical(requiredSchema, dataSchema);
+            dataSchema = ColumnMapping.physical(dataSchema, dataSchema);
+        }
         scala.collection.immutable.Map<String, String> rows = options.updated("returning_batch", "false");
         // Copies: Spark writes the requested schema into the configuration it builds a reader
         // with and broadcasts that very object.

@@ -115,6 +115,11 @@ public final class ParquetRows {
      */
     static Function1<PartitionedFile, Iterator<InternalRow>> reader(SparkSession session, ParquetFileFormat format,
             StructType dataSchema, StructType required, Seq<Filter> filters, boolean batches, Configuration conf) {
+        if (ColumnMapping.mapped(dataSchema)) {  // files name the columns physically (PROTOCOL.md §19)
+            filters = ColumnMapping.filters(filters, dataSchema);
+            required = ColumnMapping.physical(required, dataSchema);
+            dataSchema = ColumnMapping.physical(dataSchema, dataSchema);
+        }
         // Building a reader broadcasts the Hadoop configuration (milliseconds): readers without
         // filters are kept per session, format and schema.
         String key = filters.isEmpty() ? sessionId(session) + "|" + format.getClass().getSimpleName() + "|" + batches

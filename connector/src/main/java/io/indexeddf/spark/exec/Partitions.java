@@ -64,11 +64,12 @@ public final class Partitions {
         Object[] values = new Object[fields.length];
         for (int i = 0; i < fields.length; i++) {
             Map<String, String> pv = a.partitionValues;
-            if (!pv.containsKey(fields[i].name())) {
+            String key = ColumnMapping.physicalName(fields[i]);  // physical in a column-mapped table
+            if (!pv.containsKey(key)) {
                 throw IndexedDFException.corrupt(snapshot.root, "the add of " + a.path + " names no value of partition "
                     + "column '" + fields[i].name() + "'");
             }
-            values[i] = value(pv.get(fields[i].name()), fields[i].dataType(), snapshot.root, fields[i].name());
+            values[i] = value(pv.get(key), fields[i].dataType(), snapshot.root, fields[i].name());
         }
         return new GenericInternalRow(values);
     }
@@ -168,9 +169,10 @@ public final class Partitions {
             List<Integer> at = new java.util.ArrayList<>();
             List<Object> values = new java.util.ArrayList<>();
             for (int i = 0; i < fields.length; i++) {
-                if (partitionValues.containsKey(fields[i].name())) {
+                String key = ColumnMapping.physicalName(fields[i]);
+                if (partitionValues.containsKey(key)) {
                     at.add(i);
-                    values.add(value(partitionValues.get(fields[i].name()), fields[i].dataType(), null, fields[i].name()));
+                    values.add(value(partitionValues.get(key), fields[i].dataType(), null, fields[i].name()));
                 }
             }
             if (at.isEmpty()) {

@@ -63,6 +63,10 @@ public final class RowGroupReader implements java.io.Serializable {
      * {@code required} (kept per session and schema).
      */
     public static RowGroupReader of(SparkSession session, StructType dataSchema, StructType required, Configuration conf) {
+        if (ColumnMapping.mapped(dataSchema)) {  // read physical columns; rows are positional (PROTOCOL.md §19)
+            required = ColumnMapping.physical(required, dataSchema);
+            dataSchema = ColumnMapping.physical(dataSchema, dataSchema);
+        }
         long cacheBytes = org.apache.spark.network.util.JavaUtils.byteStringAsBytes(
             session.conf().get(ROW_CACHE_CONF, "0"));
         String key = ParquetRows.sessionId(session) + "|" + cacheBytes + "|" + dataSchema.json() + "|" + required.json();

@@ -90,8 +90,10 @@ public final class TableRelation {
         Option<BucketSpec> bucketing = bucketSpec(snapshot, schema);
         scala.collection.immutable.Map<String, String> noOptions = scala.collection.immutable.Map$.MODULE$.empty();
         // Versions without deletion vectors read exactly as Spark reads Parquet (columnar batches).
-        ParquetFileFormat format = SnapshotFileIndex.hasDeletionVectors(snapshot) ? new DeletionVectorFormat()
-            : new ParquetFileFormat();
+        // A column-mapped table's files are read through DeletionVectorFormat too, which renames
+        // the columns to their physical names (a file without a DV is read as it is).
+        ParquetFileFormat format = SnapshotFileIndex.hasDeletionVectors(snapshot) || ColumnMapping.mapped(schema)
+            ? new DeletionVectorFormat() : new ParquetFileFormat();
         // A partitioned table's data schema keeps its partition columns where the table has
         // them: Spark then reads those columns from the partition values and keeps the
         // table's column order (HadoopFsRelation merges overlapping columns in place).
