@@ -43,6 +43,7 @@ from .actions import (
 )
 from .deletion_vectors import DeletionVectorDescriptor
 from .schema import Field
+from .types import NestedTypeError, check_type_value, type_text, type_value
 
 TAG_BUCKET = "indexeddf.bucket"
 """``add.tags`` key: the file's bucket (decimal)."""
@@ -244,7 +245,8 @@ def schema_string(fields) -> str:
     return json.dumps(
         {
             "type": "struct",
-            "fields": [{"name": f.name, "type": f.type, "nullable": f.nullable, "metadata": dict(f.metadata)}
+            "fields": [{"name": f.name, "type": type_value(f.type), "nullable": f.nullable,
+                        "metadata": dict(f.metadata)}
                        for f in fields],
         },
         separators=(",", ":"),
@@ -410,9 +412,11 @@ def parse_stats(text) -> FileStats | None:
     if not isinstance(body, dict):
         raise ActionParseError("stats must be a JSON object")
     known = {k: body[k] for k in ("numRecords", "minValues", "maxValues", "nullCount") if body.get(k) is not None}
-    # Nested columns give nested nullCount objects: keep the flat columns only.
-    if isinstance(known.get("nullCount"), dict):
-        known["nullCount"] = {k: v for k, v in known["nullCount"].items() if not isinstance(v, dict)}
+    # A struct column's statistics are nested objects, one value per leaf: kept out, since
+    # only top-level primitive columns prune (index and partition columns are never nested).
+    for k in ("minValues", "maxValues", "nullCount"):
+        if isinstance(known.get(k), dict):
+            known[k] = {c: v for c, v in known[k].items() if not isinstance(v, dict)}
     # Checked by hand, not by the model: a table opens by decoding one of these per live
     # file, and the model's validation doubled that cost.
     n = known.get("numRecords")
@@ -465,19 +469,20 @@ def _decode_metadata(b: dict) -> list[Action]:
 
 
 def parse_schema_string(text) -> tuple[Field, ...]:
-    """The table's fields from Spark's JSON schema; nested types are refused by name."""
+    """The table's fields from Spark's JSON schema (nested types kept as their JSON text,
+    ``spec/types.py``)."""
     schema = _json_string(text, "schemaString")
     if not isinstance(schema, dict) or schema.get("type") != "struct" or not isinstance(schema.get("fields"), list):
         raise ActionParseError("schemaString must be a struct type with a list of fields")
     fields = []
     for f in schema["fields"]:
-        if not isinstance(f, dict):
-            raise ActionParseError("a schema field must be a JSON object")
+        if not isinstance(f, dict) or not isinstance(f.get("name"), str):
+            raise ActionParseError("a schema field must be a JSON object with a name")
         t = f.get("type")
-        if not isinstance(t, str):
-            from ..errors import UnsupportedFeatureError
-
-            raise UnsupportedFeatureError(f"nested column {f.get('name')!r} ({json.dumps(t)[:60]})")
+        try:
+            check_type_value(t, f["name"])
+        except NestedTypeError as e:
+            raise ActionParseError(f"schemaString: {e}") from None
         meta = f.get("metadata") or {}
         for key in meta:
             if key.startswith("delta.columnMapping") or key.startswith("delta.generationExpression") \
@@ -485,7 +490,7 @@ def parse_schema_string(text) -> tuple[Field, ...]:
                 from ..errors import UnsupportedFeatureError
 
                 raise UnsupportedFeatureError(f"{key} on column {f.get('name')!r}")
-        fields.append(Field(name=f["name"], type=t, nullable=f.get("nullable", True),
+        fields.append(Field(name=f["name"], type=type_text(t), nullable=f.get("nullable", True),
                             metadata=meta if isinstance(meta, dict) else {}))
     return tuple(fields)
 

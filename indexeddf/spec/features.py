@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from ..errors import UnsupportedFeatureError, UnsupportedProtocolError
 from .actions import Metadata, Protocol
+from .types import leaf_types
 
 READ_FEATURES = frozenset({"timestampNtz", "vacuumProtocolCheck", "appendOnly", "invariants", "deletionVectors"})
 """Reader features indexeddf reads correctly (``deletionVectors``: every reader drops the
@@ -53,7 +54,7 @@ _LEGACY_WRITER = {
 def protocol_for(fields, configuration: dict[str, str] | None = None) -> Protocol:
     """The protocol of a new table with these fields and properties (see the module
     docstring)."""
-    if any(f.type == "timestamp_ntz" for f in fields):
+    if any("timestamp_ntz" in leaf_types(f.type) for f in fields):
         base = Protocol(minReaderVersion=3, minWriterVersion=7,
                         readerFeatures=("timestampNtz",), writerFeatures=("timestampNtz",))
     else:
