@@ -393,8 +393,13 @@ def test_the_connector_reads_nested_columns_on_every_path(spark, converted, conf
     probe = spark.createDataFrame([(k,) for k in (1, 2, 61)], "id bigint")
     assert unordered_maps(spark_rows(df.join(probe, "id"))) == unordered_maps(duck(converted, "id IN (1, 2, 61)"))
     t = IndexedTable.for_path(converted)
-    got = t.join(spark.createDataFrame([(k,) for k in (4, 66)], "id bigint"), on="id").collect()
-    assert sorted(r["id"] for r in got) == [4, 66] and got[0]["s"] is not None
+    for strategy in ("shuffle", "broadcast"):  # the Python API's joins: the index's rows and the unindexed files
+        got = t.join(spark.createDataFrame([(k,) for k in (4, 66)], "id bigint"), on="id", strategy=strategy)
+        assert unordered_maps(spark_rows(got)) == unordered_maps(duck(converted, "id IN (4, 66)")), strategy
+    for bucketed in (False, True):
+        assert unordered_maps(spark_rows(t.to_df(spark, bucketed=bucketed))) == unordered_maps(want)
+    indexeddf.register(spark)
+    assert unordered_maps(spark_rows(spark.read.format("indexeddf_python").load(converted))) == unordered_maps(want)
 
 
 @pytest.mark.spark
@@ -426,3 +431,29 @@ def test_spark_writes_and_changes_nested_columns(spark, tmp_path):
     con.execute("UPDATE target SET l = NULL, v = 'u' WHERE id = 5")
     want = sorted_rows(con.execute("SELECT * FROM target").to_arrow_table())
     assert sorted_rows(IndexedTable.for_path(path).to_arrow()) == want == duck(path) == delta_rs(path)
+
+
+@pytest.mark.spark
+def test_sql_tables_with_nested_columns(spark, tmp_path):
+    """CREATE TABLE with nested columns, INSERT of nested values, ALTER TABLE ADD COLUMNS of a
+    nested type: the log holds the types Spark declared, and DuckDB reads the rows."""
+    indexeddf.register(spark)
+    path = str(tmp_path / "t")
+    spark.sql(f"CREATE TABLE nested_sql (id bigint, s struct<a: int, tags: array<string>>, m map<string, date>) "
+              f"USING indexeddf OPTIONS (indexColumns 'id', numBuckets 2) LOCATION '{path}'")
+    try:
+        spark.sql("INSERT INTO nested_sql VALUES (1, named_struct('a', 5, 'tags', array('x', null)), "
+                  "map('d', date'2024-02-03')), (2, null, map())")
+        spark.sql("ALTER TABLE nested_sql ADD COLUMNS (pts array<struct<x: double, y: double>>)")
+        spark.sql("INSERT INTO nested_sql VALUES (3, named_struct('a', 6, 'tags', array()), null, "
+                  "array(named_struct('x', 1.5D, 'y', -2D)))")
+        t = IndexedTable.for_path(path)
+        assert [display(f.type) for f in t.snapshot.metadata.schema_] == [
+            "long", "struct<a:integer,tags:array<string>>", "map<string,date>", "array<struct<x:double,y:double>>"]
+        want = duckdb_delta().execute(f"SELECT * FROM delta_scan('{path}') ORDER BY id").to_arrow_table().to_pylist()
+        assert t.to_arrow().sort_by("id").to_pylist() == want
+        assert want[0]["s"] == {"a": 5, "tags": ["x", None]} and want[2]["pts"] == [{"x": 1.5, "y": -2.0}]
+        got = spark.sql("SELECT s.a, m['d'] AS d, pts[0].y AS y FROM nested_sql WHERE id IN (1, 3) ORDER BY id")
+        assert [tuple(r) for r in got.collect()] == [(5, dt.date(2024, 2, 3), None), (6, None, -2.0)]
+    finally:
+        spark.sql("DROP TABLE IF EXISTS nested_sql")
