@@ -334,7 +334,7 @@ def test_a_converted_delta_rs_table_reads_like_duckdb(converted):
 # -- Spark ------------------------------------------------------------------------------------------
 
 
-def spark_rows(df) -> list[dict]:
+def spark_rows(df, columns=SCHEMA.names) -> list[dict]:
     """A Spark DataFrame's rows in :func:`sorted_rows` form (maps as lists of pairs, Rows as dicts)."""
     def plain(v):
         if hasattr(v, "asDict"):
@@ -347,7 +347,7 @@ def spark_rows(df) -> list[dict]:
             return v.replace(tzinfo=UTC)  # the session's time zone is UTC
         return v
 
-    return sorted(({c: plain(r[c]) for c in SCHEMA.names} for r in df.collect()), key=lambda r: r["id"])
+    return sorted(({c: plain(r[c]) for c in columns} for r in df.collect()), key=lambda r: r["id"])
 
 
 def unordered_maps(rows_: list[dict]) -> list[dict]:
@@ -457,3 +457,62 @@ def test_sql_tables_with_nested_columns(spark, tmp_path):
         assert [tuple(r) for r in got.collect()] == [(5, dt.date(2024, 2, 3), None), (6, None, -2.0)]
     finally:
         spark.sql("DROP TABLE IF EXISTS nested_sql")
+
+
+def delta_log_around(path: str, schema_json: str, files: list[str]) -> None:
+    """Version 0 of a Delta table holding Parquet ``files`` (relative to ``path``) that
+    another engine wrote: what Spark's Delta writer commits around its files."""
+    os.makedirs(os.path.join(path, "_delta_log"))
+    lines = [{"commitInfo": {"timestamp": 1_700_000_000_000, "operation": "WRITE"}},
+             {"protocol": {"minReaderVersion": 1, "minWriterVersion": 2}},
+             {"metaData": {"id": "spark-written", "format": {"provider": "parquet", "options": {}},
+                           "schemaString": schema_json, "partitionColumns": [], "configuration": {},
+                           "createdTime": 1_700_000_000_000}}]
+    for name in files:
+        size = os.path.getsize(os.path.join(path, name))
+        lines.append({"add": {"path": name, "partitionValues": {}, "size": size, "modificationTime": 1_700_000_000_000,
+                              "dataChange": True}})
+    with open(os.path.join(path, "_delta_log", f"{0:020d}.json"), "x") as f:
+        f.write("".join(json.dumps(line) + "\n" for line in lines))
+
+
+@pytest.mark.spark
+def test_files_spark_wrote_in_every_nested_layout(spark, tmp_path, conf):
+    """Spark's own Parquet writer: INT96 timestamps and fixed-length decimals inside a
+    struct, standard 3-level lists and maps, and the legacy layout (``writeLegacyFormat``:
+    2-level lists named ``bag``/``array``). Converted, every path reads what Spark's own
+    Parquet reader reads from the files, and what DuckDB's delta extension reads from the
+    standard layout (it reads the legacy file's lists as NULL elements: no oracle there)."""
+    path = str(tmp_path / "t")
+    query = ("SELECT id, named_struct('a', cast(id AS int), 'ts', timestamp'2024-01-02 03:04:05.123456' + "
+             "make_interval(0, 0, 0, 0, cast(id AS int)), 'dec', cast(id / 4 AS decimal(9, 2))) AS s, "
+             "IF(id % 3 = 0, NULL, array(id, NULL)) AS l, map('k', id) AS m, "
+             "array(named_struct('q', id, 'tags', array('t', NULL))) AS ls FROM range({lo}, {hi})")
+    files = []
+    for i, legacy in enumerate(("false", "true")):
+        conf("spark.sql.parquet.writeLegacyFormat", legacy)
+        conf("spark.sql.parquet.outputTimestampType", "INT96")
+        df = spark.sql(query.format(lo=i * 20, hi=i * 20 + 20))
+        df.coalesce(1).write.parquet(os.path.join(path, f"w{i}"))
+        files += [f"w{i}/{n}" for n in os.listdir(os.path.join(path, f"w{i}")) if n.endswith(".parquet")]
+    columns = df.columns
+    delta_log_around(path, df._jdf.schema().json(), files)
+    spark_read = spark_rows(spark.read.schema(df.schema).parquet(*[os.path.join(path, f) for f in files]), columns)
+    want = [{c: r[c] for c in columns} for r in
+            duckdb_delta().execute(f"SELECT * FROM delta_scan('{path}') ORDER BY id").to_arrow_table().to_pylist()]
+    assert len(spark_read) == 40 and spark_read[:20] == want[:20]
+    assert spark_read[22]["l"] == [22, None] and want[22]["l"] == [None, None]  # DuckDB's reading of the legacy lists
+    assert spark_read[1]["s"]["ts"] == dt.datetime(2024, 1, 2, 4, 4, 5, 123456, tzinfo=UTC)  # INT96 in a struct
+
+    def ours(t: pa.Table) -> list[dict]:
+        return unordered_maps(t.sort_by("id").to_pylist())
+
+    t = IndexedTable.convert(path, index_columns=["id"], num_buckets=2)
+    assert ours(t.to_arrow()) == unordered_maps(spark_read)
+    assert ours(t.lookup([0, 5, 21, 39])) == unordered_maps([r for r in spark_read if r["id"] in (0, 5, 21, 39)])
+    got = spark_rows(read(spark, path).where("id IN (5, 21)"), columns)
+    assert unordered_maps(got) == unordered_maps([r for r in spark_read if r["id"] in (5, 21)])
+    t.optimize(mode="full")  # rewritten by indexeddf: the same rows, now DuckDB reads them all
+    assert ours(IndexedTable.for_path(path).to_arrow()) == unordered_maps(spark_read)
+    assert unordered_maps(duckdb_delta().execute(f"SELECT * FROM delta_scan('{path}') ORDER BY id")
+                          .to_arrow_table().to_pylist()) == unordered_maps(spark_read)
