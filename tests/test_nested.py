@@ -223,15 +223,21 @@ def test_a_merge_matches_duckdbs_merge(tmp_path):
     t = IndexedTable.create(path, first, index_columns=["id"], num_buckets=4)
     source = rows([2, 3, 4, 9, 10, 77, 78], "src")
     t.merge(source, "target.id = source.id").when_matched_delete("source.id = 9").when_matched_update(
-        {"s": "source.s", "l": "source.l", "v": "concat(target.v, '+')"}).when_not_matched_insert_all().execute()
+        {"s": "source.s", "l": "source.l", "v": "concat(target.v, '+', source.s.b)"}, "target.s.inner.x < 2"
+    ).when_not_matched_insert_all().execute()
+    # Conditions and values read fields inside struct columns (Spark's `s.a`).
+    t.delete("s.inner.x > 13")
+    t.update({"v": "s.b", "l": "NULL"}, "s.a < 2 OR s.b IS NULL")
     con = duckdb.connect()
     con.register("first_rows", first)
     con.register("source_rows", source)
     con.execute("CREATE TABLE target AS SELECT * FROM first_rows")
     con.execute("MERGE INTO target AS t USING source_rows AS s ON t.id = s.id "
                 "WHEN MATCHED AND s.id = 9 THEN DELETE "
-                "WHEN MATCHED THEN UPDATE SET s = s.s, l = s.l, v = concat(t.v, '+') "
+                "WHEN MATCHED AND t.s.inner.x < 2 THEN UPDATE SET s = s.s, l = s.l, v = concat(t.v, '+', s.s.b) "
                 "WHEN NOT MATCHED THEN INSERT *")
+    con.execute("DELETE FROM target WHERE s.inner.x > 13")
+    con.execute("UPDATE target SET v = s.b, l = NULL WHERE s.a < 2 OR s.b IS NULL")
     want = sorted_rows(con.execute("SELECT * FROM target").to_arrow_table())
     assert sorted_rows(IndexedTable.for_path(path).to_arrow()) == want == duck(path) == delta_rs(path)
     assert sorted_rows(IndexedTable.for_path(path).lookup([2, 9, 77])) == [r for r in want if r["id"] in (2, 9, 77)]
@@ -422,6 +428,8 @@ def test_spark_writes_and_changes_nested_columns(spark, tmp_path):
     spark.sql(f"MERGE INTO indexeddf.`{path}` AS t USING nested_source AS s ON t.id = s.id "
               "WHEN MATCHED THEN UPDATE SET t.s = s.s, t.m = s.m WHEN NOT MATCHED THEN INSERT *")
     spark.sql(f"UPDATE indexeddf.`{path}` SET l = NULL, v = 'u' WHERE id = 5")
+    spark.sql(f"DELETE FROM indexeddf.`{path}` WHERE s.inner.x > 12 OR s.b = 'app25'")
+    spark.sql(f"UPDATE indexeddf.`{path}` SET v = s.b WHERE s.a < 2")
     con = duckdb.connect()
     con.register("first_rows", IndexedTable.for_path(path, version=1).to_arrow())
     con.register("source_rows", source)
@@ -429,6 +437,8 @@ def test_spark_writes_and_changes_nested_columns(spark, tmp_path):
     con.execute("MERGE INTO target AS t USING source_rows AS s ON t.id = s.id "
                 "WHEN MATCHED THEN UPDATE SET s = s.s, m = s.m WHEN NOT MATCHED THEN INSERT *")
     con.execute("UPDATE target SET l = NULL, v = 'u' WHERE id = 5")
+    con.execute("DELETE FROM target WHERE s.inner.x > 12 OR s.b = 'app25'")
+    con.execute("UPDATE target SET v = s.b WHERE s.a < 2")
     want = sorted_rows(con.execute("SELECT * FROM target").to_arrow_table())
     assert sorted_rows(IndexedTable.for_path(path).to_arrow()) == want == duck(path) == delta_rs(path)
 
