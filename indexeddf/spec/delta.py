@@ -412,11 +412,6 @@ def parse_stats(text) -> FileStats | None:
     if not isinstance(body, dict):
         raise ActionParseError("stats must be a JSON object")
     known = {k: body[k] for k in ("numRecords", "minValues", "maxValues", "nullCount") if body.get(k) is not None}
-    # A struct column's statistics are nested objects, one value per leaf: kept out, since
-    # only top-level primitive columns prune (index and partition columns are never nested).
-    for k in ("minValues", "maxValues", "nullCount"):
-        if isinstance(known.get(k), dict):
-            known[k] = {c: v for c, v in known[k].items() if not isinstance(v, dict)}
     # Checked by hand, not by the model: a table opens by decoding one of these per live
     # file, and the model's validation doubled that cost.
     n = known.get("numRecords")
@@ -425,9 +420,19 @@ def parse_stats(text) -> FileStats | None:
     for k in ("minValues", "maxValues", "nullCount"):
         if not isinstance(known.setdefault(k, {}), dict):
             raise ActionParseError(f"stats.{k} must be a JSON object")
-    if not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in known["nullCount"].values()):
+    # A struct column's statistics are objects, one value per leaf (other writers write
+    # them): kept as read, so a checkpoint passes them on; nothing here prunes by them
+    # (index and partition columns are top-level primitives).
+    if not all(_counts(v) for v in known["nullCount"].values()):
         raise ActionParseError("stats.nullCount values must be counts")
     return FileStats.model_construct(**known)
+
+
+def _counts(v) -> bool:
+    """A null count: a non-negative integer, or an object of them (a struct's, per field)."""
+    if isinstance(v, dict):
+        return all(_counts(x) for x in v.values())
+    return isinstance(v, int) and not isinstance(v, bool) and v >= 0
 
 
 def _decode_metadata(b: dict) -> list[Action]:
