@@ -320,10 +320,10 @@ class _Resolver:
             except SchemaMismatchError:
                 continue
             t, path = self.columns[name], []
-            for field in rest:
+            for part in rest:
                 if not pa.types.is_struct(t):
                     break
-                match = [f for f in t if f.name.lower() == field.lower()]
+                match = [f for f in t if f.name.lower() == part.lower()]
                 if len(match) != 1:
                     break
                 path.append(match[0].name)

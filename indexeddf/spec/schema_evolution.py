@@ -130,9 +130,10 @@ def overwrite_fields(fields: Sequence[Field], data: pa.Schema, index_columns: It
             f"the new schema drops the index columns {lost} (columns: {names}); the table is bucketed or "
             "indexed by them. Keep them in the data, or delete the secondary indexes on them first.", lost)
     old = {f.name: f for f in fields}
-    # A surviving column keeps its comment and other metadata, as a rename-free overwrite should.
+    # A surviving column keeps its comment and other metadata, as a rename-free overwrite
+    # should (a nested one of the same shape too: its type is the data's).
     return tuple(f.model_copy(update={"metadata": old[f.name].metadata})
-                 if f.name in old and old[f.name].type == f.type else f for f in new)
+                 if f.name in old and same_type(old[f.name].type, f.type) else f for f in new)
 
 
 def added_fields(fields: Sequence[Field], columns: Any) -> tuple[Field, ...]:
