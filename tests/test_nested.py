@@ -457,6 +457,15 @@ def test_spark_writes_and_changes_nested_columns(spark, tmp_path):
     con.execute("UPDATE target SET v = s.b WHERE s.a < 2")
     want = sorted_rows(con.execute("SELECT * FROM target").to_arrow_table())
     assert sorted_rows(IndexedTable.for_path(path).to_arrow()) == want == duck(path) == delta_rs(path)
+    # IndexedTable.merge with a Spark DataFrame source (staged by bucket) carries nested values too.
+    more = rows([6, 7, 41], "df")
+    IndexedTable.for_path(path).merge(spark.createDataFrame(more), "target.id = source.id") \
+        .when_matched_update_all().when_not_matched_insert_all().execute()
+    con.register("more_rows", more)
+    con.execute("MERGE INTO target AS t USING more_rows AS s ON t.id = s.id "
+                "WHEN MATCHED THEN UPDATE SET * WHEN NOT MATCHED THEN INSERT *")
+    want = sorted_rows(con.execute("SELECT * FROM target").to_arrow_table())
+    assert sorted_rows(IndexedTable.for_path(path).to_arrow()) == want == duck(path) == delta_rs(path)
 
 
 @pytest.mark.spark
