@@ -37,6 +37,11 @@ class UnsupportedTypeError(SchemaMismatchError):
     """A column has a type the format cannot store or bucket by."""
 
 
+class NestedIndexColumnError(UnsupportedTypeError):
+    """An index (bucketing) column is a struct, array or map column: index columns are
+    top-level columns of a primitive type; ``columns`` names the nested ones."""
+
+
 class SchemaEvolutionError(SchemaMismatchError):
     """A schema change that indexeddf refuses (``schema_mode``, ``mergeSchema``,
     ``add_columns``, ``ALTER TABLE ADD COLUMNS``); raised before anything is written.

@@ -223,7 +223,7 @@ def test_schema_mismatch_names_columns_and_leaves_nothing(table_path):
 
 
 def test_unsupported_types_are_refused(table_path):
-    data = pa.table({"k": [1], "l": pa.array([[1, 2]], pa.list_(pa.int64()))})
+    data = pa.table({"k": [1], "l": pa.array([[1, 2]], pa.list_(pa.duration("s")))})
     with pytest.raises(UnsupportedTypeError) as e:
         IndexedTable.create(table_path, data, index_columns=["k"])
     assert "'l'" in str(e.value)

@@ -72,13 +72,28 @@ def _pairs(target: pa.Table, source: pa.Table, change: Change, scope: Scope) -> 
         keyed = src
         for r, c in zip(right, cast):
             keyed = keyed.set_column(keyed.schema.get_field_index(r), r, c)
-        pairs = target.join(keyed, keys=left, right_keys=right, join_type="inner", use_threads=False,
-                            coalesce_keys=False)
+        pairs = _equi_join(target, keyed, left, right)
     else:
         pairs = _cross(target, src)
     if change.residual is not None and pairs.num_rows:
         keep = pc.fill_null(scope.evaluate(change.residual, pairs, condition=True), False)
         pairs = pairs.filter(keep)
+    return pairs
+
+
+_LEFT_AT, _RIGHT_AT = "__indexeddf_left_at", "__indexeddf_right_at"
+
+
+def _equi_join(target: pa.Table, source: pa.Table, left: list[str], right: list[str]) -> pa.Table:
+    """The inner join of ``target`` and ``source`` on ``left`` = ``right`` (NULLs never
+    equal), every column of both. Only the keys and row positions go through Arrow's
+    join, which carries no struct, list or map column; the rows are then taken by position."""
+    lk = target.select(left).append_column(_LEFT_AT, pa.array(np.arange(target.num_rows, dtype=np.int64)))
+    rk = source.select(right).append_column(_RIGHT_AT, pa.array(np.arange(source.num_rows, dtype=np.int64)))
+    joined = lk.join(rk, keys=left, right_keys=right, join_type="inner", use_threads=False, coalesce_keys=False)
+    pairs = target.take(joined.column(_LEFT_AT))
+    for name, col in zip(source.column_names, source.take(joined.column(_RIGHT_AT)).columns):
+        pairs = pairs.append_column(name, col)
     return pairs
 
 

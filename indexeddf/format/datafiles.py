@@ -8,9 +8,9 @@ reads, lookups, hybrid scans, the Python data source, maintenance) reads through
 module, so every one of them returns the table's schema:
 
 - a column the file lacks reads as NULL;
-- a column of another physical type is cast to the table's type (timestamps to
-  microseconds in UTC, as Delta defines ``timestamp``; INT96 is read as microseconds,
-  so dates outside the nanosecond range do not overflow);
+- a column of another physical type is cast to the table's type (nested ones field by
+  field; timestamps to microseconds in UTC, as Delta defines ``timestamp``; INT96 is
+  read as microseconds, so dates outside the nanosecond range do not overflow);
 - a partitioned table's files lack the partition columns: each reads as the value the
   file's ``add.partitionValues`` names (``spec/partitions.py``), whatever the file holds;
 - in a table with column mapping (``spec/column_mapping.py``) a file's columns have
@@ -35,6 +35,7 @@ from ..errors import MissingFileError
 from ..spec.actions import AddFile
 from ..spec.column_mapping import physical_name, plain, resolve
 from ..spec.partitions import constant_column
+from ..spec.types import has_timestamp
 from .deletion_vectors import keep_mask, read_deletion_vector
 from .storage import TableStorage
 
@@ -178,5 +179,7 @@ def _as_type(column, target: pa.DataType, keep_dictionary: bool):
     t = column.type
     if t == target or (keep_dictionary and pa.types.is_dictionary(t) and t.value_type == target):
         return column
-    safe = not (pa.types.is_timestamp(t) and pa.types.is_timestamp(target))
+    # Nested columns cast field by field: Arrow matches struct fields by name and takes the
+    # table's list and map field names (Spark and delta-rs name them otherwise).
+    safe = not (has_timestamp(t) and has_timestamp(target))
     return column.cast(target, safe=safe)

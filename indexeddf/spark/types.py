@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 
 import pyarrow as pa
@@ -22,10 +23,12 @@ from pyspark.sql.types import (
     StructType,
     TimestampNTZType,
     TimestampType,
+    _parse_datatype_json_value,
 )
 
 from ..errors import SchemaMismatchError
 from ..spec.schema import Field, arrow_type
+from ..spec.types import is_nested
 
 _SPARK_TYPES: dict[str, DataType] = {
     "boolean": BooleanType(),
@@ -44,7 +47,11 @@ _SPARK_TYPES: dict[str, DataType] = {
 
 
 def spark_type(name: str) -> DataType:
-    """The Spark type of a log type name (``spec/schema.py``)."""
+    """The Spark type of a log type (``spec/types.py``): a struct, array or map type's JSON
+    is Spark's own serialization, which Spark parses."""
+    if is_nested(name):
+        arrow_type(name)  # refuses a leaf type indexeddf does not store
+        return _parse_datatype_json_value(json.loads(name))
     if name in _SPARK_TYPES:
         return _SPARK_TYPES[name]
     t = arrow_type(name)  # raises UnsupportedTypeError for an unknown name

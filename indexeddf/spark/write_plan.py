@@ -29,6 +29,7 @@ from ..format.snapshot import Snapshot, load_snapshot
 from ..format.storage import TableStorage
 from ..spec.actions import PRIMARY_INDEX, IndexEntry, Metadata
 from ..spec.column_mapping import evolve
+from ..spec.schema import check_index_types
 from ..spec.schema_evolution import added_fields, merge_fields, overwrite_fields
 from ..writer.data import conform
 from ..writer.operations import indexed_columns, maintained_indexes
@@ -139,6 +140,7 @@ def plan_write(options: Any, spark_schema, overwrite: bool, streaming: bool) -> 
             raise SchemaMismatchError(
                 f"index columns {missing} are not in the DataFrame (columns: {[f.name for f in fields]})", missing
             )
+        check_index_types(fields, index_columns)
         metadata = evolve(Metadata(
             id=str(uuid.uuid4()), name=opts.get("name"), description=opts.get("description"),
             schema=fields, indexColumns=tuple(index_columns), numBuckets=num_buckets,
@@ -228,6 +230,7 @@ def spark_columns(raw: str) -> list[pa.Field]:
     """The columns of ``ALTER TABLE ADD COLUMNS`` from Spark's JSON of them (a ``StructType``;
     a comment is ``"comment"`` in a field's metadata) as pyarrow fields for ``added_fields``."""
     from ..spec.schema import arrow_type
+    from ..spec.types import NestedTypeError, check_type_value, type_text
 
     try:
         fields = json.loads(raw)["fields"]
@@ -235,11 +238,11 @@ def spark_columns(raw: str) -> list[pa.Field]:
         raise InvalidOptionError(f"_addColumns is not a Spark schema in JSON: {e}") from None
     out = []
     for f in fields:
-        if not isinstance(f.get("type"), str):
-            raise UnsupportedTypeError(
-                f"column {f.get('name')!r} has a nested type; indexeddf tables have flat columns only",
-                [str(f.get("name"))])
+        try:
+            check_type_value(f.get("type"), str(f.get("name")))
+        except NestedTypeError as e:
+            raise UnsupportedTypeError(f"_addColumns: {e}", [str(f.get("name"))]) from None
         comment = (f.get("metadata") or {}).get("comment")
-        out.append(pa.field(f["name"], arrow_type(f["type"]), nullable=bool(f.get("nullable", True)),
+        out.append(pa.field(f["name"], arrow_type(type_text(f["type"])), nullable=bool(f.get("nullable", True)),
                             metadata={"comment": comment} if isinstance(comment, str) and comment else None))
     return out

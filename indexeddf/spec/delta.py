@@ -45,6 +45,7 @@ from .actions import (
 from .deletion_vectors import DeletionVectorDescriptor
 from .schema import Field
 from .type_widening import TYPE_CHANGES, check_type_changes
+from .types import NestedTypeError, check_type_value, type_text, type_value
 
 TAG_BUCKET = "indexeddf.bucket"
 """``add.tags`` key: the file's bucket (decimal)."""
@@ -248,7 +249,8 @@ def schema_string(fields) -> str:
     return json.dumps(
         {
             "type": "struct",
-            "fields": [{"name": f.name, "type": f.type, "nullable": f.nullable, "metadata": dict(f.metadata)}
+            "fields": [{"name": f.name, "type": type_value(f.type), "nullable": f.nullable,
+                        "metadata": dict(f.metadata)}
                        for f in fields],
         },
         separators=(",", ":"),
@@ -414,9 +416,6 @@ def parse_stats(text) -> FileStats | None:
     if not isinstance(body, dict):
         raise ActionParseError("stats must be a JSON object")
     known = {k: body[k] for k in ("numRecords", "minValues", "maxValues", "nullCount") if body.get(k) is not None}
-    # Nested columns give nested nullCount objects: keep the flat columns only.
-    if isinstance(known.get("nullCount"), dict):
-        known["nullCount"] = {k: v for k, v in known["nullCount"].items() if not isinstance(v, dict)}
     # Checked by hand, not by the model: a table opens by decoding one of these per live
     # file, and the model's validation doubled that cost.
     n = known.get("numRecords")
@@ -425,9 +424,19 @@ def parse_stats(text) -> FileStats | None:
     for k in ("minValues", "maxValues", "nullCount"):
         if not isinstance(known.setdefault(k, {}), dict):
             raise ActionParseError(f"stats.{k} must be a JSON object")
-    if not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in known["nullCount"].values()):
+    # A struct column's statistics are objects, one value per leaf (other writers write
+    # them): kept as read, so a checkpoint passes them on; nothing here prunes by them
+    # (index and partition columns are top-level primitives).
+    if not all(_counts(v) for v in known["nullCount"].values()):
         raise ActionParseError("stats.nullCount values must be counts")
     return FileStats.model_construct(**known)
+
+
+def _counts(v) -> bool:
+    """A null count: a non-negative integer, or an object of them (a struct's, per field)."""
+    if isinstance(v, dict):
+        return all(_counts(x) for x in v.values())
+    return isinstance(v, int) and not isinstance(v, bool) and v >= 0
 
 
 def _decode_metadata(b: dict) -> list[Action]:
@@ -469,19 +478,20 @@ def _decode_metadata(b: dict) -> list[Action]:
 
 
 def parse_schema_string(text) -> tuple[Field, ...]:
-    """The table's fields from Spark's JSON schema; nested types are refused by name."""
+    """The table's fields from Spark's JSON schema (nested types kept as their JSON text,
+    ``spec/types.py``)."""
     schema = _json_string(text, "schemaString")
     if not isinstance(schema, dict) or schema.get("type") != "struct" or not isinstance(schema.get("fields"), list):
         raise ActionParseError("schemaString must be a struct type with a list of fields")
     fields = []
     for f in schema["fields"]:
-        if not isinstance(f, dict):
-            raise ActionParseError("a schema field must be a JSON object")
+        if not isinstance(f, dict) or not isinstance(f.get("name"), str):
+            raise ActionParseError("a schema field must be a JSON object with a name")
         t = f.get("type")
-        if not isinstance(t, str):
-            from ..errors import UnsupportedFeatureError
-
-            raise UnsupportedFeatureError(f"nested column {f.get('name')!r} ({json.dumps(t)[:60]})")
+        try:
+            check_type_value(t, f["name"])
+        except NestedTypeError as e:
+            raise ActionParseError(f"schemaString: {e}") from None
         meta = f.get("metadata") or {}
         for key in meta:
             if key.startswith("delta.generationExpression") or key.startswith("delta.identity") \
@@ -491,7 +501,7 @@ def parse_schema_string(text) -> tuple[Field, ...]:
                 raise UnsupportedFeatureError(f"{key} on column {f.get('name')!r}")
         if TYPE_CHANGES in meta:
             check_type_changes(f.get("name"), meta[TYPE_CHANGES])
-        fields.append(Field(name=f["name"], type=t, nullable=f.get("nullable", True),
+        fields.append(Field(name=f["name"], type=type_text(t), nullable=f.get("nullable", True),
                             metadata=meta if isinstance(meta, dict) else {}))
     return tuple(fields)
 

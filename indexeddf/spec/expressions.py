@@ -307,6 +307,32 @@ class _Resolver:
         raise SchemaMismatchError(f"{self.context} `{_shown(self.text)}` names column {name!r} of {qualifier!r}, "
                                   f"which it lacks (its columns: {available})", [name])
 
+    def struct_field(self, node: exp.Column) -> tuple[str, list[str], pa.DataType] | None:
+        """``node`` as a field inside a struct column (``s.a``, ``t.s.inner.x``): the column,
+        the field names down to it (as the struct spells them; Spark matches them ignoring
+        case) and its type; None when no prefix of its parts is a struct column that has them."""
+        parts = [p.name for p in node.parts]
+        for k in range(len(parts) - 1, 0, -1):
+            head, rest = parts[:k], parts[k:]
+            try:
+                name = self._qualified(".".join(head[:-1]), head[-1], node) if len(head) > 1 \
+                    else self._unqualified(head[0], node)
+            except SchemaMismatchError:
+                continue
+            t, path = self.columns[name], []
+            for part in rest:
+                if not pa.types.is_struct(t):
+                    break
+                match = [f for f in t if f.name.lower() == part.lower()]
+                if len(match) != 1:
+                    break
+                path.append(match[0].name)
+                t = match[0].type
+            else:
+                self.used.add(name)
+                return name, path, t
+        return None
+
     def _unqualified(self, name: str, node: exp.Column) -> str:
         match = self._match(self.bare.get(name.lower(), []), name, node)
         if match:
@@ -576,7 +602,14 @@ class _Compiler:
 
     # --- leaves ------------------------------------------------------------------------------
     def _column(self, node: exp.Column) -> _Typed:
-        name = self.resolver.resolve(node)
+        try:
+            name = self.resolver.resolve(node)
+        except SchemaMismatchError:
+            found = self.resolver.struct_field(node)  # `s.a`, `t.s.a`: a field of a struct column
+            if found is None:
+                raise
+            name, path, field_type = found
+            return _Typed(pc.field(name, *path), field_type)
         return _Typed(pc.field(name), self.resolver.columns[name])
 
     def _literal(self, node: exp.Literal) -> _Typed:

@@ -30,6 +30,7 @@ from ..errors import UnsupportedFeatureError, UnsupportedProtocolError
 from .actions import Metadata, Protocol
 from .column_mapping import FEATURE as COLUMN_MAPPING
 from .column_mapping import is_mapped
+from .types import leaf_types
 
 READ_FEATURES = frozenset({"timestampNtz", "vacuumProtocolCheck", "appendOnly", "invariants", "deletionVectors",
                            "columnMapping", "typeWidening", "typeWidening-preview", "v2Checkpoint"})
@@ -71,7 +72,7 @@ _LEGACY_WRITER = {
 def protocol_for(fields, configuration: dict[str, str] | None = None) -> Protocol:
     """The protocol of a new table with these fields and properties (see the module
     docstring)."""
-    if any(f.type == "timestamp_ntz" for f in fields):
+    if any("timestamp_ntz" in leaf_types(f.type) for f in fields):
         base = Protocol(minReaderVersion=3, minWriterVersion=7,
                         readerFeatures=("timestampNtz",), writerFeatures=("timestampNtz",))
     else:

@@ -83,6 +83,9 @@ def _conjuncts(tree: exp.Expression) -> list[exp.Expression]:
 def _column(node: exp.Expression, schema: pa.Schema) -> str | None:
     node = node.unnest()
     if isinstance(node, exp.Column):
+        if len(node.parts) > 1:  # a field inside a struct column (no key), or a column named "a.b"
+            whole = ".".join(p.name for p in node.parts)
+            return whole if whole in schema.names else None
         name = node.name
         if name not in schema.names:
             raise SchemaMismatchError(f"predicate names column {name!r}, which the table lacks ({schema.names})", [name])

@@ -1,43 +1,28 @@
 """The table schema as it is written in the log, and its mapping to Arrow types.
 
-The log stores a schema as a list of fields, each with a Spark-style type name, so a
-person can read it and Spark maps it one to one. Only flat (primitive) columns are
-supported in this protocol version.
+The log stores a schema as Spark's JSON (Delta's ``schemaString``): a list of fields,
+each with a Spark-style type name or, for struct, array and map columns, the nested
+type's JSON (``spec/types.py`` maps both to Arrow). Spark maps it one to one.
 """
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 import pyarrow as pa
 from pydantic import BaseModel, ConfigDict
 
-from ..errors import SchemaMismatchError, UnsupportedTypeError
+from ..errors import NestedIndexColumnError, SchemaMismatchError
+from .types import arrow_type, display, is_nested, type_name
 
-_DECIMAL = re.compile(r"^decimal\((\d+),\s*(\d+)\)$")
-
-# Type name in the log -> Arrow type used for reading and writing.
-_NAMED_TYPES: dict[str, pa.DataType] = {
-    "boolean": pa.bool_(),
-    "byte": pa.int8(),
-    "short": pa.int16(),
-    "integer": pa.int32(),
-    "long": pa.int64(),
-    "float": pa.float32(),
-    "double": pa.float64(),
-    "string": pa.string(),
-    "binary": pa.binary(),
-    "date": pa.date32(),
-    "timestamp": pa.timestamp("us", tz="UTC"),
-    "timestamp_ntz": pa.timestamp("us"),
-}
+__all__ = ["Field", "arrow_type", "type_name", "fields_from_arrow", "check_columns", "check_index_types",
+           "arrow_schema", "dictionary_columns"]
 
 
 class Field(BaseModel):
-    """One column: name, type name (see ``docs/PROTOCOL.md``), nullability, and the
-    column's metadata as the schema JSON holds it (Delta keeps a column comment under
-    ``"comment"``)."""
+    """One column: name, type (a type name, or a nested type's compact JSON: see
+    ``spec/types.py`` and ``docs/PROTOCOL.md``), nullability, and the column's metadata as
+    the schema JSON holds it (Delta keeps a column comment under ``"comment"``)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -55,44 +40,10 @@ class Field(BaseModel):
         c = self.metadata.get("comment")
         return c if isinstance(c, str) else None
 
-
-def type_name(arrow_type: pa.DataType, column: str = "?") -> str:
-    """The log's type name for an Arrow type; raises ``UnsupportedTypeError`` when none."""
-    t = arrow_type
-    if pa.types.is_dictionary(t):
-        t = t.value_type
-    if pa.types.is_boolean(t):
-        return "boolean"
-    for name in ("byte", "short", "integer", "long", "float", "double"):
-        if t == _NAMED_TYPES[name]:
-            return name
-    if pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_string_view(t):
-        return "string"
-    if pa.types.is_binary(t) or pa.types.is_large_binary(t) or pa.types.is_binary_view(t):
-        return "binary"
-    if pa.types.is_date32(t) or pa.types.is_date64(t):
-        return "date"
-    if pa.types.is_timestamp(t):
-        return "timestamp" if t.tz is not None else "timestamp_ntz"
-    if pa.types.is_decimal(t) and 0 <= t.scale <= t.precision <= 38:  # decimal256 too: stored as 128
-        return f"decimal({t.precision},{t.scale})"
-    raise UnsupportedTypeError(
-        f"column {column!r} has type {arrow_type}, which indexeddf cannot store; supported: "
-        "boolean, int8/16/32/64, float32/64, decimal up to precision 38 with 0 <= scale <= precision, "
-        "string, binary, "
-        "date, timestamp. Cast the column first.",
-        [column],
-    )
-
-
-def arrow_type(name: str) -> pa.DataType:
-    """The Arrow type for a log type name."""
-    if name in _NAMED_TYPES:
-        return _NAMED_TYPES[name]
-    m = _DECIMAL.match(name)
-    if m and 0 <= int(m.group(2)) <= int(m.group(1)) <= 38 and int(m.group(1)) >= 1:
-        return pa.decimal128(int(m.group(1)), int(m.group(2)))
-    raise UnsupportedTypeError(f"unknown type name {name!r} in the table schema", [])
+    @property
+    def nested(self) -> bool:
+        """Whether the column is a struct, array or map (its ``type`` is then JSON)."""
+        return is_nested(self.type)
 
 
 def fields_from_arrow(schema: pa.Schema) -> tuple[Field, ...]:
@@ -109,6 +60,18 @@ def check_columns(names: list[str], columns) -> None:
     unknown = [c for c in (columns or []) if c not in names]
     if unknown:
         raise SchemaMismatchError(f"unknown columns {unknown}; the table has {list(names)}", unknown)
+
+
+def check_index_types(fields, columns) -> None:
+    """Refuse index (bucketing) ``columns`` that are struct, array or map columns: an index
+    column is a top-level column of a primitive type (its values hash as Spark's do)."""
+    nested = [f for f in fields if f.name in set(columns or ()) and f.nested]
+    if nested:
+        names = [f.name for f in nested]
+        kinds = ", ".join(f"{f.name!r} is {display(f.type)}" for f in nested)
+        raise NestedIndexColumnError(
+            f"index columns must be top-level columns of a primitive type: {kinds}. Index by a primitive column, "
+            "or copy the nested field into a column of its own and index by that.", names)
 
 
 def arrow_schema(fields: tuple[Field, ...] | list[Field]) -> pa.Schema:

@@ -1,7 +1,8 @@
 """Schema evolution: the new table schema of a write that evolves it, or of ADD COLUMNS.
 
 Delta's rules, as Delta's ``mergeSchema`` and delta-rs's ``schema_mode`` apply them, in
-the profile of ``docs/PROTOCOL.md`` (flat columns only):
+the profile of ``docs/PROTOCOL.md`` (top-level columns only: a struct, array or map
+column keeps its shape, its fields neither added nor retyped):
 
 - a column the data has and the table lacks is added at the end, nullable (rows
   written before it read it as NULL, in every Delta reader);
@@ -33,6 +34,7 @@ from ..errors import (
     TypeChangeError,
 )
 from .schema import Field, arrow_type, fields_from_arrow, type_name
+from .types import display, same_type
 
 SCHEMA_MODES = ("merge", "overwrite")
 """delta-rs's ``schema_mode`` values: ``merge`` adds the data's new columns, ``overwrite``
@@ -56,7 +58,7 @@ def check_schema_mode(mode: str | None, overwrite: bool) -> str | None:
 def widened(old: str, new: str) -> str | None:
     """The type a column of type ``old`` has after data of type ``new`` is merged into
     it, or None when the change is refused."""
-    if old == new:
+    if same_type(old, new):
         return old
     if old in _INT32_WIDTHS and new in _INT32_WIDTHS:
         return old if _INT32_WIDTHS[old] >= _INT32_WIDTHS[new] else new
@@ -98,7 +100,7 @@ def merge_fields(fields: Sequence[Field], data: pa.Schema, index_columns: Iterab
         merged = widened(old.type, new_type)
         if merged is None or (merged != old.type and f.name in protected):
             types.append(f.name)
-            type_details.append(f"{f.name!r} is {new_type}, the table has {old.type}")
+            type_details.append(f"{f.name!r} is {display(new_type)}, the table has {display(old.type)}")
         elif merged != old.type:
             changed[f.name] = old.model_copy(update={"type": merged})
     if case:
@@ -106,9 +108,9 @@ def merge_fields(fields: Sequence[Field], data: pa.Schema, index_columns: Iterab
     if types:
         raise TypeChangeError(
             "the data changes column types in a way indexeddf does not allow: " + "; ".join(type_details)
-            + ". Only byte -> short -> integer widen in place (the same Parquet type), and never for an index "
-            "column; cast the data to the table's types, or rewrite the table with schema_mode='overwrite' "
-            "(Spark: overwriteSchema).", types)
+            + ". Only byte -> short -> integer widen in place (the same Parquet type), never for an index "
+            "column, and struct, array and map columns keep their fields and types; cast the data to the "
+            "table's types, or rewrite the table with schema_mode='overwrite' (Spark: overwriteSchema).", types)
     if not changed and not added:
         return fields
     return tuple(changed.get(f.name, f) for f in fields) + tuple(added)
@@ -128,9 +130,10 @@ def overwrite_fields(fields: Sequence[Field], data: pa.Schema, index_columns: It
             f"the new schema drops the index columns {lost} (columns: {names}); the table is bucketed or "
             "indexed by them. Keep them in the data, or delete the secondary indexes on them first.", lost)
     old = {f.name: f for f in fields}
-    # A surviving column keeps its comment and other metadata, as a rename-free overwrite should.
+    # A surviving column keeps its comment and other metadata, as a rename-free overwrite
+    # should (a nested one of the same shape too: its type is the data's).
     return tuple(f.model_copy(update={"metadata": old[f.name].metadata})
-                 if f.name in old and old[f.name].type == f.type else f for f in new)
+                 if f.name in old and same_type(old[f.name].type, f.type) else f for f in new)
 
 
 def added_fields(fields: Sequence[Field], columns: Any) -> tuple[Field, ...]:

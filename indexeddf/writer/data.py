@@ -8,8 +8,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..errors import InvalidOptionError, SchemaMismatchError
-from ..spec.schema import Field, arrow_schema, fields_from_arrow, type_name
+from ..spec.schema import Field, arrow_schema, check_index_types, fields_from_arrow, type_name
 from ..spec.schema_evolution import widened
+from ..spec.types import display, has_timestamp, same_type
 
 
 def to_arrow_table(data: Any) -> pa.Table:
@@ -42,6 +43,7 @@ def table_fields(data: pa.Table, index_columns: list[str]) -> tuple[Field, ...]:
         )
     if not index_columns:
         raise InvalidOptionError("index_columns must name at least one column to bucket by")
+    check_index_types(fields, index_columns)
     return fields
 
 
@@ -73,9 +75,10 @@ def conform(data: pa.Table, fields: tuple[Field, ...], merge: bool = False) -> p
         got = _type_name_or_none(given[name].type)
         if pa.types.is_null(given[name].type) and f.nullable:
             continue  # an all-null column of unknown type fits any nullable column
-        if got != f.type and not (merge and got is not None and widened(f.type, got) == f.type):
+        if not (got is not None and same_type(f.type, got)) \
+                and not (merge and got is not None and widened(f.type, got) == f.type):
             problems.append(name)
-            details.append(f"{name!r} is {got or given[name].type}, the table has {f.type}")
+            details.append(f"{name!r} is {display(got) if got else given[name].type}, the table has {display(f.type)}")
     if problems:
         raise SchemaMismatchError(
             "data does not match the table schema: " + "; ".join(details)
@@ -93,8 +96,9 @@ def conform(data: pa.Table, fields: tuple[Field, ...], merge: bool = False) -> p
         if pa.types.is_dictionary(col.type):
             col = col.cast(col.type.value_type)
         if col.type != target_field.type:
-            # Timestamp units: Spark keeps microseconds; finer units are truncated as Spark does.
-            col = pc.cast(col, target_field.type, safe=not pa.types.is_timestamp(col.type))
+            # Timestamp units (nested ones too): Spark keeps microseconds; finer units are
+            # truncated as Spark does. Nested types take the table's field names and nullability.
+            col = pc.cast(col, target_field.type, safe=not has_timestamp(col.type))
         if not target_field.nullable and col.null_count:
             raise SchemaMismatchError(f"column {target_field.name!r} is not nullable but has nulls", [target_field.name])
         columns.append(col)

@@ -219,7 +219,9 @@ def rows_per_group(table: pa.Table, row_group_bytes: int) -> int:
 def file_stats(rows: pa.Table) -> FileStats:
     """numRecords and, per column, min, max and null count, as Delta's ``stats``
     (PROTOCOL.md, "Statistics"): any Delta reader skips files with them, so a value
-    is written only where its rendering is exact (see :func:`stat_value`)."""
+    is written only where its rendering is exact (see :func:`stat_value`). Struct, array
+    and map columns get none: Delta nests a struct's statistics per leaf, and nothing
+    prunes by them (index and partition columns are top-level primitives)."""
     stats = StatsAccumulator()
     stats.add(rows)
     return stats.stats()
@@ -240,6 +242,8 @@ class StatsAccumulator:
         """Take ``rows`` into the statistics."""
         self.num_records += rows.num_rows
         for name, col in zip(rows.column_names, rows.columns):
+            if pa.types.is_nested(col.type):
+                continue
             self.nulls[name] = self.nulls.get(name, 0) + col.null_count
             if name in self.without or col.null_count == len(col):
                 continue

@@ -10,7 +10,7 @@ from ..format.transaction import CommitResult
 from ..spec.actions import IndexEntry
 from ..spec.bucketing import is_hashable_type
 from ..spec.features import collation
-from ..spec.schema import arrow_schema
+from ..spec.schema import arrow_schema, check_index_types
 from . import lifecycle
 from .operations import check_num_buckets
 
@@ -63,6 +63,7 @@ def validate_columns(snapshot: Snapshot, columns: list[str]) -> None:
     missing = [c for c in columns if c not in schema.names]
     if missing:
         raise SchemaMismatchError(f"index columns {missing} are not in the table ({schema.names})", missing)
+    check_index_types(snapshot.metadata.schema_, columns)
     unhashable = [c for c in columns if not is_hashable_type(schema.field(c).type)]
     if unhashable:
         raise SchemaMismatchError(f"columns {unhashable} cannot be indexed (type not hashable)", unhashable)

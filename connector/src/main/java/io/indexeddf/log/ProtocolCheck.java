@@ -12,7 +12,7 @@ import org.apache.hadoop.fs.Path;
 /**
  * What the Python reader refuses is refused here too, with the same error names: reader
  * protocol versions and features it does not implement, column mapping,
- * nested columns, Delta tables indexeddf has not indexed. Deletion vectors are read
+ * Delta tables indexeddf has not indexed. Deletion vectors are read
  * ({@link DeletionVectors}): every read path of the connector drops the rows they delete.
  */
 final class ProtocolCheck {
@@ -136,10 +136,8 @@ final class ProtocolCheck {
             throw IndexedDFException.corrupt(root, "schemaString is not valid JSON");
         }
         for (JsonNode f : schema.path("fields")) {
-            if (!f.path("type").isTextual()) {
-                throw IndexedDFException.unsupportedFeature(
-                    "nested column '" + f.path("name").asText() + "'");
-            }
+            // Struct, array and map columns (a JSON object as the type) are read as Spark's
+            // own types: Spark parses the schema, and its Parquet reader reads them.
             Iterator<String> keys = f.path("metadata").fieldNames();
             while (keys.hasNext()) {
                 String key = keys.next();
