@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 
 sys.path.insert(0, os.path.dirname(__file__))
 
-from test_delta_oracles import duckdb_delta  # noqa: E402
+from oracles import duckdb_delta  # noqa: E402
 
 from indexeddf import IndexedTable  # noqa: E402
 from indexeddf.errors import InvalidOptionError, SchemaMismatchError  # noqa: E402

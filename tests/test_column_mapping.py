@@ -29,7 +29,7 @@ from hypothesis import strategies as st
 sys.path.insert(0, os.path.dirname(__file__))
 
 from connector_helpers import read  # noqa: E402
-from test_delta_oracles import duckdb_delta  # noqa: E402
+from oracles import duckdb_delta  # noqa: E402
 
 import indexeddf  # noqa: E402
 from indexeddf import IndexedTable  # noqa: E402

@@ -154,7 +154,7 @@ def test_add_columns_rebases_over_appends_of_other_processes(table_path):
     from collections import Counter
 
     import deltalake
-    from test_delta_oracles import duckdb_delta
+    from oracles import duckdb_delta
 
     worker = os.path.join(os.path.dirname(__file__), "workers", "append_evolving.py")
     schema = pa.schema([("k", pa.int64()), ("worker", pa.int32())])

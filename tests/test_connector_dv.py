@@ -19,7 +19,7 @@ import pytest
 from connector_helpers import SCHEMA, jvm_cache_clear, jvm_cache_stats, lineage, physical, rows_of
 from connector_helpers import read as load
 from dv_commits import delete_keys, delete_rows, file_rows, live_adds, ordinals_where, write_checkpoint
-from test_delta_oracles import duckdb_delta
+from oracles import duckdb_delta
 
 import indexeddf
 from indexeddf import IndexedTable

@@ -9,7 +9,6 @@ rows minus the deleted ones.
 
 from __future__ import annotations
 
-import glob
 import json
 import os
 import time
@@ -22,6 +21,7 @@ import pyarrow.parquet as pq
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from oracles import duckdb_delta
 from pyroaring import BitMap64
 
 from indexeddf import IndexedTable
@@ -347,16 +347,6 @@ def test_keep_mask():
 # -- an independent reader: DuckDB's delta extension (delta-kernel-rs) ----------------------
 
 
-def _duckdb_delta():
-    duckdb = pytest.importorskip("duckdb")
-    ext_pkg = pytest.importorskip("duckdb_extension_delta")
-    ext = glob.glob(os.path.join(os.path.dirname(ext_pkg.__file__), "extensions", "*", "delta.duckdb_extension"))
-    assert ext, "the duckdb-extension-delta package holds no extension file"
-    con = duckdb.connect(config={"allow_unsigned_extensions": "true", "autoinstall_known_extensions": "false"})
-    con.execute(f"LOAD '{ext[0]}'")
-    return con
-
-
 def _log_adds(log: Path) -> list[dict]:
     adds = []
     for commit in sorted(log.glob("*.json")):
@@ -403,7 +393,7 @@ def test_duckdb_reads_our_deletion_vectors(tmp_path):
         lines.append({"add": {**add, "modificationTime": now, "deletionVector": d.wire()}})
     (path / "_delta_log" / f"{len(sizes):020d}.json").write_text("".join(json.dumps(x) + "\n" for x in lines))
 
-    con = _duckdb_delta()
+    con = duckdb_delta()
     got = con.execute(f"SELECT k, s FROM delta_scan('{path}')").fetchall()
     want = set()
     for add, d, dels in zip(adds, descriptors, deleted):

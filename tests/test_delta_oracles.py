@@ -14,20 +14,18 @@ from __future__ import annotations
 
 import datetime as dt
 import decimal
-import glob
 import os
 import warnings
 
-import duckdb
 import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from oracles import duckdb_delta
 from table_ops import operations, run_op
 
 deltalake = pytest.importorskip("deltalake")
-import duckdb_extension_delta  # noqa: E402
 
 from indexeddf import IndexedTable  # noqa: E402
 
@@ -53,14 +51,6 @@ def batch(keys: list[int], nan: bool = False) -> pa.Table:
         "day": [dt.date(2026, 1, 1) + dt.timedelta(days=k % 40) for k in keys],
         "flag": [k % 2 == 0 for k in keys],
     }, schema=SCHEMA)
-
-
-def duckdb_delta() -> duckdb.DuckDBPyConnection:
-    ext = glob.glob(os.path.join(os.path.dirname(duckdb_extension_delta.__file__), "extensions", "*", "delta.duckdb_extension"))
-    assert ext, "the duckdb-extension-delta package holds no extension file"
-    con = duckdb.connect(config={"allow_unsigned_extensions": "true", "autoinstall_known_extensions": "false"})
-    con.execute(f"LOAD '{ext[0]}'")
-    return con
 
 
 def ordered(t: pa.Table) -> pa.Table:

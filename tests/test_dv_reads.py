@@ -26,7 +26,8 @@ from hypothesis import strategies as st
 deltalake = pytest.importorskip("deltalake")
 
 from dv_helpers import file_rows, mark_deleted  # noqa: E402
-from test_delta_oracles import batch, duckdb_delta  # noqa: E402
+from oracles import duckdb_delta  # noqa: E402
+from test_delta_oracles import batch  # noqa: E402
 
 from indexeddf import IndexedTable  # noqa: E402
 from indexeddf.errors import InvalidOptionError  # noqa: E402

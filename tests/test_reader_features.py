@@ -24,7 +24,7 @@ import pytest
 sys.path.insert(0, os.path.dirname(__file__))
 
 from connector_helpers import read  # noqa: E402
-from test_delta_oracles import duckdb_delta  # noqa: E402
+from oracles import duckdb_delta  # noqa: E402
 
 from indexeddf import IndexedTable  # noqa: E402
 from indexeddf.errors import UnsupportedFeatureError  # noqa: E402

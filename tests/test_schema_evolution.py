@@ -14,7 +14,7 @@ import pyarrow as pa
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from test_delta_oracles import duckdb_delta
+from oracles import duckdb_delta
 
 from indexeddf import IndexedTable
 from indexeddf.errors import (

@@ -14,8 +14,8 @@ import pytest
 
 sys.path.insert(0, os.path.dirname(__file__))
 
+from oracles import duckdb_delta  # noqa: E402
 from test_changes import Duck, ordered, rows  # noqa: E402
-from test_delta_oracles import duckdb_delta  # noqa: E402
 
 from indexeddf import IndexedTable  # noqa: E402
 from indexeddf.changes import merge_change  # noqa: E402

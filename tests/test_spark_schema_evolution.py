@@ -182,7 +182,7 @@ def test_alter_table_add_columns_on_a_path(spark, table_path):
     a new read sees the columns, NULL in the old rows, as delta-rs and DuckDB's delta
     extension read them; what a V1 table's ADD COLUMNS cannot take is refused, typed."""
     import deltalake
-    from test_delta_oracles import duckdb_delta
+    from oracles import duckdb_delta
 
     t = start(table_path)
     files = set(t.snapshot.files)

@@ -19,8 +19,8 @@ from hypothesis import strategies as st
 
 sys.path.insert(0, os.path.dirname(__file__))
 
+from oracles import duckdb_delta  # noqa: E402
 from test_changes import SCHEMA, UPDATES, Duck, operations, ordered, rows  # noqa: E402
-from test_delta_oracles import duckdb_delta  # noqa: E402
 
 import indexeddf  # noqa: E402
 from indexeddf import IndexedTable  # noqa: E402

@@ -15,8 +15,8 @@ import pytest
 
 sys.path.insert(0, os.path.dirname(__file__))
 
+from oracles import duckdb_delta  # noqa: E402
 from test_changes import Duck, rows  # noqa: E402
-from test_delta_oracles import duckdb_delta  # noqa: E402
 from test_merge_schema import ordered, with_w  # noqa: E402
 
 import indexeddf  # noqa: E402

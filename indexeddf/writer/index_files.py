@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import io
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
@@ -27,6 +28,8 @@ from ..spec.bucketing import bucket_ids, key_hash
 INDEX_DIR = "_indexes"
 PRIMARY = PRIMARY_INDEX
 ENTRY_SCHEMA = pa.schema([("hash", pa.uint32()), ("file_id", pa.int64()), ("row", pa.int32())])
+WRITE_THREADS = 2
+"""Index files written at once by one write (one per touched index bucket)."""
 ENTRY_ROW_GROUP = 1 << 14
 """Entries per row group of an index file. Entries are sorted by hash, so each row group
 covers a hash range (its min/max statistics): a lookup of a few keys reads the row groups
@@ -81,11 +84,11 @@ def write_entries(storage: TableStorage, name: str, hashes: np.ndarray, file_ids
     """Write index entries sorted by bucket, then hash: one file per bucket."""
     starts = np.flatnonzero(np.r_[True, buckets[1:] != buckets[:-1]])
     ends = np.r_[starts[1:], len(buckets)]
-    out = []
-    for s, e in zip(starts, ends):
-        bucket = int(buckets[s])
-        rel = index_file_path(name, bucket)
-        written.append(rel)
+    paths = [index_file_path(name, int(buckets[s])) for s in starts]
+    written.extend(paths)  # before any file exists, so a failed write can delete them all
+
+    def write_one(i: int) -> IndexFile:
+        s, e, rel = starts[i], ends[i], paths[i]
         table = pa.table([pa.array(hashes[s:e]), pa.array(file_ids[s:e]), pa.array(rows[s:e])], schema=ENTRY_SCHEMA)
         buf = io.BytesIO()
         pq.write_table(
@@ -96,8 +99,14 @@ def write_entries(storage: TableStorage, name: str, hashes: np.ndarray, file_ids
         data = buf.getvalue()
         storage.write_bytes(rel, data)
         ids = tuple(sorted(int(i) for i in np.unique(file_ids[s:e])))
-        out.append(IndexFile(path=rel, size=len(data), bucket=bucket, numEntries=int(e - s), fileIds=ids))
-    return out
+        return IndexFile(path=rel, size=len(data), bucket=int(buckets[s]), numEntries=int(e - s), fileIds=ids)
+
+    if len(starts) == 1:
+        return [write_one(0)]
+    # A change of a few keys writes an index file per touched bucket: small files, whose
+    # encoding and creation overlap on two threads.
+    with ThreadPoolExecutor(WRITE_THREADS) as pool:
+        return list(pool.map(write_one, range(len(starts))))
 
 
 def carried_entries(storage: TableStorage, name: str, files: tuple[IndexFile, ...], old_id: int, new_id: int,
