@@ -25,8 +25,8 @@ DEFAULT_NUM_BUCKETS = 16
 _COMMON = ["path", "storageOptions"]
 READ_OPTIONS = _COMMON + ["versionAsOf", "timestampAsOf", "maxPartitionBytes"]
 _CREATE = ["indexColumns", "numBuckets", "name", "description", "tableProperties"]
-WRITE_OPTIONS = _COMMON + _CREATE + ["saveMode", "overwriteSchema", "mergeSchema", "txnAppId", "txnVersion",
-                                     "_commitResultFile", "_addColumns"]
+WRITE_OPTIONS = _COMMON + _CREATE + ["saveMode", "overwriteSchema", "mergeSchema", "replaceWhere", "txnAppId",
+                                     "txnVersion", "_commitResultFile", "_addColumns"]
 STREAM_OPTIONS = _COMMON + _CREATE + ["mergeSchema", "txnAppId", "checkpointLocation"]
 _PROPERTY_NAMES = {name.lower(): name for name in config.PROPERTIES}
 SAVE_MODES = ("append", "overwrite", "errorifexists", "error", "ignore")

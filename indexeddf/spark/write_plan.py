@@ -28,6 +28,8 @@ from ..errors import (
 from ..format.snapshot import Snapshot, load_snapshot
 from ..format.storage import TableStorage
 from ..spec.actions import PRIMARY_INDEX, IndexEntry, Metadata
+from ..spec.replace_where import parse_replace_where
+from ..spec.schema import arrow_schema
 from ..spec.schema_evolution import added_fields, merge_fields, overwrite_fields
 from ..writer.data import conform
 from ..writer.operations import indexed_columns, maintained_indexes
@@ -56,6 +58,9 @@ class WritePlan:
     merge_schema: bool = False
     """``mergeSchema``: tasks write NULL for table columns the DataFrame lacks and widen
     narrower integer columns (``writer.data.conform(..., merge=True)``)."""
+    replace_where: str | None = None
+    """``replaceWhere``: the overwrite replaces only the rows this predicate selects; tasks
+    check that each row they write makes it true (``changes/replace.py`` commits)."""
     write_id: str = field(default_factory=lambda: uuid.uuid4().hex)
     fail_if_exists: bool = False
     skip_if_exists: bool = False
@@ -103,6 +108,7 @@ def plan_write(options: Any, spark_schema, overwrite: bool, streaming: bool) -> 
     # Delta's precedence: on an overwrite, overwriteSchema replaces the schema whatever
     # mergeSchema (or the session's autoMerge, which the connector passes as it) says.
     merge_schema = so.bool_option(opts, "mergeSchema") and not overwrite_schema
+    replace_where = _replace_where_option(opts, overwrite, overwrite_schema or merge_schema)
 
     txn = None
     app_id = (opts.get("txnAppId") or "").strip()
@@ -120,7 +126,7 @@ def plan_write(options: Any, spark_schema, overwrite: bool, streaming: bool) -> 
         if app_id:
             txn = (app_id, txn_version)
     common = dict(url=url, storage_options=storage.storage_options, txn=txn,
-                  result_file=opts.get("_commitResultFile") or None)
+                  result_file=opts.get("_commitResultFile") or None, replace_where=replace_where)
 
     snapshot = load_or_none(storage)
     if snapshot is None:
@@ -195,7 +201,10 @@ def plan_write(options: Any, spark_schema, overwrite: bool, streaming: bool) -> 
         meta, new_metadata = meta.model_copy(update={"schema_": fields}), True
     # Check the DataFrame's columns against the table now, before any task runs.
     conform(data_schema.empty_table(), meta.schema_, merge=merge_schema)
-    indexes = maintained_indexes(snapshot, rebuild=overwrite)
+    if replace_where is not None:
+        parse_replace_where(replace_where, arrow_schema(meta.schema_), meta.partitionColumns)
+    # A selective overwrite keeps the indexes (its rows are added to them as an append's).
+    indexes = maintained_indexes(snapshot, rebuild=overwrite and replace_where is None)
     lost = [i.name for i in indexes if any(c not in [f.name for f in meta.schema_] for c in i.columns)]
     if lost:
         raise SchemaMismatchError(f"the new schema drops columns of the indexes {lost}; delete those indexes first", lost)
@@ -206,6 +215,22 @@ def plan_write(options: Any, spark_schema, overwrite: bool, streaming: bool) -> 
                     **({"mergeSchema" if merge_schema else "overwriteSchema": True} if new_metadata else {})},
         **base,
     )
+
+
+def _replace_where_option(opts: dict[str, str], overwrite: bool, schema_change: bool) -> str | None:
+    """The ``replaceWhere`` predicate (None when not given); refused outside an overwrite
+    or with a schema change, which Delta would ignore it for or apply it wrongly."""
+    text = opts.get("replaceWhere")
+    if text is None:
+        return None
+    if not overwrite:
+        raise InvalidOptionError("replaceWhere replaces the rows it selects: it needs mode('overwrite')")
+    if schema_change:
+        raise InvalidOptionError("replaceWhere keeps the table's schema: drop overwriteSchema / mergeSchema, or "
+                                 "change the schema in a write of its own")
+    if not text.strip():
+        raise InvalidOptionError("replaceWhere is empty: give a predicate such as \"day = '2026-11-01'\"")
+    return text
 
 
 def _check_layout_options(opts: dict[str, str], meta: Metadata, url: str) -> None:
