@@ -64,13 +64,10 @@ class IndexedTable(TableAdmin):
         columns rows are bucketed by; ``num_buckets``: how many buckets (1..65536).
         ``properties``: table properties (see ``docs/options.md``). ``partition_by``: Delta
         partition columns (each file then holds one value of each, in a ``col=value``
-        directory; docs/PROTOCOL.md §18); not with a Spark DataFrame yet. Raises
+        directory; docs/PROTOCOL.md §18), from any of these. Raises
         ``TableExistsError`` when a table is already there.
         """
         if _is_spark(data):
-            if partition_by:
-                raise InvalidOptionError("partition_by with a Spark DataFrame is not supported yet: create the "
-                                         "table from a pyarrow Table or pandas DataFrame, then append the DataFrame")
             from .spark import write_dataframe
 
             if list_log(TableStorage(path, storage_options))[0]:
@@ -83,7 +80,8 @@ class IndexedTable(TableAdmin):
                 storage_options=storage_options,
                 options={"indexColumns": json.dumps(list(index_columns)), "numBuckets": str(num_buckets),
                          "saveMode": "errorifexists", "name": name, "description": description,
-                         "tableProperties": json.dumps(properties) if properties else None},
+                         "tableProperties": json.dumps(properties) if properties else None,
+                         "__partition_columns": json.dumps(list(partition_by)) if partition_by else None},
             )
             return cls.for_path(path, version=version, storage_options=storage_options)
         storage = TableStorage(path, storage_options)

@@ -90,7 +90,8 @@ def _commit(plan: WritePlan, storage: TableStorage, adds, index_files, written, 
                 delete_uncommitted(storage, written)
                 return None
             m, ours = existing.metadata, plan.metadata()
-            same = (m.schema_, tuple(m.indexColumns), m.numBuckets) == (ours.schema_, tuple(ours.indexColumns), ours.numBuckets)
+            same = (m.schema_, tuple(m.indexColumns), m.numBuckets, m.partitionColumns) == \
+                (ours.schema_, tuple(ours.indexColumns), ours.numBuckets, ours.partitionColumns)
             if plan.fail_if_exists or params.get("mode") == "overwrite" or not same:
                 raise TableExistsError(
                     f"another writer created a table at {storage.url} while this write ran; nothing was "

@@ -28,6 +28,7 @@ from ..errors import (
 from ..format.snapshot import Snapshot, load_snapshot
 from ..format.storage import TableStorage
 from ..spec.actions import PRIMARY_INDEX, IndexEntry, Metadata
+from ..spec.partitions import check_partition_columns
 from ..spec.replace_where import parse_replace_where
 from ..spec.schema import arrow_schema
 from ..spec.schema_evolution import added_fields, merge_fields, overwrite_fields
@@ -144,10 +145,11 @@ def plan_write(options: Any, spark_schema, overwrite: bool, streaming: bool) -> 
             raise SchemaMismatchError(
                 f"index columns {missing} are not in the DataFrame (columns: {[f.name for f in fields]})", missing
             )
+        partition_by = check_partition_columns(so.partition_by_option(opts) or (), [f.name for f in fields])
         metadata = Metadata(
             id=str(uuid.uuid4()), name=opts.get("name"), description=opts.get("description"),
             schema=fields, indexColumns=tuple(index_columns), numBuckets=num_buckets,
-            configuration=props, createdTime=int(time.time() * 1000),
+            configuration=props, createdTime=int(time.time() * 1000), partitionColumns=partition_by,
         )
         primary = IndexEntry(name=PRIMARY_INDEX, columns=tuple(index_columns), kind="primary", state="ACTIVE",
                              numBuckets=num_buckets, coveredVersion=0)
@@ -155,7 +157,8 @@ def plan_write(options: Any, spark_schema, overwrite: bool, streaming: bool) -> 
             action="create", metadata_json=metadata.model_dump_json(by_alias=True),
             indexes_json=[primary.model_dump_json()],
             fail_if_exists=save_mode in ("errorifexists", "error"), skip_if_exists=save_mode == "ignore",
-            parameters={"mode": save_mode, "indexColumns": index_columns, "numBuckets": num_buckets},
+            parameters={"mode": save_mode, "indexColumns": index_columns, "numBuckets": num_buckets,
+                        **({"partitionBy": list(partition_by)} if partition_by else {})},
             **common,
         )
 
@@ -234,6 +237,14 @@ def _replace_where_option(opts: dict[str, str], overwrite: bool, schema_change: 
 
 
 def _check_layout_options(opts: dict[str, str], meta: Metadata, url: str) -> None:
+    partition_by = so.partition_by_option(opts)
+    if partition_by is not None and tuple(partition_by) != tuple(meta.partitionColumns):
+        raise InvalidOptionError(
+            f"partitionBy({', '.join(partition_by)}): " + (
+                f"the table is partitioned by {list(meta.partitionColumns)}; name those columns, in that order, or "
+                "drop partitionBy(...): rows are written in their partitions either way" if meta.partitionColumns
+                else f"{url} exists and is not partitioned, and indexeddf does not repartition a table; drop "
+                "partitionBy(...) (indexeddf tables are bucketed by their index columns)"))
     if opts.get("indexColumns"):
         cols = so.index_columns_option(opts["indexColumns"])
         if tuple(cols) != tuple(meta.indexColumns):
