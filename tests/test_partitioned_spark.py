@@ -130,3 +130,44 @@ def test_save_as_table_with_partition_by(spark, tmp_path):
     finally:
         for name in ("parted", "parted_ctas", "parted_empty"):
             spark.sql(f"DROP TABLE IF EXISTS {name}")
+
+
+def test_the_python_source_skips_other_partitions_files(spark, tmp_path, conf):
+    """With ``spark.sql.python.filterPushdown.enabled``, a filter on partition columns makes
+    the Python data source read only those partitions' files; a later query of the same
+    DataFrame, either side of a union, and a query without such a filter still read every
+    file they need (each pushdown of a DataFrame keeps what the earlier ones kept)."""
+    import shutil
+
+    indexeddf.register(spark)
+    conf("spark.sql.python.filterPushdown.enabled", "true")
+    path = str(tmp_path / "t")
+    t = IndexedTable.create(path, rows(list(range(60))), index_columns=["id"], num_buckets=2, partition_by=["day", "n"])
+    t.append(rows(list(range(60, 90))))
+    want = ordered(rows(list(range(90))))
+    snap = t.snapshot
+    day1 = [a for a in snap.live_files() if a.partitionValues["day"] == "2026-11-01"]
+    assert 0 < len(day1) < len(snap.live_files())
+    # Files of other partitions gone behind the log's back: a read of them would fail.
+    backup = str(tmp_path / "backup")
+    shutil.copytree(path, backup)
+    for a in snap.live_files():
+        if a.partitionValues["day"] != "2026-11-01":
+            os.remove(os.path.join(path, a.path))
+    df = spark.read.format("indexeddf_python").load(path)
+    q = df.where("day = '2026-11-01'")
+    assert collected(q) == [r for r in want if r["day"] == "2026-11-01"]
+    q = df.where("day = '2026-11-01' AND n IS NULL AND id > 10")
+    assert collected(q) == [r for r in want if r["day"] == "2026-11-01" and r["n"] is None and r["id"] > 10]
+    with pytest.raises(Exception, match="missing|No such file|FileNotFound"):
+        spark.read.format("indexeddf_python").load(path).where("day <> '2026-11-01'").collect()
+    shutil.rmtree(path)
+    shutil.copytree(backup, path)
+    # Queries of one DataFrame after each other, and the two sides of a union.
+    df = spark.read.format("indexeddf_python").load(path)
+    assert collected(df.where("day = '2026-11-02'")) == [r for r in want if r["day"] == "2026-11-02"]
+    both = df.where("day = '2026-11-01'").union(df.where("day = '2026-11-03' AND n = 1"))
+    assert collected(both) == [r for r in want if r["day"] == "2026-11-01" or (r["day"] == "2026-11-03" and r["n"] == 1)]
+    assert collected(df.where("v LIKE 'v1%'")) == [r for r in want if r["v"].startswith("v1")]
+    assert collected(df) == want
+    assert collected(df.where("day = '2026-11-02'")) == [r for r in want if r["day"] == "2026-11-02"]
