@@ -19,11 +19,10 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 import pyarrow.compute as pc
-from sqlglot import exp
 
 from ..errors import ReplaceWhereMismatchError
-from .expressions import CompiledExpression, compile_tree, parse_guarded, require_boolean
-from .partitions import parse_value
+from .expressions import CompiledExpression
+from .partition_filter import files_where, split_filter
 
 MAX_SHOWN_ROWS = 3
 """Rows a mismatch error shows (of those that fail the predicate)."""
@@ -60,65 +59,16 @@ class ReplaceWhere:
     def selects(self, files: Sequence, schema: pa.Schema) -> list:
         """Those of ``files`` (AddFiles of a table of ``schema``) whose every row the
         predicate selects, judged by their partition values (``partition_only`` predicates)."""
-        return _where(files, self.condition, schema)
+        return files_where(files, self.condition, schema)
 
     def may_select(self, files: Sequence, schema: pa.Schema) -> list:
         """Those of ``files`` that may hold a row the predicate selects: the files whose
         partition values do not rule it out."""
-        return list(files) if self.partitions is None else _where(files, self.partitions, schema)
+        return files_where(files, self.partitions, schema)
 
 
 def parse_replace_where(text: str, schema: pa.Schema, partition_columns: Sequence[str]) -> ReplaceWhere:
     """Parse ``text`` (Spark SQL) against the table's ``schema``; typed errors for what
     cannot be evaluated (``InvalidOptionError``) or names no column (``SchemaMismatchError``)."""
-    columns = dict(zip(schema.names, schema.types))
-    partitioned = set(partition_columns)
-
-    def parse(tree: exp.Expression) -> ReplaceWhere:
-        whole = require_boolean(compile_tree(tree, columns, text, context="replaceWhere predicate"),
-                                "replaceWhere predicate")
-        kept = []
-        conjuncts = _conjuncts(tree)
-        for conjunct in conjuncts:
-            part = conjunct.sql(dialect="spark")
-            if compile_tree(conjunct, columns, part, context="replaceWhere predicate").columns_used <= partitioned:
-                kept.append(conjunct)
-        partitions = None
-        if kept:
-            tree_of = kept[0]
-            for conjunct in kept[1:]:
-                tree_of = exp.and_(tree_of, conjunct)
-            part = tree_of.sql(dialect="spark")
-            partitions = require_boolean(compile_tree(tree_of, columns, part, context="replaceWhere predicate"),
-                                         "replaceWhere predicate")
-        return ReplaceWhere(text, whole, partitions, len(kept) == len(conjuncts))
-
-    return parse_guarded(text, "replaceWhere predicate", parse)
-
-
-def _conjuncts(tree: exp.Expression) -> list[exp.Expression]:
-    tree = tree.unnest()
-    if isinstance(tree, exp.And):
-        return _conjuncts(tree.this) + _conjuncts(tree.expression)
-    return [tree]
-
-
-def partition_rows(files: Sequence, schema: pa.Schema) -> pa.Table:
-    """One row per file: its partition values, typed as the table's columns (the other
-    columns are left out: a condition on partition columns only is evaluated on it)."""
-    names = sorted({c for a in files for c in a.partitionValues})
-    arrays = []
-    for c in names:
-        t = schema.field(c).type
-        arrays.append(pa.array([parse_value(a.partitionValues.get(c), t, c) for a in files], t))
-    if not names:
-        return pa.table({"__files": pa.nulls(len(files), pa.null())})
-    return pa.Table.from_arrays(arrays, names=names)
-
-
-def _where(files: Sequence, condition: CompiledExpression, schema: pa.Schema) -> list:
-    files = list(files)
-    if not files:
-        return []
-    holds = pc.fill_null(condition.evaluate(partition_rows(files, schema)), False).to_pylist()
-    return [a for a, keep in zip(files, holds) if keep]
+    split = split_filter(text, schema, partition_columns, context="replaceWhere predicate")
+    return ReplaceWhere(text, split.condition, split.partitions, split.partition_only)
