@@ -220,3 +220,29 @@ def test_spark_replace_where(spark, tmp_path, vectors):
     with pytest.raises(ReplaceWhereMismatchError):
         t.overwrite(bad, predicate="day = '2026-11-02'")
     check_reads(path, oracle(before, "day = '2026-11-02'", new), vectors)
+
+
+@pytest.mark.spark
+def test_sql_insert_replace_where(spark, tmp_path):
+    """``INSERT INTO ... REPLACE WHERE`` (Delta's SQL form) is the replaceWhere option."""
+    import indexeddf
+
+    indexeddf.register(spark)
+    path = str(tmp_path / "t")
+    table(path, partitioned=True, vectors=False)
+    spark.sql(f"CREATE TABLE replaced USING indexeddf LOCATION '{path}'")
+    try:
+        for predicate, ids in (("day = '2026-11-03'", range(900, 920)), ("v < 30", range(950, 990))):
+            before = IndexedTable.for_path(path).to_arrow()
+            new = matching(rows(list(ids), 2), predicate)
+            spark.createDataFrame(new.to_pandas(), "id long, day string, n int, v long, s string") \
+                .createOrReplaceTempView("incoming")
+            spark.sql(f"INSERT INTO replaced REPLACE WHERE {predicate} SELECT * FROM incoming")
+            want = oracle(before, predicate, new)
+            check_reads(path, want, vectors=False)
+            assert ordered(pa.Table.from_pylist([r.asDict() for r in spark.table("replaced").collect()])) == want
+            assert IndexedTable.for_path(path).history()[0].operation == "WRITE"
+        with pytest.raises(Exception, match="does not conform"):
+            spark.sql("INSERT INTO replaced REPLACE WHERE day = '2026-11-01' SELECT * FROM incoming")
+    finally:
+        spark.sql("DROP TABLE IF EXISTS replaced")
