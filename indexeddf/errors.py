@@ -73,6 +73,19 @@ class AmbiguousColumnError(SchemaMismatchError, InvalidOptionError):
     table (a merge's target and source): qualify it with the table's alias."""
 
 
+class ReplaceWhereMismatchError(InvalidOptionError):
+    """A selective overwrite (``replaceWhere`` in Spark, ``predicate=`` of
+    ``IndexedTable.overwrite``) was given rows its predicate does not select: every row
+    written must make the predicate true (NULL is not true), as Delta checks
+    (``DELTA_REPLACE_WHERE_MISMATCH``). ``predicate`` is the predicate, ``rows`` how many
+    rows failed it. Nothing was committed."""
+
+    def __init__(self, message: str, predicate: str = "", rows: int = 0):
+        super().__init__(message)
+        self.predicate = predicate
+        self.rows = rows
+
+
 class IndexNotFoundError(IndexedDFError):
     """No index of that name exists on the table."""
 

@@ -63,13 +63,10 @@ class IndexedTable(TableAdmin):
         columns rows are bucketed by; ``num_buckets``: how many buckets (1..65536).
         ``properties``: table properties (see ``docs/options.md``). ``partition_by``: Delta
         partition columns (each file then holds one value of each, in a ``col=value``
-        directory; docs/PROTOCOL.md §18); not with a Spark DataFrame yet. Raises
+        directory; docs/PROTOCOL.md §18), from any of these. Raises
         ``TableExistsError`` when a table is already there.
         """
         if _is_spark(data):
-            if partition_by:
-                raise InvalidOptionError("partition_by with a Spark DataFrame is not supported yet: create the "
-                                         "table from a pyarrow Table or pandas DataFrame, then append the DataFrame")
             from .spark import write_dataframe
 
             if list_log(TableStorage(path, storage_options))[0]:
@@ -82,7 +79,8 @@ class IndexedTable(TableAdmin):
                 storage_options=storage_options,
                 options={"indexColumns": json.dumps(list(index_columns)), "numBuckets": str(num_buckets),
                          "saveMode": "errorifexists", "name": name, "description": description,
-                         "tableProperties": json.dumps(properties) if properties else None},
+                         "tableProperties": json.dumps(properties) if properties else None,
+                         "__partition_columns": json.dumps(list(partition_by)) if partition_by else None},
             )
             return cls.for_path(path, version=version, storage_options=storage_options)
         storage = TableStorage(path, storage_options)
@@ -401,24 +399,50 @@ class IndexedTable(TableAdmin):
         return result.version
 
     def overwrite(self, data: Any, txn: tuple[str, int] | None = None, overwrite_schema: bool = False,
-                  schema_mode: str | None = None) -> int:
+                  schema_mode: str | None = None, predicate: str | None = None) -> int:
         """Replace every row; returns the new version. Earlier versions stay readable.
 
         ``schema_mode="overwrite"`` (or ``overwrite_schema=True``) replaces the table's
         schema with the data's (the columns of the table's indexes must still be there);
         ``schema_mode="merge"`` adds the data's new columns and keeps the others, as for
         :meth:`append`. See ``docs/schema.md``.
+
+        ``predicate`` (delta-rs's name in ``write_deltalake``; Delta's ``replaceWhere``
+        option) replaces only the rows it selects: SQL text in Spark syntax, such as
+        ``"day = '2026-11-01'"``. Every row of ``data`` must make it true, else
+        :class:`~indexeddf.errors.ReplaceWhereMismatchError` and nothing is written. A
+        predicate on partition columns only removes whole files; any other deletes the
+        rows it selects as :meth:`delete` does. One commit; the schema stays as it is.
         """
         operations.check_schema_mode(schema_mode, True)
         if overwrite_schema:
             if schema_mode == "merge":
                 raise InvalidOptionError("overwrite_schema=True means schema_mode='overwrite'; give one of the two")
             schema_mode = "overwrite"
+        if predicate is not None:
+            return self._replace_where(data, predicate, txn, schema_mode)
         if _is_spark(data):
             return self._write_spark(data, "overwrite", txn, schema_mode=schema_mode)
         result = operations.overwrite(update_snapshot(self._snapshot), data, txn, schema_mode=schema_mode)
         self._snapshot = result.snapshot
         return result.version
+
+    def _replace_where(self, data: Any, predicate: str, txn, schema_mode: str | None) -> int:
+        """``overwrite(data, predicate=...)``: a selective overwrite (``changes/replace.py``)."""
+        if schema_mode is not None:
+            raise InvalidOptionError(
+                f"an overwrite with a predicate keeps the table's schema; schema_mode={schema_mode!r} cannot go "
+                "with it (change the schema first: schema_mode='merge' on an append, or add_columns)")
+        if not isinstance(predicate, str) or not predicate.strip():
+            raise InvalidOptionError(f"predicate must be SQL text such as \"day = '2026-11-01'\", got {predicate!r}")
+        if _is_spark(data):
+            return self._write_spark(data, "overwrite", txn, replace_where=predicate)
+        from .changes.replace import replace_where
+
+        snap = update_snapshot(self._snapshot)
+        result = replace_where(snap, predicate, data, txn=None if txn is None else operations._check_txn(txn))
+        self._snapshot = update_snapshot(snap) if result is None else result.snapshot
+        return self._snapshot.version
 
     def add_columns(self, columns: Sequence[Any]) -> int:
         """``ALTER TABLE ADD COLUMNS``: add ``columns`` at the end of the schema, in one
@@ -442,11 +466,11 @@ class IndexedTable(TableAdmin):
         """The comment of each column that has one (``COMMENT`` in SQL, ``add_columns``)."""
         return {f.name: f.comment for f in self._snapshot.metadata.schema_ if f.comment}
 
-    def _write_spark(self, df, mode: str, txn, schema_mode: str | None = None) -> int:
+    def _write_spark(self, df, mode: str, txn, schema_mode: str | None = None, replace_where: str | None = None) -> int:
         """Append or overwrite from a Spark DataFrame: written by Spark's tasks, one commit."""
         from .spark import write_dataframe
 
-        options = {}
+        options = {} if replace_where is None else {"replaceWhere": replace_where}
         if txn is not None:
             app_id, txn_version = operations._check_txn(txn)
             options.update(txnAppId=app_id, txnVersion=str(txn_version))

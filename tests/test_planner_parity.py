@@ -35,6 +35,7 @@ from hypothesis import strategies as st
 import indexeddf
 from indexeddf import IndexedTable
 from indexeddf.optimizer import planner
+from indexeddf.spec.partition_filter import partition_conjuncts
 from indexeddf.spec.predicate import parse_predicate
 from indexeddf.spec.schema import arrow_schema
 
@@ -86,16 +87,29 @@ def rows(seed: int, n: int) -> pa.Table:
 
 
 def commit_foreign(path: str, data: pa.Table) -> None:
-    """A commit adding one file as another Delta writer would: no bucket, no file id tag."""
-    name = f"part-{uuid.uuid4()}.parquet"
-    pq.write_table(data, os.path.join(path, name))
+    """A commit adding files as another Delta writer would: no bucket, no file id tag; in a
+    partitioned table one file per partition, in its ``col=value`` folder, without the column."""
+    parts = list(IndexedTable.for_path(path).snapshot.metadata.partitionColumns)
+    groups = [({}, data)]
+    if parts:  # the corpus partitions by one string column
+        (column,) = parts
+        values = sorted(set(data.column(column).to_pylist()), key=str)
+        groups = [({column: v}, data.filter(pa.compute.is_null(data.column(column)) if v is None
+                                            else pa.compute.equal(data.column(column), v)).drop_columns([column]))
+                  for v in values]
+    lines = []
+    for values, rows_ in groups:
+        folder = "/".join(f"{c}={'__HIVE_DEFAULT_PARTITION__' if v is None else v}" for c, v in values.items())
+        name = (folder + "/" if folder else "") + f"part-{uuid.uuid4()}.parquet"
+        os.makedirs(os.path.dirname(os.path.join(path, name)), exist_ok=True)
+        pq.write_table(rows_, os.path.join(path, name))
+        lines.append({"add": {"path": name, "partitionValues": values, "size": os.path.getsize(os.path.join(path, name)),
+                              "modificationTime": int(time.time() * 1000), "dataChange": True,
+                              "stats": json.dumps({"numRecords": rows_.num_rows})}})
     version = IndexedTable.for_path(path).version + 1
-    add = {"path": name, "partitionValues": {}, "size": os.path.getsize(os.path.join(path, name)),
-           "modificationTime": int(time.time() * 1000), "dataChange": True,
-           "stats": json.dumps({"numRecords": data.num_rows})}
     commit = {"commitInfo": {"timestamp": int(time.time() * 1000), "operation": "WRITE"}}
     with open(os.path.join(path, "_delta_log", f"{version:020d}.json"), "x") as f:
-        f.write(json.dumps({"add": add}) + "\n" + json.dumps(commit) + "\n")
+        f.write("".join(json.dumps(line) + "\n" for line in lines) + json.dumps(commit) + "\n")
 
 
 OPERATIONS = ["append", "append_pending", "append_pending", "foreign_append", "delete_key", "delete_range", "refresh", "refresh_full",
@@ -150,6 +164,8 @@ def filters(x: int, y: int) -> list[str]:
         f"k = {k} AND v > {y}", f"k IN ({ins}) AND k = {j}", f"k = {k} OR k = {j}", f"f = {x % 4}.5",
         f"f = {x % 4}.5 AND k = {k}", f"v = {y}", "s IS NULL AND k IS NULL", f"k = {k} AND k = {j}",
         "k IN (NULL)", f"(k = {k} OR k = {j} OR k = {k}) AND s IN ('{s}', '{t}', '{s}')",
+        # On a table partitioned by s: conjuncts on the partition column that fix no value.
+        f"k = {k} AND s <> '{s}'", f"k IN ({ins}) AND s > '{s}'", f"k = {k} AND s IS NOT NULL",
     ]
 
 
@@ -163,7 +179,8 @@ def python_plan(table: IndexedTable, version: int, text: str, rules=()) -> dict:
     fixed = {c: k.values for c, k in pred.keys.items()}
     for rule in rules:
         fixed = CONNECTOR_ONLY[rule](schema, fixed)
-    plan = planner.plan_filter(snap, fixed, latest)
+    parts = partition_conjuncts(text, schema, snap.metadata.partitionColumns)
+    plan = planner.plan_filter(snap, fixed, latest, parts)
     if plan.lookup is None:
         return {"index": None}
     lookup = plan.lookup
@@ -181,6 +198,21 @@ def jvm_plan(spark, path: str, version: int, text: str) -> dict:
     """The connector planner's choice for the same read (``PlanReport.java``)."""
     df = spark.read.format("indexeddf").option("versionAsOf", version).load(path).where(text)
     return json.loads(jvm_diagnostic(spark, "planFilter", df._jdf))
+
+
+def skips_partitions(table: IndexedTable, version: int, text: str, py: dict) -> bool:
+    """Whether the plan ``py`` (an index on no partition column) scans fewer files than the
+    same lookup would without the filter's conditions on partition columns."""
+    snap = table.snapshot_at(version)
+    parts = set(snap.metadata.partitionColumns)
+    served = [e for e in snap.indexes.values() if e.name == py["index"]]
+    if not parts or not served or set(served[0].columns) & parts:
+        return False
+    pred = parse_predicate(text, arrow_schema(snap.metadata.schema_))
+    fixed = {c: k.values for c, k in pred.keys.items() if c not in parts}
+    plan = planner.plan_filter(snap, fixed, table.snapshot_at(None))
+    return plan.index is not None and plan.index.name == py["index"] and \
+        set(py["scan"]) < {f.path for f in plan.lookup.scanned_files}
 
 
 def compare(table: IndexedTable, spark, version: int, text: str) -> str:
@@ -205,6 +237,8 @@ def compare(table: IndexedTable, spark, version: int, text: str) -> str:
     snap, latest = table.snapshot_at(version), table.snapshot_at(None)
     served = next(e for e in planner.serving_states(snap, latest) if e.name == py["index"])
     newer = served is not snap.indexes.get(served.name)
+    if skips_partitions(table, version, text, py):
+        SEEN["partitioned: unindexed files of other partitions skipped"] += 1
     if len([f for f in served.files if f.bucket in py["indexBuckets"]]) > len(py["indexFiles"]):
         SEEN["index files covering no live file, not read"] += 1
     columns = len(served.columns)
@@ -218,19 +252,26 @@ def compare(table: IndexedTable, spark, version: int, text: str) -> str:
        secondary=st.sets(st.sampled_from(sorted(SECONDARY)), max_size=3),
        ops=st.lists(st.tuples(st.sampled_from(OPERATIONS), st.integers(0, 10_000)), min_size=2, max_size=7),
        appended=st.sampled_from([None, "0.6", "1"]), deleted=st.sampled_from([None, "0.6", "1"]),
-       vectors=st.booleans(), old=st.integers(0, 100),
+       vectors=st.booleans(), old=st.integers(0, 100), partitioned=st.booleans(),
        picks=st.lists(st.integers(0, 10_000), min_size=4, max_size=4))
 # Cases the corpus must hold whatever the draws: a float index and two-column indexes, deletes
 # with deletion vectors, and an older version served by a newer state of the index (the
 # version before a refresh).
 @example(primary=["k"], buckets=4, secondary={"by_f", "by_ks"}, ops=[("append_pending", 3), ("delete_key", 12)],
-         appended="1", deleted=None, vectors=True, old=1, picks=[3, 9, 0, 11])
+         appended="1", deleted=None, vectors=True, old=1, picks=[3, 9, 0, 11], partitioned=False)
 @example(primary=["k", "s"], buckets=3, secondary={"by_s"}, ops=[("append_pending", 2), ("refresh", 0)],
-         appended=None, deleted=None, vectors=False, old=0, picks=[5, 2, 0, 4])
+         appended=None, deleted=None, vectors=False, old=0, picks=[5, 2, 0, 4], partitioned=False)
 @example(primary=["k"], buckets=2, secondary={"by_s"}, ops=[("append", 0), ("delete_key", 7), ("foreign_append", 4)],
-         appended="1", deleted="1", vectors=False, old=0, picks=[0, 0, 5, 6])
+         appended="1", deleted="1", vectors=False, old=0, picks=[0, 0, 5, 6], partitioned=False)
+# A table partitioned by s: unindexed files (pending and another writer's) of other partitions
+# skipped by filters and keys on s, an index on the partition column, one on k and s.
+@example(primary=["k"], buckets=2, secondary={"by_s", "by_ks"},
+         ops=[("append_pending", 1), ("foreign_append", 4), ("delete_key", 9)],
+         appended="1", deleted="1", vectors=False, old=2, picks=[7, 3, 19, 0], partitioned=True)
+@example(primary=["k", "s"], buckets=3, secondary=set(), ops=[("append_pending", 5), ("foreign_append", 2)],
+         appended="1", deleted=None, vectors=True, old=0, picks=[2, 4, 7, 0], partitioned=True)
 def test_python_and_connector_planners_agree(session, tmp_path_factory, primary, buckets, secondary, ops, appended,
-                                             deleted, vectors, old, picks):
+                                             deleted, vectors, old, picks, partitioned):
     path = str(tmp_path_factory.mktemp("parity") / "t")
     # Looser limits than the defaults let small unindexed appends be read by hybrid scans, and
     # indexes keep answering after deletes (their files then cover removed data files).
@@ -239,7 +280,10 @@ def test_python_and_connector_planners_agree(session, tmp_path_factory, primary,
         props["indexeddf.hybridScan.maxDeletedRatio"] = deleted
     if vectors:  # deletes mark rows in deletion vectors: the files stay live
         props["delta.enableDeletionVectors"] = "true"
-    table = IndexedTable.create(path, rows(old, 60), index_columns=primary, num_buckets=buckets, properties=props)
+    table = IndexedTable.create(path, rows(old, 60), index_columns=primary, num_buckets=buckets, properties=props,
+                                partition_by=["s"] if partitioned else [])
+    if partitioned:
+        SEEN["partitioned table"] += 1
     for name in sorted(secondary):
         table.create_index(name, SECONDARY[name], num_buckets=1 + old % 3)
     for op, x in ops:
@@ -264,7 +308,7 @@ def test_the_corpus_covers_every_case():
     seen = " | ".join(f"{k}: {n}" for k, n in sorted(SEEN.items()))
     for case in ["both scan", "index only through the primary index", "index only through a secondary index",
                  "hybrid scan through", "on 2 columns", ", a newer state of it", "deletion vectors",
-                 "covering no live file", "without a bucket",
+                 "covering no live file", "without a bucket", "partitioned table", "of other partitions skipped",
                  *CONNECTOR_ONLY]:
         assert any(case in k for k in SEEN), f"no read of the corpus was decided by {case!r}: {seen}"
     assert SEEN["not reached"] < sum(SEEN.values()) / 4, seen

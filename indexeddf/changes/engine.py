@@ -80,11 +80,18 @@ def execute(snapshot: Snapshot, change: Change) -> tuple[CommitResult | None, Ch
     metadata = snapshot.metadata
     if change.new_fields:
         metadata = evolve(metadata, change.new_fields)
+    if change.inserted is not None:
+        tx.written_paths.extend(change.inserted.written)  # files of Spark's tasks: the transaction's now
     try:
         actions, index_files = rewrite(snapshot, change, scope, schema, found, vectors, tx, metrics, metadata)
     except BaseException:
         tx.abort()
         raise
+    if change.inserted is not None and change.inserted.adds:
+        actions += change.inserted.adds
+        metrics.num_target_files_added += len(change.inserted.adds)
+        for name, fs in change.inserted.index_files.items():
+            index_files.setdefault(name, []).extend(fs)
     return _commit_change(snapshot, change, tx, metadata, actions, index_files, metrics, started)
 
 
@@ -169,6 +176,10 @@ def _commit_metrics(operation: str, m: ChangeMetrics, adds: list[AddFile]) -> di
     if operation == "DELETE":
         return {**written, "numDeletedRows": m.num_target_rows_deleted, "numRemovedFiles": m.num_target_files_removed,
                 "numAddedFiles": m.num_target_files_added, "numCopiedRows": m.num_target_rows_copied,
+                "numDeletionVectorsAdded": m.num_deletion_vectors_added, "executionTimeMs": m.execution_time_ms}
+    if operation == "WRITE":  # a selective overwrite (replaceWhere): Delta's WRITE metrics
+        return {**written, "numRemovedFiles": m.num_target_files_removed, "numDeletedRows": m.num_target_rows_deleted,
+                "numCopiedRows": m.num_target_rows_copied, "numAddedFiles": m.num_target_files_added,
                 "numDeletionVectorsAdded": m.num_deletion_vectors_added, "executionTimeMs": m.execution_time_ms}
     if operation == "UPDATE":
         return {**written, "numUpdatedRows": m.num_target_rows_updated, "numRemovedFiles": m.num_target_files_removed,

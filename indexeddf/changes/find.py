@@ -53,6 +53,8 @@ def find(snapshot: Snapshot, change: Change, schema: pa.Schema, with_rows: list[
     live file. ``with_rows`` (columns): the index lookup returns the rows themselves, so
     a deletion-vector change reads only those columns of the row groups that hold them."""
     live = snapshot.live_files()
+    if change.candidates is not None:
+        live = change.candidates(live)
     if any(c.when == NOT_MATCHED_BY_SOURCE for c in change.clauses) or not live:
         return Found(live, "scan")
     keys = _probe_keys(change, schema)

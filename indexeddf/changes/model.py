@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Callable
 
 import pyarrow as pa
 
@@ -50,6 +51,18 @@ class ChangeMetrics:
 
 
 @dataclass
+class Inserted:
+    """Rows a change adds whatever it finds (a selective overwrite's new data): ``rows``
+    to write with the change's other rows, or files written already (a Spark write's
+    tasks: their ``adds``, ``index_files`` per index and every path ``written``)."""
+
+    rows: pa.Table | None = None
+    adds: list = field(default_factory=list)
+    index_files: dict = field(default_factory=dict)
+    written: list[str] = field(default_factory=list)
+
+
+@dataclass
 class Change:
     """One change to run: the source (None for UPDATE / DELETE), the equality key pairs
     (target column, source column) and the rest of the predicate, and the clauses."""
@@ -69,3 +82,7 @@ class Change:
     new_fields: tuple | None = None
     """The table's fields after the change when it evolves the schema (a MERGE with
     ``schema_mode="merge"``): committed as a new ``metaData`` with the change."""
+    inserted: Inserted | None = None
+    """Rows added with the change (a selective overwrite's data)."""
+    candidates: Callable[[list], list] | None = None
+    """Narrows the live files that can hold a target row (by their partition values)."""

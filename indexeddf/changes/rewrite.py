@@ -110,6 +110,9 @@ def rewrite(snapshot: Snapshot, change: Change, scope: Scope, schema: pa.Schema,
             if r.matched_source is not None:
                 matched[r.matched_source] = True
         new_rows.append(inserts(source.filter(pa.array(~matched)), change, scope, schema, done.metrics))
+    if change.inserted is not None and change.inserted.rows is not None:
+        new_rows.append(change.inserted.rows)
+        done.metrics.num_target_rows_inserted += change.inserted.rows.num_rows
     if new_rows:
         write(pa.concat_tables(new_rows), done)
     results.append(done)

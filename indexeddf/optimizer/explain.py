@@ -9,6 +9,7 @@ from __future__ import annotations
 from ..format.snapshot import Snapshot, update_snapshot
 from ..spec.actions import IndexEntry
 from ..spec.column_mapping import table_schema
+from ..spec.partition_filter import partition_conjuncts
 from ..spec.partitions import prune
 from ..spec.predicate import parse_predicate
 from ..spec.schema import arrow_schema
@@ -47,7 +48,8 @@ def explain_predicate(snapshot: Snapshot, text: str, latest: Snapshot | None = N
     if latest is None:
         latest = update_snapshot(snapshot)
     fixed = {c: k.values for c, k in pred.keys.items()}
-    plan = plan_filter(snapshot, fixed, latest)
+    parts = partition_conjuncts(text, arrow_schema(snapshot.metadata.schema_), snapshot.metadata.partitionColumns)
+    plan = plan_filter(snapshot, fixed, latest, parts)
     lines = [
         f"table {snapshot.storage.url} version {snapshot.version}: "
         f"{snapshot.num_records()} rows in {len(snapshot.files)} files, {snapshot.metadata.numBuckets} buckets",

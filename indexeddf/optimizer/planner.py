@@ -37,6 +37,8 @@ from ..spec import config
 from ..spec.actions import PRIMARY_INDEX, IndexEntry, IndexFile
 from ..spec.bucketing import bucket_ids
 from ..spec.column_mapping import table_schema
+from ..spec.expressions import CompiledExpression
+from ..spec.partition_filter import files_where
 from ..spec.partitions import prune
 from ..spec.schema import arrow_schema, type_name
 from ..spec.states import READABLE_STATES
@@ -317,12 +319,16 @@ class FilterPlan:
         return self.lookup.index if self.lookup is not None else None
 
 
-def plan_filter(snapshot: Snapshot, fixed: Mapping[str, Sequence], latest: Snapshot | None = None) -> FilterPlan:
+def plan_filter(snapshot: Snapshot, fixed: Mapping[str, Sequence], latest: Snapshot | None = None,
+                partition_filter: CompiledExpression | None = None) -> FilterPlan:
     """The read of a filter at ``snapshot`` whose conjuncts fix ``fixed`` (column ->
     the values it may equal; None in them: NULL).
 
     ``latest``: a newer snapshot of the table, when ``snapshot`` is older: a newer state
     of an index may serve it, and index files deleted since are checked for.
+    ``partition_filter``: the filter's conjuncts on partition columns only
+    (``spec.partition_filter.partition_conjuncts``): the hybrid scan skips the unindexed
+    files of partitions they exclude, as the connector's lookups do.
     """
     schema = arrow_schema(snapshot.metadata.schema_)
     check = latest is not None and latest.version != snapshot.version
@@ -337,7 +343,8 @@ def plan_filter(snapshot: Snapshot, fixed: Mapping[str, Sequence], latest: Snaps
         if reason is None:
             plan = plan_lookup(snapshot, entry, keys, check_files=check)
             if plan.why_not is None:
-                return FilterPlan(pruned(snapshot, plan, fixed), data_buckets(snapshot, fixed), why_not)
+                return FilterPlan(pruned(snapshot, plan, fixed, partition_filter), data_buckets(snapshot, fixed),
+                                  why_not)
             reason = plan.why_not
         why_not.append(reason)
     if not snapshot.indexes:
@@ -345,17 +352,20 @@ def plan_filter(snapshot: Snapshot, fixed: Mapping[str, Sequence], latest: Snaps
     return FilterPlan(None, data_buckets(snapshot, fixed), why_not)
 
 
-def pruned(snapshot: Snapshot, plan: LookupPlan, fixed: Mapping[str, Sequence]) -> LookupPlan:
-    """``plan`` without the unindexed files of partitions the filter's values ``fixed``
-    exclude (a filter on a partition column skips the files of other partitions)."""
+def pruned(snapshot: Snapshot, plan: LookupPlan, fixed: Mapping[str, Sequence],
+           partition_filter: CompiledExpression | None = None) -> LookupPlan:
+    """``plan`` without the unindexed files of partitions the filter's values ``fixed``,
+    or its conjuncts on partition columns ``partition_filter``, exclude (a filter on a
+    partition column skips the files of other partitions)."""
     parts = {c: v for c, v in fixed.items() if c in snapshot.metadata.partitionColumns}
-    if not parts:
+    if not parts and partition_filter is None:
         return plan
     schema = table_schema(snapshot.metadata)
     tasks = []
     for t in plan.tasks:
         if t.scan_files:
-            t = replace(t, scan_files=tuple(prune(t.scan_files, parts, schema)))
+            kept = files_where(prune(t.scan_files, parts, schema), partition_filter, schema)
+            t = replace(t, scan_files=tuple(kept))
             if not t.scan_files:
                 continue
         tasks.append(t)

@@ -21,12 +21,16 @@ from ..writer.operations import MAX_BUCKETS  # noqa: F401 - re-exported for the 
 DEFAULT_NUM_BUCKETS = 16
 
 # -- options ------------------------------------------------------------------------
+PARTITION_COLUMNS_OPTION = "__partition_columns"
+"""Spark's own option for ``partitionBy(...)`` (a JSON list of the columns)."""
+
 # Spark lower-cases option names; these map them back to the names users write.
 _COMMON = ["path", "storageOptions"]
 READ_OPTIONS = _COMMON + ["versionAsOf", "timestampAsOf", "maxPartitionBytes"]
 _CREATE = ["indexColumns", "numBuckets", "name", "description", "tableProperties"]
-WRITE_OPTIONS = _COMMON + _CREATE + ["saveMode", "overwriteSchema", "mergeSchema", "txnAppId", "txnVersion",
-                                     "_commitResultFile", "_addColumns"]
+WRITE_OPTIONS = _COMMON + _CREATE + ["saveMode", "overwriteSchema", "mergeSchema", "replaceWhere", "txnAppId",
+                                     "txnVersion", "_commitResultFile", "_addColumns",
+                                     PARTITION_COLUMNS_OPTION]
 STREAM_OPTIONS = _COMMON + _CREATE + ["mergeSchema", "txnAppId", "checkpointLocation"]
 _PROPERTY_NAMES = {name.lower(): name for name in config.PROPERTIES}
 SAVE_MODES = ("append", "overwrite", "errorifexists", "error", "ignore")
@@ -53,6 +57,20 @@ def parse_options(options: Any, known: list[str], what: str) -> dict[str, str]:
             extra = ", indexeddf.<table property>" if "indexColumns" in known else ""
             raise InvalidOptionError(f"unknown option {key!r} for {what}; known options: {shown}{extra}")
     return out
+
+
+def partition_by_option(opts: dict[str, str]) -> list[str] | None:
+    """The columns of ``partitionBy(...)`` (None when the write has none)."""
+    raw = opts.get(PARTITION_COLUMNS_OPTION)
+    if raw is None:
+        return None
+    try:
+        columns = json.loads(raw)
+    except ValueError:
+        columns = None
+    if not isinstance(columns, list) or not all(isinstance(c, str) for c in columns):
+        raise InvalidOptionError(f"partitionBy(...) gave unreadable columns {raw!r}")
+    return columns
 
 
 def option_path(opts: dict[str, str]) -> str:

@@ -90,7 +90,8 @@ def _commit(plan: WritePlan, storage: TableStorage, adds, index_files, written, 
                 delete_uncommitted(storage, written)
                 return None
             m, ours = existing.metadata, plan.metadata()
-            same = (m.schema_, tuple(m.indexColumns), m.numBuckets) == (ours.schema_, tuple(ours.indexColumns), ours.numBuckets)
+            same = (m.schema_, tuple(m.indexColumns), m.numBuckets, m.partitionColumns) == \
+                (ours.schema_, tuple(ours.indexColumns), ours.numBuckets, ours.partitionColumns)
             if plan.fail_if_exists or params.get("mode") == "overwrite" or not same:
                 raise TableExistsError(
                     f"another writer created a table at {storage.url} while this write ran; nothing was "
@@ -104,6 +105,12 @@ def _commit(plan: WritePlan, storage: TableStorage, adds, index_files, written, 
     base = load_snapshot(storage, plan.read_version)
     if plan.add_columns:  # a metadata-only commit, as IndexedTable.add_columns makes
         return Transaction(base, "ADD COLUMNS", params, read_buckets=()).commit([plan.metadata()])
+    if plan.replace_where is not None:  # the tasks checked their rows against it
+        from ..changes.model import Inserted
+        from ..changes.replace import replace_where
+
+        return replace_where(base, plan.replace_where, written=Inserted(adds=adds, index_files=index_files,
+                                                                        written=list(written)), txn=txn)
     return _commit_existing(base, plan.action, plan.metadata() if plan.new_metadata else None, plan.indexes(),
                             adds, index_files, written, operation, params, txn_actions, txn, commit_empty)
 

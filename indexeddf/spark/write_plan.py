@@ -29,7 +29,9 @@ from ..format.snapshot import Snapshot, load_snapshot
 from ..format.storage import TableStorage
 from ..spec.actions import PRIMARY_INDEX, IndexEntry, Metadata
 from ..spec.column_mapping import evolve
-from ..spec.schema import check_index_types
+from ..spec.partitions import check_partition_columns
+from ..spec.replace_where import parse_replace_where
+from ..spec.schema import arrow_schema, check_index_types
 from ..spec.schema_evolution import added_fields, merge_fields, overwrite_fields
 from ..writer.data import conform
 from ..writer.operations import indexed_columns, maintained_indexes
@@ -58,6 +60,9 @@ class WritePlan:
     merge_schema: bool = False
     """``mergeSchema``: tasks write NULL for table columns the DataFrame lacks and widen
     narrower integer columns (``writer.data.conform(..., merge=True)``)."""
+    replace_where: str | None = None
+    """``replaceWhere``: the overwrite replaces only the rows this predicate selects; tasks
+    check that each row they write makes it true (``changes/replace.py`` commits)."""
     write_id: str = field(default_factory=lambda: uuid.uuid4().hex)
     fail_if_exists: bool = False
     skip_if_exists: bool = False
@@ -105,6 +110,7 @@ def plan_write(options: Any, spark_schema, overwrite: bool, streaming: bool) -> 
     # Delta's precedence: on an overwrite, overwriteSchema replaces the schema whatever
     # mergeSchema (or the session's autoMerge, which the connector passes as it) says.
     merge_schema = so.bool_option(opts, "mergeSchema") and not overwrite_schema
+    replace_where = _replace_where_option(opts, overwrite, overwrite_schema or merge_schema)
 
     txn = None
     app_id = (opts.get("txnAppId") or "").strip()
@@ -122,7 +128,7 @@ def plan_write(options: Any, spark_schema, overwrite: bool, streaming: bool) -> 
         if app_id:
             txn = (app_id, txn_version)
     common = dict(url=url, storage_options=storage.storage_options, txn=txn,
-                  result_file=opts.get("_commitResultFile") or None)
+                  result_file=opts.get("_commitResultFile") or None, replace_where=replace_where)
 
     snapshot = load_or_none(storage)
     if snapshot is None:
@@ -141,10 +147,11 @@ def plan_write(options: Any, spark_schema, overwrite: bool, streaming: bool) -> 
                 f"index columns {missing} are not in the DataFrame (columns: {[f.name for f in fields]})", missing
             )
         check_index_types(fields, index_columns)
+        partition_by = check_partition_columns(so.partition_by_option(opts) or (), [f.name for f in fields])
         metadata = evolve(Metadata(
             id=str(uuid.uuid4()), name=opts.get("name"), description=opts.get("description"),
             schema=fields, indexColumns=tuple(index_columns), numBuckets=num_buckets,
-            configuration=props, createdTime=int(time.time() * 1000),
+            configuration=props, createdTime=int(time.time() * 1000), partitionColumns=partition_by,
         ))
         primary = IndexEntry(name=PRIMARY_INDEX, columns=tuple(index_columns), kind="primary", state="ACTIVE",
                              numBuckets=num_buckets, coveredVersion=0)
@@ -152,7 +159,8 @@ def plan_write(options: Any, spark_schema, overwrite: bool, streaming: bool) -> 
             action="create", metadata_json=metadata.model_dump_json(by_alias=True),
             indexes_json=[primary.model_dump_json()],
             fail_if_exists=save_mode in ("errorifexists", "error"), skip_if_exists=save_mode == "ignore",
-            parameters={"mode": save_mode, "indexColumns": index_columns, "numBuckets": num_buckets},
+            parameters={"mode": save_mode, "indexColumns": index_columns, "numBuckets": num_buckets,
+                        **({"partitionBy": list(partition_by)} if partition_by else {})},
             **common,
         )
 
@@ -198,7 +206,10 @@ def plan_write(options: Any, spark_schema, overwrite: bool, streaming: bool) -> 
         meta, new_metadata = evolve(meta, fields), True
     # Check the DataFrame's columns against the table now, before any task runs.
     conform(data_schema.empty_table(), meta.schema_, merge=merge_schema)
-    indexes = maintained_indexes(snapshot, rebuild=overwrite)
+    if replace_where is not None:
+        parse_replace_where(replace_where, arrow_schema(meta.schema_), meta.partitionColumns)
+    # A selective overwrite keeps the indexes (its rows are added to them as an append's).
+    indexes = maintained_indexes(snapshot, rebuild=overwrite and replace_where is None)
     lost = [i.name for i in indexes if any(c not in [f.name for f in meta.schema_] for c in i.columns)]
     if lost:
         raise SchemaMismatchError(f"the new schema drops columns of the indexes {lost}; delete those indexes first", lost)
@@ -211,7 +222,31 @@ def plan_write(options: Any, spark_schema, overwrite: bool, streaming: bool) -> 
     )
 
 
+def _replace_where_option(opts: dict[str, str], overwrite: bool, schema_change: bool) -> str | None:
+    """The ``replaceWhere`` predicate (None when not given); refused outside an overwrite
+    or with a schema change, which Delta would ignore it for or apply it wrongly."""
+    text = opts.get("replaceWhere")
+    if text is None:
+        return None
+    if not overwrite:
+        raise InvalidOptionError("replaceWhere replaces the rows it selects: it needs mode('overwrite')")
+    if schema_change:
+        raise InvalidOptionError("replaceWhere keeps the table's schema: drop overwriteSchema / mergeSchema, or "
+                                 "change the schema in a write of its own")
+    if not text.strip():
+        raise InvalidOptionError("replaceWhere is empty: give a predicate such as \"day = '2026-11-01'\"")
+    return text
+
+
 def _check_layout_options(opts: dict[str, str], meta: Metadata, url: str) -> None:
+    partition_by = so.partition_by_option(opts)
+    if partition_by is not None and tuple(partition_by) != tuple(meta.partitionColumns):
+        raise InvalidOptionError(
+            f"partitionBy({', '.join(partition_by)}): " + (
+                f"the table is partitioned by {list(meta.partitionColumns)}; name those columns, in that order, or "
+                "drop partitionBy(...): rows are written in their partitions either way" if meta.partitionColumns
+                else f"{url} exists and is not partitioned, and indexeddf does not repartition a table; drop "
+                "partitionBy(...) (indexeddf tables are bucketed by their index columns)"))
     if opts.get("indexColumns"):
         cols = so.index_columns_option(opts["indexColumns"])
         if tuple(cols) != tuple(meta.indexColumns):

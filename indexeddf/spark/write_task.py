@@ -24,6 +24,8 @@ from pyspark.sql.datasource import WriterCommitMessage
 
 from ..errors import IndexedDFError
 from ..spec.actions import AddFile, IndexFile
+from ..spec.replace_where import parse_replace_where
+from ..spec.schema import arrow_schema
 from ..writer.data import conform
 from ..writer.operations import write_rows
 from .write_plan import WritePlan
@@ -65,6 +67,8 @@ def write_task(plan: WritePlan, batches: Iterator[pa.RecordBatch]) -> FilesMessa
         return FilesMessage([], {}, [], plan.write_id, plan.action, plan.read_version)
     storage = plan.storage()
     metadata, indexes = plan.metadata(), plan.indexes()
+    where = None if plan.replace_where is None else parse_replace_where(
+        plan.replace_where, arrow_schema(metadata.schema_), metadata.partitionColumns)
     written: list[str] = []
     adds: list[AddFile] = []
     index_files: dict[str, list[IndexFile]] = {i.name: [] for i in indexes}
@@ -78,6 +82,8 @@ def write_task(plan: WritePlan, batches: Iterator[pa.RecordBatch]) -> FilesMessa
             return
         table = conform(pa.Table.from_batches(buffer), metadata.schema_, merge=plan.merge_schema)
         buffer, size = [], 0
+        if where is not None:
+            where.check_rows(table)
         rows += table.num_rows
         new_adds, new_index = write_rows(storage, metadata, indexes, table, written)
         adds.extend(new_adds)

@@ -99,7 +99,8 @@ public final class IndexedDFProvider extends ParquetFileFormat implements DataSo
                 + "Keep it the same across restarts of the query, and unique per query writing the table.");
         }
         if (!partitionColumns.isEmpty()) {
-            throw IndexedDFException.option("indexeddf tables are bucketed, not partitioned: drop partitionBy(...)");
+            throw IndexedDFException.option("writeStream.partitionBy(...) is not supported: a stream writes each "
+                + "row into the table's own partitions (if it has any) anyway; drop partitionBy(...)");
         }
         if (outputMode == OutputMode.Update()) {
             throw IndexedDFException.option("writeStream.format('indexeddf') supports outputMode append and "

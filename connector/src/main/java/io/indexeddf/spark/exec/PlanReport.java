@@ -26,7 +26,8 @@ import scala.jdk.javaapi.CollectionConverters;
  * ({@code tests/test_planner_parity.py}) and anyone asking why a query did or did not use an
  * index. It plans the filter as {@code DriverLookup} sees it, after Spark's optimizer, but
  * reads nothing: the driver's limits and the cost check that may still hand a lookup to
- * Spark's scan are not applied.
+ * Spark's scan are not applied. The files to scan are those the lookup reads: without the
+ * unindexed files of partitions the filter excludes ({@link Partitions#prune}).
  */
 public final class PlanReport {
     private PlanReport() {
@@ -55,7 +56,7 @@ public final class PlanReport {
         LogicalRelation lr = (LogicalRelation) filter.child();
         HadoopFsRelation rel = (HadoopFsRelation) lr.relation();
         Snapshot snapshot = ((SnapshotFileIndex) rel.location()).snapshot();
-        StructType schema = rel.dataSchema();
+        StructType schema = Partitions.readable(rel.dataSchema(), snapshot);
         List<Attribute> output = new ArrayList<>(CollectionConverters.asJava(lr.output()));
         Map<String, List<Object>> fixed = LookupPlanner.fixedValues(filter.condition(), output);
         ObjectNode counts = out.putObject("fixed");
@@ -66,6 +67,7 @@ public final class PlanReport {
             out.putNull("index");
             return out.toString();
         }
+        Partitions.prune(plan.scan, filter.condition(), snapshot, schema);  // as DriverLookup reads it
         out.put("index", plan.index.name);
         out.put("keys", plan.keys.size());
         Map<Integer, int[]> hashes = plan.index.coveredIds().isEmpty() ? Map.of()

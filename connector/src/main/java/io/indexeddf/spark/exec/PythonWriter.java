@@ -90,13 +90,18 @@ public final class PythonWriter {
 
 
     /**
-     * Spark's {@code partitionBy(...)} (the {@code __partition_columns} option) may only repeat
-     * the table's own partition columns: the Python writer puts every row in its partition
-     * anyway, and creating or repartitioning a partitioned table is not supported.
+     * Spark's {@code partitionBy(...)} (the {@code __partition_columns} option) on an existing
+     * table may only repeat the table's own partition columns: the Python writer puts every
+     * row in its partition anyway, and repartitioning a table is not supported. On a new
+     * table it is passed on: the Python writer creates the table partitioned that way.
      */
     private static void checkPartitionBy(Map<String, String> opts, String path, Configuration conf) {
         String given = opts.remove("__partition_columns");
         if (given == null) {
+            return;
+        }
+        if (!tableExists(path, conf)) {
+            opts.put("__partition_columns", given);
             return;
         }
         List<String> columns = new java.util.ArrayList<>();
@@ -107,13 +112,12 @@ public final class PythonWriter {
         } catch (IOException e) {
             throw IndexedDFException.option("partitionBy(...) gave unreadable columns " + given);
         }
-        List<String> table = tableExists(path, conf)
-            ? io.indexeddf.log.DeltaLog.open(TableRelation.tableRoot(path, conf), conf).snapshot(null).partitionColumns()
-            : List.of();
+        List<String> table =
+            io.indexeddf.log.DeltaLog.open(TableRelation.tableRoot(path, conf), conf).snapshot(null).partitionColumns();
         if (!columns.equals(table)) {
             throw IndexedDFException.option("partitionBy(" + String.join(", ", columns) + "): "
-                + (table.isEmpty() ? "the table is not partitioned, and indexeddf does not create partitioned tables; "
-                    + "drop partitionBy(...) (indexeddf tables are bucketed by their index columns)"
+                + (table.isEmpty() ? "the table exists and is not partitioned, and indexeddf does not repartition a "
+                    + "table; drop partitionBy(...) (indexeddf tables are bucketed by their index columns)"
                     : "the table is partitioned by " + table + "; name those columns, in that order, or drop "
                     + "partitionBy(...): rows are written in their partitions either way"));
         }

@@ -55,7 +55,7 @@ public final class TableRelation {
         Arrays.asList("path", "storageOptions", "versionAsOf", "timestampAsOf", "maxPartitionBytes",
             // A catalog table made by CREATE TABLE ... OPTIONS (...) AS SELECT or saveAsTable hands
             // the options that created it to every read; the log decides these, reads ignore them.
-            "indexColumns", "numBuckets", "name", "description", "tableProperties");
+            "indexColumns", "numBuckets", "name", "description", "tableProperties", "__partition_columns");
     private static final Pattern BUCKET_SUFFIX = Pattern.compile("_(\\d+)\\.parquet$");
     private static final Pattern URL = Pattern.compile("^([A-Za-z][A-Za-z0-9+.-]*)://(.*)$");
     private static final Map<String, String> HADOOP_SCHEMES = Map.of(

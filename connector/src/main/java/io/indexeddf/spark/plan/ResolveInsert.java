@@ -9,6 +9,7 @@ import org.apache.spark.sql.SaveMode;
 import org.apache.spark.sql.SparkSession;
 import org.apache.spark.sql.catalyst.analysis.UnresolvedRelation;
 import org.apache.spark.sql.catalyst.plans.logical.InsertIntoStatement;
+import org.apache.spark.sql.catalyst.plans.logical.InsertReplaceWhere;
 import org.apache.spark.sql.catalyst.plans.logical.LogicalPlan;
 import org.apache.spark.sql.catalyst.rules.Rule;
 import org.apache.spark.sql.execution.datasources.HadoopFsRelation;
@@ -26,7 +27,8 @@ import scala.runtime.AbstractPartialFunction;
  * OVERWRITE} deleted the folder, log and all. This resolution rule runs before Spark's own
  * (post-hoc) insert planning and gives the insert a relation that writes through the
  * connector's save path instead ({@link InsertableRelation}: Spark casts the rows to the
- * table's schema first, as for its own tables).
+ * table's schema first, as for its own tables). {@code INSERT INTO ... REPLACE WHERE
+ * <predicate>} is the write option {@code replaceWhere} (Delta's SQL form of it).
  */
 public final class ResolveInsert extends Rule<LogicalPlan> {
     private final SparkSession session;
@@ -51,17 +53,23 @@ public final class ResolveInsert extends Rule<LogicalPlan> {
                 LogicalRelation lr = i.table() instanceof LogicalRelation ? (LogicalRelation) i.table()
                     : ResolvePath.relation(session, (UnresolvedRelation) i.table());
                 if (!i.partitionSpec().isEmpty()) {
-                    throw IndexedDFException.option("indexeddf tables are bucketed, not partitioned: "
-                        + "insert without a PARTITION clause");
+                    throw IndexedDFException.option("a PARTITION clause is not supported on indexeddf tables: "
+                        + "rows go to the partitions their values name (when the table has partitions); insert "
+                        + "without it, and replace a partition with INSERT INTO ... REPLACE WHERE <predicate>");
                 }
+                String replaceWhere = null;
                 if (i.copy$default$8().isDefined()) {
-                    throw IndexedDFException.option("INSERT ... REPLACE is not supported on indexeddf tables: "
-                        + "delete the rows first (IndexedTable.delete), then INSERT INTO");
+                    if (!(i.copy$default$8().get() instanceof InsertReplaceWhere)) {
+                        throw IndexedDFException.option("INSERT ... REPLACE ON / REPLACE USING is not supported on "
+                            + "indexeddf tables: use INSERT INTO ... REPLACE WHERE <predicate>, or MERGE INTO");
+                    }
+                    // The Python writer parses the predicate against the table (replaceWhere).
+                    replaceWhere = ((InsertReplaceWhere) i.copy$default$8().get()).cond().sql();
                 }
-                Writer writer = new Writer(session, lr);
+                Writer writer = new Writer(session, lr, replaceWhere);
                 LogicalRelation writable = lr.copy(writer, lr.output(), lr.catalogTable(), false, lr.stream());
                 return i.copy(writable, i.partitionSpec(), i.copy$default$3(), i.query(), i.overwrite(),
-                    i.copy$default$6(), i.copy$default$7(), i.copy$default$8(), i.copy$default$9());
+                    i.copy$default$6(), i.copy$default$7(), scala.Option.empty(), i.copy$default$9());
             }
         });
     }
@@ -71,15 +79,25 @@ public final class ResolveInsert extends Rule<LogicalPlan> {
         return i.table() instanceof LogicalRelation ? DriverLookup.snapshotOf(i.table()) : null;
     }
 
-    /** The table as Spark's inserts see it: its schema, and a write through the connector's save path. */
+    /**
+     * The table as Spark's inserts see it: its schema, and a write through the connector's save
+     * path; with {@code replaceWhere} ({@code INSERT INTO ... REPLACE WHERE}) a selective
+     * overwrite of the rows it selects, as the {@code replaceWhere} write option makes one.
+     */
     static final class Writer extends TableWriter {
-        Writer(SparkSession session, LogicalRelation lr) {
+        private final boolean replace;
+
+        Writer(SparkSession session, LogicalRelation lr, String replaceWhere) {
             super(session, lr, ((HadoopFsRelation) lr.relation()).dataSchema());
+            replace = replaceWhere != null;
+            if (replace) {
+                options.put("replaceWhere", replaceWhere);
+            }
         }
 
         @Override
         public void insert(Dataset<Row> data, boolean overwrite) {
-            save(data, overwrite ? SaveMode.Overwrite : SaveMode.Append);
+            save(data, overwrite || replace ? SaveMode.Overwrite : SaveMode.Append);
         }
     }
 }
