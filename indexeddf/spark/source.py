@@ -8,22 +8,19 @@ Source API): batch reads with time travel, batch writes and streaming writes.
 - :class:`IndexedReader`: one input partition per bucket (split past
   ``maxPartitionBytes``); ``read()`` yields Arrow record batches.
 
-Why this source plans no index lookup: Spark 4.3 keeps ONE read plan (the reader and
-its partitions) per loaded relation, replaced by each filter pushdown and used by every
+Why this source plans no filter: Spark 4.3 keeps ONE read plan (the reader and its
+partitions) per loaded relation, replaced by each filter pushdown and used by every
 scan of that relation executed later, whatever its own filters. A plan narrowed to
 one query's keys answered the next query on the same DataFrame (and the other side
-of a union or self-join) with the wrong rows. So a scan reads every live file of the
-version the DataFrame was loaded at, and Spark applies all filters; the one exception is
-partition pruning (with ``spark.sql.python.filterPushdown.enabled``), which never
-narrows the plan below what an earlier pushdown of the DataFrame kept
-(:mod:`.source_pruning`). Index lookups from Spark need the JVM connector;
-``IndexedTable.lookup`` and ``IndexedTable.join`` use the indexes without it.
+of a union or self-join) with the wrong rows. So every scan reads every live file of
+the version the DataFrame was loaded at, and Spark applies all filters. Index lookups
+from Spark need the JVM connector; ``IndexedTable.lookup`` and ``IndexedTable.join``
+use the indexes without it.
 """
 
 from __future__ import annotations
 
-import uuid
-from typing import Any, Iterable, Iterator
+from typing import Any, Iterator
 
 import pyarrow as pa
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
@@ -36,12 +33,9 @@ from ..format.snapshot import Snapshot, load_snapshot
 from ..format.storage import TableStorage
 from ..format.timetravel import version_at
 from ..spec.column_mapping import table_schema, with_mapping
-from ..spec.partitions import partition_dir
-from ..spec.schema import arrow_schema
 from . import change as sc
 from . import options as so
 from . import write as sw
-from .source_pruning import kept_partitions, optional_pushdown, record
 from .types import spark_schema
 
 DEFAULT_MAX_PARTITION_BYTES = 128 * 1024 * 1024
@@ -97,7 +91,6 @@ class IndexedDataSource(DataSource):
         # keeps a relation's first read plan anyway; resolving it here makes which
         # version that is plain (docs/spark.md).
         self._version = snapshot.version
-        self._relation = uuid.uuid4().hex  # this DataFrame's pushdowns are recorded under it
         return spark_schema(snapshot.metadata.schema_)
 
     def reader(self, schema: StructType) -> "IndexedReader":
@@ -110,7 +103,7 @@ class IndexedDataSource(DataSource):
         snapshot = load_snapshot(storage, version)
         _check_read_schema(schema, spark_schema(snapshot.metadata.schema_), storage.url, snapshot.version)
         max_bytes = so.int_option(opts, "maxPartitionBytes", DEFAULT_MAX_PARTITION_BYTES, 1)
-        return IndexedReader(snapshot, schema, max_bytes, getattr(self, "_relation", None))
+        return IndexedReader(snapshot, schema, max_bytes)
 
     def writer(self, schema: StructType, overwrite: bool):
         """The batch writer (:mod:`indexeddf.spark.write`), or a change statement's
@@ -152,18 +145,11 @@ class BucketPartition(InputPartition):
 class IndexedReader(DataSourceReader):
     """Reads every live file of one snapshot; picklable (Spark ships it to the tasks).
 
-    ``pushFilters`` pushes nothing (Spark applies every filter): filters on partition
-    columns only make the partitions skip the files of partitions that no pushdown of this
-    DataFrame needs (:mod:`.source_pruning`).
+    It has no ``pushFilters`` (the module docstring says why): Spark applies every
+    filter, and the partitions depend only on the version read.
     """
 
-    def __init__(self, snapshot: Snapshot, schema: StructType, max_partition_bytes: int,
-                 relation: str | None = None):
-        self.relation = relation
-        self.partition_columns = list(snapshot.metadata.partitionColumns)
-        self.kept: set[str] | None = None
-        """The partition directories the partitions read (None: all of them)."""
-        self.table_schema = arrow_schema(snapshot.metadata.schema_)
+    def __init__(self, snapshot: Snapshot, schema: StructType, max_partition_bytes: int):
         self.url = snapshot.storage.url
         self.storage_options = dict(snapshot.storage.storage_options)
         self.version = snapshot.version
@@ -181,26 +167,13 @@ class IndexedReader(DataSourceReader):
         state["partition_values"] = None
         return state
 
-    def _push_filters(self, filters: list) -> Iterable:
-        """Record which partitions ``filters`` keep (a partitioned table's), push none of them."""
-        if self.partition_columns and self.relation is not None:
-            kept = kept_partitions(filters, self.partition_values.values(), self.partition_columns, self.table_schema)
-            self.kept = record(self.relation, kept)
-        return filters
-
-    pushFilters = optional_pushdown(_push_filters)
-
     def partitions(self) -> list[InputPartition]:
-        """One partition per bucket (split past ``maxPartitionBytes``), in bucket order;
-        only the files of the partitions pushdowns kept."""
+        """One partition per bucket (split past ``maxPartitionBytes``), in bucket order."""
         files = self.files
         if files is None:
             snapshot = load_snapshot(TableStorage(self.url, self.storage_options), self.version)
             files = _file_list(snapshot)
             self.partition_values = {a.path: a.partitionValues for a in snapshot.files.values() if a.partitionValues}
-        if self.kept is not None:
-            files = [f for f in files if partition_dir(self.partition_columns, self.partition_values.get(f[1], {}))
-                     in self.kept]
         by_bucket: dict[int, list[tuple[str, int]]] = {}
         dvs = {path: dv for _, path, _, dv in files if dv is not None}
         for bucket, path, size, _ in files:
