@@ -147,7 +147,7 @@ def add_columns(snapshot: Snapshot, columns: Any) -> CommitResult:
 def _write_commit(snapshot, data, operation, params, read_buckets, txn, *, remove_all, new_fields=None,
                   merge=False) -> CommitResult:
     if txn is not None:
-        app_id, txn_version = _check_txn(txn)
+        app_id, txn_version = check_txn(txn)
         done = snapshot.txn_version(app_id)
         if done is not None and done >= txn_version:
             return CommitResult(snapshot.version, snapshot, duplicate=True)
@@ -255,7 +255,8 @@ def write_rows(
     return [add for add, _ in pieces], index_files
 
 
-def _check_txn(txn) -> tuple[str, int]:
+def check_txn(txn) -> tuple[str, int]:
+    """``txn`` as an (app id, version) pair, checked: a non-empty string and an int >= 0."""
     try:
         app_id, version = txn
     except (TypeError, ValueError):
