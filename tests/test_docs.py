@@ -1,5 +1,9 @@
 """Documentation stays true to the code."""
 
+import ast
+import contextlib
+import io
+import re
 from pathlib import Path
 
 from indexeddf.spec.config import PROPERTIES
@@ -11,3 +15,75 @@ def test_every_table_property_is_documented_with_its_default():
     text = (DOCS / "options.md").read_text()
     for name, prop in PROPERTIES.items():
         assert f"`{name}` | `{prop.default}`" in text, name
+
+
+# -- the examples of a guide page run, and print what the page says ---------------------------
+def _python_blocks(text: str) -> list[str]:
+    return re.findall(r"^```python\n(.*?)^```", text, re.S | re.M)
+
+
+def _matches(expected: str, actual: str) -> bool:
+    """``actual`` equals ``expected`` where ``...`` in it stands for any text, whitespace
+    runs counted as one space (the page wraps long values)."""
+    def squeeze(s: str) -> str:
+        return re.sub(r"\s+", " ", s).strip()
+
+    pattern = ".*?".join(re.escape(part) for part in squeeze(expected).split("..."))
+    return re.fullmatch(pattern, squeeze(actual)) is not None
+
+
+def _comments_after(lines: list[str], end: int, stop: int) -> list[str]:
+    """The comment lines right after a statement (its 0-based last line ``end``), up to the next
+    statement (line ``stop``) or a blank line."""
+    out = []
+    for line in lines[end + 1:stop]:
+        if not line.startswith("#"):
+            break
+        out.append(line)
+    return out
+
+
+def _run_block(source: str, ns: dict, where: str) -> int:
+    """Run one example block statement by statement; check each ``# -> value`` (the repr of the
+    statement's value) and each printed output written as ``# `` lines under it. Returns how
+    many were checked."""
+    lines = source.split("\n")
+    body = ast.parse(source).body
+    checked = 0
+    for i, st in enumerate(body):
+        stop = body[i + 1].lineno - 1 if i + 1 < len(body) else len(lines)
+        code = "\n".join(lines[st.lineno - 1:st.end_lineno])
+        after = _comments_after(lines, st.end_lineno - 1, stop)
+        inline = re.search(r"#\s*->\s*(.*)$", lines[st.end_lineno - 1])
+        if inline or (after and after[0].startswith("# ->")):
+            expected = inline.group(1) if inline else " ".join(c.lstrip("#").strip() for c in after)[3:]
+            assert isinstance(st, ast.Expr), f"{where}: '# ->' after a statement that is no expression: {code}"
+            value = eval(compile(ast.Expression(st.value), where, "eval"), ns)
+            assert _matches(expected, repr(value)), f"{where}: {code}\n  page says: {expected}\n  code gives: {value!r}"
+            checked += 1
+            continue
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            exec(compile(ast.Module([st], []), where, "exec"), ns)
+        printed = out.getvalue().rstrip("\n").split("\n") if out.getvalue() else []
+        if printed and after:
+            expected = [c[2:] if c.startswith("# ") else c[1:] for c in after]
+            assert len(printed) == len(expected) and all(_matches(e, a) for e, a in zip(expected, printed)), (
+                f"{where}: {code}\n  page says:\n" + "\n".join(expected) + "\n  code prints:\n" + "\n".join(printed))
+            checked += 1
+    return checked
+
+
+def test_the_indexes_guide_runs_and_prints_what_it_says(tmp_path, monkeypatch):
+    """docs/indexes.md's examples run in order in one session, as the page says, and every
+    value and printed line it shows is what the code gives (``...``: any text)."""
+    from indexeddf.reader.cache import cache, configure
+
+    text = (DOCS / "indexes.md").read_text().replace("/tmp/indexes-guide", str(tmp_path / "indexes-guide"))
+    ns: dict = {}
+    before = cache().max_bytes
+    try:
+        checked = sum(_run_block(b, ns, f"docs/indexes.md block {i + 1}") for i, b in enumerate(_python_blocks(text)))
+    finally:
+        configure(max_bytes=before)
+    assert checked >= 20
