@@ -247,6 +247,24 @@ def compare(table: IndexedTable, spark, version: int, text: str) -> str:
         (f" on {columns} columns" if columns > 1 else "") + (", a newer state of it" if newer else "")
 
 
+JOIN_KEYS = {"k": 7, "s": "b", "f": 1.5}
+"""A value of each column's type, for the filter a join's keys stand for."""
+
+
+def join_choice_agrees(table: IndexedTable, version: int) -> None:
+    """The third pair of choices: ``t.join``'s index (``planner.join_index``) for each set of
+    join keys is the one the lookup planner picks for a filter fixing those keys, which is
+    what the connector's join rule (``IndexedJoin.java``) asks ``LookupPlanner`` for once it
+    has the probe's distinct keys (and which the test above compares with the connector)."""
+    snap = table.snapshot_at(version)
+    for keys in (["k"], ["s"], ["f"], ["k", "s"], ["k", "s", "f"]):
+        entry, _ = planner.join_index(snap, keys)
+        plan = planner.plan_filter(snap, {c: [JOIN_KEYS[c]] for c in keys})
+        chosen = None if plan.lookup is None else plan.lookup.index.name
+        assert (None if entry is None else entry.name) == chosen, (version, keys, plan.why_not)
+        SEEN["join through " + ("no index" if chosen is None else "an index")] += 1
+
+
 @settings(max_examples=16, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
 @given(primary=st.sampled_from([["k"], ["k", "s"]]), buckets=st.integers(1, 4),
        secondary=st.sets(st.sampled_from(sorted(SECONDARY)), max_size=3),
@@ -299,6 +317,7 @@ def test_python_and_connector_planners_agree(session, tmp_path_factory, primary,
         for i in range(3):
             text = shapes[(picks[2] + i * (1 + picks[3])) % len(shapes)]
             SEEN[compare(table, session, version, text)] += 1
+        join_choice_agrees(table, version)
 
 
 def test_the_corpus_covers_every_case():
@@ -309,6 +328,7 @@ def test_the_corpus_covers_every_case():
     for case in ["both scan", "index only through the primary index", "index only through a secondary index",
                  "hybrid scan through", "on 2 columns", ", a newer state of it", "deletion vectors",
                  "covering no live file", "without a bucket", "partitioned table", "of other partitions skipped",
+                 "join through no index", "join through an index",
                  *CONNECTOR_ONLY]:
         assert any(case in k for k in SEEN), f"no read of the corpus was decided by {case!r}: {seen}"
     assert SEEN["not reached"] < sum(SEEN.values()) / 4, seen
