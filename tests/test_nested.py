@@ -268,18 +268,29 @@ def test_appends_check_the_nested_shape(tmp_path):
         SCHEMA.field("m"), SCHEMA.field("ls"), SCHEMA.field("ms")]))
     t.append(spelled)
     assert sorted_rows(IndexedTable.for_path(path).to_arrow()) == sorted_rows(rows(range(8))) == duck(path)
-    # A struct with another field, or a list of another type, is a type change.
+    # A struct with another field is a type change, unless the write evolves the schema:
+    # then the struct gains the field at its end (Delta's mergeSchema), and the fields the
+    # data lacks are NULL in its rows.
     other = rows([9]).set_column(2, "s", pa.array([{"a": 1, "c": "x"}], pa.struct([("a", pa.int64()), ("c", pa.string())])))
-    for mode in (None, "merge"):
-        with pytest.raises((TypeChangeError, indexeddf.errors.SchemaMismatchError), match="struct<a:long,b:string"):
-            t.append(other, schema_mode=mode)
+    with pytest.raises((TypeChangeError, indexeddf.errors.SchemaMismatchError), match="struct<a:long,b:string"):
+        t.append(other)
+    retyped = rows([9]).set_column(2, "s", pa.array([{"a": "one"}], pa.struct([("a", pa.string())])))
+    with pytest.raises(TypeChangeError, match="struct<a:long,b:string"):
+        t.append(retyped, schema_mode="merge")  # a field's type changes: refused
+    t.append(other, schema_mode="merge")
+    assert [f.name for f in IndexedTable.for_path(path).schema.field("s").type] == ["a", "b", "inner", "c"]
+    got = {r["id"]: r["s"] for r in IndexedTable.for_path(path).to_arrow().to_pylist()}
+    assert got[9] == {"a": 1, "b": None, "inner": None, "c": "x"} and got[0]["c"] is None
+    assert sorted_rows(IndexedTable.for_path(path).to_arrow()) == duck(path)
+    assert {r["id"]: r["s"] for r in IndexedTable.for_path(path).lookup([0, 9]).to_pylist()} == \
+        {0: got[0], 9: got[9]}
     # schema_mode="merge" adds a new nested column; old rows read it as NULL.
     more = rows([20]).append_column("extra", pa.array([[1.5]], pa.list_(pa.float64())))
     t.append(more, schema_mode="merge")
     got = {r["id"]: r for r in IndexedTable.for_path(path).to_arrow().to_pylist()}
     assert got[20]["extra"] == [1.5] and got[0]["extra"] is None
     old = duckdb_delta().execute(f"SELECT id FROM delta_scan('{path}') WHERE extra IS NULL ORDER BY id").fetchall()
-    assert old == [(i,) for i in range(8)]
+    assert old == [(i,) for i in [*range(8), 9]]
     # ADD COLUMNS takes a nested type too (an Arrow type or the type's Delta JSON).
     t.add_columns([("tags", pa.map_(pa.string(), pa.list_(pa.string())))])
     assert IndexedTable.for_path(path).schema.field("tags").type == pa.map_(pa.string(), pa.list_(pa.field(
@@ -425,6 +436,36 @@ def test_the_connector_reads_nested_columns_on_every_path(spark, converted, conf
 
 
 @pytest.mark.spark
+def test_a_struct_gains_fields_through_spark_and_every_reader_agrees(spark, tmp_path):
+    """mergeSchema adds a struct's new fields at its end (in a struct, a list of structs and
+    a map's struct values); the connector's scans and driver lookups, to_arrow, lookup,
+    delta-rs and DuckDB's delta extension read the old rows' new fields as NULL alike."""
+    indexeddf.register(spark)
+    path = str(tmp_path / "t")
+    one = "id bigint, s struct<a:bigint>, l array<struct<a:bigint>>, m map<string,struct<a:bigint>>"
+    two = "id bigint, s struct<a:bigint,b:string>, l array<struct<a:bigint,b:string>>, " \
+          "m map<string,struct<a:bigint,b:string>>"
+    spark.createDataFrame([(1, (1,), [(1,)], {"x": (1,)}), (2, None, [], {})], one) \
+        .write.format("indexeddf").option("indexColumns", "id").option("numBuckets", "2").save(path)
+    spark.createDataFrame([(3, (3, "c"), [(3, "c")], {"y": (3, "c")})], two) \
+        .write.format("indexeddf").mode("append").option("mergeSchema", "true").save(path)
+    t = IndexedTable.for_path(path)
+    assert str(t.schema.field("m").type) == "map<string, struct<a: int64, b: string>>"
+
+    def plain(rows):  # maps as dicts, whatever each reader returns them as
+        return sorted(({**r, "m": dict(r["m"]) if r["m"] is not None else None} for r in rows), key=lambda r: r["id"])
+    want = plain(t.to_arrow().to_pylist())
+    assert want[0] == {"id": 1, "s": {"a": 1, "b": None}, "l": [{"a": 1, "b": None}], "m": {"x": {"a": 1, "b": None}}}
+    assert plain(duckdb_delta().execute(f"SELECT * FROM delta_scan('{path}')").to_arrow_table().to_pylist()) == want
+    assert plain(deltalake.DeltaTable(path).to_pyarrow_table().to_pylist()) == want
+    assert plain(t.lookup([1, 3]).to_pylist()) == [want[0], want[2]]
+    got = [r.asDict(recursive=True) for r in spark.read.format("indexeddf").load(path).collect()]
+    assert plain(got) == want
+    one_row = [r.asDict(recursive=True) for r in spark.read.format("indexeddf").load(path).where("id = 1").collect()]
+    assert plain(one_row) == [want[0]]
+
+
+@pytest.mark.spark
 def test_spark_writes_and_changes_nested_columns(spark, tmp_path):
     indexeddf.register(spark)  # Spark writes go through the Python data source
     path = str(tmp_path / "t")
@@ -551,3 +592,24 @@ def test_files_spark_wrote_in_every_nested_layout(spark, tmp_path, conf):
     assert ours(IndexedTable.for_path(path).to_arrow()) == unordered_maps(spark_read)
     assert unordered_maps(duckdb_delta().execute(f"SELECT * FROM delta_scan('{path}') ORDER BY id")
                           .to_arrow_table().to_pylist()) == unordered_maps(spark_read)
+
+
+@pytest.mark.parametrize("vectors", ["false", "true"])
+def test_a_merge_evolves_a_struct_or_refuses_to_drop_its_fields(tmp_path, vectors):
+    """MERGE with schema_mode="merge" (UPDATE SET * / INSERT *) adds the source struct's new
+    fields to the column; without it, a source struct with fields the column lacks is
+    refused rather than cut (Arrow's cast would drop them), and nothing is committed."""
+    path = str(tmp_path / "t")
+    one, two = pa.struct([("a", pa.int64())]), pa.struct([("a", pa.int64()), ("b", pa.string())])
+    t = IndexedTable.create(path, pa.table({"k": pa.array([1, 2], pa.int64()), "st": pa.array([{"a": 1}, {"a": 2}], one)}),
+                            ["k"], num_buckets=2, properties={"delta.enableDeletionVectors": vectors})
+    source = pa.table({"k": pa.array([2, 3], pa.int64()), "st": pa.array([{"a": 20, "b": "x"}, {"a": 30, "b": "y"}], two)})
+    with pytest.raises(indexeddf.errors.SchemaMismatchError, match=r"struct fields the column lacks: \['b'\]"):
+        t.merge(source, "t.k = s.k", "s", "t").when_matched_update_all().when_not_matched_insert_all().execute()
+    assert t.update_incremental().version == 0
+    t.merge(source, "t.k = s.k", "s", "t", schema_mode="merge").when_matched_update_all() \
+        .when_not_matched_insert_all().execute()
+    want = [(1, {"a": 1, "b": None}), (2, {"a": 20, "b": "x"}), (3, {"a": 30, "b": "y"})]
+    assert [(r["k"], r["st"]) for r in IndexedTable.for_path(path).to_arrow().sort_by("k").to_pylist()] == want
+    assert duckdb_delta().execute(f"SELECT * FROM delta_scan('{path}') ORDER BY k").fetchall() == want
+    assert [(r["k"], r["st"]) for r in IndexedTable.for_path(path).lookup([1, 2]).sort_by("k").to_pylist()] == want[:2]

@@ -126,7 +126,7 @@ def merge_change(source, predicate: str, clauses: list[Clause], source_alias: st
 
     ``schema_mode="merge"`` (delta-rs's name; Delta's ``MERGE WITH SCHEMA EVOLUTION``):
     when a clause is ``UPDATE SET *`` or ``INSERT *``, the source's columns the table lacks
-    are added at its end in the same commit (Delta's rule: the ``*`` forms evolve the
+    are added at its end, and its structs' new fields at theirs, in the same commit (Delta's rule: the ``*`` forms evolve the
     schema), with the refusals of every schema change (``spec/schema_evolution.py``)."""
     if not clauses:
         raise InvalidOptionError("a merge needs at least one WHEN clause")
@@ -156,12 +156,13 @@ def _merged_fields(snapshot: Snapshot, source: pa.Schema, clauses: list[Clause])
         return None
     fields = snapshot.metadata.schema_
     names = {f.name for f in fields}
-    if not any(name not in names for name in source.names):
-        return None
-    # The schema check of a merging write: the table's own columns (as they are), then the
-    # source's new ones; a name that differs from a column only by case is refused there.
-    table = arrow_schema(fields)
-    data = pa.schema(list(table) + [f for f in source if f.name not in names])
+    theirs = {f.name: f for f in source}
+    # The schema check of a merging write: the table's own columns (a nested one as the
+    # source has it, so its structs gain the source's new fields), then the source's new
+    # ones; a name that differs from a column only by case is refused there.
+    table = [theirs[f.name] if f.name in theirs and pa.types.is_nested(f.type) and pa.types.is_nested(
+        theirs[f.name].type) else f for f in arrow_schema(fields)]
+    data = pa.schema(table + [f for f in source if f.name not in names])
     merged = evolved_fields(snapshot, data, "merge")
     return None if merged == tuple(fields) else merged
 

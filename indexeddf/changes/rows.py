@@ -193,6 +193,11 @@ def _typed(value, f: pa.Field, n: int):
     error naming the column."""
     if isinstance(value, pa.Scalar):
         value = pa.array([value.as_py()] * n, value.type) if n else pa.array([], value.type)
+    extra = _extra_fields(value.type, f.type)
+    if extra:  # Arrow's cast would drop them silently
+        raise SchemaMismatchError(
+            f"the value for column {f.name!r} has struct fields the column lacks: {extra}; a merge with "
+            "schema_mode='merge' (MERGE WITH SCHEMA EVOLUTION) adds them to the table", [f.name])
     try:
         value = value.cast(f.type)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as e:
@@ -200,3 +205,21 @@ def _typed(value, f: pa.Field, n: int):
     if not f.nullable and value.null_count:
         raise SchemaMismatchError(f"column {f.name!r} is NOT NULL, but the change would write NULL into it", [f.name])
     return value
+
+
+def _extra_fields(value: pa.DataType, column: pa.DataType, at: str = "") -> list[str]:
+    """The struct fields of ``value`` that ``column`` lacks (dotted paths), inside structs,
+    lists and map values too: what casting the one to the other would lose."""
+    if pa.types.is_struct(value) and pa.types.is_struct(column):
+        names = {column.field(i).name: column.field(i).type for i in range(column.num_fields)}
+        out = []
+        for i in range(value.num_fields):
+            v = value.field(i)
+            out += [at + v.name] if v.name not in names else _extra_fields(v.type, names[v.name], f"{at}{v.name}.")
+        return out
+    if (pa.types.is_list(value) or pa.types.is_large_list(value)) and (
+            pa.types.is_list(column) or pa.types.is_large_list(column)):
+        return _extra_fields(value.value_type, column.value_type, at)
+    if pa.types.is_map(value) and pa.types.is_map(column):
+        return _extra_fields(value.item_type, column.item_type, at)
+    return []

@@ -1,11 +1,11 @@
 """Schema evolution: the new table schema of a write that evolves it, or of ADD COLUMNS.
 
 Delta's rules, as Delta's ``mergeSchema`` and delta-rs's ``schema_mode`` apply them, in
-the profile of ``docs/PROTOCOL.md`` (top-level columns only: a struct, array or map
-column keeps its shape, its fields neither added nor retyped):
+the profile of ``docs/PROTOCOL.md``:
 
 - a column the data has and the table lacks is added at the end, nullable (rows
-  written before it read it as NULL, in every Delta reader);
+  written before it read it as NULL, in every Delta reader); so is a struct field, at the
+  end of its struct (structs inside arrays and maps too);
 - a table column the data lacks stays, and the new rows hold NULL in it;
 - a type changes only by the widenings ``byte`` -> ``short`` -> ``integer``: the three
   are stored as the same Parquet type (INT32), so every reader reads the old files as
@@ -34,7 +34,7 @@ from ..errors import (
     TypeChangeError,
 )
 from .schema import Field, arrow_type, fields_from_arrow, type_name
-from .types import display, same_type
+from .types import display, is_nested, same_type, type_text, type_value
 
 SCHEMA_MODES = ("merge", "overwrite")
 """delta-rs's ``schema_mode`` values: ``merge`` adds the data's new columns, ``overwrite``
@@ -57,12 +57,47 @@ def check_schema_mode(mode: str | None, overwrite: bool) -> str | None:
 
 def widened(old: str, new: str) -> str | None:
     """The type a column of type ``old`` has after data of type ``new`` is merged into
-    it, or None when the change is refused."""
+    it, or None when the change is refused. Structs (also inside arrays and maps) gain the
+    data's new fields at their end, as Delta's mergeSchema adds them."""
     if same_type(old, new):
         return old
+    if is_nested(old) and is_nested(new):
+        merged = _merged_value(type_value(old), type_value(new))
+        return None if merged is None else type_text(merged)
     if old in _INT32_WIDTHS and new in _INT32_WIDTHS:
         return old if _INT32_WIDTHS[old] >= _INT32_WIDTHS[new] else new
     return None
+
+
+def _merged_value(old: Any, new: Any) -> Any:
+    """:func:`widened` on the schema JSON's values of two types (None: refused)."""
+    if isinstance(old, str) or isinstance(new, str):
+        if isinstance(old, str) and isinstance(new, str):
+            return widened(old, new)
+        return None
+    kind = old.get("type")
+    if kind != new.get("type"):
+        return None
+    if kind == "array":
+        element = _merged_value(old["elementType"], new["elementType"])
+        return None if element is None else {**old, "elementType": element}
+    if kind == "map":
+        key, value = _merged_value(old["keyType"], new["keyType"]), _merged_value(old["valueType"], new["valueType"])
+        return None if key != old["keyType"] or value is None else {**old, "valueType": value}
+    fields, by_lower = [], {f["name"].lower(): f["name"] for f in old["fields"]}
+    theirs = {f["name"]: f for f in new["fields"]}
+    for f in old["fields"]:  # the table's fields, in its order; the data may lack some (NULL)
+        typ = f["type"] if f["name"] not in theirs else _merged_value(f["type"], theirs[f["name"]]["type"])
+        if typ is None:
+            return None
+        fields.append({**f, "type": typ})
+    for f in new["fields"]:
+        if f["name"] in by_lower.values():
+            continue
+        if f["name"].lower() in by_lower:
+            return None  # differs from a field only by case
+        fields.append({**f, "nullable": True})  # rows written before have no value for it
+    return {**old, "fields": fields}
 
 
 def merge_fields(fields: Sequence[Field], data: pa.Schema, index_columns: Iterable[str],
