@@ -21,7 +21,7 @@ from ..spec.features import protocol_for, required_features, with_table_features
 from ..spec.partitions import check_partition_columns
 from ..spec.schema_evolution import added_fields, check_schema_mode, merge_fields, overwrite_fields  # noqa: F401 - check_schema_mode re-exported
 from .data import conform, table_fields, to_arrow_table
-from .files import new_data_file, rows_per_group, write_bucketed_pieces, write_file
+from .files import write_bucketed_pieces
 from .index_files import PRIMARY, DataPiece, build_index_files
 
 MAX_BUCKETS = 1 << 16
@@ -229,25 +229,12 @@ def maintained_indexes(snapshot: Snapshot, rebuild: bool = False) -> list[IndexE
 
 def write_rows(
     storage: TableStorage, metadata: Metadata, indexes: list[IndexEntry], table: pa.Table, written: list[str],
-    sorted_bucket: int | None = None,
 ) -> tuple[list[AddFile], dict[str, list[IndexFile]]]:
-    """Write rows as bucketed data files plus their entries in each of ``indexes``.
-
-    ``sorted_bucket``: every row is of that bucket and they are in index-column order
-    already (the rows a change keeps of a sorted file): one file, written as they are,
-    without bucketing and sorting them again."""
+    """Write rows as bucketed data files (in their partitions) plus their entries in each of
+    ``indexes``."""
     row_group_bytes = config.get(metadata.configuration, "indexeddf.targetRowGroupBytes")
-    # A partitioned table's kept rows go through the bucketed writer, which puts each file
-    # in its partition.
-    if sorted_bucket is not None and table.num_rows and not metadata.partitionColumns:
-        file = new_data_file(sorted_bucket)
-        written.append(file[0])
-        add = write_file(storage, file, sorted_bucket, table, rows_per_group(table, row_group_bytes),
-                         list(metadata.indexColumns), ordered=True, schema=table_schema(metadata))
-        pieces = [(add, table)]
-    else:
-        pieces = write_bucketed_pieces(storage, table, list(metadata.indexColumns), metadata.numBuckets,
-                                       row_group_bytes, written, metadata.partitionColumns, table_schema(metadata))
+    pieces = write_bucketed_pieces(storage, table, list(metadata.indexColumns), metadata.numBuckets,
+                                   row_group_bytes, written, metadata.partitionColumns, table_schema(metadata))
     data = [DataPiece(add.fileId, rows) for add, rows in pieces]
     index_files = {
         i.name: build_index_files(storage, i.name, list(i.columns), i.numBuckets, data, written) for i in indexes
