@@ -9,17 +9,13 @@ file id), and new data files get every entry in the same commit.
 
 from __future__ import annotations
 
-import io
 from collections import defaultdict
 
 import numpy as np
-import pyarrow as pa
-import pyarrow.parquet as pq
 
-from ..format.datafiles import read_named_file
 from ..format.storage import TableStorage
 from ..spec.actions import IndexEntry, IndexFile
-from .index_files import ENTRY_ROW_GROUP, ENTRY_SCHEMA, DataPiece, entry_arrays, index_file_path
+from .index_files import DataPiece, entry_arrays, index_file_path, read_entries, write_index_file
 
 
 def new_entries(entry: IndexEntry, pieces: list[DataPiece]):
@@ -30,19 +26,9 @@ def new_entries(entry: IndexEntry, pieces: list[DataPiece]):
 def write_entries_file(storage: TableStorage, dir_name: str, bucket: int, hashes, file_ids, rows, written: list[str]) -> IndexFile:
     """Write one index file of ``bucket`` (entries sorted by hash, file id, row)."""
     order = np.lexsort((rows, file_ids, hashes))
-    hashes, file_ids, rows = hashes[order], file_ids[order], rows[order]
     rel = index_file_path(dir_name, bucket)
     written.append(rel)
-    table = pa.table([pa.array(hashes, pa.uint32()), pa.array(file_ids, pa.int64()), pa.array(rows, pa.int32())], schema=ENTRY_SCHEMA)
-    buf = io.BytesIO()
-    pq.write_table(
-        table, buf, compression="zstd", row_group_size=ENTRY_ROW_GROUP, use_dictionary=["file_id"],
-        column_encoding={"hash": "DELTA_BINARY_PACKED", "row": "DELTA_BINARY_PACKED"},
-    )
-    data = buf.getvalue()
-    storage.write_bytes(rel, data)
-    ids = tuple(int(i) for i in np.unique(file_ids))
-    return IndexFile(path=rel, size=len(data), bucket=bucket, numEntries=int(len(hashes)), fileIds=ids)
+    return write_index_file(storage, rel, bucket, hashes[order], file_ids[order], rows[order])
 
 
 def compact_index(
@@ -81,7 +67,7 @@ def compact_index(
     for b in sorted(set(by_bucket) | set(new_by_bucket)):
         parts_h, parts_f, parts_r = [], [], []
         for f in by_bucket.get(b, ()):
-            t = pq.read_table(io.BytesIO(read_named_file(storage, f.path)))
+            t = read_entries(storage, f)
             fid = t.column("file_id").to_numpy()
             m = np.isin(fid, keep)
             parts_h.append(t.column("hash").to_numpy()[m])

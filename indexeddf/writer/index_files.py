@@ -88,18 +88,8 @@ def write_entries(storage: TableStorage, name: str, hashes: np.ndarray, file_ids
     written.extend(paths)  # before any file exists, so a failed write can delete them all
 
     def write_one(i: int) -> IndexFile:
-        s, e, rel = starts[i], ends[i], paths[i]
-        table = pa.table([pa.array(hashes[s:e]), pa.array(file_ids[s:e]), pa.array(rows[s:e])], schema=ENTRY_SCHEMA)
-        buf = io.BytesIO()
-        pq.write_table(
-            table, buf, compression="zstd", row_group_size=ENTRY_ROW_GROUP,
-            use_dictionary=["file_id"],
-            column_encoding={"hash": "DELTA_BINARY_PACKED", "row": "DELTA_BINARY_PACKED"},
-        )
-        data = buf.getvalue()
-        storage.write_bytes(rel, data)
-        ids = tuple(sorted(int(i) for i in np.unique(file_ids[s:e])))
-        return IndexFile(path=rel, size=len(data), bucket=int(buckets[s]), numEntries=int(e - s), fileIds=ids)
+        s, e = starts[i], ends[i]
+        return write_index_file(storage, paths[i], int(buckets[s]), hashes[s:e], file_ids[s:e], rows[s:e])
 
     if len(starts) == 1:
         return [write_one(0)]
@@ -107,6 +97,29 @@ def write_entries(storage: TableStorage, name: str, hashes: np.ndarray, file_ids
     # encoding and creation overlap on two threads.
     with ThreadPoolExecutor(WRITE_THREADS) as pool:
         return list(pool.map(write_one, range(len(starts))))
+
+
+def write_index_file(storage: TableStorage, rel: str, bucket: int, hashes: np.ndarray, file_ids: np.ndarray,
+                     rows: np.ndarray) -> IndexFile:
+    """Write one index file of ``bucket`` at ``rel`` from its entries, sorted by hash (the
+    caller put ``rel`` in its written paths): the one place index files are encoded."""
+    table = pa.table([pa.array(hashes, pa.uint32()), pa.array(file_ids, pa.int64()), pa.array(rows, pa.int32())],
+                     schema=ENTRY_SCHEMA)
+    buf = io.BytesIO()
+    pq.write_table(
+        table, buf, compression="zstd", row_group_size=ENTRY_ROW_GROUP,
+        use_dictionary=["file_id"],
+        column_encoding={"hash": "DELTA_BINARY_PACKED", "row": "DELTA_BINARY_PACKED"},
+    )
+    data = buf.getvalue()
+    storage.write_bytes(rel, data)
+    ids = tuple(int(i) for i in np.unique(file_ids))  # np.unique sorts
+    return IndexFile(path=rel, size=len(data), bucket=bucket, numEntries=len(hashes), fileIds=ids)
+
+
+def read_entries(storage: TableStorage, f: IndexFile, version: int | None = None) -> pa.Table:
+    """The entries of the index file ``f`` (a missing one: ``MissingFileError``)."""
+    return pq.ParquetFile(io.BytesIO(read_named_file(storage, f.path, version))).read()
 
 
 def carried_entries(storage: TableStorage, name: str, files: tuple[IndexFile, ...], old_id: int, new_id: int,
@@ -122,7 +135,7 @@ def carried_entries(storage: TableStorage, name: str, files: tuple[IndexFile, ..
         return None
     hashes, rows, buckets = [], [], []
     for f in holding:
-        t = pq.ParquetFile(io.BytesIO(read_named_file(storage, f.path, version))).read()
+        t = read_entries(storage, f, version)
         mine = t.column("file_id").to_numpy() == old_id
         row = t.column("row").to_numpy()[mine]
         # new_ordinal[r]: r's ordinal in the copy (a gather, not a search, per entry).
