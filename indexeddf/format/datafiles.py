@@ -91,10 +91,17 @@ def read_file(storage: TableStorage, path: str, schema: pa.Schema, columns: Sequ
     ``partition``: the file's ``partitionValues`` (its add's)."""
     wanted = list(schema.names if columns is None else columns)
     pf = open_parquet(storage, path, version)
-    stored = [c for c in file_columns(pf, wanted, schema) if not partition or c not in partition]
+    stored = _stored_columns(pf, wanted, schema, partition)
     if not stored and wanted:  # only partition columns: the row count is in the footer
         return conform(pa.table({"_": pa.nulls(pf.metadata.num_rows, pa.null())}), schema, wanted, partition=partition)
     return conform(pf.read(columns=stored), schema, wanted, partition=partition)
+
+
+def _stored_columns(pf: pq.ParquetFile, wanted: list[str], schema: pa.Schema,
+                    partition: Mapping[str, str | None] | None) -> list[str]:
+    """The file's names of the ``wanted`` columns it holds (partition columns come from
+    the log, not the file)."""
+    return [c for c in file_columns(pf, wanted, schema) if not partition or c not in partition]
 
 
 def read_live_rows(storage: TableStorage, add: AddFile, schema: pa.Schema, columns: Sequence[str] | None = None,
@@ -107,16 +114,19 @@ def read_live_rows(storage: TableStorage, add: AddFile, schema: pa.Schema, colum
 
 
 def iter_live_row_groups(storage: TableStorage, add: AddFile, schema: pa.Schema, columns: Sequence[str] | None = None,
-                         version: int | None = None) -> Iterator[tuple[np.ndarray, pa.Table]]:
+                         version: int | None = None, deleted: np.ndarray | None = None,
+                         ) -> Iterator[tuple[np.ndarray, pa.Table]]:
     """One data file's rows in the table, a Parquet row group at a time (memory bounded by
     a row group, not by the file): each group's live rows with ``columns`` (all when None),
     typed as ``schema``, and their ordinals in the file (int64, what a deletion vector and
-    an index entry name)."""
+    an index entry name). ``deleted``: the rows of the file's deletion vector, when the
+    caller has read it already (else it is read here)."""
     wanted = list(schema.names if columns is None else columns)
     pf = open_parquet(storage, add.path, version)
     partition = add.partitionValues
-    stored = [c for c in file_columns(pf, wanted, schema) if not partition or c not in partition]
-    live = live_mask(storage, add, pf.metadata.num_rows)  # a bit a row: 1/8 byte, not a file's rows
+    stored = _stored_columns(pf, wanted, schema, partition)
+    rows_in_file = pf.metadata.num_rows  # the masks: a bit a row, not a file's rows
+    mask = live_mask(storage, add, rows_in_file) if deleted is None else keep_mask(rows_in_file, deleted)
     start = 0
     for i in range(pf.metadata.num_row_groups):
         n = pf.metadata.row_group(i).num_rows
@@ -126,8 +136,8 @@ def iter_live_row_groups(storage: TableStorage, add: AddFile, schema: pa.Schema,
             rows = pa.table({"_": pa.nulls(n, pa.null())})
         ordinals = np.arange(start, start + n, dtype=np.int64)
         rows = conform(rows, schema, wanted, partition=partition)
-        if live is not None:
-            keep = live[start:start + n]
+        if mask is not None:
+            keep = mask[start:start + n]
             rows, ordinals = rows.filter(pa.array(keep)), ordinals[keep]
         start += n
         yield ordinals, rows

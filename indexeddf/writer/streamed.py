@@ -121,11 +121,16 @@ def copy_kept_rows(storage: TableStorage, metadata: Metadata, indexes: list[Inde
     hashed = [i for i in indexes if not any(add.fileId in f.fileIds for f in i.files)]
     key_columns = [c for c in schema.names if any(c in i.columns for i in hashed)]
     keys, copied = [], 0
+    # The file's deletion vector, read once: the row groups leave its rows out, and the
+    # carried index entries drop them too.
+    deleted = None
+    if add.deletionVector is not None:
+        deleted = read_deletion_vector(storage, add.deletionVector).astype(np.int64)
     dropped = np.unique(drop.astype(np.int64))
     gone = np.zeros(int(dropped[-1]) + 1 if dropped.size else 0, dtype=bool)
     gone[dropped] = True
     try:
-        for ordinals, rows in iter_live_row_groups(storage, add, schema, version=version):
+        for ordinals, rows in iter_live_row_groups(storage, add, schema, version=version, deleted=deleted):
             near = ordinals[ordinals < len(gone)]
             if near.size and gone[near].any():
                 keep = np.ones(len(ordinals), dtype=bool)
@@ -143,8 +148,8 @@ def copy_kept_rows(storage: TableStorage, metadata: Metadata, indexes: list[Inde
         return None, {}, 0
     if partition:
         new = new.model_copy(update={"partitionValues": dict(add.partitionValues)})
-    if add.deletionVector is not None:  # rows deleted before are not in the copy either
-        dropped = np.union1d(dropped, read_deletion_vector(storage, add.deletionVector).astype(np.int64))
+    if deleted is not None:  # rows deleted before are not in the copy either
+        dropped = np.union1d(dropped, deleted)
     index_files = {i.name: carried_entries(storage, i.name, i.files, add.fileId, new.fileId, dropped, written, version)
                    for i in indexes if i not in hashed}
     if hashed:
