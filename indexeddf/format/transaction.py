@@ -340,7 +340,8 @@ def _is_index_append(before: Snapshot, change: IndexEntry, operation: str, winni
         and prev is not None
         and prev.state == change.state == "ACTIVE"
         and (prev.columns, prev.kind, prev.numBuckets) == (change.columns, change.kind, change.numBuckets)
-        and set(change.removedFiles) <= set(_dead_index_files(prev, _live_after(before, winning)))
+        and (not change.removedFiles
+             or set(change.removedFiles) <= set(_dead_index_files(prev, _live_after(before, winning))))
     )
 
 

@@ -84,7 +84,8 @@ def _merged_value(old: Any, new: Any) -> Any:
     if kind == "map":
         key, value = _merged_value(old["keyType"], new["keyType"]), _merged_value(old["valueType"], new["valueType"])
         return None if key != old["keyType"] or value is None else {**old, "valueType": value}
-    fields, by_lower = [], {f["name"].lower(): f["name"] for f in old["fields"]}
+    fields, ours = [], {f["name"] for f in old["fields"]}
+    by_lower = {name.lower() for name in ours}
     theirs = {f["name"]: f for f in new["fields"]}
     for f in old["fields"]:  # the table's fields, in its order; the data may lack some (NULL)
         typ = f["type"] if f["name"] not in theirs else _merged_value(f["type"], theirs[f["name"]]["type"])
@@ -92,7 +93,7 @@ def _merged_value(old: Any, new: Any) -> Any:
             return None
         fields.append({**f, "type": typ})
     for f in new["fields"]:
-        if f["name"] in by_lower.values():
+        if f["name"] in ours:
             continue
         if f["name"].lower() in by_lower:
             return None  # differs from a field only by case
