@@ -30,7 +30,7 @@ as Delta's MERGE does, before anything is committed. NULL keys never match.
 from __future__ import annotations
 
 import time
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 import pyarrow as pa
 
@@ -60,14 +60,9 @@ def execute(snapshot: Snapshot, change: Change) -> tuple[CommitResult | None, Ch
             return None, metrics  # committed before: an idempotent retry changes nothing
     if isinstance(change.source, PartedSource):
         return _execute_parts(snapshot, change, metrics, started)
-    schema = file_schema(change.new_fields or snapshot.metadata.schema_, snapshot.metadata.configuration)
-    scope = Scope(schema, change.target_alias, None if change.source is None else change.source.schema,
-                  change.source_alias)
-    _check(change, scope, schema)
-    vectors = deletion_vectors_enabled(snapshot.metadata.configuration)
-    stored = table_schema(snapshot.metadata)
-    wanted = [c for c in target_columns(change, scope, schema) if c in stored.names]
-    found = find(snapshot, change, stored, wanted)
+    p = _prepare(snapshot, change)
+    schema, scope, stored, metadata = p.schema, p.scope, p.stored, p.metadata
+    found = find(snapshot, change, stored, p.wanted)
     if found.located is not None and change.new_fields:
         found.located = with_new_columns(found.located, schema, stored)
     files, found_by = found.files, found.by
@@ -77,13 +72,10 @@ def execute(snapshot: Snapshot, change: Change) -> tuple[CommitResult | None, Ch
     if found_by != "scan" and any(a.bucket is None for a in files):
         buckets = ALL_BUCKETS  # a file without a bucket holds rows of every bucket
     tx = Transaction(snapshot, change.operation, change.parameters, read_buckets=buckets)
-    metadata = snapshot.metadata
-    if change.new_fields:
-        metadata = evolve(metadata, change.new_fields)
     if change.inserted is not None:
         tx.written_paths.extend(change.inserted.written)  # files of Spark's tasks: the transaction's now
     try:
-        actions, index_files = rewrite(snapshot, change, scope, schema, found, vectors, tx, metrics, metadata)
+        actions, index_files = rewrite(snapshot, change, scope, schema, found, p.vectors, tx, metrics, metadata)
     except BaseException:
         tx.abort()
         raise
@@ -93,6 +85,35 @@ def execute(snapshot: Snapshot, change: Change) -> tuple[CommitResult | None, Ch
         for name, fs in change.inserted.index_files.items():
             index_files.setdefault(name, []).extend(fs)
     return _commit_change(snapshot, change, tx, metadata, actions, index_files, metrics, started)
+
+
+@dataclass(frozen=True)
+class _Prepared:
+    """What running a change needs, computed and checked before anything is read."""
+
+    schema: pa.Schema
+    """The table's schema after the change (with its column mapping)."""
+    scope: Scope
+    stored: pa.Schema
+    """The schema the table's files were written with (before a schema-evolving change)."""
+    wanted: list[str]
+    """The target columns the change reads."""
+    vectors: bool
+    metadata: object
+    """The table's metaData after the change."""
+
+
+def _prepare(snapshot: Snapshot, change: Change) -> _Prepared:
+    """The schemas and expression scope of ``change`` at ``snapshot``, after :func:`_check`."""
+    conf = snapshot.metadata.configuration
+    schema = file_schema(change.new_fields or snapshot.metadata.schema_, conf)
+    scope = Scope(schema, change.target_alias, None if change.source is None else change.source.schema,
+                  change.source_alias)
+    _check(change, scope, schema)
+    stored = table_schema(snapshot.metadata)
+    wanted = [c for c in target_columns(change, scope, schema) if c in stored.names]
+    metadata = evolve(snapshot.metadata, change.new_fields) if change.new_fields else snapshot.metadata
+    return _Prepared(schema, scope, stored, wanted, deletion_vectors_enabled(conf), metadata)
 
 
 def _commit_change(snapshot: Snapshot, change: Change, tx: Transaction, metadata, actions: list, index_files: dict,
@@ -122,22 +143,15 @@ def _execute_parts(snapshot: Snapshot, change: Change, metrics: ChangeMetrics,
     other target row), so each file is changed by one part, and the source is never whole
     in memory. A part of every bucket is the whole source, read once."""
     source = change.source
-    schema = file_schema(change.new_fields or snapshot.metadata.schema_, snapshot.metadata.configuration)
-    scope = Scope(schema, change.target_alias, source.schema, change.source_alias)
-    _check(change, scope, schema)
-    vectors = deletion_vectors_enabled(snapshot.metadata.configuration)
-    stored = table_schema(snapshot.metadata)
-    wanted = [c for c in target_columns(change, scope, schema) if c in stored.names]
+    p = _prepare(snapshot, change)
+    schema, scope, stored, metadata = p.schema, p.scope, p.stored, p.metadata
     tx = Transaction(snapshot, change.operation, change.parameters, read_buckets=())
-    metadata = snapshot.metadata
-    if change.new_fields:
-        metadata = evolve(metadata, change.new_fields)
     actions, index_files, read, by = [], {}, set(), set()
     try:
         for part in source.parts:
             one = replace(change, source=part.read())
             found_started = time.perf_counter()
-            found = find(snapshot, one, stored, wanted)
+            found = find(snapshot, one, stored, p.wanted)
             if part.buckets is not None:
                 found.files = [a for a in found.files if a.bucket in part.buckets]
             if found.located is not None and change.new_fields:
@@ -153,7 +167,7 @@ def _execute_parts(snapshot: Snapshot, change: Change, metrics: ChangeMetrics,
             elif read is not ALL_BUCKETS:
                 read |= part_read
             tx.read_buckets = read if read is ALL_BUCKETS else sorted(read)
-            part_actions, part_index = rewrite(snapshot, one, scope, schema, found, vectors, tx, metrics, metadata)
+            part_actions, part_index = rewrite(snapshot, one, scope, schema, found, p.vectors, tx, metrics, metadata)
             actions += part_actions
             for name, fs in part_index.items():
                 index_files.setdefault(name, []).extend(fs)
