@@ -26,6 +26,7 @@ from oracles import duckdb_delta  # noqa: E402
 
 from indexeddf import IndexedTable  # noqa: E402
 from indexeddf.errors import InvalidOptionError, SchemaMismatchError  # noqa: E402
+from indexeddf.reader import locate as locate_mod  # noqa: E402
 
 SCHEMA = pa.schema([("k", pa.int64()), ("v", pa.int64()), ("s", pa.string())])
 
@@ -170,9 +171,17 @@ def apply(t: IndexedTable, duck: Duck, op) -> None:
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(ops=st.lists(operations, min_size=1, max_size=5), auto_refresh=st.booleans(), vectors=st.booleans(),
-       probes=st.lists(st.integers(0, 180), min_size=1, max_size=10))
+       probes=st.lists(st.integers(0, 180), min_size=1, max_size=10), through=st.sampled_from(["index", "keys"]))
 def test_every_version_equals_duckdb_running_the_same_statements(tmp_path_factory, ops, auto_refresh, vectors,
-                                                                  probes):
+                                                                  probes, through):
+    # A change reads a touched bucket through the index, or by its key columns once its
+    # keys are many (reader/locate.py): each example forces one of the two.
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(locate_mod, "INDEX_ROWS_PER_KEY", 0 if through == "index" else 1 << 40)
+        _statements_equal_duckdb(tmp_path_factory, ops, auto_refresh, vectors, probes)
+
+
+def _statements_equal_duckdb(tmp_path_factory, ops, auto_refresh, vectors, probes):
     path = str(tmp_path_factory.mktemp("changes") / "t")
     first = rows(list(range(0, 50, 2)))
     t = IndexedTable.create(path, first, ["k"], num_buckets=4,

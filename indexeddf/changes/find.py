@@ -14,6 +14,7 @@ from ..errors import SchemaMismatchError
 from ..format.snapshot import Snapshot
 from ..optimizer import planner
 from ..reader import lookup as lookup_mod
+from ..reader.locate import locate
 from ..spec.actions import AddFile
 from .clauses import NOT_MATCHED_BY_SOURCE, UPDATE
 from .expressions import Scope
@@ -68,8 +69,7 @@ def find(snapshot: Snapshot, change: Change, schema: pa.Schema, with_rows: list[
         return Found([], "index")
     read = list(entry.columns) if with_rows is None else [c for c in schema.names
                                                           if c in with_rows or c in entry.columns]
-    located = lookup_mod.run_plan(
-        snapshot, planner.plan_lookup(snapshot, entry, table.select(list(entry.columns))), read, locate=True)
+    located = locate(snapshot, planner.plan_lookup(snapshot, entry, table.select(list(entry.columns))), read)
     ids = set(located.column(lookup_mod.FILE_ID).to_pylist())
     return Found([a for a in live if a.fileId in ids], "index", None if with_rows is None else located)
 

@@ -118,7 +118,7 @@ def run_task(ctx: ReadContext, task: LookupTask, columns: list[str] | None, loca
         trie, live = bucket_trie(ctx, task.index_files, hashes), ctx.live_covered_ids
     else:  # hybrid scan: files the index does not cover, probed through per-file tries
         trie, live = BucketTrie(tuple(file_segment(ctx, a) for a in task.scan_files)), None
-    return _probe(ctx, trie, live, task.keys, read_cols, hashes).select(
+    return probe_trie(ctx, trie, live, task.keys, read_cols, hashes).select(
         out_cols + ([FILE_ID, ROW_ORDINAL] if locate else []))
 
 
@@ -139,11 +139,12 @@ def run_plan(snapshot: Snapshot, plan: LookupPlan, columns: list[str] | None, lo
         parts = [run_task(ctx, t, columns, locate) for t in plan.tasks]
     if not parts:
         empty = plain(ctx.schema).empty_table().select(list(columns) if columns is not None else ctx.schema.names)
-        return _with_locators(empty, np.empty(0, np.int64), np.empty(0, np.int64)) if locate else empty
+        return with_locators(empty, np.empty(0, np.int64), np.empty(0, np.int64)) if locate else empty
     return without_empty_batches(pa.concat_tables(parts))
 
 
-def _with_locators(rows: pa.Table, file_ids: np.ndarray, ordinals: np.ndarray) -> pa.Table:
+def with_locators(rows: pa.Table, file_ids: np.ndarray, ordinals: np.ndarray) -> pa.Table:
+    """``rows`` with the :data:`FILE_ID` and :data:`ROW_ORDINAL` columns appended."""
     return rows.append_column(FILE_ID, pa.array(file_ids, pa.int64())).append_column(
         ROW_ORDINAL, pa.array(ordinals, pa.int64()))
 
@@ -213,7 +214,7 @@ def bucket_trie(ctx: ReadContext | Snapshot, index_files: tuple[IndexFile, ...],
 def _segment_parts(ctx: ReadContext, f: IndexFile, probes: np.ndarray) -> list[Segment] | None:
     """The segments of the row groups of ``f`` whose hash range holds one of ``probes``
     (sorted), each cached on its own; None when the whole file is the better read."""
-    footer = _index_footer(ctx, f.path)
+    footer = index_footer(ctx, f.path)
     n = len(footer.lows)
     if n < 2:
         return None
@@ -247,14 +248,18 @@ def _segment_parts(ctx: ReadContext, f: IndexFile, probes: np.ndarray) -> list[S
 
 
 @dataclass(frozen=True)
-class _IndexFooter:
+class IndexFooter:
+    """An index file's Parquet footer and each row group's range of hashes."""
+
     metadata: pq.FileMetaData
     lows: np.ndarray  # per row group: the smallest and largest hash
     highs: np.ndarray
 
 
-def _index_footer(ctx: ReadContext, path: str) -> _IndexFooter:
-    def load() -> _IndexFooter:
+def index_footer(ctx: ReadContext, path: str) -> IndexFooter:
+    """The footer of the index file ``path`` (cached: footers are small and reused)."""
+
+    def load() -> IndexFooter:
         meta = open_parquet(ctx.storage, path, ctx.version).metadata
         lows, highs = [], []
         for i in range(meta.num_row_groups):
@@ -265,7 +270,7 @@ def _index_footer(ctx: ReadContext, path: str) -> _IndexFooter:
             else:
                 lows.append(int(stats.min))
                 highs.append(int(stats.max))
-        return _IndexFooter(meta, np.array(lows, np.int64), np.array(highs, np.int64))
+        return IndexFooter(meta, np.array(lows, np.int64), np.array(highs, np.int64))
 
     return cache().get_or_load(("indexfooter", ctx.table_id, path), load,
                                lambda f: f.metadata.serialized_size + 16 * len(f.lows))
@@ -286,8 +291,8 @@ def file_segment(ctx: ReadContext, a: AddFile) -> Segment:
     return cache().get_or_load(key, load, lambda seg: seg.nbytes)
 
 
-def _probe(ctx: ReadContext, trie: BucketTrie, live: np.ndarray | None, keys: pa.Table, read_cols: list[str],
-           hashes: np.ndarray) -> pa.Table:
+def probe_trie(ctx: ReadContext, trie: BucketTrie, live: np.ndarray | None, keys: pa.Table, read_cols: list[str],
+               hashes: np.ndarray, cached: bool = True) -> pa.Table:
     """The verified rows of ``keys`` (their key ``hashes``) reached through ``trie``: probe
     it, read each candidate row once, and keep the rows whose key equals the key that
     probed them."""
@@ -296,7 +301,7 @@ def _probe(ctx: ReadContext, trie: BucketTrie, live: np.ndarray | None, keys: pa
         kept = _not_deleted(ctx, file_ids, rows)
         probe_of, file_ids, rows = probe_of[kept], file_ids[kept], rows[kept]
     if len(rows) == 0:
-        return _with_locators(plain(ctx.schema).empty_table().select(read_cols), np.empty(0, np.int64), np.empty(0, np.int64))
+        return with_locators(plain(ctx.schema).empty_table().select(read_cols), np.empty(0, np.int64), np.empty(0, np.int64))
     # Candidate rows, each once, ordered by file then row; `which` maps a probe match
     # to its candidate.
     order = np.lexsort((rows, file_ids))
@@ -308,8 +313,8 @@ def _probe(ctx: ReadContext, trie: BucketTrie, live: np.ndarray | None, keys: pa
     which[order] = np.cumsum(first) - 1
     starts = np.flatnonzero(np.concatenate(([True], cand_files[1:] != cand_files[:-1])))
     ends = np.append(starts[1:], len(cand_files))
-    candidates = _with_locators(pa.concat_tables([
-        fetch_rows(ctx, ctx.paths[int(cand_files[s])], cand_rows[s:e], read_cols) for s, e in zip(starts, ends)
+    candidates = with_locators(pa.concat_tables([
+        fetch_rows(ctx, ctx.paths[int(cand_files[s])], cand_rows[s:e], read_cols, cached) for s, e in zip(starts, ends)
     ]), cand_files, cand_rows)
     # Hash matches are candidates only: compare the key values (null-safe, NaN = NaN).
     match = np.ones(len(which), dtype=bool)
@@ -342,9 +347,10 @@ def deleted_rows(ctx: ReadContext, path: str) -> np.ndarray | None:
                                lambda rows: rows.nbytes)
 
 
-def fetch_rows(ctx: ReadContext, path: str, rows: np.ndarray, columns: list[str]) -> pa.Table:
+def fetch_rows(ctx: ReadContext, path: str, rows: np.ndarray, columns: list[str], cached: bool = True) -> pa.Table:
     """Rows (sorted distinct ordinals) of one data file, reading only the row groups
-    that hold them; rows its deletion vector deletes are left out."""
+    that hold them; rows its deletion vector deletes are left out. ``cached``: the row
+    groups read are kept in the lookup cache (a change's one-shot read keeps none)."""
     deleted = deleted_rows(ctx, path)
     if deleted is not None:
         rows = rows[~np.isin(rows, deleted)]
@@ -355,7 +361,7 @@ def fetch_rows(ctx: ReadContext, path: str, rows: np.ndarray, columns: list[str]
     cuts = (np.flatnonzero(groups[1:] != groups[:-1]) + 1).tolist()
     starts, ends = [0, *cuts], [*cuts, len(rows)]
     wanted = [int(groups[i]) for i in starts]
-    tables = _row_groups(ctx, path, footer, wanted, columns)
+    tables = _row_groups(ctx, path, footer, wanted, columns, cached)
     parts = []
     for g, s, e in zip(wanted, starts, ends):
         parts.extend(_pick(tables[g], rows[s:e] - footer.bounds[g]))
@@ -405,12 +411,14 @@ def _footer(ctx: ReadContext, path: str) -> _Footer:
     return cache().get_or_load(("footer", ctx.table_id, path), load, lambda f: f.metadata.serialized_size + f.bounds.nbytes)
 
 
-def _row_groups(ctx: ReadContext, path: str, footer: _Footer, groups: list[int], columns: list[str]) -> dict:
+def _row_groups(ctx: ReadContext, path: str, footer: _Footer, groups: list[int], columns: list[str],
+                use_cache: bool = True) -> dict:
     """Decoded row groups of one file by number, from the cache where present.
 
     The missing ones are read in one call: a read per row group costs about twice as
     much per row (a join touches most row groups of a file), and pyarrow decodes the
-    groups of one call in parallel. Each group is cached on its own (a slice).
+    groups of one call in parallel. Each group is cached on its own (a slice), unless
+    ``use_cache`` is False.
     """
     cached, out, missing = cache(), {}, []
     # The columns' table types are part of the key: a schema change may widen a column, and
@@ -418,7 +426,7 @@ def _row_groups(ctx: ReadContext, path: str, footer: _Footer, groups: list[int],
     types = tuple(str(ctx.schema.field(c).type) for c in columns)
     key = ("rowgroup", ctx.table_id, path, None, tuple(columns), types)
     for g in groups:
-        hit = cached.get(key[:3] + (g,) + key[4:])
+        hit = cached.get(key[:3] + (g,) + key[4:]) if use_cache else None
         if hit is None:
             missing.append(g)
         else:
@@ -437,7 +445,8 @@ def _row_groups(ctx: ReadContext, path: str, footer: _Footer, groups: list[int],
             n = int(footer.bounds[g + 1] - footer.bounds[g])
             out[g] = table.slice(start, n)
             start += n
-            cached.put(key[:3] + (g,) + key[4:], out[g], out[g].nbytes)
+            if use_cache:
+                cached.put(key[:3] + (g,) + key[4:], out[g], out[g].nbytes)
     return out
 
 
