@@ -71,3 +71,11 @@ def test_a_change_leaves_nothing_in_the_lookup_cache(table):
     kinds = {k[0] for k in cache().keys()}
     assert kinds <= {"indexfooter", "footer", "dv"}, kinds
     assert cache_stats().bytes < 1 << 16
+
+
+@given(values=st.lists(st.integers(-5, 30), max_size=80), keys=st.lists(st.integers(-5, 30), min_size=1, max_size=10),
+       ordered=st.booleans())
+def test_a_key_column_matches_its_keys_sorted_or_not(values, keys, ordered):
+    values = sorted(values) if ordered else values
+    got = locate_mod.matching_ordinals(pa.table({"k": pa.array(values, pa.int64())}), pa.table({"k": pa.array(keys, pa.int64())}))
+    assert got.tolist() == [i for i, v in enumerate(values) if v in set(keys)]

@@ -118,7 +118,7 @@ def _by_key_columns(ctx: ReadContext, files: list[AddFile], keys: pa.Table, read
     parts = []
     for a in files:
         rows = read_file(ctx.storage, a.path, ctx.schema, read_cols, ctx.version, a.partitionValues)
-        at = _matches(rows.select(key_cols), keys.select(key_cols))
+        at = matching_ordinals(rows.select(key_cols), keys.select(key_cols))
         deleted = deleted_rows(ctx, a.path)
         if deleted is not None and len(at):
             at = at[~np.isin(at, deleted)]
@@ -130,8 +130,16 @@ def _by_key_columns(ctx: ReadContext, files: list[AddFile], keys: pa.Table, read
     return pa.concat_tables(parts)
 
 
-def _matches(rows: pa.Table, keys: pa.Table) -> np.ndarray:
+def matching_ordinals(rows: pa.Table, keys: pa.Table) -> np.ndarray:
     """Ordinals (sorted) of ``rows`` whose columns equal those of a row of ``keys``."""
+    if rows.num_columns == 1 and _orderable(rows.column(0)):
+        values = rows.column(0).to_numpy()
+        if len(values) < 2 or bool(np.all(values[1:] >= values[:-1])):
+            # A sorted file (as optimize and changes write them): each key's rows are one
+            # range, found by binary search instead of a hash probe of every row.
+            probes = np.unique(keys.column(0).to_numpy())
+            lo, hi = np.searchsorted(values, probes, "left"), np.searchsorted(values, probes, "right")
+            return _ranges(lo, hi)
     if rows.num_columns == 1:
         mask = pc.is_in(rows.column(0), value_set=keys.column(0).combine_chunks())
         return np.flatnonzero(np.asarray(pc.fill_null(mask, False)))
@@ -139,6 +147,19 @@ def _matches(rows: pa.Table, keys: pa.Table) -> np.ndarray:
     joined = rows.append_column(ordinal, pa.array(np.arange(rows.num_rows, dtype=np.int64))).join(
         keys, keys=rows.column_names, join_type="inner", use_threads=False)
     return np.sort(joined.column(ordinal).to_numpy())
+
+
+def _orderable(column: pa.ChunkedArray) -> bool:
+    """Whether a key column compares as numpy compares its values (integers, dates and
+    timestamps without NULLs)."""
+    t = column.type
+    return column.null_count == 0 and (pa.types.is_integer(t) or pa.types.is_date(t) or pa.types.is_timestamp(t))
+
+
+def _ranges(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """Every position of the ranges ``[lo[i], hi[i])`` (ascending, disjoint), in order."""
+    counts = hi - lo
+    return np.repeat(lo, counts) + (np.arange(int(counts.sum())) - np.repeat(np.cumsum(counts) - counts, counts))
 
 
 def _matching_entries(ctx: ReadContext, f: IndexFile, probes: np.ndarray) -> Segment:
@@ -155,9 +176,7 @@ def _matching_entries(ctx: ReadContext, f: IndexFile, probes: np.ndarray) -> Seg
     if len(hashes) > 1 and not np.all(hashes[1:] >= hashes[:-1]):  # a file out of order: tolerated
         at = np.flatnonzero(np.isin(hashes, probes))
     else:
-        lo, hi = np.searchsorted(hashes, probes, "left"), np.searchsorted(hashes, probes, "right")
-        counts = hi - lo
-        at = np.repeat(lo, counts) + (np.arange(int(counts.sum())) - np.repeat(np.cumsum(counts) - counts, counts))
+        at = _ranges(np.searchsorted(hashes, probes, "left"), np.searchsorted(hashes, probes, "right"))
     return Segment.from_entries(f.path, table.take(pa.array(at, pa.int64())))
 
 

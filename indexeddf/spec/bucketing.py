@@ -345,6 +345,11 @@ def is_hashable_type(t: pa.DataType) -> bool:
     )
 
 
+SMALL_CHUNKS = 4096
+"""Rows a column's chunks average below which they are concatenated before hashing: each
+chunk costs a few numpy calls, which dominate for the many small chunks of gathered rows."""
+
+
 def spark_hash(columns: Sequence[pa.Array | pa.ChunkedArray], seed: int = SEED) -> np.ndarray:
     """Spark's ``hash(col1, col2, ...)`` for every row, as an int32 numpy array.
 
@@ -367,6 +372,9 @@ def spark_hash(columns: Sequence[pa.Array | pa.ChunkedArray], seed: int = SEED) 
 
     h = np.full(n, np.uint32(int(seed) & _MASK32), dtype=np.uint32)  # Java int bits of the seed
     for col in columns:
+        if isinstance(col, pa.ChunkedArray) and col.num_chunks > 1 and len(col) < SMALL_CHUNKS * col.num_chunks \
+                and not pat.is_dictionary(col.type):
+            col = col.combine_chunks()  # rows gathered by takes: a chunk a few rows, hashed at once
         chunks = col.chunks if isinstance(col, pa.ChunkedArray) else [col]
         # Hash chunk by chunk against the matching slice of the running hash: no
         # concatenation copy, and chunk boundaries need not line up across columns.
