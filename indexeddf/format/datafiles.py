@@ -105,10 +105,13 @@ def _stored_columns(pf: pq.ParquetFile, wanted: list[str], schema: pa.Schema,
 
 
 def read_live_rows(storage: TableStorage, add: AddFile, schema: pa.Schema, columns: Sequence[str] | None = None,
-                   version: int | None = None) -> pa.Table:
+                   version: int | None = None, deleted: np.ndarray | None = None) -> pa.Table:
     """The rows of one data file that are in the table (its deletion vector's rows
-    dropped), with ``columns`` (all when None), typed as ``schema``, in file order."""
+    dropped), with ``columns`` (all when None), typed as ``schema``, in file order.
+    ``deleted``: the rows of the file's deletion vector, when the caller has them."""
     rows = read_file(storage, add.path, schema, columns, version, add.partitionValues)
+    if deleted is not None:
+        return rows.filter(pa.array(keep_mask(rows.num_rows, deleted)))
     mask = live_mask(storage, add, rows.num_rows)
     return rows if mask is None else rows.filter(mask)
 

@@ -41,6 +41,11 @@ _WHAT_TO_DO = ("the deletion vector was damaged or replaced outside Delta; resto
                "or read (or RESTORE the table to) a version before the one that added it")
 
 
+_ONE_READ_BYTES = 1 << 16
+"""A DV whose frame ends within this many bytes of its file's start is read with the
+file's version byte in one read."""
+
+
 def _source(storage: TableStorage, d: DeletionVectorDescriptor) -> tuple[fsspec.AbstractFileSystem, str]:
     """The filesystem and path of an on-disk DV's file."""
     if d.storageType == "u":
@@ -79,15 +84,23 @@ def _where(storage: TableStorage, d: DeletionVectorDescriptor) -> tuple[str, str
 def read_serialized(storage: TableStorage, d: DeletionVectorDescriptor) -> bytes:
     """The serialized DV a descriptor names, its file's version byte, size field and
     CRC-32 checked (inline: the Z85 text decoded)."""
-    where, path = _where(storage, d)
     try:
         if d.is_inline:
             return d.inline_data
         fs, path = _source(storage, d)
-        dvspec.check_file_version(_read_range(fs, path, 0, 1))
-        frame = _read_range(fs, path, d.file_offset, dvspec.frame_length(d.sizeInBytes))
+        # One read from the file's start when the frame is near it (the version byte comes
+        # with it), else two: a change's DVs share a file, and each read opens it.
+        end = d.file_offset + dvspec.frame_length(d.sizeInBytes)
+        if end <= _ONE_READ_BYTES:
+            head = _read_range(fs, path, 0, end)
+            dvspec.check_file_version(head[:1])
+            frame = head[d.file_offset:]
+        else:
+            dvspec.check_file_version(_read_range(fs, path, 0, 1))
+            frame = _read_range(fs, path, d.file_offset, end - d.file_offset)
         return dvspec.unframe(frame, d.sizeInBytes)
     except DeletionVectorDecodeError as e:
+        where, path = _where(storage, d)  # named only when something is wrong: it decodes the uuid
         raise _corrupt(where, e, path) from None
 
 
@@ -95,12 +108,13 @@ def read_deletion_vector(storage: TableStorage, d: DeletionVectorDescriptor) -> 
     """The sorted row indexes (uint64) a descriptor's DV deletes from its data file,
     checked against the descriptor's cardinality."""
     data = read_serialized(storage, d)
-    where, path = _where(storage, d)
     try:
         rows = dvspec.deserialize(data)
     except DeletionVectorDecodeError as e:
+        where, path = _where(storage, d)
         raise _corrupt(where, e, path) from None
     if len(rows) != d.cardinality:
+        where, path = _where(storage, d)
         raise _corrupt(where, f"it holds {len(rows)} row indexes, the log's cardinality says {d.cardinality}", path)
     return rows
 

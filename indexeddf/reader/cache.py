@@ -1,4 +1,4 @@
-"""The per-process cache of index segments and decoded row groups.
+"""The per-process cache of index segments, decoded row groups and deletion vectors.
 
 Index and data files are immutable (every write makes new files with new names), so
 entries are keyed by table id and file path (plus row group and columns for data)
@@ -138,3 +138,13 @@ def cache_stats() -> CacheStats:
     """A copy of this process's cache counters."""
     s = _CACHE.stats
     return CacheStats(s.hits, s.misses, s.evictions, s.bytes, s.entries)
+
+
+def deletion_vector_rows(storage, table_id: str, dv):
+    """The sorted row ordinals the deletion vector ``dv`` (a descriptor) deletes, read once
+    a process: a DV is immutable under its unique id, and a table changed by many merges
+    has hundreds, which every scan and lookup of it applies."""
+    from ..format.deletion_vectors import read_deletion_vector
+
+    return _CACHE.get_or_load(("dv", table_id, dv.unique_id), lambda: read_deletion_vector(storage, dv),
+                              lambda rows: rows.nbytes)

@@ -17,15 +17,18 @@ from __future__ import annotations
 from collections.abc import Sequence
 from itertools import groupby
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..format.datafiles import INT96_UNIT, live_mask, missing_file, read_live_rows
+from ..format.datafiles import INT96_UNIT, missing_file, read_live_rows
+from ..format.deletion_vectors import keep_mask
 from ..format.snapshot import Snapshot
 from ..spec.actions import AddFile
 from ..spec.column_mapping import is_mapped, plain, table_schema
 from ..spec.partitions import partition_expression
 from ..spec.schema import check_columns
+from .cache import deletion_vector_rows
 
 
 def read_snapshot(snapshot: Snapshot, columns: Sequence[str] | None = None, filter: pc.Expression | None = None) -> pa.Table:
@@ -68,13 +71,15 @@ def _read_all_then_order(snapshot: Snapshot, files: list[AddFile], schema: pa.Sc
     rows = _read_dataset(snapshot, files, schema, columns, None)
     if rows.num_rows != sum(counts):
         return None
-    parts, at = [], 0
+    # One mask over all the rows and one filter: a filter per file cost more than the
+    # read of hundreds of small files.
+    keep, at = np.ones(rows.num_rows, dtype=bool), 0
     for a, n in zip(files, counts):
-        part = rows.slice(at, n)
+        deleted = _deleted(snapshot, a)
+        if deleted is not None:
+            keep[at:at + n] = keep_mask(n, deleted)
         at += n
-        mask = live_mask(snapshot.storage, a, n)
-        parts.append(part if mask is None else part.filter(pa.array(mask)))
-    return pa.concat_tables(parts)
+    return rows if keep.all() else rows.filter(pa.array(keep))
 
 
 def _live_rows(snapshot: Snapshot, files: list[AddFile], schema: pa.Schema, columns: list[str] | None) -> list:
@@ -83,8 +88,15 @@ def _live_rows(snapshot: Snapshot, files: list[AddFile], schema: pa.Schema, colu
     from concurrent.futures import ThreadPoolExecutor
 
     with ThreadPoolExecutor(2) as pool:
-        return list(pool.map(
-            lambda a: read_live_rows(snapshot.storage, a, schema, columns, version=snapshot.version), files))
+        return list(pool.map(lambda a: read_live_rows(snapshot.storage, a, schema, columns, version=snapshot.version,
+                                                      deleted=_deleted(snapshot, a)), files))
+
+
+def _deleted(snapshot: Snapshot, a: AddFile):
+    """The rows ``a``'s deletion vector deletes (from the process's cache), or None."""
+    if a.deletionVector is None:
+        return None
+    return deletion_vector_rows(snapshot.storage, snapshot.metadata.id, a.deletionVector)
 
 
 def _read_dataset(snapshot: Snapshot, files: list[AddFile], schema: pa.Schema, columns: list[str] | None,

@@ -34,14 +34,13 @@ from ..format.datafiles import (
     read_live_rows,
     read_named_file,
 )
-from ..format.deletion_vectors import read_deletion_vector
 from ..format.snapshot import Snapshot
 from ..format.storage import TableStorage, frozen_options, thawed_options
 from ..spec.actions import AddFile, IndexFile
 from ..spec.bucketing import key_hash
 from ..spec.column_mapping import file_schema, physical_name, plain
 from ..spec.schema import check_columns, dictionary_columns
-from .cache import cache
+from .cache import cache, deletion_vector_rows
 from .plan import LookupPlan, LookupTask
 from .trie import BucketTrie, Segment
 
@@ -343,8 +342,7 @@ def deleted_rows(ctx: ReadContext, path: str) -> np.ndarray | None:
     dv = ctx.deletion_vectors.get(path)
     if dv is None:
         return None
-    return cache().get_or_load(("dv", ctx.table_id, dv.unique_id), lambda: read_deletion_vector(ctx.storage, dv),
-                               lambda rows: rows.nbytes)
+    return deletion_vector_rows(ctx.storage, ctx.table_id, dv)
 
 
 def fetch_rows(ctx: ReadContext, path: str, rows: np.ndarray, columns: list[str], cached: bool = True) -> pa.Table:

@@ -22,6 +22,7 @@ them). Nothing here does I/O; ``format/deletion_vectors.py`` reads and writes th
 
 from __future__ import annotations
 
+import functools
 import struct
 import uuid as uuidlib
 import zlib
@@ -106,8 +107,10 @@ def encode_uuid(value: uuidlib.UUID) -> str:
     return z85_encode(value.bytes)
 
 
+@functools.lru_cache(maxsize=4096)
 def decode_uuid(text: str) -> uuidlib.UUID:
-    """The uuid of a 20-character Z85 string."""
+    """The uuid of a 20-character Z85 string (cached: a scan names each DV file's uuid
+    once a file, and hundreds of files share a few DV files)."""
     if len(text) != ENCODED_UUID_LENGTH:
         raise DeletionVectorDecodeError(f"an encoded uuid has {ENCODED_UUID_LENGTH} characters, got {len(text)}")
     return uuidlib.UUID(bytes=z85_decode(text))
