@@ -234,9 +234,10 @@ class IndexedTable(TableWrites, TableAdmin):
         count), as for a table written with ``bucketBy``, so joins and aggregations on
         the index columns do not shuffle this side; where that cannot be done (files
         written before bucket-suffixed names, floating-point index columns, Spark
-        Connect) the scan is a plain one. A version whose files have deletion vectors is
-        read by the Python data source instead (Spark's Parquet reader cannot drop the
-        rows they delete). See docs/spark.md.
+        Connect) the scan is a plain one. A version whose files have deletion vectors (or of
+        a partitioned table) is read by the JVM connector where the session has it, else
+        by the Python data source (Spark's Parquet reader cannot drop the rows they
+        delete). See docs/spark.md.
         """
         from .spark.native import native_scan
 

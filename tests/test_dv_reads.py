@@ -350,6 +350,9 @@ def test_spark_python_source_and_the_connector_drop_deleted_rows(spark, table_pa
     t = IndexedTable.for_path(table_path)
     assert_same(rows(t.to_df(spark)), want)
     assert_same(rows(t.to_df(spark, bucketed=True)), want)
+    # With the connector on, to_df of a version with DVs is its read, not the Python source's.
+    plan = t.to_df(spark)._jdf.queryExecution().executedPlan().toString()
+    assert "indexeddf_python" not in plan.lower() and "PythonScan" not in plan, plan
     # The JVM connector applies them too (tests/test_connector_dv.py covers its every path).
     assert_same(rows(spark.read.format("indexeddf").load(table_path)), want)
     assert_same(rows(spark.read.format("indexeddf").option("versionAsOf", t.version).load(table_path)), want)

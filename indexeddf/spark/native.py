@@ -62,10 +62,10 @@ def native_scan(spark, snapshot: Snapshot, columns: Sequence[str] | None = None,
     ``bucketed``: tell Spark how the files are bucketed (:mod:`.bucketed`), where
     possible (``bucketed_scan_reason`` says why not); otherwise, or when False, a plain
     scan. A JVM that cannot build the bucketed relation gives a plain scan and a warning.
-    A snapshot whose files have deletion vectors is read by the Python data source
-    instead, which drops the rows they delete (Spark's Parquet reader cannot); a
-    partitioned table's by the JVM connector (or the Python data source), which take the
-    partition columns from the log.
+    A snapshot whose files have deletion vectors, or of a partitioned table, is read by
+    the JVM connector (or, without it, the Python data source) instead: they drop the rows
+    a deletion vector deletes and take the partition columns from the log, which Spark's
+    Parquet reader over the bare files cannot.
     A Spark Connect client has no JVM: it reads the version through the server's JVM
     connector instead (``format("indexeddf")`` with ``versionAsOf``, which reports the same
     bucketing), or, when the server has no connector, plainly with a warning.
@@ -77,13 +77,11 @@ def native_scan(spark, snapshot: Snapshot, columns: Sequence[str] | None = None,
     check_columns(schema.names, columns)
     files = snapshot.live_files()
     df = None
-    if any(a.deletionVector is not None for a in files):
-        # Spark's Parquet reader cannot drop the rows a deletion vector deletes.
-        df = _python_source_scan(spark, snapshot)
-    elif snapshot.metadata.partitionColumns and files:
-        # Spark's Parquet reader over the bare files would not know their partition values
-        # (the log has them, not the files): the connector, or the Python source, reads them.
-        df = _partitioned_scan(spark, snapshot)
+    if any(a.deletionVector is not None for a in files) or (snapshot.metadata.partitionColumns and files):
+        # Spark's Parquet reader cannot drop the rows a deletion vector deletes, nor know a
+        # file's partition values (the log has them, not the files): the connector, or the
+        # Python source, reads them.
+        df = _version_scan(spark, snapshot)
     elif bucketed and files and bucketed_scan_reason(snapshot) is None:
         paths = [hadoop_path(snapshot.storage, a.path, glob_escaped=False) for a in files]
         if is_connect(spark):
@@ -102,9 +100,10 @@ def native_scan(spark, snapshot: Snapshot, columns: Sequence[str] | None = None,
     return df if columns is None else df.select(*columns)
 
 
-def _partitioned_scan(spark, snapshot: Snapshot):
-    """A partitioned table's version through the JVM connector (partition columns from the
-    log, partition and bucket pruning), else through the Python data source."""
+def _version_scan(spark, snapshot: Snapshot):
+    """The snapshot's version through the JVM connector (deletion vectors applied in its
+    Parquet reads, partition columns from the log, partition and bucket pruning), else
+    through the Python data source."""
     from .session import CONNECTOR, _register
 
     if _register(spark) == CONNECTOR and not snapshot.storage.storage_options:
