@@ -202,3 +202,44 @@ def test_a_statement_from_an_interpreter_run_without_pyspark_python(tmp_path):
                           text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.strip().splitlines()[-1] == "6"
+
+
+def test_a_merge_source_is_staged_by_bucket_and_read_a_bucket_at_a_time(tmp_path):
+    """The tasks' side and the commit's side of a SQL MERGE's write, called as Spark calls
+    them: each task stages its rows a file per bucket (the table's bucketing of the source
+    keys), the commit reads a bucket's part at a time, and the result is DuckDB's."""
+    import json
+
+    from indexeddf.changes.parts import PartedSource
+    from indexeddf.spark import change as sql_change
+    from indexeddf.spec.bucketing import bucket_ids
+
+    path = str(tmp_path / "t")
+    t = IndexedTable.create(path, rows(list(range(0, 400, 2))), ["k"], num_buckets=8)
+    spec = {"operation": "MERGE", "predicate": "target.k = source.k", "sourceAlias": "source",
+            "targetAlias": "target",
+            "clauses": [{"when": "matched", "action": "update", "all": False,
+                         "updates": {"v": "source.v", "s": "source.s"}},
+                        {"when": "not_matched", "action": "insert", "all": False,
+                         "updates": {"k": "source.k", "v": "source.v", "s": "source.s"}}]}
+    from pyspark.sql.types import LongType, StringType, StructField, StructType
+
+    schema = StructType([StructField("k", LongType()), StructField("v", LongType()), StructField("s", StringType())])
+    writer = sql_change.change_writer({"path": path, sql_change.CHANGE_OPTION: json.dumps(spec)}, schema)
+    assert writer.staging is not None and writer.staging.num_buckets == 8
+    tasks = [rows(list(range(1, 300, 3)), 7, "x"), rows(list(range(300, 500, 5)), 9, "y")]
+    messages = [writer.write(iter(task.to_batches(max_chunksize=17))) for task in tasks]
+    for task, m in zip(tasks, messages):
+        assert sorted(set(m.buckets)) == sorted(set(bucket_ids([task.column("k")], 8).tolist()))
+        assert sum(m.rows) == m.num_rows == task.num_rows
+    source = writer._source(t.snapshot.storage, t.snapshot, messages)
+    assert isinstance(source, PartedSource) and all(len(p.buckets) == 1 for p in source.parts)
+    assert len(source.parts) == 8
+    writer.commit(messages)
+    duck = Duck(rows(list(range(0, 400, 2))))
+    both = pa.concat_tables(tasks)
+    duck.run("MERGE INTO target AS t USING source_rows AS s ON t.k = s.k WHEN MATCHED THEN UPDATE SET v = s.v, "
+             "s = s.s WHEN NOT MATCHED THEN INSERT VALUES (s.k, s.v, s.s)", both)
+    assert ordered(IndexedTable.for_path(path).to_arrow()) == ordered(duck.rows())
+    staged = os.path.join(path, "data", "_staging", writer.write_id)
+    assert not os.path.exists(staged) or not os.listdir(staged)  # the staged source is gone

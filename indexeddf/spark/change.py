@@ -8,20 +8,26 @@ conditions and assignments as Spark SQL text (a MERGE's names qualified ``target
 1. executors (:meth:`ChangeWriter.write`): a MERGE's source rows, as Spark computed them
    (with every expression over the source's columns alone already evaluated, as extra
    columns), are staged as Parquet files in ``data/_staging/<write id>/``; DELETE and
-   UPDATE have no rows;
+   UPDATE have no rows. When the ON condition fixes every bucketing column of the table
+   by equality with source columns, each task stages its rows by the table's bucket
+   (Spark's hash of the source keys in the table's types, as ``changes/parts.py`` and a
+   DataFrame source do), one file per bucket it holds rows of;
 2. driver (:meth:`ChangeWriter.commit`): the change engine runs the statement on the
    newest version, the same engine as ``IndexedTable.merge / update / delete``: the index
-   finds the rows where it can, copy-on-write or deletion vectors, one commit. The staged
-   files are deleted whatever happens (also on :meth:`ChangeWriter.abort`).
+   finds the rows where it can, copy-on-write or deletion vectors, one commit. A source
+   staged by bucket is read one bucket's part at a time (never whole in the driver), as
+   long as the newest version still allows it (else it is read whole). The staged files
+   are deleted whatever happens (also on :meth:`ChangeWriter.abort`).
 """
 
 from __future__ import annotations
 
 import json
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Iterator
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
@@ -29,8 +35,11 @@ from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
 from ..changes import delete_matching, merge_change, update_rows
 from ..changes.clauses import Clause
 from ..changes.engine import execute
-from ..errors import InvalidOptionError
-from ..format.snapshot import load_snapshot
+from ..changes.parts import PartedSource, SourcePart, bucket_keys
+from ..errors import IndexedDFError, InvalidOptionError
+from ..format.snapshot import Snapshot, load_snapshot
+from ..spec.bucketing import bucket_ids
+from ..spec.schema import arrow_schema
 from . import options as so
 from .write_task import staging_path
 
@@ -44,10 +53,33 @@ CHANGE_OPTIONS = ["path", "storageOptions", CHANGE_OPTION, RESULT_OPTION]
 
 @dataclass
 class StagedSource(WriterCommitMessage):
-    """The source files one task staged."""
+    """The source files one task staged, and each file's bucket and rows (bucket -1: rows
+    of any bucket)."""
 
     paths: list[str]
     num_rows: int
+    buckets: list[int] = field(default_factory=list)
+    rows: list[int] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class StagingBuckets:
+    """How tasks stage a MERGE source by the table's bucket: the source columns equal to
+    the table's bucketing columns (in their order), those columns' table types, and the
+    bucket count."""
+
+    source_columns: tuple[str, ...]
+    types: tuple[pa.DataType, ...]
+    num_buckets: int
+
+    def of(self, rows: pa.Table) -> np.ndarray | None:
+        """Each row's bucket; None when a key does not fit the table's type exactly (the
+        task then stages its rows unbucketed)."""
+        try:
+            keys = [rows.column(c).cast(t) for c, t in zip(self.source_columns, self.types)]
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
+            return None
+        return bucket_ids(keys, self.num_buckets)
 
 
 def is_change(options: Any) -> bool:
@@ -64,8 +96,26 @@ def change_writer(options: Any, schema) -> "ChangeWriter":
         raise InvalidOptionError(f"the option {CHANGE_OPTION} is not JSON: {e}") from None
     if spec.get("operation") not in ("DELETE", "UPDATE", "MERGE"):
         raise InvalidOptionError(f"{CHANGE_OPTION}: unknown operation {spec.get('operation')!r}")
-    return ChangeWriter(so.option_path(opts), so.storage_options(opts), spec, so.arrow_schema_of(schema),
-                        opts.get(RESULT_OPTION))
+    writer = ChangeWriter(so.option_path(opts), so.storage_options(opts), spec, so.arrow_schema_of(schema),
+                          opts.get(RESULT_OPTION))
+    if spec["operation"] == "MERGE":
+        try:
+            writer.staging = staging_buckets(load_snapshot(writer._storage()), spec, writer.schema)
+        except IndexedDFError:
+            pass  # the commit raises it, where a change's errors are raised
+    return writer
+
+
+def staging_buckets(snapshot: Snapshot, spec: dict, schema: pa.Schema) -> StagingBuckets | None:
+    """How a MERGE's tasks stage its source (``schema``) by bucket at ``snapshot``; None
+    when the change must see the whole source (``changes.parts.bucket_keys``)."""
+    change = change_of(spec, schema.empty_table())(snapshot)
+    keys = bucket_keys(snapshot, change)
+    if keys is None:
+        return None
+    table = arrow_schema(snapshot.metadata.schema_)
+    return StagingBuckets(tuple(keys), tuple(table.field(c).type for c in snapshot.metadata.indexColumns),
+                          snapshot.metadata.numBuckets)
 
 
 class ChangeWriter(DataSourceArrowWriter):
@@ -76,6 +126,7 @@ class ChangeWriter(DataSourceArrowWriter):
         self.url, self.storage_options, self.spec, self.schema = url, storage_options, spec, schema
         self.result_file = result_file
         self.write_id = uuid.uuid4().hex
+        self.staging: StagingBuckets | None = None
 
     def _storage(self):
         return so.shared_storage(self.url, self.storage_options)
@@ -90,25 +141,63 @@ class ChangeWriter(DataSourceArrowWriter):
         if not batches:
             return StagedSource([], 0)
         rows = pa.Table.from_batches(batches).cast(self.schema)
+        buckets = self.staging.of(rows) if self.staging is not None else None
+        if buckets is None:
+            return self._stage(StagedSource([], 0), -1, rows)
+        staged = StagedSource([], 0)
+        order = np.argsort(buckets, kind="stable")
+        rows, buckets = rows.take(pa.array(order)), buckets[order]
+        starts = np.flatnonzero(np.r_[True, buckets[1:] != buckets[:-1]])
+        for s, e in zip(starts, np.r_[starts[1:], len(buckets)]):
+            self._stage(staged, int(buckets[s]), rows.slice(s, e - s))
+        return staged
+
+    def _stage(self, staged: StagedSource, bucket: int, rows: pa.Table) -> StagedSource:
+        """Write ``rows`` (of ``bucket``, -1: any) as one staged file, noted in ``staged``."""
         sink = pa.BufferOutputStream()
         pq.write_table(rows, sink)
-        rel = staging_path(self.write_id, f"source-{uuid.uuid4().hex}.parquet")
+        rel = staging_path(self.write_id, f"bucket={bucket}-{uuid.uuid4().hex}.parquet")
         self._storage().write_bytes(rel, sink.getvalue().to_pybytes())
-        return StagedSource([rel], rows.num_rows)
+        staged.paths.append(rel)
+        staged.buckets.append(bucket)
+        staged.rows.append(rows.num_rows)
+        staged.num_rows += rows.num_rows
+        return staged
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
         """Run the change on the newest version, then drop the staged source."""
         storage = self._storage()
         try:
-            paths = [p for m in messages if isinstance(m, StagedSource) for p in m.paths]
-            source = _read_source(storage, paths, self.schema) if self.spec["operation"] == "MERGE" else None
             snapshot = load_snapshot(storage)
-            _, metrics = execute(snapshot, change_of(self.spec, source)(snapshot))
+            if self.spec["operation"] == "MERGE":
+                source = self._source(storage, snapshot, [m for m in messages if isinstance(m, StagedSource)])
+                whole = isinstance(source, pa.Table)
+                change = change_of(self.spec, source if whole else self.schema.empty_table())(snapshot)
+                change.source = source
+            else:
+                change = change_of(self.spec, None)(snapshot)
+            _, metrics = execute(snapshot, change)
             if self.result_file:
                 with open(self.result_file, "w") as f:
                     json.dump({"version": metrics.version, "metrics": metrics.as_dict()}, f)
         finally:
             _drop_staging(storage, self.write_id)
+
+    def _source(self, storage, snapshot: Snapshot, staged: list[StagedSource]) -> PartedSource | pa.Table:
+        """The staged source: a part a bucket when every task staged by bucket and the
+        newest version still buckets the source the same way, else the rows, read whole."""
+        files = [(b, p, n) for m in staged for b, p, n in zip(m.buckets, m.paths, m.rows)]
+        parted = (self.staging is not None and files and all(b >= 0 for b, _, _ in files)
+                  and staging_buckets(snapshot, self.spec, self.schema) == self.staging)
+        if not parted:
+            return _read_source(storage, [p for _, p, _ in files], self.schema)
+        by_bucket: dict[int, list[tuple[str, int]]] = {}
+        for b, p, n in files:
+            by_bucket.setdefault(b, []).append((p, n))
+        return PartedSource(self.schema, [
+            SourcePart(frozenset([b]), sum(n for _, n in fs),
+                       lambda paths=[p for p, _ in fs]: _read_source(storage, paths, self.schema))
+            for b, fs in sorted(by_bucket.items())])
 
     def abort(self, messages: list[WriterCommitMessage | None]) -> None:
         """Drop the staged source; nothing was committed."""
