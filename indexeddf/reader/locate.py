@@ -83,7 +83,10 @@ def _locate_task(ctx: ReadContext, files: dict[int, AddFile], task: LookupTask, 
     else:
         covered = _covered_files(ctx, files, task.index_files)
         rows = [a.stats.numRecords if a.stats is not None else None for a in covered]
-        if _key_columns_cheaper(ctx, task.keys, rows):
+        # Only files of this very bucket: a file of every bucket (another writer's, or under
+        # a secondary index) would be read again for each touched bucket.
+        own = all(a.bucket == task.bucket for a in covered)
+        if own and _key_columns_cheaper(ctx, task.keys, rows):
             found = _by_key_columns(ctx, covered, task.keys, read_cols)
         else:
             hashes = key_hash([task.keys.column(c) for c in ctx.index_columns])
