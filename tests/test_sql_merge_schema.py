@@ -147,3 +147,28 @@ def test_a_source_column_differing_only_by_case_is_refused_and_nothing_commits(r
         sql_rows(spark, f"MERGE WITH SCHEMA EVOLUTION INTO indexeddf.`{path}` t USING src s ON t.k = s.k "
                         "WHEN MATCHED THEN UPDATE SET *")
     assert IndexedTable.for_path(path).version == 0
+
+
+def test_a_source_struct_with_a_new_field_evolves_the_struct_in_the_merge_commit(registered, tmp_path):
+    """Through Spark's analyzer: the * clauses of MERGE WITH SCHEMA EVOLUTION add a struct's
+    new field (Delta's rule for nested columns), old rows read it as NULL."""
+    spark = registered
+    path = str(tmp_path / "t")
+    point = pa.struct([("a", pa.int64()), ("b", pa.string())])
+    first = pa.table({"k": pa.array([1, 2, 3], pa.int64()),
+                      "p": pa.array([{"a": i, "b": f"b{i}"} for i in (1, 2, 3)], point)})
+    IndexedTable.create(path, first, ["k"], num_buckets=2)
+    spark.sql("SELECT 2L AS k, named_struct('a', 20L, 'b', 'B2', 'c', 'C2') AS p UNION ALL "
+              "SELECT 9L, named_struct('a', 90L, 'b', 'B9', 'c', 'C9')").createOrReplaceTempView("nested_src")
+    result = sql_rows(spark, f"MERGE WITH SCHEMA EVOLUTION INTO indexeddf.`{path}` AS t USING nested_src AS s "
+                             "ON t.k = s.k WHEN MATCHED THEN UPDATE SET * WHEN NOT MATCHED THEN INSERT *")
+    assert result == [{"num_affected_rows": 2, "num_updated_rows": 1, "num_deleted_rows": 0, "num_inserted_rows": 1}]
+    t = IndexedTable.for_path(path)
+    assert t.version == 1 and [f.name for f in t.schema.field("p").type] == ["a", "b", "c"]
+    want = {1: {"a": 1, "b": "b1", "c": None}, 2: {"a": 20, "b": "B2", "c": "C2"},
+            3: {"a": 3, "b": "b3", "c": None}, 9: {"a": 90, "b": "B9", "c": "C9"}}
+    assert {r["k"]: r["p"] for r in t.to_arrow().to_pylist()} == want
+    got = spark.sql(f"SELECT k, p FROM indexeddf.`{path}`").collect()
+    assert {r.k: r.p.asDict() for r in got} == want
+    theirs = duckdb_delta().execute(f"SELECT k, p FROM delta_scan('{path}')").to_arrow_table()
+    assert {r["k"]: r["p"] for r in theirs.to_pylist()} == want

@@ -55,7 +55,7 @@ public final class ResolveChanges extends Rule<LogicalPlan> {
         return plan.resolveOperatorsDown(new AbstractPartialFunction<LogicalPlan, LogicalPlan>() {
             @Override
             public boolean isDefinedAt(LogicalPlan p) {
-                return p.resolved() && relationOf(target(p)) != null;
+                return (p.resolved() || resolvedButItsStars(p)) && relationOf(target(p)) != null;
             }
 
             @Override
@@ -63,6 +63,41 @@ public final class ResolveChanges extends Rule<LogicalPlan> {
                 return command(p);
             }
         });
+    }
+
+    /**
+     * Whether {@code p} is a MERGE that evolves the schema and is resolved but for the
+     * assignments Spark made of its {@code *} clauses. A source struct with a field the
+     * table's struct lacks makes Spark assign it through a cast to the table's struct, which
+     * cannot drop a field and stays unresolved; those assignments are not used (the engine
+     * takes a {@code *} clause's source columns by name, and adds the new fields).
+     */
+    private boolean resolvedButItsStars(LogicalPlan p) {
+        if (!(p instanceof MergeIntoTable) || !MergeStars.evolves(session, (MergeIntoTable) p)) {
+            return false;
+        }
+        MergeIntoTable m = (MergeIntoTable) p;
+        List<String> stars = MergeStars.of(m);
+        if (stars == null || !m.targetTable().resolved() || !m.sourceTable().resolved()
+                || !m.mergeCondition().resolved()) {
+            return false;
+        }
+        return resolvedBut(stars, "matched", m.matchedActions()) && resolvedBut(stars, "not_matched", m.notMatchedActions())
+            && resolvedBut(stars, "not_matched_by_source", m.notMatchedBySourceActions());
+    }
+
+    private static boolean resolvedBut(List<String> stars, String when, scala.collection.immutable.Seq<MergeAction> seq) {
+        List<MergeAction> actions = actions(seq);
+        for (int i = 0; i < actions.size(); i++) {
+            MergeAction a = actions.get(i);
+            boolean ok = stars.contains(MergeStars.key(when, i))
+                ? a.condition().isEmpty() || a.condition().get().resolved()
+                : a.resolved();
+            if (!ok) {
+                return false;
+            }
+        }
+        return true;
     }
 
     /** The table a change statement changes, or null when {@code p} is not one. */
