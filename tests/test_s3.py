@@ -142,3 +142,39 @@ def test_spark_reads_and_writes_a_table_on_s3(s3, spark):
     assert sorted(again.lookup([5])["v"].to_pylist()) == fives + [10_000]
     # The same DataFrame, loaded before the append, still answers its own version.
     assert sorted(r.v for r in df.where("k = 5").collect()) == fives
+
+
+@pytest.mark.parametrize("vectors", [False, True])
+def test_a_pipeline_upserts_a_table_on_s3(s3, vectors, monkeypatch):
+    """MERGE, UPDATE and DELETE of a table on S3, rows found through the index (a few keys
+    a bucket) and by the key columns (many), against DuckDB running the same statements."""
+    import duckdb
+
+    from indexeddf.reader import locate
+
+    opts = s3.endpoint.options()
+    url = f"s3://lake/upserted-{vectors}"
+    first = pa.table({"k": pa.array(range(0, 400, 2), pa.int64()), "v": pa.array(range(200), pa.int64())})
+    t = IndexedTable.create(url, first, index_columns=["k"], num_buckets=4, storage_options=opts,
+                            properties={"delta.enableDeletionVectors": str(vectors).lower()})
+    duck = duckdb.connect()
+    duck.register("first_rows", first)
+    duck.execute("CREATE TABLE target AS SELECT * FROM first_rows")
+    for i, (keys, rows_per_key) in enumerate([([1, 2, 4, 999], 0), (list(range(0, 300, 3)), 1 << 40)]):
+        monkeypatch.setattr(locate, "INDEX_ROWS_PER_KEY", rows_per_key)  # through the index, then by key columns
+        src = pa.table({"k": pa.array(keys, pa.int64()), "v": pa.array([1000 * (i + 1) + k for k in keys], pa.int64())})
+        m = t.merge(src, "t.k = s.k", source_alias="s", target_alias="t").when_matched_update_all() \
+            .when_not_matched_insert_all().execute()
+        assert m["rows_found_by"] == "index"
+        duck.register("source_rows", src)
+        duck.execute("MERGE INTO target AS t USING source_rows AS s ON t.k = s.k WHEN MATCHED THEN UPDATE SET v = s.v "
+                     "WHEN NOT MATCHED THEN INSERT VALUES (s.k, s.v)")
+    t.update({"v": "v + 1"}, "k IN (6, 8)")
+    duck.execute("UPDATE target SET v = v + 1 WHERE k IN (6, 8)")
+    t.delete("k = 10 OR k = 12")
+    duck.execute("DELETE FROM target WHERE k = 10 OR k = 12")
+    want = sorted(duck.execute("SELECT k, v FROM target").fetchall())
+    reopened = IndexedTable.for_path(url, storage_options=opts)
+    assert sorted(zip(*[reopened.to_arrow().column(c).to_pylist() for c in ("k", "v")])) == want
+    got = reopened.lookup([2, 3, 6, 10, 999])
+    assert sorted(zip(got["k"].to_pylist(), got["v"].to_pylist())) == [r for r in want if r[0] in (2, 3, 6, 10, 999)]
