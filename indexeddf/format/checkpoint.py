@@ -29,6 +29,7 @@ from ..spec.delta import (
     TAG_FILE_ID,
     TAG_SORTED,
     checkpoint_add,
+    checkpoint_remove,
     decode_line,
     encode_path,
     metadata_object,
@@ -194,6 +195,41 @@ def _decode_adds(column: pa.ChunkedArray, source: str) -> list[AddFile]:
     return out
 
 
+_REMOVE_FIELDS = ("path", "deletionTimestamp", "dataChange", "size", "tags")
+_REMOVE_TYPES = ["string", "int64", "bool", "int64"]
+
+
+def _decode_removes(column: pa.ChunkedArray, source: str) -> list[RemoveFile]:
+    """The remove actions (tombstones) of a checkpoint, column by column as
+    :func:`_decode_adds` reads the adds: a table's checkpoint holds one per file it ever
+    removed."""
+    removes = column.combine_chunks() if column.num_chunks != 1 else column.chunk(0)
+    if not isinstance(removes, pa.StructArray) or any(removes.type.get_field_index(f) < 0 for f in _REMOVE_FIELDS):
+        raise _NotPlain()
+    tags = removes.field("tags")
+    if not isinstance(tags, pa.MapArray) or tags.offset != 0 \
+            or [str(removes.type.field(f).type) for f in _REMOVE_FIELDS[:4]] != _REMOVE_TYPES:
+        raise _NotPlain()
+    partitions = _partition_values(removes)
+    dvs = _deletion_vectors(removes)
+    flat = removes.flatten()
+    columns = [flat[removes.type.get_field_index(f)].to_pylist() for f in _REMOVE_FIELDS[:4]]
+    offsets, keys, items = tags.offsets.to_pylist(), tags.keys.to_pylist(), tags.items.to_pylist()
+    out = []
+    for row, (path, timestamp, change, size) in enumerate(zip(*columns), start=1):
+        if path is None:
+            continue  # a row of another action
+        ours = {k: v for k, v in zip(keys[offsets[row - 1]:offsets[row]], items[offsets[row - 1]:offsets[row]])
+                if k in (TAG_BUCKET, TAG_FILE_ID)}
+        try:
+            r = checkpoint_remove(path, timestamp, change, size, ours, dvs[row - 1], partitions[row - 1])
+        except (ActionParseError, TypeError, ValueError, KeyError) as e:
+            raise CorruptLogError(f"{source} remove row {row}: {e}", source, row) from None
+        check_action_paths(r, f"{source} remove row {row}")
+        out.append(r)
+    return out
+
+
 def _partition_values(adds: pa.StructArray) -> list:
     """Each add row's ``partitionValues`` as a dict (all empty in an unpartitioned table)."""
     i = adds.type.get_field_index("partitionValues")
@@ -289,9 +325,9 @@ def _parquet_actions(data: bytes, source: str) -> tuple[list[Action], list[str]]
         names.remove("sidecar")
     actions: list[Action] = []
     for name in names:
-        if name == "add":
+        if name in ("add", "remove"):
             try:
-                actions += _decode_adds(table.column("add"), source)
+                actions += (_decode_adds if name == "add" else _decode_removes)(table.column(name), source)
                 continue
             except _NotPlain:
                 pass  # a column shape the fast path does not know: decode row by row

@@ -347,6 +347,22 @@ def checkpoint_add(path: str, size: int, mtime: int, change: bool | None, stats:
     )
 
 
+def checkpoint_remove(path: str, timestamp: int | None, change: bool | None, size: int | None, tags: dict,
+                      deletion_vector: dict | None = None, partition_values: dict | None = None) -> RemoveFile:
+    """A remove (tombstone) from a checkpoint row whose column types the caller checked,
+    built without the model's validation as :func:`checkpoint_add` is (a table keeps a
+    tombstone per file ever removed, and decoding them was a third of opening one)."""
+    timestamp, size = timestamp or 0, size or 0
+    if size < 0 or not 0 <= timestamp <= MAX_MILLIS:
+        raise ActionParseError(f"remove {path!r}: size and deletionTimestamp must be counts, got {size!r}, {timestamp!r}")
+    path = unquote(path)
+    return RemoveFile.model_construct(
+        path=path, deletionTimestamp=timestamp, dataChange=True if change is None else change,
+        bucket=_int_tag(tags, TAG_BUCKET), fileId=_file_id(tags, path), size=size,
+        deletionVector=decode_deletion_vector(deletion_vector), partitionValues=partition_values or {},
+    )
+
+
 def _decode_remove(b: dict) -> list[Action]:
     path, tags = _file_path(b), b.get("tags") or {}
     return [RemoveFile(
