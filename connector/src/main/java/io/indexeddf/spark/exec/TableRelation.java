@@ -83,7 +83,7 @@ public final class TableRelation {
         DeltaLog log = DeltaLog.open(root, conf);
         Long version = timeTravel(opts, log);
         Snapshot snapshot = log.snapshot(version);
-        StructType schema = (StructType) DataType.fromJson(snapshot.schemaString());
+        StructType schema = ColumnMapping.tableSchema(snapshot);
         if (given != null) {
             checkReadSchema(given, schema, root, snapshot.version);
         }
