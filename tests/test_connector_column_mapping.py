@@ -18,15 +18,16 @@ import pytest
 
 sys.path.insert(0, os.path.dirname(__file__))
 
+import test_column_mapping  # noqa: E402
 from connector_helpers import lineage, physical, read  # noqa: E402
 from oracles import duckdb_delta  # noqa: E402
-from test_column_mapping import (  # noqa: E402,F401 (converted: a fixture)
-    SCHEMA, commit_physical_file, converted, delta_rs, duck, mapping, ours, rows, rowsort)
+from test_column_mapping import SCHEMA, commit_physical_file, delta_rs, duck, mapping, ours, rows, rowsort  # noqa: E402
 
 import indexeddf  # noqa: E402
 from indexeddf import IndexedTable  # noqa: E402
 
 pytestmark = pytest.mark.spark
+converted = test_column_mapping.converted  # the fixture: delta-rs tables in both modes, converted
 
 
 def spark_rows(df, columns=("k", "a b", "v")) -> list[tuple]:

@@ -40,6 +40,13 @@ public final class ColumnMapping {
      * the readers, which see only schemas, find columns by field id then.
      */
     public static final String BY_FIELD_ID = "indexeddf.columnMapping.byFieldId";
+    /**
+     * In each struct field (at any depth) of a column-mapped table's schema, the physical name,
+     * id and mode of the field or column enclosing it. Spark's nested schema pruning rebuilds
+     * a pruned column without its metadata but keeps its remaining nested fields': their copy
+     * names the column's file name again.
+     */
+    public static final String PARENT = "indexeddf.columnMapping.parent";
     /** Spark's metadata key of a field's Parquet field id ({@code ParquetUtils.FIELD_ID_METADATA_KEY}). */
     static final String FIELD_ID = "parquet.field.id";
     /** Spark's switch of field-id resolution, read by its Parquet reader from the Hadoop configuration. */
@@ -65,18 +72,75 @@ public final class ColumnMapping {
         StructType schema = (StructType) DataType.fromJson(snapshot.schemaString());
         String mode = snapshot.configuration(MODE);
         mode = mode == null ? "none" : mode.trim().toLowerCase(java.util.Locale.ROOT);
-        if ("name".equals(mode)) {
-            return schema;
-        }
+        boolean mapped = "name".equals(mode) || "id".equals(mode);
         StructField[] out = new StructField[schema.size()];
         for (int i = 0; i < out.length; i++) {
             StructField f = schema.fields()[i];
-            out[i] = "id".equals(mode)
-                ? new StructField(f.name(), f.dataType(), f.nullable(),
-                    new MetadataBuilder().withMetadata(f.metadata()).putBoolean(BY_FIELD_ID, true).build())
-                : new StructField(f.name(), unmapped(f.dataType()), f.nullable(), without(f.metadata(), PHYSICAL_NAME));
+            if (!mapped) {
+                out[i] = new StructField(f.name(), unmapped(f.dataType()), f.nullable(), without(f.metadata(), PHYSICAL_NAME));
+                continue;
+            }
+            Metadata meta = "id".equals(mode)
+                ? new MetadataBuilder().withMetadata(f.metadata()).putBoolean(BY_FIELD_ID, true).build() : f.metadata();
+            out[i] = new StructField(f.name(), withParents(f.dataType(), mapping(meta)), f.nullable(), meta);
         }
         return new StructType(out);
+    }
+
+    /** The mapping entries of a field's metadata (what {@link #PARENT} repeats). */
+    private static Metadata mapping(Metadata meta) {
+        MetadataBuilder out = new MetadataBuilder();
+        if (meta.contains(PHYSICAL_NAME)) {
+            out.putString(PHYSICAL_NAME, meta.getString(PHYSICAL_NAME));
+        }
+        if (meta.contains(COLUMN_ID)) {
+            out.putLong(COLUMN_ID, idOf(meta));
+        }
+        if (meta.contains(BY_FIELD_ID)) {
+            out.putBoolean(BY_FIELD_ID, true);
+        }
+        return out.build();
+    }
+
+    /** {@code t} with each struct field given {@link #PARENT}: the mapping of the field enclosing it. */
+    private static DataType withParents(DataType t, Metadata parent) {
+        if (t instanceof StructType s) {
+            StructField[] out = new StructField[s.size()];
+            for (int i = 0; i < out.length; i++) {
+                StructField f = s.fields()[i];
+                Metadata mine = mapping(f.metadata());
+                out[i] = new StructField(f.name(), withParents(f.dataType(), mine), f.nullable(),
+                    new MetadataBuilder().withMetadata(f.metadata()).putMetadata(PARENT, parent).build());
+            }
+            return new StructType(out);
+        }
+        if (t instanceof ArrayType a) {
+            return new ArrayType(withParents(a.elementType(), parent), a.containsNull());
+        }
+        if (t instanceof MapType m) {
+            return new MapType(withParents(m.keyType(), parent), withParents(m.valueType(), parent), m.valueContainsNull());
+        }
+        return t;
+    }
+
+    /** The mapping of the field whose type is {@code t}, as its nested fields repeat it (or null). */
+    private static Metadata parentOf(DataType t) {
+        if (t instanceof StructType s) {
+            for (StructField f : s.fields()) {
+                if (f.metadata().contains(PARENT)) {
+                    return f.metadata().getMetadata(PARENT);
+                }
+            }
+            return null;
+        }
+        if (t instanceof ArrayType a) {
+            return parentOf(a.elementType());
+        }
+        if (t instanceof MapType m) {
+            Metadata key = parentOf(m.keyType());
+            return key != null ? key : parentOf(m.valueType());
+        }
+        return null;
     }
 
     /** {@code t} with no nested field's physical name. */
@@ -105,7 +169,8 @@ public final class ColumnMapping {
     /** Whether any column of {@code schema} has a physical name. */
     public static boolean mapped(StructType schema) {
         for (StructField f : schema.fields()) {
-            if (f.metadata().contains(PHYSICAL_NAME)) {
+            Metadata parent = f.metadata().contains(PHYSICAL_NAME) ? null : parentOf(f.dataType());
+            if (f.metadata().contains(PHYSICAL_NAME) || (parent != null && parent.contains(PHYSICAL_NAME))) {
                 return true;
             }
         }
@@ -115,7 +180,8 @@ public final class ColumnMapping {
     /** Whether {@code schema} is an {@code id}-mode table's ({@link #BY_FIELD_ID}). */
     public static boolean byFieldId(StructType schema) {
         for (StructField f : schema.fields()) {
-            if (f.metadata().contains(BY_FIELD_ID)) {
+            Metadata parent = parentOf(f.dataType());
+            if (f.metadata().contains(BY_FIELD_ID) || (parent != null && parent.contains(BY_FIELD_ID))) {
                 return true;
             }
         }
@@ -151,6 +217,11 @@ public final class ColumnMapping {
             StructField tableField = byName.get(f.name());
             StructField source = f.metadata().contains(PHYSICAL_NAME) || tableField == null ? f : tableField;
             Metadata meta = source.metadata();
+            Metadata parent = meta.contains(PHYSICAL_NAME) ? null : parentOf(f.dataType());
+            if (parent != null) {  // a column Spark pruned: its nested fields name it
+                meta = new MetadataBuilder().withMetadata(meta).withMetadata(parent).build();
+                source = new StructField(f.name(), f.dataType(), f.nullable(), meta);
+            }
             String name = physicalName(source);
             if (ids && meta.contains(COLUMN_ID)) {
                 long id = idOf(meta);
