@@ -18,7 +18,7 @@ import pytest
 sys.path.insert(0, os.path.dirname(__file__))
 
 from connector_helpers import physical, read  # noqa: E402
-from nested_mapped_table import LOGICAL, PHYSICAL, PHYSICAL_SCHEMA, create, rows  # noqa: E402
+from nested_mapped_table import LOGICAL, create, rows  # noqa: E402
 from oracles import duckdb_delta  # noqa: E402
 
 from indexeddf import IndexedTable  # noqa: E402
@@ -65,11 +65,25 @@ def names(t: pa.DataType):
     return None
 
 
-@pytest.fixture(params=["name", "id"])
+@pytest.fixture(params=[("hand", "name"), ("hand", "id"), ("delta-rs", "name"), ("delta-rs", "id")],
+                ids=lambda p: "-".join(p))
 def table(tmp_path, request) -> str:
-    path = str(tmp_path / request.param)
-    create(path, request.param, [list(range(0, 20)), list(range(20, 30))])
+    """The table in both modes, hand-written or written by delta-rs (which maps nested fields
+    the same way: names and ids at every level, ids in preorder)."""
+    writer, mode = request.param
+    path = str(tmp_path / mode)
+    if writer == "hand":
+        create(path, mode, [list(range(0, 20)), list(range(20, 30))])
+    else:
+        deltalake.write_deltalake(path, rows(list(range(0, 20))), configuration={"delta.columnMapping.mode": mode})
+        deltalake.write_deltalake(path, rows(list(range(20, 30))), mode="append")
     return path
+
+
+def stored_names(path: str) -> list:
+    """The names at every level of the first data file's columns."""
+    first = next(a.path for a in IndexedTable.for_path(path).snapshot.live_files())
+    return [(f.name, names(f.type)) for f in pq.read_schema(os.path.join(path, first))]
 
 
 def test_nested_fields_are_read_by_physical_name_or_id(table):
@@ -83,6 +97,7 @@ def test_nested_fields_are_read_by_physical_name_or_id(table):
 
 def test_writes_name_nested_fields_physically(table):
     t = IndexedTable.convert(table, ["k"], num_buckets=2)
+    physical = stored_names(table)  # what the other writer named them
     t.append(rows(list(range(30, 40))))
     t.delete("k = 3")
     t.optimize(mode="full")
@@ -91,11 +106,11 @@ def test_writes_name_nested_fields_physically(table):
     assert duck(table) == want and delta_rs(table) == want
     for a in IndexedTable.for_path(table).snapshot.live_files():
         stored = pq.read_schema(os.path.join(table, a.path))
-        assert stored.names == PHYSICAL_SCHEMA.names
-        for f, expected in zip(stored, PHYSICAL_SCHEMA):
-            assert names(f.type) == names(expected.type)  # physical names at every level
-        s = stored.field(PHYSICAL["s"]).type
-        assert [x.metadata[b"PARQUET:field_id"] for x in s] == [b"3", b"4"]
+        assert [(f.name, names(f.type)) for f in stored] == physical  # physical names at every level
+        assert [x.metadata[b"PARQUET:field_id"] for x in stored.field(1).type] == [b"3", b"4"]
+    deltalake.write_deltalake(table, rows([50]), mode="append")  # delta-rs appends after indexeddf
+    assert canon(IndexedTable.for_path(table).to_arrow().to_pylist()) == delta_rs(table) == want + canon(
+        rows([50]).to_pylist())
 
 
 def test_a_new_nested_column_gets_names_and_ids_at_every_level(tmp_path):
@@ -129,6 +144,11 @@ def test_the_connector_reads_nested_mapped_fields(spark, table):
     # Spark prunes the struct to the one field read: it is found by its own physical name or id.
     pruned = sorted((r["k"], r["b"]) for r in df.select("k", "s.b").collect())
     assert pruned == [(r[0], None if r[1] is None else dict(r[1])["b"]) for r in want]
+    spark.sql(f"CREATE TABLE nested_mapped USING indexeddf LOCATION '{table}'")  # a catalog entry reads alike
+    try:
+        assert spark_rows(spark.sql("SELECT * FROM nested_mapped")) == want
+    finally:
+        spark.sql("DROP TABLE nested_mapped")
     lookup = df.where("k IN (4, 5)").select("k", "arr.x", "m")
     assert "LocalTableScan" in physical(lookup)
     assert sorted((r["k"], r["x"]) for r in lookup.collect()) == \

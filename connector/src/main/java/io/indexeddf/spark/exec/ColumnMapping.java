@@ -283,6 +283,25 @@ public final class ColumnMapping {
         return t;
     }
 
+    /** {@code t} without the metadata of its nested fields (its shape: names, types, nullability). */
+    public static DataType shape(DataType t) {
+        if (t instanceof StructType s) {
+            StructField[] out = new StructField[s.size()];
+            for (int i = 0; i < out.length; i++) {
+                StructField f = s.fields()[i];
+                out[i] = new StructField(f.name(), shape(f.dataType()), f.nullable(), Metadata.empty());
+            }
+            return new StructType(out);
+        }
+        if (t instanceof ArrayType a) {
+            return new ArrayType(shape(a.elementType()), a.containsNull());
+        }
+        if (t instanceof MapType m) {
+            return new MapType(shape(m.keyType()), shape(m.valueType()), m.valueContainsNull());
+        }
+        return t;
+    }
+
     /** Whether a file (its footer) gives any column a Parquet field id. */
     public static boolean hasFieldIds(ParquetRows.Footer footer) {
         return hasIds(footer.metadata.getFileMetaData().getSchema());

@@ -39,6 +39,10 @@ import scala.runtime.AbstractFunction1;
  * DV holds are dropped and the column is projected away. Files without a DV are read as Spark
  * reads them.
  *
+ * <p>A column-mapped table's files are read through it too, with or without DVs
+ * ({@link ColumnMapping}): it names the columns as the files do and, in {@code id} mode, picks
+ * per file a reader by field id or, for a file without field ids, by physical name.
+ *
  * <p>The cost: rows, not columnar batches ({@link #supportBatch} is false: a batch cannot drop
  * rows), and one copy of each row of a file with a DV. Versions without any DV keep the plain
  * {@link ParquetFileFormat} ({@link TableRelation#read}) and its batches.
