@@ -68,15 +68,34 @@ def rows(keys) -> pa.Table:
     }, schema=LOGICAL)
 
 
-def physical_rows(table: pa.Table) -> pa.Table:
+def physical_rows(table: pa.Table, schema: pa.Schema = PHYSICAL_SCHEMA) -> pa.Table:
     """``table`` (logical names) as the files store it."""
-    return pa.Table.from_arrays([c.combine_chunks().view(f.type) for c, f in zip(table.columns, PHYSICAL_SCHEMA)],
-                                schema=PHYSICAL_SCHEMA)
+    return pa.Table.from_arrays([c.combine_chunks().view(f.type) for c, f in zip(table.columns, schema)],
+                                schema=schema)
 
 
-def _add(path: str, table: pa.Table) -> dict:
+SWAPPED_SCHEMA = pa.schema([
+    PHYSICAL_SCHEMA.field(0),
+    pa.field(PHYSICAL["s"], pa.struct([  # s.a under s.b's physical name and the other way round
+        pa.field(PHYSICAL["s.b"], pa.int64(), metadata={b"PARQUET:field_id": b"3"}),
+        pa.field(PHYSICAL["s.a"], pa.string(), metadata={b"PARQUET:field_id": b"4"})]),
+        metadata={b"PARQUET:field_id": b"2"}),
+    PHYSICAL_SCHEMA.field(2),
+    PHYSICAL_SCHEMA.field(3),
+])
+"""A file of another writer whose nested names disagree with the ids: read by id, s.a is the
+field named like s.b (a reader by name would read a string column as s.a's integers)."""
+
+
+def commit_file(path: str, table: pa.Table, schema: pa.Schema) -> None:
+    """One more commit, of one file holding ``table`` stored as ``schema`` says."""
+    version = max(int(n[:20]) for n in os.listdir(os.path.join(path, "_delta_log")) if n.endswith(".json")) + 1
+    _commit(path, version, [_add(path, table, schema)])
+
+
+def _add(path: str, table: pa.Table, schema: pa.Schema = PHYSICAL_SCHEMA) -> dict:
     name = f"part-{uuid.uuid4()}.parquet"
-    pq.write_table(physical_rows(table), os.path.join(path, name))
+    pq.write_table(physical_rows(table, schema), os.path.join(path, name))
     st = os.stat(os.path.join(path, name))
     return {"add": {"path": name, "partitionValues": {}, "size": st.st_size, "modificationTime": int(st.st_mtime * 1000),
                     "dataChange": True, "stats": json.dumps({"numRecords": table.num_rows})}}
