@@ -28,10 +28,8 @@ from hypothesis import strategies as st
 
 sys.path.insert(0, os.path.dirname(__file__))
 
-from connector_helpers import read  # noqa: E402
 from oracles import duckdb_delta  # noqa: E402
 
-import indexeddf  # noqa: E402
 from indexeddf import IndexedTable  # noqa: E402
 from indexeddf.errors import IndexColumnChangeError, InvalidOptionError, SchemaEvolutionError  # noqa: E402
 
@@ -240,59 +238,6 @@ def test_id_mode_finds_a_files_columns_by_field_id(tmp_path):
     want = ours(rows(list(range(0, 4)) + list(range(60, 63)))) + [(70, None, None), (71, None, None)]
     assert ours(t.to_arrow()) == rowsort(want)
     assert ours(t.lookup([61, 71])) == [r for r in want if r[0] in (61, 71)]
-
-
-def spark_rows(df, columns=("k", "a b", "v")) -> list[tuple]:
-    return rowsort(tuple(r[c] for c in columns) for r in df.collect())
-
-
-@pytest.mark.spark
-def test_the_connector_reads_name_mode_on_every_path(spark, converted):
-    indexeddf.register(spark)  # the Python data source reads both modes
-    py = spark.read.format("indexeddf_python").load(converted)
-    assert spark_rows(py) == ours(IndexedTable.for_path(converted).to_arrow())
-    if converted.endswith("id"):  # the connector reads by physical name only: id mode is refused by name
-        with pytest.raises(Exception, match="UnsupportedFeatureError: .*columnMapping in mode 'id'.*IndexedTable"):
-            read(spark, converted).collect()
-        return
-    want = delta_rs(converted)
-    assert duck(converted) == want
-    df = read(spark, converted)
-    assert df.columns == SCHEMA.names
-    assert spark_rows(df) == want  # scan
-    probes = [0, 3, 41, 59, 63, 69, 72, 79, 500]
-    few = df.where(f"k IN ({', '.join(map(str, probes))})")  # driver lookup
-    assert spark_rows(few) == [r for r in want if r[0] in probes]
-    many = list(range(0, 2000, 2))  # past maxKeys: probing tasks
-    assert spark_rows(df.where(f"k IN ({', '.join(map(str, many))})")) == [r for r in want if r[0] % 2 == 0]
-    assert spark_rows(df.where("`a b` = 's1'")) == [r for r in want if r[1] == "s1"]
-    probe = spark.createDataFrame([(k,) for k in probes], "k bigint")
-    assert spark_rows(df.join(probe, "k")) == [r for r in want if r[0] in probes]  # indexed join
-    # Writes through the connector keep the mapping (the Python writer writes the files).
-    spark.createDataFrame([(900, "w", 9.0)], "k bigint, `a b` string, v double").write.format("indexeddf") \
-        .mode("append").save(converted)
-    assert spark_rows(read(spark, converted)) == delta_rs(converted) == duck(converted)
-    # A Spark write that adds a column gives it a physical name and the next id.
-    spark.createDataFrame([(901, "x", 1.0, "new")], "k bigint, `a b` string, v double, `n c` string") \
-        .write.format("indexeddf").mode("append").option("mergeSchema", "true").save(converted)
-    assert mapping(converted)["n c"]["delta.columnMapping.physicalName"].startswith("col-")
-    got = read(spark, converted).where("k = 901").collect()
-    assert [(r["k"], r["n c"]) for r in got] == [(901, "new")]
-    assert duckdb_delta().execute(f"SELECT \"n c\" FROM delta_scan('{converted}') WHERE k = 901").fetchall() == [("new",)]
-
-
-@pytest.mark.spark
-def test_the_connector_reads_partitioned_name_mode(spark, tmp_path):
-    path = str(tmp_path / "p")
-    data = rows(range(30)).append_column("p", pa.array([f"x{k % 3}" for k in range(30)]))
-    deltalake.write_deltalake(path, data, partition_by=["p"], configuration={"delta.columnMapping.mode": "name"})
-    IndexedTable.convert(path, ["k"], num_buckets=2)
-    cols = ("k", "a b", "v", "p")
-    want = delta_rs(path, "k, \"a b\", v, p")
-    df = read(spark, path)
-    assert spark_rows(df, cols) == want
-    assert spark_rows(df.where("p = 'x1'"), cols) == [r for r in want if r[3] == "x1"]
-    assert spark_rows(df.where("k IN (4, 5)"), cols) == [r for r in want if r[0] in (4, 5)]
 
 
 # -- random histories ---------------------------------------------------------------------------

@@ -227,33 +227,29 @@ def _commit(path: str, version: int, *actions: dict) -> None:
 
 
 # Deletion vectors are read by the connector (tests/test_connector_dv.py) and the Python readers
-# (tests/test_dv_reads.py): neither refuses them. Column mapping is read by the Python readers
-# (tests/test_column_mapping.py); the connector refuses it, naming who reads it.
-@pytest.mark.parametrize("case", ["reader feature", "column mapping"])
-def test_what_the_python_reader_refuses_the_connector_refuses(spark, tmp_path, case):
+# (tests/test_dv_reads.py), and column mapping in both modes (tests/test_column_mapping.py,
+# tests/test_connector_column_mapping.py): neither refuses them.
+def test_what_the_python_reader_refuses_the_connector_refuses(spark, tmp_path):
     path = str(tmp_path / "refused")
     IndexedTable.create(path, batch(list(range(10))), index_columns=["k"], num_buckets=2)
     info = {"commitInfo": {"timestamp": int(time.time() * 1000) + 1000, "operation": "WRITE"}}
-    if case == "reader feature":
-        feature = "fancyNewFeature"
-        _commit(path, 1, info, {"protocol": {"minReaderVersion": 3, "minWriterVersion": 7,
-                                             "readerFeatures": [feature], "writerFeatures": [feature]}})
-        with pytest.raises(UnsupportedFeatureError, match=feature):
-            IndexedTable.for_path(path)
-    else:  # the connector reads mode name (tests/test_column_mapping.py), not id
-        feature = "columnMapping"
-        IndexedTable.for_path(path).set_properties({"delta.columnMapping.mode": "name"})
-        assert read(spark, path).count() == 10
-        path = str(tmp_path / "id")
-        IndexedTable.create(path, batch(list(range(10))), index_columns=["k"], num_buckets=2,
-                            properties={"delta.columnMapping.mode": "id"})
-        assert IndexedTable.for_path(path).to_arrow().num_rows == 10
+    feature = "fancyNewFeature"
+    _commit(path, 1, info, {"protocol": {"minReaderVersion": 3, "minWriterVersion": 7,
+                                         "readerFeatures": [feature], "writerFeatures": [feature]}})
+    with pytest.raises(UnsupportedFeatureError, match=feature):
+        IndexedTable.for_path(path)
     with pytest.raises(Exception, match=f"UnsupportedFeatureError: .*{feature}") as refused:
         read(spark, path).collect()
-    said = "indexeddf does not implement" if case == "reader feature" else "Python IndexedTable"
-    assert said in str(refused.value)
-    if case == "reader feature":
-        assert read(spark, path, versionAsOf=0).count() == 10  # the version before it stays readable
+    assert "indexeddf does not implement" in str(refused.value)
+    assert read(spark, path, versionAsOf=0).count() == 10  # the version before it stays readable
+
+
+@pytest.mark.parametrize("mode", ["name", "id"])
+def test_column_mapped_tables_are_read_in_both_modes(spark, tmp_path, mode):
+    path = str(tmp_path / mode)
+    IndexedTable.create(path, batch(list(range(10))), index_columns=["k"], num_buckets=2,
+                        properties={"delta.columnMapping.mode": mode})
+    assert read(spark, path).count() == IndexedTable.for_path(path).to_arrow().num_rows == 10
 
 
 # -- writes -----------------------------------------------------------------------------------

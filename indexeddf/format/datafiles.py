@@ -16,7 +16,8 @@ module, so every one of them returns the table's schema:
 - in a table with column mapping (``spec/column_mapping.py``) a file's columns have
   their physical names (or field ids): the schema readers pass is the table's
   :func:`~indexeddf.spec.column_mapping.file_schema`, which names them, and rows come
-  back under the logical names, as do ``partitionValues`` (keyed by physical name);
+  back under the logical names, nested fields too, as do ``partitionValues`` (keyed by
+  physical name);
 - a file the log names but storage lacks raises :class:`MissingFileError` naming the
   file and the version;
 - the rows a file's deletion vector deletes are not in the table: :func:`read_live_rows`
@@ -33,7 +34,7 @@ import pyarrow.parquet as pq
 
 from ..errors import MissingFileError
 from ..spec.actions import AddFile
-from ..spec.column_mapping import physical_name, plain, resolve
+from ..spec.column_mapping import logical_column, physical_name, plain, resolve
 from ..spec.partitions import constant_column
 from ..spec.types import has_timestamp
 from .deletion_vectors import keep_mask, read_deletion_vector
@@ -175,7 +176,7 @@ def conform(rows: Columnar, schema: pa.Schema, columns: Sequence[str] | None = N
         if stored is None:
             arrays.append(pa.nulls(rows.num_rows, field.type))
             continue
-        arrays.append(_as_type(rows.column(stored), field.type, keep_dictionary))
+        arrays.append(_as_type(logical_column(rows.column(stored), field), field.type, keep_dictionary))
     fields = list(plain(pa.schema([schema.field(n) for n in names])))
     if isinstance(rows, pa.RecordBatch):
         return pa.RecordBatch.from_arrays(arrays, schema=pa.schema(fields))

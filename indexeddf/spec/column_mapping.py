@@ -12,8 +12,9 @@ metadata, and the code that reads a file (``format/datafiles.py``) or writes one
 (``writer/files.py``) renames through it; every other layer sees logical names only. In
 ``id`` mode a file's column is found by its Parquet field id (by its physical name when
 the file has no field ids); in ``name`` mode by its physical name. A column a file lacks
-reads as NULL in both. Only top-level columns are mapped: nested fields keep the names
-their files use.
+reads as NULL in both. Fields nested in struct, array and map columns are mapped too
+(``spec/nested_mapping.py``): the column's ``file_schema`` field carries its type's JSON,
+whose nested fields hold their own physical names and ids.
 """
 
 from __future__ import annotations
@@ -23,7 +24,9 @@ from collections.abc import Mapping
 
 import pyarrow as pa
 
+from . import nested_mapping
 from .schema import Field, arrow_schema
+from .types import type_text, type_value
 
 MODE = "delta.columnMapping.mode"
 """The table property that turns column mapping on (``none``, ``name`` or ``id``)."""
@@ -39,6 +42,7 @@ FEATURE = "columnMapping"
 _PHYSICAL = PHYSICAL_NAME.encode()
 _FIELD_ID = b"PARQUET:field_id"  # the key pyarrow reads and writes a Parquet field id under
 _MODE = MODE.encode()
+_NESTED = b"indexeddf.columnMapping.nested"  # a nested column's type JSON, whose fields are mapped
 
 
 def mapping_mode(configuration: Mapping[str, str]) -> str:
@@ -64,6 +68,8 @@ def file_schema(fields, configuration: Mapping[str, str]) -> pa.Schema:
         meta = {_PHYSICAL: str(f.metadata.get(PHYSICAL_NAME, f.name)).encode(), _MODE: mode.encode()}
         if f.metadata.get(COLUMN_ID) is not None:
             meta[_FIELD_ID] = str(int(f.metadata[COLUMN_ID])).encode()
+        if f.nested and nested_mapping.is_mapped_type(type_value(f.type)):
+            meta[_NESTED] = f.type.encode()
         out.append(af.with_metadata(meta))
     return pa.schema(out)
 
@@ -92,6 +98,15 @@ def resolve(file_fields: pa.Schema, field: pa.Field) -> str | None:
     return name if name in file_fields.names else None
 
 
+def logical_column(column, field: pa.Field):
+    """A ``column`` a file stores for the table column ``field`` (of a :func:`file_schema`),
+    with its nested fields under their logical names (unchanged when none is mapped)."""
+    meta = field.metadata or {}
+    if _NESTED not in meta:
+        return column
+    return nested_mapping.to_logical(column, type_value(meta[_NESTED].decode()), meta.get(_MODE) == b"id", field.type)
+
+
 def plain(schema: pa.Schema) -> pa.Schema:
     """``schema`` without the mapping's field metadata: what readers return."""
     if not any(f.metadata for f in schema):
@@ -104,7 +119,7 @@ def to_physical(rows: pa.Table, schema: pa.Schema) -> pa.Table:
     them, each column with its Parquet field id, ready to be written."""
     if not any(_PHYSICAL in (f.metadata or {}) for f in schema):
         return rows
-    fields = []
+    fields, renamed = [], set()
     for f in rows.schema:
         at = schema.get_field_index(f.name)
         if at < 0:
@@ -112,8 +127,14 @@ def to_physical(rows: pa.Table, schema: pa.Schema) -> pa.Table:
             continue
         meta = schema.field(at).metadata or {}
         keep = {k: v for k, v in meta.items() if k == _FIELD_ID}
-        fields.append(pa.field(physical_name(schema.field(at)), f.type, f.nullable, metadata=keep or None))
-    return pa.Table.from_arrays(rows.columns, schema=pa.schema(fields))
+        t = f.type
+        if _NESTED in meta:  # nested fields named physically too, with their field ids
+            t = nested_mapping.physical_type(t, type_value(meta[_NESTED].decode()))
+            renamed.add(len(fields))
+        fields.append(pa.field(physical_name(schema.field(at)), t, f.nullable, metadata=keep or None))
+    columns = [pa.chunked_array([x.view(f.type) for x in c.chunks], f.type) if i in renamed else c
+               for i, (c, f) in enumerate(zip(rows.columns, fields))]
+    return pa.Table.from_arrays(columns, schema=pa.schema(fields))
 
 
 def assign(fields: tuple[Field, ...], configuration: Mapping[str, str]) -> tuple[tuple[Field, ...], dict[str, str]]:
@@ -124,18 +145,23 @@ def assign(fields: tuple[Field, ...], configuration: Mapping[str, str]) -> tuple
     if not is_mapped(configuration):
         return fields, dict(configuration)
     used = [int(f.metadata[COLUMN_ID]) for f in fields if f.metadata.get(COLUMN_ID) is not None]
+    used += [nested_mapping.max_id(type_value(f.type)) for f in fields if f.nested]
     top = max([int(configuration.get(MAX_COLUMN_ID, 0))] + used)
     out = []
     for f in fields:
-        if f.metadata.get(PHYSICAL_NAME) is not None and f.metadata.get(COLUMN_ID) is not None:
-            out.append(f)
-            continue
-        meta = dict(f.metadata)
-        if meta.get(COLUMN_ID) is None:
-            top += 1
-            meta[COLUMN_ID] = top
-        meta.setdefault(PHYSICAL_NAME, f"col-{uuid.uuid4()}")
-        out.append(f.model_copy(update={"metadata": meta}))
+        new = f.metadata.get(PHYSICAL_NAME) is None or f.metadata.get(COLUMN_ID) is None
+        if new:  # a column's id before its nested fields' (Delta's order)
+            meta = dict(f.metadata)
+            if meta.get(COLUMN_ID) is None:
+                top += 1
+                meta[COLUMN_ID] = top
+            meta.setdefault(PHYSICAL_NAME, f"col-{uuid.uuid4()}")
+            f = f.model_copy(update={"metadata": meta})
+        if f.nested:  # nested fields: Delta's names and ids in a new column (spec/nested_mapping.py)
+            inner, top = nested_mapping.assign(type_value(f.type), top, new)
+            if inner != type_value(f.type):
+                f = f.model_copy(update={"type": type_text(inner)})
+        out.append(f)
     conf = dict(configuration)
     conf[MAX_COLUMN_ID] = str(top)
     return tuple(out), conf

@@ -11,8 +11,8 @@ import org.apache.hadoop.fs.Path;
 
 /**
  * What the Python reader refuses is refused here too, with the same error names: reader
- * protocol versions and features it does not implement, column mapping,
- * Delta tables indexeddf has not indexed. Deletion vectors are read
+ * protocol versions and features it does not implement, a column mapping mode Delta does not
+ * define, Delta tables indexeddf has not indexed. Deletion vectors are read
  * ({@link DeletionVectors}): every read path of the connector drops the rows they delete.
  */
 final class ProtocolCheck {
@@ -22,12 +22,11 @@ final class ProtocolCheck {
     private ProtocolCheck() {
     }
 
-    /** The connector's refusal of column mapping in a mode other than name (it reads by physical name, not field id). */
+    /** The refusal of a column mapping mode Delta does not define. */
     private static IndexedDFException columnMapping(String mode) {
         return new IndexedDFException("UnsupportedFeatureError",
-            "the table uses the Delta feature columnMapping in mode '" + mode + "', which indexeddf's Spark connector "
-            + "does not read (it reads mode name); read it with indexeddf's Python IndexedTable (to_arrow, lookup) "
-            + "or with Spark and delta-spark");
+            "the table uses the Delta feature columnMapping in mode '" + mode + "', which Delta does not define "
+            + "(none, name and id are read)");
     }
 
     /** A {@code protocol} action indexeddf can read, else the typed refusal. */
@@ -121,8 +120,8 @@ final class ProtocolCheck {
     static void checkReadable(Path root, JsonNode protocol, JsonNode metadata) {
         checkProtocol(protocol);
         JsonNode conf = metadata.path("configuration");
-        String mode = conf.path("delta.columnMapping.mode").asText("none");
-        if (!"none".equals(mode) && !"name".equals(mode)) {
+        String mode = conf.path("delta.columnMapping.mode").asText("none").trim().toLowerCase(java.util.Locale.ROOT);
+        if (!"none".equals(mode) && !"name".equals(mode) && !"id".equals(mode)) {
             throw columnMapping(mode);
         }
         String provider = metadata.path("format").path("provider").asText("parquet");

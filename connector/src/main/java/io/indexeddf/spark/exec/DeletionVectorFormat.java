@@ -39,6 +39,10 @@ import scala.runtime.AbstractFunction1;
  * DV holds are dropped and the column is projected away. Files without a DV are read as Spark
  * reads them.
  *
+ * <p>A column-mapped table's files are read through it too, with or without DVs
+ * ({@link ColumnMapping}): it names the columns as the files do and, in {@code id} mode, picks
+ * per file a reader by field id or, for a file without field ids, by physical name.
+ *
  * <p>The cost: rows, not columnar batches ({@link #supportBatch} is false: a batch cannot drop
  * rows), and one copy of each row of a file with a DV. Versions without any DV keep the plain
  * {@link ParquetFileFormat} ({@link TableRelation#read}) and its batches.
@@ -69,16 +73,13 @@ public final class DeletionVectorFormat extends ParquetFileFormat {
     public Function1<PartitionedFile, Iterator<InternalRow>> buildReaderWithPartitionValues(
             SparkSession session, StructType dataSchema, StructType partitionSchema, StructType requiredSchema,
             Seq<Filter> filters, scala.collection.immutable.Map<String, String> options, Configuration hadoopConf) {
+        boolean byId = ColumnMapping.byFieldId(dataSchema);
         if (ColumnMapping.mapped(dataSchema)) {  // a column-mapped table's files (PROTOCOL.md §19)
             filters = ColumnMapping.filters(filters, dataSchema);
             requiredSchema = ColumnMapping.physical(requiredSchema, dataSchema);
             dataSchema = ColumnMapping.physical(dataSchema, dataSchema);
         }
         scala.collection.immutable.Map<String, String> rows = options.updated("returning_batch", "false");
-        // Copies: Spark writes the requested schema into the configuration it builds a reader
-        // with and broadcasts that very object.
-        Function1<PartitionedFile, Iterator<InternalRow>> plain = super.buildReaderWithPartitionValues(session,
-            dataSchema, partitionSchema, requiredSchema, filters, rows, new Configuration(hadoopConf));
         String rowIndex = ParquetFileFormat$.MODULE$.ROW_INDEX_TEMPORARY_COLUMN_NAME();
         int at = java.util.Arrays.asList(requiredSchema.fieldNames()).indexOf(rowIndex);
         StructType withIndex = requiredSchema;
@@ -87,8 +88,14 @@ public final class DeletionVectorFormat extends ParquetFileFormat {
             // Nullable: the reader refuses a required column that the file lacks.
             withIndex = requiredSchema.add(new StructField(rowIndex, LongType$.MODULE$, true, Metadata.empty()));
         }
-        Function1<PartitionedFile, Iterator<InternalRow>> indexed = super.buildReaderWithPartitionValues(session,
-            dataSchema, partitionSchema, withIndex, filters, rows, new Configuration(hadoopConf));
+        // In id mode the readers find columns by field id (set in their configuration only);
+        // a file without field ids is read by a second pair that matches physical names.
+        Configuration readConf = byId ? ColumnMapping.readingFieldIds(hadoopConf) : hadoopConf;
+        Function1<PartitionedFile, Iterator<InternalRow>>[] readers = pair(session, dataSchema, partitionSchema,
+            requiredSchema, withIndex, filters, rows, readConf);
+        Function1<PartitionedFile, Iterator<InternalRow>>[] byName = !byId ? null : pair(session,
+            ColumnMapping.withoutFieldIds(dataSchema), partitionSchema, ColumnMapping.withoutFieldIds(requiredSchema),
+            ColumnMapping.withoutFieldIds(withIndex), filters, rows, hadoopConf);
         // The output: the required columns, then the partition columns (the reader's order),
         // without the added row index.
         List<Expression> keep = new ArrayList<>();
@@ -101,25 +108,47 @@ public final class DeletionVectorFormat extends ParquetFileFormat {
         }
         Broadcast<SerializableConfiguration> conf = session.sparkContext().broadcast(
             new SerializableConfiguration(hadoopConf), ClassTag$.MODULE$.apply(SerializableConfiguration.class));
-        return new Reader(plain, indexed, at, withIndex == requiredSchema ? null : keep, conf);
+        return new Reader(readers, byName, at, withIndex == requiredSchema ? null : keep, conf);
     }
 
-    /** Reads a split: plainly without a DV, else with the row index, dropping deleted rows. */
+    /**
+     * Spark's readers of {@code required} (plain) and of {@code withIndex} (with the row index),
+     * each built on a copy of {@code conf}: Spark writes the requested schema into the
+     * configuration it builds a reader with and broadcasts that very object.
+     */
+    @SuppressWarnings("unchecked")
+    private Function1<PartitionedFile, Iterator<InternalRow>>[] pair(SparkSession session, StructType dataSchema,
+            StructType partitionSchema, StructType required, StructType withIndex, Seq<Filter> filters,
+            scala.collection.immutable.Map<String, String> options, Configuration conf) {
+        return new Function1[] {
+            super.buildReaderWithPartitionValues(session, dataSchema, partitionSchema, required, filters, options,
+                new Configuration(conf)),
+            super.buildReaderWithPartitionValues(session, dataSchema, partitionSchema, withIndex, filters, options,
+                new Configuration(conf)),
+        };
+    }
+
+    /**
+     * Reads a split: plainly without a DV, else with the row index, dropping deleted rows; in
+     * {@code id} mode a file without field ids by physical name.
+     */
     private static final class Reader extends AbstractFunction1<PartitionedFile, Iterator<InternalRow>>
             implements java.io.Serializable {
         private static final long serialVersionUID = 1L;
-        private final Function1<PartitionedFile, Iterator<InternalRow>> plain;
-        private final Function1<PartitionedFile, Iterator<InternalRow>> indexed;
+        /** The plain reader and the one with the row index. */
+        private final Function1<PartitionedFile, Iterator<InternalRow>>[] readers;
+        /** The same by physical name, for a file without field ids (id mode), else null. */
+        private final Function1<PartitionedFile, Iterator<InternalRow>>[] byName;
         private final int rowIndex;
         /** The columns to keep (bound), or null when the row index is one the query asked for. */
         private final List<Expression> keep;
         private final Broadcast<SerializableConfiguration> conf;
 
-        Reader(Function1<PartitionedFile, Iterator<InternalRow>> plain,
-               Function1<PartitionedFile, Iterator<InternalRow>> indexed, int rowIndex, List<Expression> keep,
+        Reader(Function1<PartitionedFile, Iterator<InternalRow>>[] readers,
+               Function1<PartitionedFile, Iterator<InternalRow>>[] byName, int rowIndex, List<Expression> keep,
                Broadcast<SerializableConfiguration> conf) {
-            this.plain = plain;
-            this.indexed = indexed;
+            this.readers = readers;
+            this.byName = byName;
             this.rowIndex = rowIndex;
             this.keep = keep;
             this.conf = conf;
@@ -127,12 +156,22 @@ public final class DeletionVectorFormat extends ParquetFileFormat {
 
         @Override
         public Iterator<InternalRow> apply(PartitionedFile file) {
+            Function1<PartitionedFile, Iterator<InternalRow>>[] use = readers;
+            if (byName != null) {
+                try {  // footers are cached per JVM: the reader's own read of it follows
+                    if (!ColumnMapping.hasFieldIds(ParquetRows.footer(file.toPath(), conf.value().value()))) {
+                        use = byName;
+                    }
+                } catch (java.io.IOException e) {
+                    throw new java.io.UncheckedIOException(e);
+                }
+            }
             DeletionVectorDescriptor dv = of(file);
             if (dv == null) {
-                return plain.apply(file);
+                return use[0].apply(file);
             }
             DeletionVectors.Rows deleted = DeletionVectors.read(dv, conf.value().value());
-            Iterator<InternalRow> rows = indexed.apply(file);
+            Iterator<InternalRow> rows = use[1].apply(file);
             UnsafeProjection project = keep == null ? null
                 : UnsafeProjection.create(CollectionConverters.asScala(keep).toList());
             return new Kept(rows, deleted, rowIndex, project);

@@ -115,10 +115,11 @@ public final class ParquetRows {
      */
     static Function1<PartitionedFile, Iterator<InternalRow>> reader(SparkSession session, ParquetFileFormat format,
             StructType dataSchema, StructType required, Seq<Filter> filters, boolean batches, Configuration conf) {
-        if (ColumnMapping.mapped(dataSchema)) {  // files name the columns physically (PROTOCOL.md §19)
-            filters = ColumnMapping.filters(filters, dataSchema);
-            required = ColumnMapping.physical(required, dataSchema);
-            dataSchema = ColumnMapping.physical(dataSchema, dataSchema);
+        if (ColumnMapping.mapped(dataSchema) && !(format instanceof DeletionVectorFormat)) {
+            // Files name the columns physically, or by field id (PROTOCOL.md §19): the format
+            // that renames them, and picks a file's reader by whether it has field ids, reads
+            // them (rows, not batches: no caller reads a column-mapped table in batches).
+            format = new DeletionVectorFormat();
         }
         // Building a reader broadcasts the Hadoop configuration (milliseconds): readers without
         // filters are kept per session, format and schema.

@@ -39,6 +39,8 @@ public final class RowGroupReader implements java.io.Serializable {
 
     private static final long serialVersionUID = 1L;
     private final org.apache.spark.util.SerializableConfiguration conf;
+    /** In an id-mode table, the configuration reading a file without field ids (by physical name); else null. */
+    private final org.apache.spark.util.SerializableConfiguration byName;
     private final StructType required;
     /** {@code required} as JSON, part of every row-cache key (rendering it per row group costs). */
     private final String requiredJson;
@@ -47,9 +49,10 @@ public final class RowGroupReader implements java.io.Serializable {
     private final String int96RebaseMode;
     private final int capacity;
 
-    RowGroupReader(Configuration conf, StructType required, long cacheBytes, String datetimeRebaseMode,
-                   String int96RebaseMode, int capacity) {
+    RowGroupReader(Configuration conf, Configuration byName, StructType required, long cacheBytes,
+                   String datetimeRebaseMode, String int96RebaseMode, int capacity) {
         this.conf = new org.apache.spark.util.SerializableConfiguration(conf);
+        this.byName = byName == null ? null : new org.apache.spark.util.SerializableConfiguration(byName);
         this.required = required;
         this.requiredJson = required.json();
         this.cacheBytes = cacheBytes;
@@ -63,6 +66,7 @@ public final class RowGroupReader implements java.io.Serializable {
      * {@code required} (kept per session and schema).
      */
     public static RowGroupReader of(SparkSession session, StructType dataSchema, StructType required, Configuration conf) {
+        boolean byId = ColumnMapping.byFieldId(dataSchema);
         if (ColumnMapping.mapped(dataSchema)) {  // read physical columns; rows are positional (PROTOCOL.md §19)
             required = ColumnMapping.physical(required, dataSchema);
             dataSchema = ColumnMapping.physical(dataSchema, dataSchema);
@@ -76,15 +80,13 @@ public final class RowGroupReader implements java.io.Serializable {
                 return r;
             }
         }
-        // Spark's Parquet format writes every read setting (requested schema, case
-        // sensitivity, type conversions) into the configuration it builds a reader with: the
-        // group reader reads with that configuration.
-        Configuration configured = new Configuration(conf);
-        Seq<Filter> none = scala.collection.immutable.List$.MODULE$.empty();
-        new ParquetFileFormat().buildReaderWithPartitionValues(session, dataSchema, new StructType(), required, none,
-            scala.collection.immutable.Map$.MODULE$.<String, String>empty().updated("returning_batch", "false"), configured);
+        // In id mode columns are found by field id (set in this reader's configuration only); a
+        // file without field ids is read with a second configuration, by physical name.
+        Configuration configured = configured(session, dataSchema, required, byId ? ColumnMapping.readingFieldIds(conf) : conf);
+        Configuration byName = !byId ? null : configured(session, ColumnMapping.withoutFieldIds(dataSchema),
+            ColumnMapping.withoutFieldIds(required), conf);
         org.apache.spark.sql.internal.SQLConf sql = ((org.apache.spark.sql.classic.SparkSession) session).sessionState().conf();
-        RowGroupReader r = new RowGroupReader(configured, required, cacheBytes,
+        RowGroupReader r = new RowGroupReader(configured, byName, required, cacheBytes,
             sql.getConf(org.apache.spark.sql.internal.SQLConf.PARQUET_REBASE_MODE_IN_READ()).toString(),
             sql.getConf(org.apache.spark.sql.internal.SQLConf.PARQUET_INT96_REBASE_MODE_IN_READ()).toString(),
             sql.parquetVectorizedReaderBatchSize());
@@ -92,6 +94,20 @@ public final class RowGroupReader implements java.io.Serializable {
             READERS.put(key, r);
         }
         return r;
+    }
+
+    /**
+     * A copy of {@code conf} with every read setting of Spark's Parquet format (requested
+     * schema, case sensitivity, type conversions), which it writes into the configuration it
+     * builds a reader with: the group reader reads with that configuration.
+     */
+    private static Configuration configured(SparkSession session, StructType dataSchema, StructType required,
+                                            Configuration conf) {
+        Configuration configured = new Configuration(conf);
+        Seq<Filter> none = scala.collection.immutable.List$.MODULE$.empty();
+        new ParquetFileFormat().buildReaderWithPartitionValues(session, dataSchema, new StructType(), required, none,
+            scala.collection.immutable.Map$.MODULE$.<String, String>empty().updated("returning_batch", "false"), configured);
+        return configured;
     }
 
     /** The columns this reader gives. */
@@ -251,7 +267,7 @@ public final class RowGroupReader implements java.io.Serializable {
     /** Calls {@code each} with every row of row groups {@code groups} (ascending) of {@code path}, in file order. */
     private void decode(Path path, long fileSize, ParquetRows.Footer footer, int[] groups,
                         java.util.function.Consumer<InternalRow> each) throws IOException {
-        Configuration c = conf.value();
+        Configuration c = byName != null && !ColumnMapping.hasFieldIds(footer) ? byName.value() : conf.value();
         List<BlockMetaData> all = footer.metadata.getBlocks();
         List<BlockMetaData> chosen = new java.util.ArrayList<>(groups.length);
         for (int g : groups) {

@@ -83,7 +83,7 @@ public final class TableRelation {
         DeltaLog log = DeltaLog.open(root, conf);
         Long version = timeTravel(opts, log);
         Snapshot snapshot = log.snapshot(version);
-        StructType schema = (StructType) DataType.fromJson(snapshot.schemaString());
+        StructType schema = ColumnMapping.tableSchema(snapshot);
         if (given != null) {
             checkReadSchema(given, schema, root, snapshot.version);
         }
@@ -131,7 +131,10 @@ public final class TableRelation {
         for (int i = 0; ok && i < given.fields().length; i++) {
             StructField g = given.fields()[i];
             StructField t = table.fields()[i];
-            ok = g.name().equals(t.name()) && g.dataType().equals(t.dataType()) && (g.nullable() || !t.nullable());
+            // Nested fields' metadata (column mapping's, which a catalog entry may hold from an
+            // older connector) is not part of the schema's shape.
+            ok = g.name().equals(t.name()) && (g.nullable() || !t.nullable())
+                && ColumnMapping.shape(g.dataType()).equals(ColumnMapping.shape(t.dataType()));
         }
         if (!ok) {
             throw new IndexedDFException("SchemaMismatchError",

@@ -106,6 +106,9 @@ final class ReadEstimate {
                 loads.add(() -> ParquetRows.footer(a.location, conf));
             }
         }
+        // A column-mapped table's files name it physically (in id mode a file may name it
+        // otherwise: no statistics found then, and every row group counts).
+        String column = io.indexeddf.spark.exec.ColumnMapping.physicalName(schema.apply(columns.get(0)));
         List<ParquetRows.Footer> footers = LookupReader.inParallel(loads);  // cached after the first lookup
         double bytes = 0;
         for (int i = 0; i < read.size(); i++) {
@@ -113,7 +116,7 @@ final class ReadEstimate {
             ParquetRows.Footer footer = footers.get(i);
             List<BlockMetaData> blocks = footer.metadata.getBlocks();
             for (int g = 0; g < blocks.size(); g++) {
-                if (keys.touch(statistics(blocks.get(g), columns.get(0)))) {
+                if (keys.touch(statistics(blocks.get(g), column))) {
                     bytes += footer.byteLength[g];
                 }
             }
