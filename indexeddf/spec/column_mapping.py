@@ -13,7 +13,9 @@ metadata, and the code that reads a file (``format/datafiles.py``) or writes one
 ``id`` mode a file's column is found by its Parquet field id (by its physical name when
 the file has no field ids); in ``name`` mode by its physical name. A column a file lacks
 reads as NULL in both. Only top-level columns are mapped: nested fields keep the names
-their files use.
+their files use, and a mapped table whose nested fields have physical names of their own
+(delta-rs and Spark give every field one) is refused (:func:`check_nested_names`), as
+reading it by the logical names would return NULL for those fields.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from collections.abc import Mapping
 
 import pyarrow as pa
 
+from ..errors import UnsupportedFeatureError
 from .schema import Field, arrow_schema
 
 MODE = "delta.columnMapping.mode"
@@ -39,6 +42,44 @@ FEATURE = "columnMapping"
 _PHYSICAL = PHYSICAL_NAME.encode()
 _FIELD_ID = b"PARQUET:field_id"  # the key pyarrow reads and writes a Parquet field id under
 _MODE = MODE.encode()
+
+
+def nested_physical_names(schema: dict) -> list[str]:
+    """The dotted paths of the fields inside struct, array and map columns of ``schema``
+    (Delta's JSON) whose physical name differs from their name."""
+    out: list[str] = []
+
+    def walk(t, path: str) -> None:
+        if not isinstance(t, dict):
+            return
+        if t.get("type") == "struct":
+            for f in t.get("fields") or []:
+                name = f.get("name")
+                physical = (f.get("metadata") or {}).get(PHYSICAL_NAME, name)
+                if physical != name:
+                    out.append(f"{path}.{name}")
+                walk(f.get("type"), f"{path}.{name}")
+        elif t.get("type") == "array":
+            walk(t.get("elementType"), f"{path}.element")
+        elif t.get("type") == "map":
+            walk(t.get("keyType"), f"{path}.key")
+            walk(t.get("valueType"), f"{path}.value")
+
+    for f in schema.get("fields") or []:
+        walk(f.get("type"), f.get("name"))
+    return out
+
+
+def check_nested_names(schema: dict, configuration: Mapping[str, str]) -> None:
+    """Refuse a column-mapped table whose nested fields files store under physical names:
+    indexeddf maps top-level columns only, so it would read those fields as NULL."""
+    if not is_mapped(configuration):
+        return
+    nested = nested_physical_names(schema)
+    if nested:
+        raise UnsupportedFeatureError(FEATURE, (
+            f"the table maps the names of nested fields {nested[:5]} to physical names (Delta column mapping of "
+            "nested fields), which indexeddf does not read; read it with DuckDB, delta-rs or Spark with delta-spark"))
 
 
 def mapping_mode(configuration: Mapping[str, str]) -> str:

@@ -42,6 +42,7 @@ from .actions import (
     RemoveFile,
     Txn,
 )
+from .column_mapping import check_nested_names
 from .deletion_vectors import DeletionVectorDescriptor
 from .schema import Field
 from .type_widening import TYPE_CHANGES, check_type_changes
@@ -450,6 +451,7 @@ def _decode_metadata(b: dict) -> list[Action]:
     if fmt != "parquet":
         raise ActionParseError(f"data files in format {fmt!r}; Delta tables hold Parquet")
     fields = parse_schema_string(b["schemaString"])
+    check_nested_names(json.loads(b["schemaString"]), conf)
     if CONF_INDEX_COLUMNS not in conf or CONF_NUM_BUCKETS not in conf:
         # A Delta table nobody indexed (yet): no index columns. Readers refuse it with
         # NotIndexedError; IndexedTable.convert reads it this way to index it.

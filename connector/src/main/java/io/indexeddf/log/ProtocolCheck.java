@@ -3,7 +3,9 @@ package io.indexeddf.log;
 import com.fasterxml.jackson.databind.JsonNode;
 
 import java.io.IOException;
+import java.util.ArrayList;
 import java.util.Iterator;
+import java.util.List;
 import java.util.Map;
 import java.util.Set;
 
@@ -147,10 +149,43 @@ final class ProtocolCheck {
                 }
             }
         }
+        if (!"none".equals(mode)) {
+            List<String> nested = new ArrayList<>();
+            for (JsonNode f : schema.path("fields")) {
+                nestedPhysicalNames(f.path("type"), f.path("name").asText(), nested);
+            }
+            if (!nested.isEmpty()) {
+                // Only top-level columns are mapped: these fields would read as NULL.
+                throw new IndexedDFException("UnsupportedFeatureError", "the table maps the names of nested fields "
+                    + nested + " to physical names (Delta column mapping of nested fields), which indexeddf does not "
+                    + "read; read it with DuckDB, delta-rs or Spark with delta-spark");
+            }
+        }
         if (!conf.has(DeltaLog.CONF_INDEX_COLUMNS) || !conf.has(DeltaLog.CONF_NUM_BUCKETS)) {
             throw new IndexedDFException("NotIndexedError",
                 root + ": a Delta table that indexeddf has not indexed; index it with "
                 + "IndexedTable.convert(path, index_columns=[...], num_buckets=N)");
+        }
+    }
+
+    /** Adds to {@code out} the dotted paths of fields inside {@code type} (a struct, array or map
+     *  of Delta's JSON schema) whose physical name differs from their name. */
+    private static void nestedPhysicalNames(JsonNode type, String path, List<String> out) {
+        String kind = type.path("type").asText("");
+        if ("struct".equals(kind)) {
+            for (JsonNode f : type.path("fields")) {
+                String name = f.path("name").asText();
+                JsonNode physical = f.path("metadata").path("delta.columnMapping.physicalName");
+                if (!physical.isMissingNode() && !physical.asText().equals(name)) {
+                    out.add(path + "." + name);
+                }
+                nestedPhysicalNames(f.path("type"), path + "." + name, out);
+            }
+        } else if ("array".equals(kind)) {
+            nestedPhysicalNames(type.path("elementType"), path + ".element", out);
+        } else if ("map".equals(kind)) {
+            nestedPhysicalNames(type.path("keyType"), path + ".key", out);
+            nestedPhysicalNames(type.path("valueType"), path + ".value", out);
         }
     }
 }
