@@ -18,18 +18,23 @@ import os
 import re
 import shutil
 import sys
+from functools import reduce
 
+import deltalake
 import pyarrow as pa
 import pytest
+from pyspark.sql import functions as F
+from pyspark.sql.types import StructType
 
 sys.path.insert(0, os.path.dirname(__file__))
 
-from foreign_logs import UTC, Of, last_metadata  # noqa: E402
+from connector_helpers import physical, read  # noqa: E402
+from foreign_logs import UTC, Of, add, commit, last_metadata, mapped  # noqa: E402
 from foreign_tables import CORPUS  # noqa: E402
 from oracles import duckdb_delta  # noqa: E402
 
 from indexeddf import IndexedTable  # noqa: E402
-from indexeddf.errors import IndexedDFError  # noqa: E402
+from indexeddf.errors import IndexedDFError, UnsupportedFeatureError  # noqa: E402
 
 CONVERTED = [n for n, c in CORPUS.items() if c.refused is None]
 CONNECTOR = [pytest.param(n, marks=pytest.mark.xfail(strict=True, reason=c.connector_xfail) if c.connector_xfail else ())
@@ -183,10 +188,6 @@ def test_refusals_are_typed_and_name_the_feature(corpus, name):
 def spark_filter(case, keys: list):
     """A Spark filter selecting the rows whose index values equal one of ``keys`` (NULL
     keys as ``IS NULL``): what the connector answers with a driver lookup."""
-    from functools import reduce
-
-    from pyspark.sql import functions as F
-
     def equal(c, v):
         return F.col(f"`{c}`").isNull() if v is None else F.col(f"`{c}`") == F.lit(v)
 
@@ -198,9 +199,6 @@ def spark_filter(case, keys: list):
 @pytest.mark.spark
 @pytest.mark.parametrize("name", CONNECTOR)
 def test_connector_scans_and_driver_lookups_equal_duckdb(spark, corpus, name):
-    from connector_helpers import physical
-    from pyspark.sql.types import StructType
-
     case = CORPUS[name]
     original, copy, t, duck = corpus(name)
     df = spark.read.format("indexeddf").load(copy)
@@ -224,8 +222,6 @@ def test_an_empty_string_partition_value_reads_as_spark_and_delta_rs_read_it(tmp
     # empty string to Spark (a non-ANSI cast), delta-rs's DataFusion reader and newer
     # delta-kernel, but NULL to DuckDB 1.5.5's delta extension (an older kernel). indexeddf
     # reads the empty string, so the corpus above leaves "" out of its DuckDB comparisons.
-    import deltalake
-
     path = str(tmp_path / "t")
     deltalake.write_deltalake(path, pa.table({"k": pa.array([1, 2, 3], pa.int64()), "p": ["", None, "a"]}),
                               partition_by=["p"])
@@ -242,11 +238,6 @@ def test_nested_fields_with_physical_names_are_refused_by_every_reader(spark, tm
     """A column-mapped table converted, then given a struct column whose fields files store
     under physical names (as delta-rs and Spark name them): indexeddf maps top-level names
     only, so every reader refuses the table rather than read those fields as NULL."""
-    import deltalake
-    from connector_helpers import read
-    from foreign_logs import add, commit, mapped
-    from indexeddf.errors import UnsupportedFeatureError
-
     path = str(tmp_path / "t")
     deltalake.write_deltalake(path, pa.table({"k": pa.array([1, 2], pa.int64())}),
                               configuration={"delta.columnMapping.mode": "name"})
@@ -265,3 +256,25 @@ def test_nested_fields_with_physical_names_are_refused_by_every_reader(spark, tm
         IndexedTable.for_path(path)
     with pytest.raises(Exception, match=r"UnsupportedFeatureError: the table maps the names of nested fields \[st.a\]"):
         read(spark, path).collect()
+
+
+@pytest.mark.filterwarnings("error::UserWarning")
+@pytest.mark.parametrize("name", CONVERTED)
+def test_rows_delta_rs_appends_after_the_conversion_are_found(corpus, name, tmp_path):
+    """Hybrid scans: delta-rs keeps writing to the converted table (files the index does not
+    cover), then ``refresh`` indexes them; every answer equals DuckDB's of that table."""
+    case = CORPUS[name]
+    original, copy, t, duck = corpus(name)
+    later = str(tmp_path / "later")
+    shutil.copytree(copy, later)
+    try:
+        deltalake.write_deltalake(later, duck.slice(0, 5).cast(t.schema), mode="append")
+    except deltalake.exceptions.CommitFailedError:  # a feature delta-rs does not write (collations)
+        commit(later, [add(later, duck.slice(0, 5).cast(t.schema))])
+    now = duckdb_delta().execute(f"SELECT * FROM delta_scan('{later}')").to_arrow_table()
+    names, keys = t.schema.names, probe_keys(case, duck)
+    t = IndexedTable.for_path(later)
+    for _ in range(2):
+        assert canon_rows(t.to_arrow(), names) == canon_rows(now, names)
+        assert canon_rows(t.lookup(keys), names) == canon_rows(matching(now, case.index, keys), names)
+        t.refresh()
