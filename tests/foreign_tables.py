@@ -209,11 +209,20 @@ def empty(path):
     write(path, rows([]))
 
 
-def with_deletion_vectors(path, partition_by=None):
+def with_deletion_vectors(path, partition_by=None, inline=False):
+    """Another writer's deletion vectors on three files (every third row; every row of one
+    file), then a second DELETE on top of the first ones."""
     appended(path, three(), partition_by=partition_by)
     files = deltalake.DeltaTable(path).file_uris()
-    rel = [os.path.relpath(f.removeprefix("file://"), path) for f in files]
-    mark_deleted(path, {p: [r for r in range(file_rows(path, p)) if r % 3 == 1] for p in rel[:3]})
+    rel = sorted(os.path.relpath(f.removeprefix("file://"), path) for f in files)
+    deleted = {p: [r for r in range(file_rows(path, p)) if r % 3 == 1] for p in rel[:2]}
+    deleted[rel[2]] = list(range(file_rows(path, rel[2])))
+    mark_deleted(path, deleted, inline=inline)
+    mark_deleted(path, {rel[0]: [0]}, inline=inline)
+
+
+def dv_inline(path):
+    with_deletion_vectors(path, inline=True)
 
 
 def dv_partitioned(path):
@@ -236,6 +245,34 @@ def typed(path):
         "big": pa.array([decimal.Decimal(10**30 + i) / 10**8 for i in range(n)], pa.decimal128(38, 8)),
         "d0": pa.array([decimal.Decimal(i - 5) for i in range(n)], pa.decimal128(5, 0)),
     }))
+
+
+def odd_names(path):
+    """Column names with spaces, non-ASCII letters and punctuation (no column mapping)."""
+    n = 30
+    write(path, pa.table({"the id": pa.array(range(n), pa.int64()), "größe": [f"g{i % 4}" for i in range(n)],
+                          "a-b(c)": [i * 1.5 for i in range(n)]}), partition_by=["größe"])
+
+
+def widened(path):
+    """Files written before another engine widened ``k`` (int to long), ``f`` (float to
+    double) and ``m`` (decimal(5,2) to decimal(10,4)), then a file of the new types."""
+    from foreign_logs import add, commit, last_metadata, protocol
+
+    old = pa.table({"k": pa.array(range(20), pa.int32()), "f": pa.array([i / 8 for i in range(20)], pa.float32()),
+                    "m": pa.array([decimal.Decimal(i) / 4 for i in range(20)], pa.decimal128(5, 2))})
+    write(path, old)
+    meta = last_metadata(path)
+    schema = json.loads(meta["schemaString"])
+    for f, to in zip(schema["fields"], ["long", "double", "decimal(10,4)"]):
+        f["metadata"] = {"delta.typeChanges": [{"fromType": f["type"], "toType": to}]}
+        f["type"] = to
+    features = ["typeWidening"]
+    commit(path, [protocol(3, 7, features, features), {"metaData": {
+        **meta, "schemaString": json.dumps(schema),
+        "configuration": {**meta["configuration"], "delta.enableTypeWidening": "true"}}}], "CHANGE COLUMN")
+    commit(path, [add(path, pa.table({"k": pa.array([2**40, 21], pa.int64()), "f": pa.array([0.1, None]),
+                                      "m": pa.array([decimal.Decimal("123456.7891"), None], pa.decimal128(10, 4))}))])
 
 
 def appended_typed(path):
@@ -287,6 +324,11 @@ DELTA_RS = [
     Case("empty", empty, ["id"], [0, 1]),
     Case("deletion-vectors", with_deletion_vectors, ["id"], ID_PROBES),
     Case("deletion-vectors-partitioned", dv_partitioned, ["id"], ID_PROBES),
+    Case("deletion-vectors-inline", dv_inline, ["id"], ID_PROBES),
+    Case("odd-column-names", odd_names, ["the id"], [0, 5, 29, 30]),
+    Case("odd-column-names-index-partition", odd_names, ["größe"], ["g0", "g3", "g9"]),
+    Case("type-widened", widened, ["k"], [0, 7, 19, 21, 2**40, 99]),
+    Case("type-widened-decimal-index", widened, ["m"], [Of(0, 3, 2**40), decimal.Decimal("9")]),
     Case("types-index-ntz", typed, ["ntz"], [Of(0, 5), dt.datetime(1900, 1, 1), dt.datetime(1901, 1, 1)]),
     Case("types-index-zoned", appended_typed, ["tz"], [Of(0, 1, 39), dt.datetime(2024, 11, 3, 5, 30, tzinfo=UTC)]),
     Case("types-index-binary", typed, ["bin"], [Of(1, 5), None, b"\x00"]),
