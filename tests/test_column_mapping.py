@@ -282,6 +282,14 @@ def test_the_connector_reads_name_mode_on_every_path(spark, converted):
 
 
 @pytest.mark.spark
+@pytest.mark.parametrize("bucketed", [False, True])
+def test_to_df_reads_by_logical_name(spark, converted, bucketed):
+    # Spark's Parquet reader over the bare files would read every column as NULL.
+    t = IndexedTable.for_path(converted)
+    assert spark_rows(t.to_df(spark, bucketed=bucketed)) == delta_rs(converted)
+
+
+@pytest.mark.spark
 def test_the_connector_reads_partitioned_name_mode(spark, tmp_path):
     path = str(tmp_path / "p")
     data = rows(range(30)).append_column("p", pa.array([f"x{k % 3}" for k in range(30)]))

@@ -284,3 +284,22 @@ def test_rows_delta_rs_appends_after_the_conversion_are_found(corpus, name, tmp_
         assert canon_rows(t.to_arrow(), names) == canon_rows(now, names)
         assert canon_rows(t.lookup(keys), names) == canon_rows(matching(now, case.index, keys), names)
         t.refresh()
+
+
+TO_DF = ["nested", "evolved-struct-field", "empty", "odd-column-names", "type-widened", "types-index-zoned",
+         "column-mapping-name-delta-rs", "column-mapping-name-renamed", "int96-timestamps",
+         "millis-timestamps-int-decimals", "file-missing-columns", "mixed-layouts-no-stats"]
+"""The tables whose files or log differ most from what Spark's Parquet reader expects
+(partitioned tables and deletion vectors take the paths the connector test covers); all of
+them would cost the module half a minute more."""
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("name", TO_DF)
+def test_to_df_equals_duckdb(spark, corpus, name):
+    """``IndexedTable.to_df``: Spark's own Parquet scan of the version's files (or the
+    connector, for partitioned and column-mapped tables; the Python source, for deletion
+    vectors)."""
+    original, copy, t, duck = corpus(name)
+    names = t.schema.names
+    assert canon_rows(t.to_df(spark).toArrow(), names) == canon_rows(duck, names)
