@@ -40,6 +40,9 @@ CONVERTED = [n for n, c in CORPUS.items() if c.refused is None]
 CONNECTOR = [pytest.param(n, marks=pytest.mark.xfail(strict=True, reason=c.connector_xfail) if c.connector_xfail else ())
              for n, c in CORPUS.items() if c.refused is None]
 REFUSED = [n for n, c in CORPUS.items() if c.refused is not None]
+FIRST_OF_TABLE = {}
+for _n in CONVERTED:
+    FIRST_OF_TABLE.setdefault(CORPUS[_n].build, _n)
 
 
 # -- canonical values --------------------------------------------------------------------------------
@@ -212,7 +215,8 @@ def test_connector_scans_and_driver_lookups_equal_duckdb(spark, corpus, name):
     want = StructType.fromJson(declared(copy))
     assert [(f.name, f.dataType.simpleString()) for f in df.schema] == \
         [(f.name, f.dataType.simpleString()) for f in want]
-    assert canon_rows(df.toArrow(), names) == canon_rows(duck, names)
+    if FIRST_OF_TABLE[case.build] == name:  # one full scan per table, whatever its index
+        assert canon_rows(df.toArrow(), names) == canon_rows(duck, names)
     keys = probe_keys(case, duck)
     if not keys:
         return
