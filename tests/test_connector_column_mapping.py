@@ -130,3 +130,12 @@ def test_id_mode_finds_columns_by_field_id_whatever_the_files_call_them(spark, c
     want = rowsort(want)
     assert ours(IndexedTable.for_path(path).to_arrow()) == want
     every_path(spark, conf, path, want, [1, 3, 21, 25, 31, 36, 37, 39, 40, 43, 44, 500])
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("bucketed", [False, True])
+def test_to_df_reads_by_logical_name(spark, converted, bucketed):
+    # Spark's Parquet reader over the bare files would read every column as NULL.
+    indexeddf.register(spark)
+    t = IndexedTable.for_path(converted)
+    assert spark_rows(t.to_df(spark, bucketed=bucketed)) == delta_rs(converted)

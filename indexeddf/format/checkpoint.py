@@ -22,7 +22,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ..errors import CorruptLogError
-from ..spec.actions import Action, ActionParseError, AddFile, CommitInfo, IndexEntry, RemoveFile
+from ..spec.actions import Action, ActionParseError, AddFile, CommitInfo, IndexEntry, Metadata, RemoveFile
 from ..spec.delta import (
     DECODERS,
     TAG_BUCKET,
@@ -278,7 +278,10 @@ def read_checkpoint(storage: "TableStorage", version: int) -> list[Action]:
     for name in sidecars:
         side = f"{SIDECAR_DIR}/{name}"
         actions += _parquet_actions(storage.read_bytes(side), storage.full(side))[0]
-    return actions + index_state(storage, version)
+    # Another engine's checkpoint of a table not indexed yet: no index existed then, so
+    # the state is known (empty) even when a log clean-up removed the commits before it.
+    indexed = any(isinstance(a, Metadata) and a.indexColumns for a in actions)
+    return actions + index_state(storage, version, indexed)
 
 
 def _json_checkpoint(text: str, source: str) -> tuple[list[Action], list[str]]:
@@ -344,12 +347,13 @@ def _parquet_actions(data: bytes, source: str) -> tuple[list[Action], list[str]]
     return actions, sidecars
 
 
-def index_state(storage: "TableStorage", version: int) -> list[Action]:
+def index_state(storage: "TableStorage", version: int, indexed: bool = True) -> list[Action]:
     """The ``index`` actions that replay to the index state at ``version``, and the
     ``commitInfo`` timestamp of that version: from ``_indexes/_state`` when indexeddf
     wrote the checkpoint, else replayed from the commits since the newest index state
     before it. Commits a log clean-up removed leave the indexes unknown: they are
-    dropped with a warning (answers stay right, by scans) until ``create_index``."""
+    dropped with a warning (answers stay right, by scans) until ``create_index``; not
+    when the table was not ``indexed`` at ``version`` (it had no index then)."""
     try:
         state = json.loads(storage.read_bytes(index_state_path(version)))
         indexes = [IndexEntry.model_validate(e) for e in state["indexes"]]
@@ -373,6 +377,8 @@ def index_state(storage: "TableStorage", version: int) -> list[Action]:
                 elif isinstance(a, CommitInfo):
                     timestamp = a.timestamp
     except FileNotFoundError:
+        if not indexed:
+            return [CommitInfo(timestamp=timestamp, operation="CHECKPOINT", readVersion=version)]
         warnings.warn(
             f"{storage.url}: the commits before the checkpoint of version {version} are gone, so the "
             "index state there is unknown; indexes are not used at this version (recreate them)",

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from ..format.snapshot import Snapshot
 from ..spec.actions import named_with_bucket
+from ..spec.column_mapping import is_mapped
 from ..spec.schema import arrow_type
 
 
@@ -31,6 +32,9 @@ def bucketed_scan_reason(snapshot: Snapshot) -> str | None:
     if floating:
         # Spark normalises -0.0 and NaN in join keys; a file's bucket hashes the raw value.
         return f"index column(s) {floating} are floating point"
+    if is_mapped(meta.configuration):
+        return ("the table maps its column names (delta.columnMapping.mode); Spark's Parquet reader would look "
+                "for the logical names in its files")
     with_dv = [a.path for a in snapshot.live_files() if a.deletionVector is not None]
     if with_dv:
         return (f"{len(with_dv)} live file(s) have deletion vectors (e.g. {with_dv[0]}), whose rows Spark's "

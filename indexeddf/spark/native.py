@@ -15,6 +15,7 @@ from py4j.protocol import Py4JError
 from ..errors import InvalidOptionError
 from ..format.snapshot import Snapshot
 from ..format.storage import TableStorage
+from ..spec.column_mapping import is_mapped
 from ..spec.schema import check_columns
 from .types import spark_schema
 
@@ -62,10 +63,11 @@ def native_scan(spark, snapshot: Snapshot, columns: Sequence[str] | None = None,
     ``bucketed``: tell Spark how the files are bucketed (:mod:`.bucketed`), where
     possible (``bucketed_scan_reason`` says why not); otherwise, or when False, a plain
     scan. A JVM that cannot build the bucketed relation gives a plain scan and a warning.
-    A snapshot whose files have deletion vectors, or of a partitioned table, is read by
-    the JVM connector (or, without it, the Python data source) instead: they drop the rows
-    a deletion vector deletes and take the partition columns from the log, which Spark's
-    Parquet reader over the bare files cannot.
+    A snapshot whose files have deletion vectors, or of a partitioned or column-mapped
+    table, is read by the JVM connector (or, without it or in ``id`` mode, the Python data
+    source) instead: they drop the rows a deletion vector deletes, take the partition
+    columns from the log and read the files' physical column names, which Spark's Parquet
+    reader over the bare files cannot (it would read a mapped table's columns as NULL).
     A Spark Connect client has no JVM: it reads the version through the server's JVM
     connector instead (``format("indexeddf")`` with ``versionAsOf``, which reports the same
     bucketing), or, when the server has no connector, plainly with a warning.
@@ -77,10 +79,11 @@ def native_scan(spark, snapshot: Snapshot, columns: Sequence[str] | None = None,
     check_columns(schema.names, columns)
     files = snapshot.live_files()
     df = None
-    if any(a.deletionVector is not None for a in files) or (snapshot.metadata.partitionColumns and files):
+    if files and (any(a.deletionVector is not None for a in files) or snapshot.metadata.partitionColumns
+                  or is_mapped(snapshot.metadata.configuration)):
         # Spark's Parquet reader cannot drop the rows a deletion vector deletes, nor know a
-        # file's partition values (the log has them, not the files): the connector, or the
-        # Python source, reads them.
+        # file's partition values (the log has them, not the files), nor find a column-mapped
+        # table's physical names: the connector, or the Python source, reads them.
         df = _version_scan(spark, snapshot)
     elif bucketed and files and bucketed_scan_reason(snapshot) is None:
         paths = [hadoop_path(snapshot.storage, a.path, glob_escaped=False) for a in files]
@@ -102,8 +105,9 @@ def native_scan(spark, snapshot: Snapshot, columns: Sequence[str] | None = None,
 
 def _version_scan(spark, snapshot: Snapshot):
     """The snapshot's version through the JVM connector (deletion vectors applied in its
-    Parquet reads, partition columns from the log, partition and bucket pruning), else
-    through the Python data source."""
+    Parquet reads, partition columns from the log, partition and bucket pruning, a
+    column-mapped table's physical names or field ids), else through the Python data
+    source."""
     from .session import CONNECTOR, _register
 
     if _register(spark) == CONNECTOR and not snapshot.storage.storage_options:

@@ -54,6 +54,12 @@ final class Replay {
                 CheckpointReader.read(part, log.fs.getConf(), state);
             }
             state.indexes = IndexLog.stateAt(log, start);
+            if (state.indexes == null && state.metadata != null
+                    && !state.metadata.path("configuration").has(DeltaLog.CONF_INDEX_COLUMNS)) {
+                // Another engine's checkpoint of a table indexeddf had not indexed yet: there
+                // were no indexes then, whatever commits a log clean-up removed since.
+                state.indexes = new LinkedHashMap<>();
+            }
             from = start + 1;
         }
         for (long v = from; v <= target; v++) {
