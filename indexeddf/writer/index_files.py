@@ -113,8 +113,19 @@ def write_index_file(storage: TableStorage, rel: str, bucket: int, hashes: np.nd
     )
     data = buf.getvalue()
     storage.write_bytes(rel, data)
-    ids = tuple(int(i) for i in np.unique(file_ids))  # np.unique sorts
+    ids = distinct_ids(file_ids)
     return IndexFile(path=rel, size=len(data), bucket=bucket, numEntries=len(hashes), fileIds=ids)
+
+
+def distinct_ids(file_ids: np.ndarray) -> tuple[int, ...]:
+    """The distinct ``file_ids``, ascending. An index file of a compacted or rewritten
+    bucket names one data file: checked in one pass, where ``np.unique`` sorts (50 ms for a
+    625,000-entry file, paid by every file a copy-on-write change rewrites)."""
+    if len(file_ids) == 0:
+        return ()
+    if bool((file_ids == file_ids[0]).all()):
+        return (int(file_ids[0]),)
+    return tuple(int(i) for i in np.unique(file_ids))
 
 
 def read_entries(storage: TableStorage, f: IndexFile, version: int | None = None) -> pa.Table:
