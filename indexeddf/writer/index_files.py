@@ -145,17 +145,20 @@ def carried_entries(storage: TableStorage, name: str, files: tuple[IndexFile, ..
     if not holding:
         return None
     hashes, rows, buckets = [], [], []
+    dropped = np.asarray(dropped, dtype=np.int64)
     for f in holding:
         t = read_entries(storage, f, version)
-        mine = t.column("file_id").to_numpy() == old_id
-        row = t.column("row").to_numpy()[mine]
-        # new_ordinal[r]: r's ordinal in the copy (a gather, not a search, per entry).
-        gone = np.zeros(int(row.max()) + 1 if len(row) else 0, dtype=bool)
-        gone[dropped[dropped < len(gone)]] = True
-        new_ordinal = np.cumsum(~gone, dtype=np.int64) - 1
-        keep = ~gone[row]
-        hashes.append(t.column("hash").to_numpy()[mine][keep])
-        rows.append(new_ordinal[row[keep]].astype(np.int32))
+        row, hashes_of = t.column("row").to_numpy().astype(np.int64), t.column("hash").to_numpy()
+        if tuple(f.fileIds) != (old_id,):  # entries of other files too: keep this file's
+            mine = t.column("file_id").to_numpy() == old_id
+            row, hashes_of = row[mine], hashes_of[mine]
+        # A kept row's ordinal in the copy: its ordinal less the dropped rows before it (a
+        # binary search in the few dropped rows, per entry).
+        before = np.searchsorted(dropped, row)
+        keep = (before == len(dropped)) | (dropped[np.minimum(before, max(len(dropped) - 1, 0))] != row) \
+            if len(dropped) else np.ones(len(row), dtype=bool)
+        hashes.append(hashes_of[keep])
+        rows.append((row[keep] - before[keep]).astype(np.int32))
         buckets.append(np.full(int(keep.sum()), f.bucket, dtype=np.int64))
     hashes, rows, buckets = np.concatenate(hashes), np.concatenate(rows), np.concatenate(buckets)
     if len(holding) > 1:
