@@ -21,6 +21,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 import scenarios_admin  # noqa: E402
 import scenarios_connector  # noqa: E402
+import scenarios_floor  # noqa: E402
 import scenarios_format  # noqa: E402
 import scenarios_hybrid  # noqa: E402
 import scenarios_index  # noqa: E402
@@ -38,6 +39,7 @@ GROUPS = {
     **scenarios_join.SCENARIOS,
     **scenarios_hybrid.SCENARIOS,
     **scenarios_connector.SCENARIOS,
+    **scenarios_floor.SCENARIOS,
     **scenarios_probe.SCENARIOS,
 }
 

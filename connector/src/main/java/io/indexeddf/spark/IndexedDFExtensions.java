@@ -9,10 +9,12 @@ import io.indexeddf.spark.plan.MergeStars;
 import io.indexeddf.spark.plan.ResolveChanges;
 import io.indexeddf.spark.plan.ResolveInsert;
 import io.indexeddf.spark.plan.ResolvePath;
+import io.indexeddf.spark.plan.UnneededBuckets;
 import org.apache.spark.sql.SparkSession;
 import org.apache.spark.sql.SparkSessionExtensions;
 import org.apache.spark.sql.catalyst.plans.logical.LogicalPlan;
 import org.apache.spark.sql.catalyst.rules.Rule;
+import org.apache.spark.sql.execution.SparkPlan;
 import scala.runtime.AbstractFunction1;
 import scala.runtime.BoxedUnit;
 
@@ -28,7 +30,8 @@ import scala.runtime.BoxedUnit;
  * {@code indexeddf.`/path`} too: {@link AddColumnsCommand.OnPath}). The
  * optimizer rules: {@link DriverLookup}, which answers index lookups on the driver with no
  * Spark job, and {@link IndexedJoin}, which answers the table's side of a join with a small
- * other side as an index lookup of that side's keys.
+ * other side as an index lookup of that side's keys. The query-stage preparation rule
+ * {@link UnneededBuckets} reads a table's scan unbucketed where nothing uses its bucketing.
  */
 public final class IndexedDFExtensions extends AbstractFunction1<SparkSessionExtensions, BoxedUnit> {
     @Override
@@ -48,6 +51,13 @@ public final class IndexedDFExtensions extends AbstractFunction1<SparkSessionExt
         // Optimizer rules.
         extensions.injectOptimizerRule(rule(DriverLookup::new));
         extensions.injectOptimizerRule(rule(IndexedJoin::new));
+        // Physical plans (adaptive execution): after Spark's own choice of bucketed scans.
+        extensions.injectQueryStagePrepRule(new AbstractFunction1<SparkSession, Rule<SparkPlan>>() {
+            @Override
+            public Rule<SparkPlan> apply(SparkSession session) {
+                return new UnneededBuckets();
+            }
+        });
         return BoxedUnit.UNIT;
     }
 

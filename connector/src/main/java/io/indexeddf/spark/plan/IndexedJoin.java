@@ -77,6 +77,13 @@ public final class IndexedJoin extends Rule<LogicalPlan> {
      * the plan node, not a set of plans: comparing plans would hash every collected row.
      */
     private static final TreeNodeTag<Object> TRIED = new TreeNodeTag<>("indexeddf.indexedJoin.tried");
+    /**
+     * Marks a table side whose probe was run and whose lookup was declined: a fresh copy of the
+     * relation, so the mark stays with this query's plan. The probe side cannot carry it: later
+     * rules wrap the collected rows (the inferred {@code IS NOT NULL} filter) or rebuild them, and
+     * without the mark every pass of the optimizer would run the probe and plan the lookup again.
+     */
+    private static final TreeNodeTag<Object> DECLINED = new TreeNodeTag<>("indexeddf.indexedJoin.declined");
 
     public IndexedJoin(SparkSession session) {
         this.session = session;
@@ -135,12 +142,25 @@ public final class IndexedJoin extends Rule<LogicalPlan> {
         }
 
         /**
-         * This side reading the same files without the bucketing: the small side is broadcast,
-         * so one task per bucket would only add tasks (Spark keeps a bucketed scan whenever
-         * its bucket pruning ran, even when it pruned nothing).
+         * This side over a copy of its relation marked {@link #DECLINED}. {@code unbucketed}: the
+         * copy reads the same files without the bucketing, as the small side is broadcast and one
+         * task per bucket would only add tasks (Spark keeps a bucketed scan under a broadcast join
+         * whenever an operator above needs a distribution, and whenever its bucket pruning ran);
+         * else the copy equals the relation in every way.
          */
-        LogicalPlan unbucketed() {
-            LogicalPlan out = TableRelation.unbucketed((LogicalRelation) relation);
+        LogicalPlan declined(boolean unbucketed) {
+            LogicalRelation lr = (LogicalRelation) relation;
+            LogicalRelation copy = unbucketed ? TableRelation.unbucketed(lr)
+                : lr.copy(lr.relation(), lr.output(), lr.catalogTable(), lr.isStreaming(), lr.stream());
+            copy.setTagValue(DECLINED, Boolean.TRUE);
+            return over(copy);
+        }
+
+        boolean wasDeclined() {
+            return relation.getTagValue(DECLINED).isDefined();
+        }
+
+        private LogicalPlan over(LogicalPlan out) {
             if (filter != null) {
                 out = new Filter(filter.condition(), out);
             }
@@ -162,7 +182,8 @@ public final class IndexedJoin extends Rule<LogicalPlan> {
         LogicalPlan table = tableLeft ? j.left() : j.right();
         LogicalPlan other = tableLeft ? j.right() : j.left();
         TableSide side = TableSide.of(table);
-        if (side == null || !dropsUnmatched(j.joinType(), tableLeft) || other.getTagValue(TRIED).isDefined()
+        if (side == null || side.wasDeclined() || !dropsUnmatched(j.joinType(), tableLeft)
+                || other.getTagValue(TRIED).isDefined()
                 || other.isStreaming() || !other.deterministic()) {
             return null;
         }
@@ -178,17 +199,17 @@ public final class IndexedJoin extends Rule<LogicalPlan> {
         }
         LocalRelation probe = ProbeRows.collect(session, other, Integer.parseInt(conf("maxProbeRows", "100000")),
             Math.max(0, maxProbeBytes()));
-        if (probe == null) {
-            other.setTagValue(TRIED, Boolean.TRUE);
-            return null;
+        if (probe == null) {  // too many rows: Spark's join as it was, never run again by this rule
+            LogicalPlan declined = side.declined(false);
+            return tableLeft ? j.copy(declined, other, j.joinType(), j.condition(), j.hint())
+                : j.copy(other, declined, j.joinType(), j.condition(), j.hint());
         }
         Expression keyFilter = keyFilter(keys, probe);
         Filter filter = new Filter(side.filter == null ? keyFilter : new And(side.filter.condition(), keyFilter),
             side.relation);
         LogicalPlan answered = lookup.answer(filter, side.project);
-        if (answered == null) {
-            probe.setTagValue(TRIED, Boolean.TRUE);  // the index reads too much for these keys: Spark's scan joins them
-            answered = j.hint().isEmpty() ? side.unbucketed() : table;
+        if (answered == null) {  // the index reads too much for these keys: Spark's scan joins them
+            answered = side.declined(j.hint().isEmpty());
         } else {
             if (answered instanceof LocalRelation && streamsTable(j.joinType(), tableLeft, (LocalRelation) answered, probe)) {
                 answered = PackedRows.of(session, (LocalRelation) answered);
