@@ -100,6 +100,8 @@ def rewrite(snapshot: Snapshot, change: Change, scope: Scope, schema: pa.Schema,
 
     started = time.perf_counter()
     results = []
+    # Files are rewritten REWRITE_THREADS at a time; each decodes on its own thread then.
+    write.use_threads = len(found.files) < REWRITE_THREADS
     with ThreadPoolExecutor(REWRITE_THREADS) as pool:
         results += pool.map(one, found.files)
     done = _Written()
@@ -205,6 +207,7 @@ class _Writer:
     def __init__(self, snapshot: Snapshot, tx: Transaction, metadata, schema: pa.Schema):
         self.snapshot, self.tx, self.metadata, self.schema = snapshot, tx, metadata, schema
         self.indexes = maintained_indexes(snapshot)
+        self.use_threads = True  # pyarrow's threads decode a copied file's row groups
 
     def __call__(self, rows: pa.Table, into: _Written) -> None:
         """Write new rows (updated or inserted), bucketed."""
@@ -219,7 +222,8 @@ class _Writer:
     def kept(self, a: AddFile, touched: np.ndarray, into: _Written) -> None:
         """Copy the rows of ``a`` but ``touched`` into a new file of its bucket, streamed."""
         add, written, copied = copy_kept_rows(self.snapshot.storage, self.metadata, self.indexes, a, self.schema,
-                                              touched, self.tx.written_paths, self.snapshot.version)
+                                              touched, self.tx.written_paths, self.snapshot.version,
+                                              self.use_threads)
         into.metrics.num_target_rows_copied += copied
         into.metrics.num_output_rows += copied
         if add is not None:

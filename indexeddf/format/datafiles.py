@@ -118,13 +118,15 @@ def read_live_rows(storage: TableStorage, add: AddFile, schema: pa.Schema, colum
 
 
 def iter_live_row_groups(storage: TableStorage, add: AddFile, schema: pa.Schema, columns: Sequence[str] | None = None,
-                         version: int | None = None, deleted: np.ndarray | None = None,
+                         version: int | None = None, deleted: np.ndarray | None = None, use_threads: bool = True,
                          ) -> Iterator[tuple[np.ndarray, pa.Table]]:
     """One data file's rows in the table, a Parquet row group at a time (memory bounded by
     a row group, not by the file): each group's live rows with ``columns`` (all when None),
     typed as ``schema``, and their ordinals in the file (int64, what a deletion vector and
     an index entry name). ``deleted``: the rows of the file's deletion vector, when the
-    caller has read it already (else it is read here)."""
+    caller has read it already (else it is read here). ``use_threads``: pyarrow decodes a
+    group's columns on its own threads; a caller that reads files on threads of its own
+    passes False (two pools on two cores contend)."""
     wanted = list(schema.names if columns is None else columns)
     pf = open_parquet(storage, add.path, version)
     partition = add.partitionValues
@@ -135,7 +137,7 @@ def iter_live_row_groups(storage: TableStorage, add: AddFile, schema: pa.Schema,
     for i in range(pf.metadata.num_row_groups):
         n = pf.metadata.row_group(i).num_rows
         if stored or not wanted:
-            rows = pf.read_row_group(i, columns=stored)
+            rows = pf.read_row_group(i, columns=stored, use_threads=use_threads)
         else:  # only partition columns: the row count is in the footer
             rows = pa.table({"_": pa.nulls(n, pa.null())})
         ordinals = np.arange(start, start + n, dtype=np.int64)

@@ -103,7 +103,7 @@ def _repeating(rows: pa.Table, columns: list[str]) -> list[str]:
 
 def copy_kept_rows(storage: TableStorage, metadata: Metadata, indexes: list[IndexEntry], add: AddFile,
                    schema: pa.Schema, drop: np.ndarray, written: list[str], version: int | None = None,
-                   ) -> tuple[AddFile | None, dict[str, list[IndexFile]], int]:
+                   use_threads: bool = True) -> tuple[AddFile | None, dict[str, list[IndexFile]], int]:
     """Copy the live rows of ``add`` (a bucketed file) but those at the ordinals ``drop``
     into a new file of the same bucket and partition, a row group at a time, with its
     entries in each of ``indexes``; ``schema``: the table's after the change (columns it
@@ -130,7 +130,8 @@ def copy_kept_rows(storage: TableStorage, metadata: Metadata, indexes: list[Inde
     gone = np.zeros(int(dropped[-1]) + 1 if dropped.size else 0, dtype=bool)
     gone[dropped] = True
     try:
-        for ordinals, rows in iter_live_row_groups(storage, add, schema, version=version, deleted=deleted):
+        for ordinals, rows in iter_live_row_groups(storage, add, schema, version=version, deleted=deleted,
+                                                   use_threads=use_threads):
             near = ordinals[ordinals < len(gone)]
             if near.size and gone[near].any():
                 keep = np.ones(len(ordinals), dtype=bool)
