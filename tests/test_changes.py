@@ -397,3 +397,16 @@ def test_a_spark_dataframe_is_a_source(spark, tmp_path):
     m = t.merge(src, "t.k = s.k", "s", "t").when_matched_update_all().when_not_matched_insert_all().execute()
     assert (m["num_target_rows_updated"], m["num_target_rows_inserted"]) == (1, 1)
     assert t.lookup([3, 30]).sort_by("k").column("v").to_pylist() == [33, 300]
+
+
+def test_bucket_parts_run_four_buckets_at_a_time():
+    from indexeddf.changes.parts import SourcePart, grouped
+
+    def part(buckets, n):
+        return SourcePart(None if buckets is None else frozenset(buckets), n, lambda: rows(list(range(n))))
+
+    parts = [part([b], b + 1) for b in range(6)]
+    got = grouped(parts, 4)
+    assert [sorted(p.buckets) for p in got] == [[0, 1, 2, 3], [4, 5]]
+    assert [p.num_rows for p in got] == [10, 11] and got[0].read().num_rows == 10
+    assert grouped([part(None, 3)], 4)[0].buckets is None

@@ -45,7 +45,7 @@ from .clauses import INSERT, MATCHED, NOT_MATCHED, NOT_MATCHED_BY_SOURCE
 from .expressions import Scope
 from .find import find, target_columns
 from .model import Change, ChangeMetrics
-from .parts import PartedSource
+from .parts import PartedSource, grouped
 from .rewrite import rewrite, with_new_columns
 
 
@@ -148,7 +148,7 @@ def _execute_parts(snapshot: Snapshot, change: Change, metrics: ChangeMetrics,
     tx = Transaction(snapshot, change.operation, change.parameters, read_buckets=())
     actions, index_files, read, by = [], {}, set(), set()
     try:
-        for part in source.parts:
+        for part in grouped(source.parts):
             one = replace(change, source=part.read())
             found_started = time.perf_counter()
             found = find(snapshot, one, stored, p.wanted)

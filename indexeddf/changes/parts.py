@@ -31,6 +31,39 @@ class SourcePart:
     read: Callable[[], pa.Table]
 
 
+BUCKETS_A_PART = 4
+"""Consecutive one-bucket parts the engine runs together (:func:`grouped`): a part of one
+bucket meets one bucket's files, which a change then rewrites one at a time; four buckets'
+parts let it rewrite two files at once, and hold four buckets' share of the source."""
+
+
+def grouped(parts: list[SourcePart], size: int = BUCKETS_A_PART) -> list[SourcePart]:
+    """``parts`` with consecutive parts of some buckets merged ``size`` at a time (their
+    rows read together); a part of every bucket stays as it is."""
+    out: list[SourcePart] = []
+    run: list[SourcePart] = []
+
+    def flush() -> None:
+        if len(run) == 1:
+            out.append(run[0])
+        elif run:
+            reads = [p.read for p in run]
+            out.append(SourcePart(frozenset().union(*(p.buckets for p in run)), sum(p.num_rows for p in run),
+                                  lambda reads=reads: pa.concat_tables([r() for r in reads])))
+        run.clear()
+
+    for p in parts:
+        if p.buckets is None:
+            flush()
+            out.append(p)
+            continue
+        run.append(p)
+        if len(run) == size:
+            flush()
+    flush()
+    return out
+
+
 @dataclass
 class PartedSource:
     """A staged source: its schema and its parts (disjoint, together every source row)."""
