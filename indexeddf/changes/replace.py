@@ -26,6 +26,7 @@ from typing import Any
 from ..format.snapshot import Snapshot
 from ..format.transaction import ALL_BUCKETS, CommitResult, Transaction
 from ..spec.actions import Txn
+from ..spec.column_mapping import table_schema
 from ..spec.replace_where import ReplaceWhere, parse_replace_where
 from ..spec.schema import arrow_schema
 from ..writer.data import conform, to_arrow_table
@@ -63,7 +64,7 @@ def replace_where(snapshot: Snapshot, predicate: str, data: Any = None, written:
         params.update(txnAppId=txn[0], txnVersion=txn[1])
     if where.partition_only:
         return _replace_files(snapshot, where, inserted, txn, params)
-    schema = arrow_schema(snapshot.metadata.schema_)
+    schema = table_schema(snapshot.metadata)  # partitionValues are keyed by physical names when mapped
     change = Change("WRITE", params, [Clause(MATCHED, DELETE, predicate)], fixed=_fixed(predicate, snapshot),
                     txn=txn, inserted=inserted, candidates=lambda files: where.may_select(files, schema))
     result, _ = execute(snapshot, change)
@@ -72,8 +73,7 @@ def replace_where(snapshot: Snapshot, predicate: str, data: Any = None, written:
 
 def _replace_files(snapshot: Snapshot, where: ReplaceWhere, inserted: Inserted, txn, params) -> CommitResult | None:
     """The partition-only case: whole files out, the new rows in, one commit."""
-    schema = arrow_schema(snapshot.metadata.schema_)
-    removed = where.selects(snapshot.live_files(), schema)
+    removed = where.selects(snapshot.live_files(), table_schema(snapshot.metadata))
     tx = Transaction(snapshot, "WRITE", params, read_buckets=ALL_BUCKETS)
     tx.written_paths.extend(inserted.written)
     adds, index_files = list(inserted.adds), dict(inserted.index_files)

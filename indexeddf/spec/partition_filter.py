@@ -17,6 +17,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from sqlglot import exp
 
+from .column_mapping import physical_name
 from .expressions import CompiledExpression, compile_tree, parse_guarded, require_boolean
 from .partitions import parse_value
 
@@ -74,15 +75,19 @@ def _conjuncts(tree: exp.Expression) -> list[exp.Expression]:
 
 def partition_rows(files: Sequence, schema: pa.Schema) -> pa.Table:
     """One row per file: its partition values, typed as the table's columns (the other
-    columns are left out: a condition on partition columns only is evaluated on it)."""
-    names = sorted({c for a in files for c in a.partitionValues})
-    if not names:
+    columns are left out: a condition on partition columns only is evaluated on it).
+    ``schema``: the table's ``file_schema``; a column-mapped table's ``partitionValues``
+    name its columns by their physical names, the rows by their logical ones."""
+    logical = {physical_name(f): f.name for f in schema}
+    keys = sorted({c for a in files for c in a.partitionValues})
+    if not keys:
         return pa.table({"__files": pa.nulls(len(files), pa.null())})
     arrays = []
-    for c in names:
-        t = schema.field(c).type
-        arrays.append(pa.array([parse_value(a.partitionValues.get(c), t, c) for a in files], t))
-    return pa.Table.from_arrays(arrays, names=names)
+    for c in keys:
+        name = logical.get(c, c)
+        t = schema.field(name).type
+        arrays.append(pa.array([parse_value(a.partitionValues.get(c), t, name) for a in files], t))
+    return pa.Table.from_arrays(arrays, names=[logical.get(c, c) for c in keys])
 
 
 def files_where(files: Sequence, condition: CompiledExpression | None, schema: pa.Schema) -> list:

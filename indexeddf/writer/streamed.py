@@ -111,7 +111,8 @@ def copy_kept_rows(storage: TableStorage, metadata: Metadata, indexes: list[Inde
     its index files, and the number of rows copied."""
     partition = tuple(metadata.partitionColumns)
     stored = pa.schema([f for f in schema if f.name not in partition])
-    directory = partition_dir(partition, add.partitionValues) if partition else None
+    # The file's own values: keyed by physical names in a column-mapped table, as its folder is.
+    directory = partition_dir(list(add.partitionValues), add.partitionValues) if partition else None
     file = new_data_file(add.bucket, directory)
     written.append(file[0])
     out = StreamedFile(storage, file, add.bucket, stored, config.get(metadata.configuration,
