@@ -79,3 +79,23 @@ def test_a_key_column_matches_its_keys_sorted_or_not(values, keys, ordered):
     values = sorted(values) if ordered else values
     got = locate_mod.matching_ordinals(pa.table({"k": pa.array(values, pa.int64())}), pa.table({"k": pa.array(keys, pa.int64())}))
     assert got.tolist() == [i for i, v in enumerate(values) if v in set(keys)]
+
+
+@pytest.mark.parametrize("mode", ["none", "name"])
+def test_a_partitioned_column_mapped_table_is_located_both_ways(tmp_path, mode):
+    path = str(tmp_path / "t")
+    data = pa.table({"k": pa.array(range(300), pa.int64()), "p": [f"p{k % 4}" for k in range(300)],
+                     "v": [f"v{k}" for k in range(300)]})
+    t = IndexedTable.create(path, data, ["k"], num_buckets=4, partition_by=["p"],
+                            properties={"delta.enableDeletionVectors": "true", "delta.columnMapping.mode": mode})
+    t.delete("k % 9 = 0")
+    snap = t.snapshot
+    entry, _ = planner.join_index(snap, ["k"])
+    keys = pa.table({"k": pa.array([1, 9, 10, 77, 299, 500], pa.int64())})
+    plan = planner.plan_lookup(snap, entry, keys)
+    want = _sorted(lookup.run_plan(snap, plan, ["k", "p", "v"], locate=True))
+    assert [r[0] for r in want] == [1, 10, 77, 299]
+    for setting in (0, 1 << 40):
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(locate_mod, "INDEX_ROWS_PER_KEY", setting)
+            assert _sorted(locate_mod.locate(snap, plan, ["k", "p", "v"])) == want
