@@ -42,7 +42,7 @@ from ..spec.column_mapping import file_schema, physical_name, plain
 from ..spec.schema import check_columns, dictionary_columns
 from .cache import cache, deletion_vector_rows
 from .plan import LookupPlan, LookupTask
-from .trie import BucketTrie, Segment
+from .trie import BucketTrie, Segment, in_sorted
 
 
 # -- execution -------------------------------------------------------------------------
@@ -194,20 +194,47 @@ def bucket_trie(ctx: ReadContext | Snapshot, index_files: tuple[IndexFile, ...],
             return Segment.from_entries(f.path, pq.ParquetFile(io.BytesIO(data)).read())
         return read
 
+    trie_key = ("bucket-trie", table_id, tuple(f.path for f in index_files))
+    known = cache().get(trie_key)
+    if known is not None:
+        return known
     sorted_probes = None if probes is None or not isinstance(ctx, ReadContext) else np.unique(probes)
     segments: list[Segment] = []
+    small: list[Segment] = []  # whole segments of small index files
+    partial = False
     for f in index_files:
         key = ("segment", table_id, f.path)
         whole = cache().get(key) if sorted_probes is not None else None
-        if whole is not None:
-            segments.append(whole)
-            continue
-        parts = _segment_parts(ctx, f, sorted_probes) if sorted_probes is not None else None
-        if parts is not None:
-            segments += parts
-        else:
-            segments.append(cache().get_or_load(key, load(f), lambda s: s.nbytes))
-    return BucketTrie(tuple(segments))
+        if whole is None:
+            parts = _segment_parts(ctx, f, sorted_probes) if sorted_probes is not None else None
+            if parts is not None:
+                segments += parts
+                partial = True
+                continue
+            whole = cache().get_or_load(key, load(f), lambda s: s.nbytes)
+        (small if len(whole.hashes) <= SMALL_SEGMENT else segments).append(whole)
+    trie = BucketTrie(tuple(segments) + _merged_small(table_id, small))
+    if not partial:
+        # Whole files only: the next lookup of this bucket finds the trie in one step
+        # (counted at its segments' size, though it shares them with their own entries).
+        cache().put(trie_key, trie, trie.nbytes)
+    return trie
+
+
+SMALL_SEGMENT = 1 << 14
+"""Index files of at most this many entries (one index row group: what a small append or
+change writes to a bucket) are probed as one merged segment, cached under the set of
+their paths: a bucket after ten small merges is then two searches (its large file and
+the merged small ones), not eleven."""
+
+
+def _merged_small(table_id: str, small: list[Segment]) -> tuple[Segment, ...]:
+    if len(small) < 2:
+        return tuple(small)
+    paths = tuple(sorted(s.path for s in small))
+    merged = cache().get_or_load(("merged-segments", table_id, paths),
+                                 lambda: Segment.merged(paths[0], tuple(small)), lambda s: s.nbytes)
+    return (merged,)
 
 
 def _segment_parts(ctx: ReadContext, f: IndexFile, probes: np.ndarray) -> list[Segment] | None:
@@ -332,7 +359,7 @@ def _not_deleted(ctx: ReadContext, file_ids: np.ndarray, rows: np.ndarray) -> np
         deleted = deleted_rows(ctx, ctx.paths[int(fid)])
         if deleted is not None:
             at = file_ids == fid
-            kept[at] = ~np.isin(rows[at], deleted)
+            kept[at] = ~in_sorted(rows[at], deleted)
     return kept
 
 
@@ -351,7 +378,7 @@ def fetch_rows(ctx: ReadContext, path: str, rows: np.ndarray, columns: list[str]
     groups read are kept in the lookup cache (a change's one-shot read keeps none)."""
     deleted = deleted_rows(ctx, path)
     if deleted is not None:
-        rows = rows[~np.isin(rows, deleted)]
+        rows = rows[~in_sorted(rows, deleted)]
     if len(rows) == 0:
         return plain(pa.schema([ctx.schema.field(c) for c in columns])).empty_table()
     footer = _footer(ctx, path)
