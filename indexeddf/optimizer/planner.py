@@ -173,18 +173,64 @@ def missing_index_files(snapshot: Snapshot, plan: LookupPlan) -> list[str]:
     return [f.path for t in plan.tasks for f in t.index_files if not storage.exists(f.path)]
 
 
-def _plan(snapshot: Snapshot, index: IndexEntry, keys: pa.Table, why_not: str | None) -> LookupPlan:
+@dataclass(frozen=True)
+class _Coverage:
+    """What a lookup plan takes of a snapshot and an index whatever the keys: computed
+    once per (snapshot, index), since a DataFrame or a service plans many lookups of one
+    version, and after many small changes a table has hundreds of files to go through."""
+
+    covered: frozenset[int]
+    why_not: str | None
+    live_covered_ids: np.ndarray
+    uncovered: tuple  # live AddFiles the index does not cover
+    files_by_bucket: Mapping[int, tuple[IndexFile, ...]]
+
+
+_COVERAGE: dict[int, tuple[Snapshot, IndexEntry, _Coverage]] = {}
+_COVERAGE_SIZE = 8
+
+
+def _coverage(snapshot: Snapshot, index: IndexEntry) -> _Coverage:
+    key = id(snapshot) ^ (id(index) << 1)
+    hit = _COVERAGE.get(key)
+    if hit is not None and hit[0] is snapshot and hit[1] is index:
+        return hit[2]
     live = snapshot.files
     covered = {fid for f in index.files for fid in f.fileIds} if index.state in READABLE_STATES else set()
-    plan = LookupPlan(index, keys)
-    plan.why_not = why_not or unusable_reason(snapshot, index, covered)
-    if plan.why_not is not None:
+    why_not = unusable_reason(snapshot, index, covered)
+    if why_not is not None:
         covered = set()
     live_ids = np.array(sorted(a.fileId for a in live.values()), dtype=np.int64)
-    plan.live_covered_ids = live_ids[np.isin(live_ids, np.fromiter(covered, np.int64, len(covered)))]
+    live_covered_ids = live_ids[np.isin(live_ids, np.fromiter(covered, np.int64, len(covered)))]
+    live_covered_ids.setflags(write=False)  # shared by every plan of this snapshot
+    files_by_bucket: dict[int, list[IndexFile]] = defaultdict(list)
+    live_covered = set(live_covered_ids.tolist())
+    for f in index.files if covered else ():
+        # An index file that covers no live file holds only entries the lookup drops
+        # (PROTOCOL.md 13, step 2): not read, as the connector does not read it.
+        if not live_covered.isdisjoint(f.fileIds):
+            files_by_bucket[f.bucket].append(f)
+    out = _Coverage(frozenset(covered), why_not, live_covered_ids,
+                    tuple(a for a in live.values() if a.fileId not in covered),
+                    {b: tuple(fs) for b, fs in files_by_bucket.items()})
+    if len(_COVERAGE) >= _COVERAGE_SIZE:
+        _COVERAGE.pop(next(iter(_COVERAGE)))
+    # The entry holds the snapshot and index themselves, so their ids cannot be reused
+    # by other objects while it is cached.
+    _COVERAGE[key] = (snapshot, index, out)
+    return out
+
+
+def _plan(snapshot: Snapshot, index: IndexEntry, keys: pa.Table, why_not: str | None) -> LookupPlan:
+    cov = _coverage(snapshot, index)
+    plan = LookupPlan(index, keys)
+    plan.why_not = why_not or cov.why_not
+    covered = cov.covered if plan.why_not is None else frozenset()
+    if plan.why_not is None:
+        plan.live_covered_ids = cov.live_covered_ids
     if keys.num_rows == 0:
         return plan
-    to_scan = [a for a in live.values() if a.fileId not in covered]
+    to_scan = list(cov.uncovered) if covered else list(snapshot.files.values())
     meta = snapshot.metadata
     if tuple(index.columns) == tuple(meta.indexColumns):
         # Data files are bucketed by these columns: only the keys' buckets can match.
@@ -197,15 +243,8 @@ def _plan(snapshot: Snapshot, index: IndexEntry, keys: pa.Table, why_not: str | 
                         table_schema(meta))
     if covered:
         buckets = bucket_ids([keys.column(c) for c in index.columns], index.numBuckets)
-        files_by_bucket: dict[int, list[IndexFile]] = defaultdict(list)
-        live_covered = set(plan.live_covered_ids.tolist())
-        for f in index.files:
-            # An index file that covers no live file holds only entries the lookup drops
-            # (PROTOCOL.md 13, step 2): not read, as the connector does not read it.
-            if not live_covered.isdisjoint(f.fileIds):
-                files_by_bucket[f.bucket].append(f)
         for b in np.unique(buckets):
-            plan.tasks.append(LookupTask(int(b), keys.filter(pa.array(buckets == b)), tuple(files_by_bucket.get(int(b), ()))))
+            plan.tasks.append(LookupTask(int(b), keys.filter(pa.array(buckets == b)), cov.files_by_bucket.get(int(b), ())))
     if to_scan:
         plan.tasks.append(LookupTask(None, keys, scan_files=tuple(sorted(to_scan, key=lambda a: a.path))))
     return plan
