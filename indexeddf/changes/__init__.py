@@ -31,6 +31,11 @@ from .clauses import DELETE, INSERT, MATCHED, NOT_MATCHED, NOT_MATCHED_BY_SOURCE
 from .model import Change, ChangeMetrics
 from .parts import LazySource, bucket_keys
 
+# The engine (and the readers and writers it calls) loads with the package for the same
+# reason: a pipeline's process imports this once, and its first change does not pay for
+# the imports (about 15 ms).
+from . import engine as _engine  # noqa: F401, E402  isort: skip
+
 __all__ = ["TableMerger", "ChangeMetrics", "merge_change", "update_rows", "delete_matching"]
 
 

@@ -6,6 +6,10 @@ from __future__ import annotations
 
 import numpy as np
 import pyarrow as pa
+
+# Table.join runs in Acero, which pyarrow imports on a process's first join: imported
+# here, with the engine, not inside a pipeline's first change.
+import pyarrow.acero  # noqa: F401
 import pyarrow.compute as pc
 
 from ..errors import InvalidOptionError, SchemaMismatchError
