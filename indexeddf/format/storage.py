@@ -114,8 +114,7 @@ class TableStorage:
         path = self.full(rel)
         self.check_conditional_put()
         if self.is_local:
-            os.makedirs(os.path.dirname(path), exist_ok=True)
-            with open(path, "wb") as f:
+            with _open_local(path) as f:
                 f.write(data)
             return
         parent = path.rsplit("/", 1)[0]
@@ -128,8 +127,7 @@ class TableStorage:
         path = self.full(rel)
         self.check_conditional_put()
         if self.is_local:
-            os.makedirs(os.path.dirname(path), exist_ok=True)
-            return open(path, "wb")
+            return _open_local(path)
         self.fs.makedirs(path.rsplit("/", 1)[0], exist_ok=True)
         return self.fs.open(path, "wb")
 
@@ -263,3 +261,14 @@ def _local_put_if_absent(path: str, data: bytes) -> bool:
             return False
     finally:
         os.remove(tmp)
+
+
+def _open_local(path: str):
+    """A local file opened for writing, its folder created when missing: tried first, as
+    the folder (a bucket's, the table's) almost always exists and a change writes dozens
+    of files, each of which would otherwise pay a failing mkdir."""
+    try:
+        return open(path, "wb")
+    except FileNotFoundError:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        return open(path, "wb")
