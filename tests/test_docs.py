@@ -74,16 +74,30 @@ def _run_block(source: str, ns: dict, where: str) -> int:
     return checked
 
 
+def _run_page(page: str, tmp_path, ns: dict | None = None) -> int:
+    """Run every example of ``docs/<page>.md`` in order in one namespace, its tables under
+    ``tmp_path`` (a page writes them under ``/tmp/<page>-guide``); returns the checks made."""
+    text = (DOCS / f"{page}.md").read_text().replace(f"/tmp/{page}-guide", str(tmp_path / f"{page}-guide"))
+    ns = {} if ns is None else ns
+    return sum(_run_block(b, ns, f"docs/{page}.md block {i + 1}") for i, b in enumerate(_python_blocks(text)))
+
+
 def test_the_indexes_guide_runs_and_prints_what_it_says(tmp_path, monkeypatch):
     """docs/indexes.md's examples run in order in one session, as the page says, and every
     value and printed line it shows is what the code gives (``...``: any text)."""
     from indexeddf.reader.cache import cache, configure
 
-    text = (DOCS / "indexes.md").read_text().replace("/tmp/indexes-guide", str(tmp_path / "indexes-guide"))
-    ns: dict = {}
     before = cache().max_bytes
     try:
-        checked = sum(_run_block(b, ns, f"docs/indexes.md block {i + 1}") for i, b in enumerate(_python_blocks(text)))
+        checked = _run_page("indexes", tmp_path)
     finally:
         configure(max_bytes=before)
     assert checked >= 20
+
+
+def test_the_changes_guide_runs_and_prints_what_it_says(tmp_path):
+    assert _run_page("changes", tmp_path) >= 4
+
+
+def test_the_admin_guide_runs_and_prints_what_it_says(tmp_path):
+    assert _run_page("admin", tmp_path) >= 5
