@@ -178,7 +178,7 @@ def _described(clauses: list[Clause], when: str) -> list[dict]:
             for c in clauses if c.when == when]
 
 
-def _fixed(predicate: str | None, snapshot: Snapshot) -> dict | None:
+def fixed_keys(predicate: str | None, snapshot: Snapshot) -> dict | None:
     """The literal values a predicate fixes per column (the planner's key constraints),
     or None when it fixes none or the key parser does not take it."""
     if predicate is None:
@@ -197,7 +197,7 @@ def update_rows(updates: dict[str, str], predicate: str | None = None):
 
     def change(snapshot: Snapshot) -> Change:
         clause = Clause(MATCHED, UPDATE, predicate, dict(updates))
-        return Change("UPDATE", {"predicate": predicate or "true"}, [clause], fixed=_fixed(predicate, snapshot))
+        return Change("UPDATE", {"predicate": predicate or "true"}, [clause], fixed=fixed_keys(predicate, snapshot))
     return change
 
 
@@ -205,5 +205,5 @@ def delete_matching(predicate: str | None = None):
     """The change of ``DELETE FROM t [WHERE predicate]``."""
     def change(snapshot: Snapshot) -> Change:
         clause = Clause(MATCHED, DELETE, predicate)
-        return Change("DELETE", {"predicate": predicate or "true"}, [clause], fixed=_fixed(predicate, snapshot))
+        return Change("DELETE", {"predicate": predicate or "true"}, [clause], fixed=fixed_keys(predicate, snapshot))
     return change

@@ -12,6 +12,8 @@ Otherwise the source is one part, read whole (as an Arrow source is).
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Callable
 
@@ -74,6 +76,19 @@ class PartedSource:
     @property
     def num_rows(self) -> int:
         return sum(p.num_rows for p in self.parts)
+
+
+def staged_parts(schema: pa.Schema, files: Iterable[tuple[int, str, int]],
+                 read: Callable[[list[str]], pa.Table]) -> PartedSource:
+    """Staged files, each ``(bucket, path, rows)`` (bucket -1: rows of any bucket), as a
+    source of one part per bucket, in bucket order; ``read(paths)`` reads a part's files."""
+    by_bucket: dict[int, list[tuple[str, int]]] = {}
+    for b, path, rows in files:
+        by_bucket.setdefault(b, []).append((path, rows))
+    return PartedSource(schema, [
+        SourcePart(None if b < 0 else frozenset([b]), sum(n for _, n in staged),
+                   functools.partial(read, [path for path, _ in staged]))
+        for b, staged in sorted(by_bucket.items())])
 
 
 class LazySource:

@@ -31,7 +31,7 @@ from ..spec.replace_where import ReplaceWhere, parse_replace_where
 from ..spec.schema import arrow_schema
 from ..writer.data import conform, to_arrow_table
 from ..writer.operations import maintained_indexes, write_metrics, write_rows
-from . import _fixed
+from . import fixed_keys
 from .clauses import DELETE, MATCHED, Clause
 from .engine import execute
 from .model import Change, Inserted
@@ -65,7 +65,7 @@ def replace_where(snapshot: Snapshot, predicate: str, data: Any = None, written:
     if where.partition_only:
         return _replace_files(snapshot, where, inserted, txn, params)
     schema = table_schema(snapshot.metadata)  # partitionValues are keyed by physical names when mapped
-    change = Change("WRITE", params, [Clause(MATCHED, DELETE, predicate)], fixed=_fixed(predicate, snapshot),
+    change = Change("WRITE", params, [Clause(MATCHED, DELETE, predicate)], fixed=fixed_keys(predicate, snapshot),
                     txn=txn, inserted=inserted, candidates=lambda files: where.may_select(files, schema))
     result, _ = execute(snapshot, change)
     return result

@@ -44,7 +44,7 @@ from .lookup import (
     with_locators,
 )
 from .plan import LookupPlan, LookupTask
-from .trie import BucketTrie, Segment
+from .trie import BucketTrie, Segment, expand_ranges
 
 INDEX_ROWS_PER_KEY = 32_768
 """About the rows a key found through the index costs: one index row group
@@ -142,7 +142,7 @@ def matching_ordinals(rows: pa.Table, keys: pa.Table) -> np.ndarray:
             # range, found by binary search instead of a hash probe of every row.
             probes = np.unique(keys.column(0).to_numpy())
             lo, hi = np.searchsorted(values, probes, "left"), np.searchsorted(values, probes, "right")
-            return _ranges(lo, hi)
+            return expand_ranges(lo, hi)
     if rows.num_columns == 1:
         mask = pc.is_in(rows.column(0), value_set=keys.column(0).combine_chunks())
         return np.flatnonzero(np.asarray(pc.fill_null(mask, False)))
@@ -159,12 +159,6 @@ def _orderable(column: pa.ChunkedArray) -> bool:
     return column.null_count == 0 and (pa.types.is_integer(t) or pa.types.is_date(t) or pa.types.is_timestamp(t))
 
 
-def _ranges(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
-    """Every position of the ranges ``[lo[i], hi[i])`` (ascending, disjoint), in order."""
-    counts = hi - lo
-    return np.repeat(lo, counts) + (np.arange(int(counts.sum())) - np.repeat(np.cumsum(counts) - counts, counts))
-
-
 def _matching_entries(ctx: ReadContext, f: IndexFile, probes: np.ndarray) -> Segment:
     """The entries of index file ``f`` whose hash is one of ``probes`` (sorted, distinct),
     reading only the row groups whose hash range can hold one."""
@@ -179,7 +173,7 @@ def _matching_entries(ctx: ReadContext, f: IndexFile, probes: np.ndarray) -> Seg
     if len(hashes) > 1 and not np.all(hashes[1:] >= hashes[:-1]):  # a file out of order: tolerated
         at = np.flatnonzero(np.isin(hashes, probes))
     else:
-        at = _ranges(np.searchsorted(hashes, probes, "left"), np.searchsorted(hashes, probes, "right"))
+        at = expand_ranges(np.searchsorted(hashes, probes, "left"), np.searchsorted(hashes, probes, "right"))
     return Segment.from_entries(f.path, table.take(pa.array(at, pa.int64())))
 
 

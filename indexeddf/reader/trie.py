@@ -80,15 +80,11 @@ class Segment:
         lo = np.searchsorted(self.hashes, probes, side="left")
         hi = np.searchsorted(self.hashes, probes, side="right")
         counts = hi - lo
-        total = int(counts.sum())
-        if total == 0:
+        if int(counts.sum()) == 0:
             empty = np.empty(0, np.int64)
             return empty, empty, empty
         probe_of = np.repeat(np.arange(len(probes)), counts)
-        # Position of each match: its range start plus its offset inside the range.
-        starts = np.repeat(lo, counts)
-        offsets = np.arange(total) - np.repeat(np.cumsum(counts) - counts, counts)
-        at = starts + offsets
+        at = expand_ranges(lo, hi)
         return probe_of, self.file_ids[self.file_pos[at]], self.rows[at].astype(np.int64)
 
 
@@ -130,6 +126,13 @@ class BucketTrie:
             keep = in_sorted(file_ids, live_file_ids)
             probe_of, file_ids, rows = probe_of[keep], file_ids[keep], rows[keep]
         return probe_of, file_ids, rows
+
+
+def expand_ranges(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """Every position of the ranges ``[lo[i], hi[i])``, range after range: each match's
+    position is its range's start plus its offset inside the range."""
+    counts = hi - lo
+    return np.repeat(lo, counts) + (np.arange(int(counts.sum())) - np.repeat(np.cumsum(counts) - counts, counts))
 
 
 def in_sorted(values: np.ndarray, sorted_set: np.ndarray) -> np.ndarray:

@@ -22,6 +22,7 @@ conditions and assignments as Spark SQL text (a MERGE's names qualified ``target
 
 from __future__ import annotations
 
+import functools
 import json
 import uuid
 from dataclasses import dataclass, field
@@ -35,13 +36,13 @@ from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
 from ..changes import delete_matching, merge_change, update_rows
 from ..changes.clauses import Clause
 from ..changes.engine import execute
-from ..changes.parts import PartedSource, SourcePart, bucket_keys
+from ..changes.parts import PartedSource, bucket_keys, staged_parts
 from ..errors import IndexedDFError, InvalidOptionError
 from ..format.snapshot import Snapshot, load_snapshot
 from ..spec.bucketing import bucket_ids
 from ..spec.schema import arrow_schema
 from . import options as so
-from .write_task import staging_path
+from .write_task import drop_staging, read_staged, staging_path
 
 CHANGE_OPTION = "changeSpec"
 """The option that makes a write of ``indexeddf_python`` a change statement."""
@@ -181,7 +182,7 @@ class ChangeWriter(DataSourceArrowWriter):
                 with open(self.result_file, "w") as f:
                     json.dump({"version": metrics.version, "metrics": metrics.as_dict()}, f)
         finally:
-            _drop_staging(storage, self.write_id)
+            drop_staging(storage, self.write_id)
 
     def _source(self, storage, snapshot: Snapshot, staged: list[StagedSource]) -> PartedSource | pa.Table:
         """The staged source: a part a bucket when every task staged by bucket and the
@@ -190,18 +191,12 @@ class ChangeWriter(DataSourceArrowWriter):
         parted = (self.staging is not None and files and all(b >= 0 for b, _, _ in files)
                   and staging_buckets(snapshot, self.spec, self.schema) == self.staging)
         if not parted:
-            return _read_source(storage, [p for _, p, _ in files], self.schema)
-        by_bucket: dict[int, list[tuple[str, int]]] = {}
-        for b, p, n in files:
-            by_bucket.setdefault(b, []).append((p, n))
-        return PartedSource(self.schema, [
-            SourcePart(frozenset([b]), sum(n for _, n in fs),
-                       lambda paths=[p for p, _ in fs]: _read_source(storage, paths, self.schema))
-            for b, fs in sorted(by_bucket.items())])
+            return read_staged(storage, [p for _, p, _ in files], self.schema)
+        return staged_parts(self.schema, files, functools.partial(read_staged, storage, schema=self.schema))
 
     def abort(self, messages: list[WriterCommitMessage | None]) -> None:
         """Drop the staged source; nothing was committed."""
-        _drop_staging(self._storage(), self.write_id)
+        drop_staging(self._storage(), self.write_id)
 
 
 def change_of(spec: dict, source: pa.Table | None):
@@ -218,20 +213,3 @@ def change_of(spec: dict, source: pa.Table | None):
                for c in spec.get("clauses", [])]
     return merge_change(source, spec["predicate"], clauses, spec.get("sourceAlias", "source"),
                         spec.get("targetAlias", "target"), spec.get("schemaMode"))
-
-
-def _read_source(storage, paths: list[str], schema: pa.Schema) -> pa.Table:
-    tables = [pq.read_table(pa.BufferReader(storage.read_bytes(p))) for p in paths]
-    return pa.concat_tables([t.cast(schema) for t in tables]) if tables else schema.empty_table()
-
-
-def _drop_staging(storage, write_id: str) -> None:
-    # Every file in the folder, also those of task attempts whose results Spark dropped.
-    folder = staging_path(write_id)
-    for name in storage.list_names(folder):
-        storage.delete(f"{folder}/{name}")
-    if storage.is_local:
-        try:
-            storage.fs.rmdir(storage.full(folder))
-        except OSError:
-            pass

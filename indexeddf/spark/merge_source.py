@@ -26,11 +26,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ..changes.model import Change
-from ..changes.parts import LazySource, PartedSource, SourcePart
+from ..changes.parts import LazySource, PartedSource, SourcePart, staged_parts
 from ..format.snapshot import Snapshot
 from . import options as so
 from .types import spark_schema
-from .write_task import staging_path
+from .write_task import drop_staging, read_staged, staging_path
 
 STAGED = "bucket int, path string, rows long"
 """What each staging task returns: its bucket (-1: not staged by bucket), file, row count."""
@@ -64,26 +64,19 @@ class SparkSource(LazySource):
         task = functools.partial(_stage_partition, storage.url, storage.storage_options, write_id, self.schema,
                                  bucket_keys is not None)
         staged = df.mapInArrow(task, STAGED).collect()  # one small row per task
-        parts: dict[int, list] = {}
-        for r in staged:
-            parts.setdefault(r.bucket, []).append((r.path, r.rows))
-        if not parts and bucket_keys is None:
+        if not staged and bucket_keys is None:
             # No source row: still one (empty) part, so that not_matched_by_source clauses run.
-            parts[-1] = []
-        return PartedSource(self.schema, [
-            SourcePart(None if b < 0 else frozenset([b]), sum(n for _, n in files),
-                       functools.partial(_read, storage, [p for p, _ in files], self.schema))
-            for b, files in sorted(parts.items())])
+            return PartedSource(self.schema, [SourcePart(None, 0, self.schema.empty_table)])
+        return staged_parts(self.schema, [(r.bucket, r.path, r.rows) for r in staged],
+                            functools.partial(read_staged, storage, schema=self.schema))
 
     def drop(self) -> None:
         """Delete the staged files (those of task attempts Spark dropped too)."""
         if self._staged is None:
             return
-        from .change import _drop_staging
-
         storage, write_id = self._staged
         self._staged = None
-        _drop_staging(storage, write_id)
+        drop_staging(storage, write_id)
 
 
 def _stage_partition(url: str, storage_options: dict, write_id: str, schema: pa.Schema, by_bucket: bool,
@@ -113,9 +106,3 @@ def _stage_partition(url: str, storage_options: dict, write_id: str, schema: pa.
         yield pa.RecordBatch.from_pydict({"bucket": [bucket], "path": [rel], "rows": [rows]},
                                          schema=pa.schema([("bucket", pa.int32()), ("path", pa.string()),
                                                            ("rows", pa.int64())]))
-
-
-def _read(storage, paths: list[str], schema: pa.Schema) -> pa.Table:
-    """One part's staged rows."""
-    tables = [pq.read_table(storage.full(p), filesystem=storage.arrow_filesystem()).cast(schema) for p in paths]
-    return pa.concat_tables(tables) if tables else schema.empty_table()

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Iterator
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 from pyspark.sql.datasource import WriterCommitMessage
 
 from ..errors import IndexedDFError
@@ -57,6 +58,25 @@ class FilesMessage(WriterCommitMessage):
 def staging_path(write_id: str, name: str = "") -> str:
     """The staging folder of a write, or the file ``name`` in it."""
     return f"{STAGING_DIR}/{write_id}/{name}" if name else f"{STAGING_DIR}/{write_id}"
+
+
+def read_staged(storage, paths: list[str], schema: pa.Schema) -> pa.Table:
+    """Staged Parquet files (a MERGE's source) read as one table of ``schema``."""
+    tables = [pq.read_table(storage.full(p), filesystem=storage.arrow_filesystem()).cast(schema) for p in paths]
+    return pa.concat_tables(tables) if tables else schema.empty_table()
+
+
+def drop_staging(storage, write_id: str) -> None:
+    """Delete a write's staging folder: every file in it, also those of task attempts
+    whose results Spark dropped."""
+    folder = staging_path(write_id)
+    for name in storage.list_names(folder):
+        storage.delete(f"{folder}/{name}")
+    if storage.is_local:
+        try:
+            storage.fs.rmdir(storage.full(folder))
+        except OSError:
+            pass
 
 
 def write_task(plan: WritePlan, batches: Iterator[pa.RecordBatch]) -> FilesMessage:
