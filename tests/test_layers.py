@@ -141,3 +141,17 @@ def test_no_import_cycles():
         if node not in state:
             visit(node, [])
     assert not cycles, "\n".join(cycles)
+
+
+def test_no_module_imports_another_modules_private_names():
+    """A name with a leading underscore is its module's own: another module that needs it
+    calls a public name instead (the package's ``__init__`` re-exporting one of its own
+    modules' names included)."""
+    bad = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and (node.level or (node.module or "").startswith("indexeddf")):
+                private = [a.name for a in node.names if a.name.startswith("_") and a.name != "__version__"]
+                if private:
+                    bad.append(f"{path.relative_to(PACKAGE)}:{node.lineno} imports {private}")
+    assert not bad, "\n".join(bad)

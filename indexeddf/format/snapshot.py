@@ -82,13 +82,16 @@ class Snapshot:
 
     def apply(self, version: int, actions: list[Action]) -> "Snapshot":
         """The snapshot after one more commit."""
-        state = _ReplayState.from_snapshot(self)
+        state = ReplayState.from_snapshot(self)
         state.apply(actions)
         return state.freeze(self.storage, version)
 
 
 @dataclass
-class _ReplayState:
+class ReplayState:
+    """The table's state while a log is replayed: actions are applied to it commit by
+    commit (:meth:`apply`), then it is frozen into a :class:`Snapshot`."""
+
     protocol: Protocol | None = None
     metadata: Metadata | None = None
     files: dict[str, AddFile] = field(default_factory=dict)
@@ -99,7 +102,8 @@ class _ReplayState:
     domains: dict[str, DomainMetadata] = field(default_factory=dict)
 
     @classmethod
-    def from_snapshot(cls, s: Snapshot) -> "_ReplayState":
+    def from_snapshot(cls, s: Snapshot) -> "ReplayState":
+        """A state holding what ``s`` holds, to replay later commits onto."""
         return cls(s.protocol, s.metadata, dict(s.files), dict(s.tombstones), dict(s.txns), dict(s.indexes), s.timestamp,
                    dict(s.domains))
 
@@ -150,6 +154,7 @@ class _ReplayState:
                 self.domains[a.domain] = a
 
     def freeze(self, storage: TableStorage, version: int, unindexed_ok: bool = False) -> Snapshot:
+        """The replayed state as the snapshot of ``version``."""
         if self.protocol is None or self.metadata is None:
             raise CorruptLogError(
                 f"{storage.url}: version {version} has no protocol or metaData action; the "
@@ -177,7 +182,7 @@ def _dv_id(a: AddFile | RemoveFile) -> str | None:
 
 def initial_snapshot(storage: TableStorage, actions: list[Action]) -> Snapshot:
     """The snapshot of version 0 from its actions (used when a table is created)."""
-    state = _ReplayState()
+    state = ReplayState()
     state.apply(actions)
     return state.freeze(storage, 0)
 
@@ -211,7 +216,7 @@ def load_snapshot(storage: TableStorage, version: int | None = None, unindexed_o
             f"{storage.url} has versions up to {latest}; version {target} does not exist"
         )
     usable = [c for c in checkpoints if c <= target]
-    state = _ReplayState()
+    state = ReplayState()
     start = 0
     if usable:
         state.apply(ckpt.read_checkpoint(storage, usable[-1]))
@@ -235,7 +240,7 @@ def update_snapshot(snapshot: Snapshot) -> Snapshot:
         return snapshot
     if newer != list(range(snapshot.version + 1, newer[-1] + 1)):
         return load_snapshot(snapshot.storage, unindexed_ok=not snapshot.metadata.indexColumns)
-    state = _ReplayState.from_snapshot(snapshot)
+    state = ReplayState.from_snapshot(snapshot)
     for v in newer:
         state.apply(read_commit(snapshot.storage, v))
     return state.freeze(snapshot.storage, newer[-1], unindexed_ok=not snapshot.metadata.indexColumns)

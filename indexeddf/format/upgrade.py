@@ -28,7 +28,7 @@ from ..spec.features import protocol_for
 from ..spec.schema import arrow_schema
 from . import checkpoint as ckpt
 from .log import LOG_DIR, commit_path, list_log
-from .snapshot import _ReplayState
+from .snapshot import ReplayState
 from .storage import TableStorage
 
 OLD_LOG_DIR = "_indexeddf_log"
@@ -117,7 +117,7 @@ def upgrade(storage: TableStorage, progress=None) -> UpgradeResult:
             "upgraded and written since; delete the old log when you no longer need it"
         )
     result = UpgradeResult()
-    state = _ReplayState()
+    state = ReplayState()
     start = 0
     if not commits or commits[0] > 0:
         # The oldest commits were cleaned up: start from the checkpoint they left behind.

@@ -23,15 +23,15 @@ __all__ = ["register", "configure", "local_session", "is_connect", "is_spark_dat
            "PYTHON", "PYTHON_NAME"]
 
 
-from .session import (  # noqa: F401 - _register: the package's own modules call it
+from .session import (  # noqa: F401 - register_quietly: the package's own modules call it
     CONNECTOR,
     PYTHON,
     PYTHON_NAME,
-    _register,
     configure,
     is_connect,
     local_session,
     register,
+    register_quietly,
 )
 
 

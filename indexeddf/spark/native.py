@@ -108,9 +108,9 @@ def _version_scan(spark, snapshot: Snapshot):
     Parquet reads, partition columns from the log, partition and bucket pruning, a
     column-mapped table's physical names or field ids), else through the Python data
     source."""
-    from .session import CONNECTOR, _register
+    from .session import CONNECTOR, register_quietly
 
-    if _register(spark) == CONNECTOR and not snapshot.storage.storage_options:
+    if register_quietly(spark) == CONNECTOR and not snapshot.storage.storage_options:
         return spark.read.format("indexeddf").option("versionAsOf", snapshot.version).load(
             hadoop_path(snapshot.storage, "", glob_escaped=False).rstrip("/"))
     return _python_source_scan(spark, snapshot)
@@ -122,9 +122,9 @@ def _python_source_scan(spark, snapshot: Snapshot):
     they delete."""
     import json
 
-    from .session import PYTHON_NAME, _register
+    from .session import PYTHON_NAME, register_quietly
 
-    _register(spark)
+    register_quietly(spark)
     reader = spark.read.format(PYTHON_NAME).option("versionAsOf", snapshot.version)
     if snapshot.storage.storage_options:
         reader = reader.option("storageOptions", json.dumps(snapshot.storage.storage_options))
@@ -135,9 +135,9 @@ def _connector_scan(spark, snapshot: Snapshot):
     """The snapshot's version read by the server's JVM connector (a Spark Connect
     session), which hands Spark the same bucketed relation :func:`bucketed_relation_df`
     builds; None, with a warning, when the server has no connector."""
-    from .session import CONNECTOR, _register
+    from .session import CONNECTOR, register_quietly
 
-    if _register(spark) != CONNECTOR:
+    if register_quietly(spark) != CONNECTOR:
         warnings.warn(f"indexeddf: reading {snapshot.storage.url} unbucketed: a Spark Connect client has no JVM "
                       "to build a bucketed relation, and the server has no indexeddf connector (start it with "
                       "$(python -m indexeddf.spark.connector --submit-args), docs/spark.md)", stacklevel=3)

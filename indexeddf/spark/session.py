@@ -49,7 +49,7 @@ def register(spark) -> str:
     connector (started with :func:`indexeddf.spark.connector.submit_args`, docs/spark.md).
     Registering again is harmless.
     """
-    which = _register(spark)
+    which = register_quietly(spark)
     if which == PYTHON:
         import warnings
 
@@ -57,7 +57,7 @@ def register(spark) -> str:
     return which
 
 
-def _register(spark) -> str:
+def register_quietly(spark) -> str:
     """:func:`register` without the fallback's warning."""
     from .source import IndexedDataSource, PythonNamedDataSource
 

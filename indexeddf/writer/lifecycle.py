@@ -67,7 +67,8 @@ SMALL_INDEX_FILE_BYTES = 8 << 20
 """``optimize_index(mode="quick")`` merges index files smaller than this."""
 
 
-def _say(progress: Progress, message: str) -> None:
+def say(progress: Progress, message: str) -> None:
+    """Report ``message`` to ``progress`` (a long job's callback), when there is one."""
     if progress is not None:
         progress(message)
 
@@ -179,10 +180,10 @@ def build_files(snapshot: Snapshot, entry: IndexEntry, data_files, written: list
         if size >= BUILD_CHUNK_BYTES:
             out += build_index_files(storage, rel_dir, columns, entry.numBuckets, chunk, written)
             chunk, size = [], 0
-            _say(progress, f"index {entry.name}: {done}/{total} data files indexed")
+            say(progress, f"index {entry.name}: {done}/{total} data files indexed")
     if chunk:
         out += build_index_files(storage, rel_dir, columns, entry.numBuckets, chunk, written)
-    _say(progress, f"index {entry.name}: {done}/{total} data files indexed, {len(out)} index files")
+    say(progress, f"index {entry.name}: {done}/{total} data files indexed, {len(out)} index files")
     return out
 
 
@@ -242,7 +243,7 @@ def _delete_index_files(snapshot: Snapshot, entry: IndexEntry, progress: Progres
     paths = [f.path for f in entry.files]
     for i, p in enumerate(paths, 1):
         snapshot.storage.delete(p)
-        _say(progress, f"index {entry.name}: deleted {i}/{len(paths)} {p}")
+        say(progress, f"index {entry.name}: deleted {i}/{len(paths)} {p}")
     return paths
 
 
@@ -267,7 +268,7 @@ def optimize_index(snapshot: Snapshot, name: str, mode: str = "quick", progress:
         rewrite = small_file_groups(started.entry, mode, SMALL_INDEX_FILE_BYTES, snap.file_ids)
         files, removed = compact_index(snap.storage, started.entry, rewrite, set(snap.file_ids),
                                        dir_name=started.pending_dir[len(INDEX_DIR) + 1:], written=written)
-        _say(progress, f"index {name}: {len(removed)} index files -> {len(files)}")
+        say(progress, f"index {name}: {len(removed)} index files -> {len(files)}")
         return files, removed, {"numIndexFilesRemoved": len(removed), "numIndexFilesAdded": len(files)}, {}
 
     return run(snapshot, entry, "OPTIMIZING", "ACTIVE", "OPTIMIZE INDEX", {"name": name, "mode": mode}, work)
@@ -307,7 +308,7 @@ def cancel_index(snapshot: Snapshot, name: str, progress: Progress = None) -> Co
         for rel, _, _ in list_tree(snapshot.storage, pending):
             if rel not in live:
                 snapshot.storage.delete(rel)
-                _say(progress, f"index {name}: deleted partial file {rel}")
+                say(progress, f"index {name}: deleted partial file {rel}")
         from .tree import remove_empty_dirs
 
         remove_empty_dirs(snapshot.storage, pending)

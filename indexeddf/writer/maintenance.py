@@ -33,7 +33,7 @@ from ..spec.states import TRANSIENT_STATES
 from .files import write_bucketed_pieces
 from .index_compaction import compact_index, new_entries
 from .index_files import INDEX_DIR, DataPiece
-from .lifecycle import PENDING, STABLE, VACUUMED, Progress, _say, stable_props
+from .lifecycle import PENDING, STABLE, VACUUMED, Progress, say, stable_props
 from .tree import list_files, list_tree, remove_empty_dirs
 
 SMALL_FILE_BYTES = 32 << 20
@@ -76,7 +76,7 @@ def optimize(snapshot: Snapshot, mode: str = "quick", small_file_bytes: int = SM
               if len(files) >= 2 or (mode == "full" and not named_with_bucket(files[0].path, _bucket(b)))
               or any(f.deletionVector is not None for f in files)}
     if not groups:
-        _say(progress, "optimize: nothing to compact")
+        say(progress, "optimize: nothing to compact")
         return None
     return _compact(snapshot, mode, groups, progress)
 
@@ -114,7 +114,7 @@ def _compact(snapshot: Snapshot, mode: str, groups: dict[int, list[AddFile]], pr
             for add, rows in written:
                 adds.append(add.model_copy(update={"dataChange": False}))
                 pieces.append(DataPiece(add.fileId, rows.select(key_columns)))
-                _say(progress, f"optimize: bucket {add.bucket}: {rows.num_rows} rows -> 1 file ({add.size} bytes)")
+                say(progress, f"optimize: bucket {add.bucket}: {rows.num_rows} rows -> 1 file ({add.size} bytes)")
         removed = [a for b in groups for a in groups[b]]
         removed_ids = {a.fileId for a in removed}
         keep_ids = set(snapshot.file_ids) - removed_ids
@@ -134,7 +134,7 @@ def _compact(snapshot: Snapshot, mode: str, groups: dict[int, list[AddFile]], pr
             n_index_added += len(files)
             n_index_removed += len(gone)
             actions.append(entry.model_copy(update={"files": tuple(files), "removedFiles": tuple(gone)}))
-            _say(progress, f"optimize: index {entry.name}: {len(gone)} index files -> {len(files)}")
+            say(progress, f"optimize: index {entry.name}: {len(gone)} index files -> {len(files)}")
     except BaseException:
         tx.abort()
         raise
@@ -240,7 +240,7 @@ def vacuum(snapshot: Snapshot, retention_hours: float | None = None, dry_run: bo
     for i, rel in enumerate(result.files, 1):
         if not dry_run:
             storage.delete(rel)
-        _say(progress, f"vacuum: {'would delete' if dry_run else 'deleted'} {i}/{len(result.files)} {rel}")
+        say(progress, f"vacuum: {'would delete' if dry_run else 'deleted'} {i}/{len(result.files)} {rel}")
     if not dry_run:
         remove_empty_dirs(storage, "data/_staging")
     return result
