@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import statistics
 import subprocess
@@ -36,6 +37,18 @@ import numpy as np
 import pyarrow as pa
 
 CHUNK_ROWS = 2_000_000
+
+SCENARIOS: list[dict] = []
+"""What this run measured, in the form ``chart.py`` draws (``--chart``): a scenario per
+operation, its first measurement the anchor."""
+
+
+def _record(scenario: str, description: str, measurements: list[tuple[str, list[float]]]) -> None:
+    """Keep one scenario's timings (seconds per round, the anchor's first) for the chart."""
+    anchor = statistics.median(measurements[0][1])
+    SCENARIOS.append({"scenario": scenario, "description": description, "measurements": [
+        {"name": name, "median_s": statistics.median(secs), "min_s": min(secs), "max_s": max(secs),
+         "ratio_median": statistics.median(secs) / anchor} for name, secs in measurements]})
 
 
 def _rows(start: int, n: int, seed: int) -> pa.Table:
@@ -122,7 +135,6 @@ def layout_floor(path: str, src: pa.Table) -> tuple[int, int]:
     file and one new index file. What no implementation of this layout in Python can go
     under; returns (matched rows, 0)."""
     import io
-    import os
 
     import pyarrow.parquet as pq
 
@@ -203,14 +215,14 @@ def _reads_after_merges(table: Path, work: Path, args, merges: int, IndexedTable
     rng = np.random.default_rng(5)
     keys = [rng.choice(args.rows, 100, replace=False).tolist() for _ in range(21)]
 
-    def timed(fn) -> float:
+    def timed(fn) -> list[float]:
         fn(0)
         secs = []
         for i in range(1, 21):
             t0 = time.perf_counter()
             fn(i)
             secs.append(time.perf_counter() - t0)
-        return statistics.median(secs)
+        return secs
 
     dv_files = sum(a.deletionVector is not None for a in t.snapshot.live_files())
     print(f"\nreads after {merges} deletion-vector upserts of 1,000 rows ({dv_files} files with a deletion vector, "
@@ -219,8 +231,11 @@ def _reads_after_merges(table: Path, work: Path, args, merges: int, IndexedTable
     for name, fn in (("lookup of 100 random keys", lambda tab: (lambda i: tab.lookup(keys[i]))),
                      ("to_arrow(columns=['v']) (a scan)", lambda tab: (lambda i: tab.to_arrow(columns=["v"]))),
                      ("floor: pyarrow.dataset of the files", lambda tab: (lambda i: _dataset_read(tab)))):
-        base, after = timed(fn(o)), timed(fn(t))
+        base_secs, after_secs = timed(fn(o)), timed(fn(t))
+        base, after = statistics.median(base_secs), statistics.median(after_secs)
         print(f"{name:<36} {base * 1000:>13.1f} {after * 1000:>16.1f} {after / base:>6.2f}x")
+        _record(f"reads:{merges}", f"{name} after {merges} deletion-vector upserts",
+                [("optimized", base_secs), (f"after {merges} merges", after_secs)])
     assert t.to_arrow(columns=["k"]).num_rows == o.to_arrow(columns=["k"]).num_rows
     sys.stdout.flush()
 
@@ -269,6 +284,7 @@ def _run_one(table: Path, work: Path, args, op: str, n: int, IndexedTable) -> No
         if engine.startswith("floor"):
             continue  # its rows are hash matches, not verified keys
         assert all((r["updated"], r["inserted"]) == want for r in rs), rs
+    _record(f"{op}:{n}", what, [(name, [r["seconds"] for r in rs]) for name, rs in results.items()])
     sys.stdout.flush()
 
 
@@ -334,6 +350,9 @@ def _sql_merges(table: Path, work: Path, args, n: int) -> None:
                       ("connector query floor (empty table)", "floor")):
         print(f"{name:<40} {statistics.median(r[key]):>9.3f} {min(r[key]):>6.3f}..{max(r[key]):<6.3f}")
     print(f"SQL / (Python API + floor) = {sql / (python + floor):.2f} (goal: at most 2)")
+    _record(f"sql:{n}", f"Spark SQL MERGE INTO of {n:,} source rows against the Python API",
+            [("Python API merge, same process", r["python"]), ("Spark SQL MERGE INTO", r["sql"]),
+             ("connector query floor (empty table)", r["floor"])])
     sys.stdout.flush()
 
 
@@ -352,7 +371,19 @@ def main() -> None:
                         "and a scan after N deletion-vector upserts, against the same rows optimized)")
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--work", default=None, help="folder for the tables (default: the system's temp folder)")
-    run(p.parse_args())
+    p.add_argument("--chart", default=None, metavar="PNG",
+                   help="also draw the run's timings (benchmarks/chart.py) into PNG, and write them beside it as JSON")
+    args = p.parse_args()
+    run(args)
+    if args.chart:
+        import platform
+
+        from chart import draw
+
+        results = {"machine": f"{platform.machine()}, {os.cpu_count()} cores", "label": f"changes.py --rows {args.rows:,}",
+                   "results": SCENARIOS}
+        Path(args.chart).with_suffix(".json").write_text(json.dumps(results, indent=1) + "\n")
+        print(draw(results, args.chart))
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""Issue 13's speed goals: the JVM connector (``spark.read.format("indexeddf")``) against
+"""The connector's speed goals: the JVM connector (``spark.read.format("indexeddf")``) against
 Spark's own reads of the same files, in one run.
 
 The session is the run's (``scenarios_spark.spark()``: ``local[2]``, UI off, built with
@@ -121,7 +121,7 @@ def _plain_hand_over_note(table: IndexedTable, groups: list[list[int]]) -> str:
             lost.append(f"group {i}: {got} of {answer.num_rows}")
     batch = lambda *v: pa.record_batch({"a": pa.array(v, pa.int64())})  # noqa: E731
     tiny = len(s.createDataFrame(pa.Table.from_batches([batch(1, 2), batch(), batch(3, 4, 5)])).collect())
-    return (f"Issue 13 writes the comparison as spark.createDataFrame(t.lookup(keys)).collect(). Here that returned "
+    return (f"The goal states the comparison as spark.createDataFrame(t.lookup(keys)).collect(). Here that returned "
             f"fewer rows than lookup() for {len(lost)} of the {len(groups)} key groups"
             + (f" ({'; '.join(lost)})" if lost else "")
             + f"; PySpark drops the rows after an Arrow table's first empty record batch (batches of 2, 0 and 3 "
@@ -496,7 +496,7 @@ def join_xl(work: Path, args) -> Scenario:
         check=_same_aggregates,
         goals=[Goal("indexeddf join no slower than the bucketBy + sortBy table", ours, bucket, 1.0),
                Goal("indexeddf join no slower than the bucketBy + sortBy table with one file per bucket "
-                    "(no issue goal: Spark's strongest layout of the same rows)", ours, bucket_one, 1.0)],
+                    "(no goal: Spark's strongest layout of the same rows)", ours, bucket_one, 1.0)],
     )
 
 
