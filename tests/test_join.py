@@ -1,8 +1,8 @@
 """Indexed joins against Spark's own join of the version's Parquet files: every strategy, every ``how``.
 
 The reference is ``spark.read.parquet`` of the version's live files (:func:`_parquet`), not
-``to_df``, which ``t.join``'s ``spark`` strategy and ``join_table`` use: the thing under test
-must not be its own reference.
+``to_df``: with the connector on, ``to_df`` is the connector's read, which ``t.join``'s
+``spark`` strategy and ``join_table`` use, so it must not be its own reference.
 
 Seeded random data with duplicate keys on both sides, null keys, keys missing from the
 table, int probe keys against a bigint index column, composite keys given in another
@@ -279,23 +279,54 @@ def no_broadcast(s):
     s.conf.set("spark.sql.autoBroadcastJoinThreshold", old)
 
 
-def test_bucketed_to_df_joins_without_shuffling_the_table(s, events, no_broadcast):
+def _shuffles(df) -> int:
+    return _plan(df).count("Exchange hashpartitioning")
+
+
+def test_to_df_joins_without_shuffling_the_table(s, events, no_broadcast):
+    """With the connector on, to_df is its read, which tells Spark the table's bucketing
+    whether or not ``bucketed`` asks: a join or aggregation on k shuffles only the other
+    side, where the same files read by ``spark.read.parquet`` are shuffled too."""
     t, v1, v3 = events
     for a in t.snapshot.live_files():  # writers name the bucket where Spark reads it
         assert a.path.endswith(f"_{a.bucket:05d}.parquet")
     probe = _probe(s, random.Random(5), 300, 80).selectExpr("cast(k as bigint) as k", "s", "i")
     for version in (v1, v3):
-        bucketed, plain = t.to_df(s, version=version, bucketed=True), t.to_df(s, version=version)
-        joined = probe.join(bucketed, on="k")
-        assert "Bucketed: true" in _plan(joined)
-        assert "Bucketed: true" not in _plan(probe.join(plain, on="k"))
-        for how in HOWS:
-            _same(probe.join(bucketed, on="k", how=how), probe.join(plain, on="k", how=how))
+        parquet = _parquet(s, t, version)
+        assert "Bucketed: true" not in _plan(probe.join(parquet, on="k")) and _shuffles(probe.join(parquet, on="k")) == 2
+        assert _shuffles(parquet.groupBy("k").count()) == 1
+        for bucketed in (True, False):
+            df = t.to_df(s, version=version, bucketed=bucketed)
+            joined = probe.join(df, on="k")
+            assert "Bucketed: true" in _plan(joined) and _shuffles(joined) == 1  # the probe's
+            assert _shuffles(df.groupBy("k").count()) == 0
+            for how in HOWS:
+                _same(probe.join(df, on="k", how=how), probe.join(parquet, on="k", how=how))
     assert t.to_df(s, bucketed=True).count() == t.snapshot.num_records()
     big = s.range(0, 3_000).selectExpr("cast(id % 70 as bigint) as k", "id")  # Spark knows its size
     text = t.explain_join(big, on="k")
     assert "strategy: spark" in text and "bucketed: Spark knows the table's 4 buckets on ['k']" in text
     _same(t.join(big, on="k", how="left"), big.join(_parquet(s, t), on="k", how="left"))
+
+
+def test_without_the_connector_bucketed_to_df_is_the_bucketed_relation(s, events, no_broadcast, monkeypatch):
+    """A session without the connector (no JDK): to_df reads the files with Spark's Parquet
+    reader, and ``bucketed=True`` builds the bucketed relation through py4j, which spares
+    the table's shuffle as the connector's read does; ``bucketed=False`` is a plain scan."""
+    from indexeddf.spark import session
+
+    t, v1, v3 = events
+    monkeypatch.setattr(session, "_register", lambda spark: session.PYTHON)
+    probe = _probe(s, random.Random(6), 300, 80).selectExpr("cast(k as bigint) as k", "s", "i")
+    for version in (v1, v3):
+        bucketed, plain = t.to_df(s, version=version, bucketed=True), t.to_df(s, version=version)
+        for df in (bucketed, plain):
+            assert "SnapshotFileIndex" not in _plan(df) and "InMemoryFileIndex" in _plan(df)
+        assert "Bucketed: true" in _plan(probe.join(bucketed, on="k")) and _shuffles(probe.join(bucketed, on="k")) == 1
+        assert "Bucketed: true" not in _plan(probe.join(plain, on="k")) and _shuffles(probe.join(plain, on="k")) == 2
+        for how in HOWS:
+            _same(probe.join(bucketed, on="k", how=how), probe.join(_parquet(s, t, version), on="k", how=how))
+            _same(probe.join(plain, on="k", how=how), probe.join(_parquet(s, t, version), on="k", how=how))
 
 
 def test_unbucketed_fallbacks(s, tmp_path, monkeypatch, no_broadcast):
