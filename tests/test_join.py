@@ -306,6 +306,7 @@ def test_to_df_joins_without_shuffling_the_table(s, events, no_broadcast):
     big = s.range(0, 3_000).selectExpr("cast(id % 70 as bigint) as k", "id")  # Spark knows its size
     text = t.explain_join(big, on="k")
     assert "strategy: spark" in text and "bucketed: Spark knows the table's 4 buckets on ['k']" in text
+    assert "table side: the connector's read of the version" in text
     _same(t.join(big, on="k", how="left"), big.join(_parquet(s, t), on="k", how="left"))
 
 
