@@ -35,9 +35,12 @@ setup() {
     # pyspark's jars, rebuilt only when its sources change. Without javac this warns and the
     # Python data source stays the fallback.
     "$PY" -m indexeddf.spark.connector
-    # Spark starts its Python workers with this interpreter, so they see the package.
-    export PYSPARK_PYTHON="$PWD/$PY"
-    export PYSPARK_DRIVER_PYTHON="$PWD/$PY"
+    # Spark starts its Python workers with this interpreter, so they see the package
+    # (INDEXEDDF_VENV may be relative to the clone or absolute).
+    local abs_py="$PY"
+    case "$PY" in /*) ;; *) abs_py="$PWD/$PY" ;; esac
+    export PYSPARK_PYTHON="$abs_py"
+    export PYSPARK_DRIVER_PYTHON="$abs_py"
 }
 
 case "${1:-}" in

@@ -224,20 +224,28 @@ class IndexedTable(TableWrites, TableAdmin):
 
     def to_df(self, spark, version: int | None = None, timestamp: Any = None, columns: Sequence[str] | None = None,
               bucketed: bool = False):
-        """The rows of a version as a Spark DataFrame, read by Spark's native Parquet scan.
+        """The rows of a version as a Spark DataFrame, bound to that version.
 
-        Spark gets exactly the snapshot's live files, so it prunes columns and pushes
-        predicates into Parquet itself (several times faster than a Python data source
-        scan). The table must be where Spark's Hadoop filesystems can read it (a local
-        disk, HDFS, S3, GCS, Azure); ``InvalidOptionError`` otherwise (e.g. memory://).
-        ``bucketed=True``: Spark also learns the table's bucketing (index columns, bucket
-        count), as for a table written with ``bucketBy``, so joins and aggregations on
-        the index columns do not shuffle this side; where that cannot be done (files
-        written before bucket-suffixed names, floating-point index columns, Spark
-        Connect) the scan is a plain one. A version whose files have deletion vectors (or of
-        a partitioned table) is read by the JVM connector where the session has it, else
-        by the Python data source (Spark's Parquet reader cannot drop the rows they
-        delete). See docs/spark.md.
+        With the JVM connector on the session (``indexeddf.configure``; under Spark
+        Connect, on the server) it is the connector's read of the version,
+        ``spark.read.format("indexeddf").option("versionAsOf", v).load(path)``: Spark's
+        Parquet reader over exactly the version's live files (column pruning, pushed
+        filters, deletion vectors applied, partition values from the log, column mapping),
+        the table's bucketing reported to Spark (a join or aggregation on the index
+        columns does not shuffle this side; a key equality reads one bucket) and the
+        connector's index lookups and indexed joins. ``bucketed`` changes nothing then:
+        the connector tells Spark the bucketing wherever the files allow (not with
+        floating-point index columns, or files without their bucket in their name), and
+        Spark reads the scan plainly where the bucketing spares no shuffle.
+
+        Without the connector (no JDK), or for a table opened with ``storage_options``
+        (which only Python uses), Spark's Parquet reader gets the snapshot's live files
+        listed here; ``bucketed=True`` then builds a bucketed relation over them where
+        possible (not on a Spark Connect client), and a version with deletion vectors, or
+        of a partitioned or column-mapped table, is read by the Python data source.
+        The table must be where Spark's Hadoop filesystems can read it (a local disk,
+        HDFS, S3, GCS, Azure); ``InvalidOptionError`` otherwise (e.g. memory://). See
+        docs/spark.md.
         """
         from .spark.native import native_scan
 

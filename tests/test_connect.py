@@ -278,12 +278,14 @@ def test_joins_match_duckdb_and_shuffle_only_the_probe(cspark, table, tmp_path):
         assert text.count("Exchange hashpartitioning") == 1 and "Bucketed: true" in text, text  # the probe only
         want = duck("SELECT p.k, e.s, e.x, e.day, p.p FROM p JOIN e USING (k)", p=probe_arrow, e=newest)
         assert rows(plain.toArrow(), ["k", "s", "x", "day", "p"]) == rows(want, ["k", "s", "x", "day", "p"])
-        # to_df(bucketed=True): the server's connector reads the version, bucketed, with no warning.
-        with warnings.catch_warnings():
-            warnings.simplefilter("error")
-            bucketed = t.to_df(cspark, version=2, bucketed=True)
-        assert "Bucketed: true" in plan(bucketed.join(probe, "k"))
-        assert rows(bucketed.toArrow()) == rows(IndexedTable.for_path(table, version=2).to_arrow())
+        # to_df, bucketed=True or not: the server's connector reads the version, bucketed, with no warning.
+        for flag in (True, False):
+            with warnings.catch_warnings():
+                warnings.simplefilter("error")
+                bucketed = t.to_df(cspark, version=2, bucketed=flag)
+            text = plan(bucketed.join(probe, "k"))
+            assert "Bucketed: true" in text and text.count("Exchange hashpartitioning") == 1, text
+            assert rows(bucketed.toArrow()) == rows(IndexedTable.for_path(table, version=2).to_arrow())
     finally:
         cspark.conf.unset("spark.sql.autoBroadcastJoinThreshold")
     sql = {"inner": "SELECT p.k, p.p, e.s, e.x, e.day FROM p JOIN e USING (k)",

@@ -353,6 +353,15 @@ def test_spark_python_source_and_the_connector_drop_deleted_rows(spark, table_pa
     # With the connector on, to_df of a version with DVs is its read, not the Python source's.
     plan = t.to_df(spark)._jdf.queryExecution().executedPlan().toString()
     assert "indexeddf_python" not in plan.lower() and "PythonScan" not in plan, plan
+    # ... which tells Spark the bucketing (DVs do not stop it, as they stop the bucketed
+    # relation built without the connector), and explain_join says so.
+    from indexeddf.spark.bucketed import bucketed_scan_reason
+
+    assert "deletion vectors" in bucketed_scan_reason(t.snapshot)
+    assert bucketed_scan_reason(t.snapshot, connector=True) is None
+    probe = spark.range(0, 3_000).selectExpr("id as k")
+    text = t.explain_join(probe, on="k", spark_join_ratio=0.0001)
+    assert "table side: the connector's read of the version" in text, text
     # The JVM connector applies them too (tests/test_connector_dv.py covers its every path).
     assert_same(rows(spark.read.format("indexeddf").load(table_path)), want)
     assert_same(rows(spark.read.format("indexeddf").option("versionAsOf", t.version).load(table_path)), want)

@@ -301,9 +301,8 @@ them would cost the module half a minute more."""
 @pytest.mark.spark
 @pytest.mark.parametrize("name", TO_DF)
 def test_to_df_equals_duckdb(spark, corpus, name):
-    """``IndexedTable.to_df``: Spark's own Parquet scan of the version's files (or the
-    connector, for partitioned and column-mapped tables; the Python source, for deletion
-    vectors)."""
+    """``IndexedTable.to_df``: the connector's read of the version (the session has it),
+    which applies deletion vectors, partition values and column mapping itself."""
     original, copy, t, duck = corpus(name)
     names = t.schema.names
     assert canon_rows(t.to_df(spark).toArrow(), names) == canon_rows(duck, names)

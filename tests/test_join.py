@@ -1,4 +1,8 @@
-"""Indexed joins against Spark's own join of ``to_df``: every strategy, every ``how``.
+"""Indexed joins against Spark's own join of the version's Parquet files: every strategy, every ``how``.
+
+The reference is ``spark.read.parquet`` of the version's live files (:func:`_parquet`), not
+``to_df``: with the connector on, ``to_df`` is the connector's read, which ``t.join``'s
+``spark`` strategy and ``join_table`` use, so it must not be its own reference.
 
 Seeded random data with duplicate keys on both sides, null keys, keys missing from the
 table, int probe keys against a bigint index column, composite keys given in another
@@ -43,6 +47,21 @@ def _same(got, want):
     assert _rows(got) == _rows(want)
 
 
+def _parquet(s, t, version=None, columns=None):
+    """The version's rows as ``spark.read.parquet`` reads its live files, with the table's
+    schema: the same answer as ``to_df`` for a table whose files need nothing more
+    (no deletion vectors, partitions or column mapping, checked here), by another reader."""
+    from indexeddf.spark.native import hadoop_path
+    from indexeddf.spark.types import spark_schema
+
+    snap = t.snapshot_at(version)
+    files = snap.live_files()
+    assert files and not snap.metadata.partitionColumns and all(a.deletionVector is None for a in files)
+    assert "delta.columnMapping.mode" not in snap.metadata.configuration
+    df = s.read.schema(spark_schema(snap.metadata.schema_)).parquet(*[hadoop_path(snap.storage, a.path) for a in files])
+    return df if columns is None else df.select(*columns)
+
+
 def _events(rng: random.Random, n: int, lo: int, hi: int, start: int = 0) -> pa.Table:
     keys = [None if rng.random() < 0.05 else rng.randrange(lo, hi) for _ in range(n)]
     return pa.table({
@@ -79,7 +98,7 @@ def test_join_equals_spark_join(s, events, how, strategy):
     probe = _probe(s, random.Random(hash((how, strategy)) & 0xFFFF), 120, 90)
     for version in (None, v1):  # the newest (with its unindexed file) and an older version
         got = t.join(probe, on="k", how=how, strategy=strategy, version=version)
-        _same(got, probe.join(t.to_df(s, version=version), on="k", how=how))
+        _same(got, probe.join(_parquet(s, t, version), on="k", how=how))
 
 
 def test_columns(s, events):
@@ -88,7 +107,7 @@ def test_columns(s, events):
     for strategy in STRATEGIES:
         for how in ("inner", "left"):
             _same(t.join(probe, on="k", how=how, strategy=strategy, columns=["x"]),
-                  probe.join(t.to_df(s, columns=["k", "x"]), on="k", how=how))
+                  probe.join(_parquet(s, t, columns=["k", "x"]), on="k", how=how))
     with pytest.raises(SchemaMismatchError):
         t.join(probe, on="k", columns=["nope"])
 
@@ -103,7 +122,7 @@ def test_unindexed_append_is_joined(s, events):
         assert "unindexed file(s) scanned" in text and " 0 unindexed" not in text
         got = t.join(probe, on="k", strategy=strategy)
         assert sum(_rows(got).values()) > 0
-        _same(got, probe.join(t.to_df(s), on="k"))
+        _same(got, probe.join(_parquet(s, t), on="k"))
 
 
 @pytest.mark.parametrize("how", HOWS)
@@ -113,7 +132,7 @@ def test_left_on_right_on(s, events, how):
     probe = s.createDataFrame([(rng.randrange(0, 80), float(i)) for i in range(60)] + [(None, -1.0)], "uid bigint, k double")
     for strategy in ("shuffle", "broadcast"):
         got = t.join(probe, left_on="k", right_on="uid", how=how, strategy=strategy)
-        table_df = t.to_df(s)
+        table_df = _parquet(s, t)
         _same(got, probe.join(table_df, probe["uid"] == table_df["k"], how))
 
 
@@ -126,11 +145,11 @@ def test_secondary_index_and_unindexed_columns(s, tmp_path):
     assert "index 'by_s'" in t.explain_join(probe, on="s", strategy="shuffle")
     for how in HOWS:
         for strategy in STRATEGIES:
-            _same(t.join(probe, on="s", how=how, strategy=strategy), probe.join(t.to_df(s), on="s", how=how))
+            _same(t.join(probe, on="s", how=how, strategy=strategy), probe.join(_parquet(s, t), on="s", how=how))
     # No index or bucketing on x: Spark's own join, and the strategies that need one refuse.
     probe_x = s.createDataFrame([(0.5,)], "x double")
     assert "strategy: spark" in t.explain_join(probe_x, on="x")
-    _same(t.join(probe_x, on="x", how="left"), probe_x.join(t.to_df(s), on="x", how="left"))
+    _same(t.join(probe_x, on="x", how="left"), probe_x.join(_parquet(s, t), on="x", how="left"))
     with pytest.raises(InvalidOptionError):
         t.join(probe_x, on="x", strategy="shuffle")
 
@@ -148,13 +167,13 @@ def test_composite_keys_and_stale_index(s, tmp_path):
                               "b smallint, a string, v int")
     for how in HOWS:
         for strategy in ("shuffle", "broadcast"):
-            _same(t.join(probe, on=["b", "a"], how=how, strategy=strategy), probe.join(t.to_df(s), on=["b", "a"], how=how))
+            _same(t.join(probe, on=["b", "a"], how=how, strategy=strategy), probe.join(_parquet(s, t), on=["b", "a"], how=how))
     # bigint keys against the int column b: a value int cannot hold matches nothing
     # (Spark compares as bigint), never a wrapped-around int.
     wide = s.createDataFrame([(1, "x"), (2**32 + 1, "x"), (2**32 + 2, "y"), (None, "z")], "b bigint, a string")
     for how in ("inner", "left"):
         for strategy in ("shuffle", "broadcast"):
-            _same(t.join(wide, on=["a", "b"], how=how, strategy=strategy), wide.join(t.to_df(s), on=["a", "b"], how=how))
+            _same(t.join(wide, on=["a", "b"], how=how, strategy=strategy), wide.join(_parquet(s, t), on=["a", "b"], how=how))
     # An unindexed append larger than maxAppendedRatio: the index is skipped, each task
     # scans its data bucket instead.
     t.set_properties({"indexeddf.index.autoRefresh": "false"})
@@ -163,7 +182,7 @@ def test_composite_keys_and_stale_index(s, tmp_path):
     assert "no index; the data is bucketed" in text and "maxAppendedRatio" in text
     for how in HOWS:
         _same(t.join(probe, on=["a", "b"], how=how, strategy="shuffle", partitions=2),
-              probe.join(t.to_df(s), on=["a", "b"], how=how))
+              probe.join(_parquet(s, t), on=["a", "b"], how=how))
     assert "task j joins the buckets b with b % 2 = j" in t.explain_join(probe, on=["a", "b"], strategy="shuffle", partitions=2)
 
 
@@ -187,7 +206,7 @@ def test_auto_chooses_by_size(s, events):
     text = t.explain_join(big, on="k", spark_join_ratio=never)
     assert "strategy: shuffle" in text and "Spark estimates" in text
     _same(t.join(big.limit(1000), on="k", how="semi", broadcast_threshold_rows=10, spark_join_ratio=never),
-          big.limit(1000).join(t.to_df(s), on="k", how="semi"))
+          big.limit(1000).join(_parquet(s, t), on="k", how="semi"))
 
 
 def test_auto_hands_large_probes_to_spark(s, events):
@@ -199,7 +218,7 @@ def test_auto_hands_large_probes_to_spark(s, events):
     assert "not bucketed (Spark estimates the DataFrame at" in text and "autoBroadcastJoinThreshold" in text
     assert "strategy: shuffle" in t.explain_join(big, on="k", spark_join_ratio=10.0)  # 3,000 < 5,400
     for how in HOWS:
-        _same(t.join(big, on="k", how=how), big.join(t.to_df(s), on="k", how=how))
+        _same(t.join(big, on="k", how=how), big.join(_parquet(s, t), on="k", how=how))
     with pytest.raises(InvalidOptionError, match="spark_join_ratio"):
         t.join(big, on="k", spark_join_ratio=0)
 
@@ -240,11 +259,11 @@ def test_join_table(s, tmp_path, events, how):
 
     plan, got = join_tables(t.snapshot, same.snapshot, s, "k", how)
     assert plan.strategy == "buckets"
-    _same(got, same.to_df(s).join(t.to_df(s), on="k", how=how))
+    _same(got, _parquet(s, same).join(_parquet(s, t), on="k", how=how))
     plan, got = join_tables(t.snapshot, differ.snapshot, s, "k", how)
     assert plan.strategy != "buckets" and "not co-bucketed" in plan.reasons[0]
-    _same(got, differ.to_df(s).join(t.to_df(s), on="k", how=how))
-    _same(t.join_table(same, on="k", how=how, spark=s), same.to_df(s).join(t.to_df(s), on="k", how=how))
+    _same(got, _parquet(s, differ).join(_parquet(s, t), on="k", how=how))
+    _same(t.join_table(same, on="k", how=how, spark=s), _parquet(s, same).join(_parquet(s, t), on="k", how=how))
 
 
 def _plan(df) -> str:
@@ -260,23 +279,55 @@ def no_broadcast(s):
     s.conf.set("spark.sql.autoBroadcastJoinThreshold", old)
 
 
-def test_bucketed_to_df_joins_without_shuffling_the_table(s, events, no_broadcast):
+def _shuffles(df) -> int:
+    return _plan(df).count("Exchange hashpartitioning")
+
+
+def test_to_df_joins_without_shuffling_the_table(s, events, no_broadcast):
+    """With the connector on, to_df is its read, which tells Spark the table's bucketing
+    whether or not ``bucketed`` asks: a join or aggregation on k shuffles only the other
+    side, where the same files read by ``spark.read.parquet`` are shuffled too."""
     t, v1, v3 = events
     for a in t.snapshot.live_files():  # writers name the bucket where Spark reads it
         assert a.path.endswith(f"_{a.bucket:05d}.parquet")
     probe = _probe(s, random.Random(5), 300, 80).selectExpr("cast(k as bigint) as k", "s", "i")
     for version in (v1, v3):
-        bucketed, plain = t.to_df(s, version=version, bucketed=True), t.to_df(s, version=version)
-        joined = probe.join(bucketed, on="k")
-        assert "Bucketed: true" in _plan(joined)
-        assert "Bucketed: true" not in _plan(probe.join(plain, on="k"))
-        for how in HOWS:
-            _same(probe.join(bucketed, on="k", how=how), probe.join(plain, on="k", how=how))
+        parquet = _parquet(s, t, version)
+        assert "Bucketed: true" not in _plan(probe.join(parquet, on="k")) and _shuffles(probe.join(parquet, on="k")) == 2
+        assert _shuffles(parquet.groupBy("k").count()) == 1
+        for bucketed in (True, False):
+            df = t.to_df(s, version=version, bucketed=bucketed)
+            joined = probe.join(df, on="k")
+            assert "Bucketed: true" in _plan(joined) and _shuffles(joined) == 1  # the probe's
+            assert _shuffles(df.groupBy("k").count()) == 0
+            for how in HOWS:
+                _same(probe.join(df, on="k", how=how), probe.join(parquet, on="k", how=how))
     assert t.to_df(s, bucketed=True).count() == t.snapshot.num_records()
     big = s.range(0, 3_000).selectExpr("cast(id % 70 as bigint) as k", "id")  # Spark knows its size
     text = t.explain_join(big, on="k")
     assert "strategy: spark" in text and "bucketed: Spark knows the table's 4 buckets on ['k']" in text
-    _same(t.join(big, on="k", how="left"), big.join(t.to_df(s), on="k", how="left"))
+    assert "table side: the connector's read of the version" in text
+    _same(t.join(big, on="k", how="left"), big.join(_parquet(s, t), on="k", how="left"))
+
+
+def test_without_the_connector_bucketed_to_df_is_the_bucketed_relation(s, events, no_broadcast, monkeypatch):
+    """A session without the connector (no JDK): to_df reads the files with Spark's Parquet
+    reader, and ``bucketed=True`` builds the bucketed relation through py4j, which spares
+    the table's shuffle as the connector's read does; ``bucketed=False`` is a plain scan."""
+    from indexeddf.spark import session
+
+    t, v1, v3 = events
+    monkeypatch.setattr(session, "register_quietly", lambda spark: session.PYTHON)
+    probe = _probe(s, random.Random(6), 300, 80).selectExpr("cast(k as bigint) as k", "s", "i")
+    for version in (v1, v3):
+        bucketed, plain = t.to_df(s, version=version, bucketed=True), t.to_df(s, version=version)
+        for df in (bucketed, plain):
+            assert "SnapshotFileIndex" not in _plan(df) and "InMemoryFileIndex" in _plan(df)
+        assert "Bucketed: true" in _plan(probe.join(bucketed, on="k")) and _shuffles(probe.join(bucketed, on="k")) == 1
+        assert "Bucketed: true" not in _plan(probe.join(plain, on="k")) and _shuffles(probe.join(plain, on="k")) == 2
+        for how in HOWS:
+            _same(probe.join(bucketed, on="k", how=how), probe.join(_parquet(s, t, version), on="k", how=how))
+            _same(probe.join(plain, on="k", how=how), probe.join(_parquet(s, t, version), on="k", how=how))
 
 
 def test_unbucketed_fallbacks(s, tmp_path, monkeypatch, no_broadcast):
@@ -300,7 +351,7 @@ def test_unbucketed_fallbacks(s, tmp_path, monkeypatch, no_broadcast):
     probe = s.range(0, 3_000).selectExpr("cast(id % 40 as bigint) as k", "id")
     joined = probe.join(t.to_df(s, bucketed=True), on="k")
     assert "Bucketed: true" not in _plan(joined)
-    _same(joined, probe.join(t.to_df(s), on="k"))
+    _same(joined, probe.join(_parquet(s, t), on="k"))
     assert "not bucketed (" in t.explain_join(probe, on="k")
     t.optimize(mode="full", progress=None)
     assert bucketed_scan_reason(t.snapshot) is None

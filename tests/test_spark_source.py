@@ -195,6 +195,79 @@ def test_process_local_storage_is_refused(spark):
         table.append(spark.range(3).selectExpr("id as k"))
 
 
+# -- to_df: the connector's read of a version -----------------------------------------------
+def live_parquet(spark, table: IndexedTable, version=None):
+    """``spark.read.parquet`` of a version's live files with the table's schema (the read
+    to_df made before it was the connector's; right for tables without deletion vectors,
+    partitions or column mapping)."""
+    from indexeddf.spark.native import hadoop_path
+
+    snap = table.snapshot_at(version)
+    paths = [hadoop_path(snap.storage, a.path) for a in snap.live_files()]
+    return spark.read.schema(spark_schema(snap.metadata.schema_)).parquet(*paths)
+
+
+def _plan_text(df) -> str:
+    return df._jdf.queryExecution().toString()
+
+
+def test_to_df_is_the_connectors_read_of_its_version(spark, tmp_path):
+    assert indexeddf.register(spark) == "connector"
+    path = str(tmp_path / "plain [table] *")
+    rows = lambda lo, hi: pa.table({"k": pa.array([i % 37 for i in range(lo, hi)], pa.int64()),  # noqa: E731
+                                    "v": pa.array(range(lo, hi), pa.int64())})
+    table = IndexedTable.create(path, rows(0, 300), index_columns=["k"], num_buckets=4)
+    table.append(rows(300, 500))
+    assert not any(a.deletionVector for a in table.snapshot.live_files())
+    for bucketed in (False, True):
+        df = table.to_df(spark, bucketed=bucketed)
+        plan = _plan_text(df)
+        # The connector's relation (its file index over the version's files), not a Parquet
+        # read of the files listed in Python.
+        assert "SnapshotFileIndex" in plan and "InMemoryFileIndex" not in plan, plan
+        assert df.schema == live_parquet(spark, table).schema
+        assert rows_of(df) == rows_of(live_parquet(spark, table)) == rows_of(table.to_arrow())
+        assert rows_of(table.to_df(spark, version=0, columns=["v"], bucketed=bucketed)) == rows_of(
+            live_parquet(spark, table, 0).select("v"))
+    # The connector's rules apply: a key equality is an index lookup on the driver.
+    lookup = table.to_df(spark).where("k = 5")
+    assert "LocalTableScan" in lookup._jdf.queryExecution().executedPlan().toString()
+    assert rows_of(lookup) == rows_of(live_parquet(spark, table).where("k = 5"))
+
+
+def test_a_to_df_dataframe_keeps_its_version_while_another_writer_appends(spark, tmp_path):
+    import threading
+
+    path = str(tmp_path / "moving")
+    rows = lambda lo, hi: pa.table({"k": pa.array([i % 11 for i in range(lo, hi)], pa.int64()),  # noqa: E731
+                                    "v": pa.array(range(lo, hi), pa.int64())})
+    table = IndexedTable.create(path, rows(0, 100), index_columns=["k"], num_buckets=4)
+    table.append(rows(100, 150))
+    df, agg = table.to_df(spark), table.to_df(spark).groupBy("k").count()
+    want, want_agg = rows_of(live_parquet(spark, table)), rows_of(live_parquet(spark, table).groupBy("k").count())
+    writer = IndexedTable.for_path(path)  # another writer of the same table
+    stop, appended = threading.Event(), []
+
+    def append_while_reading():
+        lo = 1000
+        while not stop.is_set() and len(appended) < 20:
+            appended.append(writer.append(rows(lo, lo + 10)))
+            lo += 10
+
+    thread = threading.Thread(target=append_while_reading)
+    thread.start()
+    try:
+        for _ in range(2):
+            assert rows_of(df) == want and rows_of(agg) == want_agg and df.count() == 150
+    finally:
+        stop.set()
+        thread.join()
+    assert appended and IndexedTable.for_path(path).version == table.version + len(appended)
+    assert rows_of(df) == want and df.where("k = 3").count() == sum(1 for i in range(150) if i % 11 == 3)
+    newest = IndexedTable.for_path(path).to_df(spark)
+    assert newest.count() == 150 + 10 * len(appended)
+
+
 # -- time travel ----------------------------------------------------------------------------
 def test_time_travel_by_version_and_timestamp(spark, tmp_path):
     path = str(tmp_path / "tt")

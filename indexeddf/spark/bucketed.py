@@ -1,7 +1,9 @@
 """Bucketed native scans: Spark's own Parquet reader, told how the table is bucketed.
 
-``IndexedTable.to_df(spark, bucketed=True)`` and the ``spark`` join strategy hand Spark
-a snapshot's live files as a *bucketed* relation: a ``HadoopFsRelation`` with a
+On a session without the JVM connector (the connector's read tells Spark the bucketing
+itself, :func:`indexeddf.spark.native.native_scan`), ``IndexedTable.to_df(spark,
+bucketed=True)`` and the ``spark`` join strategy hand Spark a snapshot's live files as a
+*bucketed* relation: a ``HadoopFsRelation`` with a
 ``BucketSpec`` on the table's index columns and bucket count. A table's bucket is
 exactly Spark's ``pmod(hash(index columns), numBuckets)`` (PROTOCOL.md section 10), the
 bucket ``bucketBy`` would give the row, so Spark treats the snapshot as it treats a
@@ -24,18 +26,22 @@ from ..spec.column_mapping import is_mapped
 from ..spec.schema import arrow_type
 
 
-def bucketed_scan_reason(snapshot: Snapshot) -> str | None:
-    """Why Spark cannot be given ``snapshot`` as a bucketed relation; None when it can."""
+def bucketed_scan_reason(snapshot: Snapshot, connector: bool = False) -> str | None:
+    """Why Spark cannot be given ``snapshot`` as a bucketed relation; None when it can.
+
+    ``connector``: for the JVM connector's read of the version (``TableRelation.bucketSpec``),
+    which applies deletion vectors and column mapping itself, so neither stops its
+    bucketing; the other reasons are the same."""
     meta = snapshot.metadata
     types = {f.name: arrow_type(f.type) for f in meta.schema_}
     floating = [c for c in meta.indexColumns if str(types[c]) in ("float", "double", "halffloat")]
     if floating:
         # Spark normalises -0.0 and NaN in join keys; a file's bucket hashes the raw value.
         return f"index column(s) {floating} are floating point"
-    if is_mapped(meta.configuration):
+    if not connector and is_mapped(meta.configuration):
         return ("the table maps its column names (delta.columnMapping.mode); Spark's Parquet reader would look "
                 "for the logical names in its files")
-    with_dv = [a.path for a in snapshot.live_files() if a.deletionVector is not None]
+    with_dv = [] if connector else [a.path for a in snapshot.live_files() if a.deletionVector is not None]
     if with_dv:
         return (f"{len(with_dv)} live file(s) have deletion vectors (e.g. {with_dv[0]}), whose rows Spark's "
                 "Parquet reader would return; optimize() rewrites them without the deleted rows")

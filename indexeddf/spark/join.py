@@ -13,7 +13,9 @@ returns (columns, names, types, rows), for ``how`` in inner / left / semi. Strat
 - ``spark``: no index or bucketing on the join keys (or key types Spark would coerce
   in ways a hash cannot follow), or a probe large against the table: Spark's own join
   of the probe with ``to_df(bucketed=True)`` (Spark knows the table's bucketing, so a
-  join on the index columns shuffles only the probe).
+  join on the index columns shuffles only the probe). With the connector on, that is
+  the connector's read of the version, so its rules (a small probe's keys looked up
+  through the index) apply to this join too.
 
 ``auto`` picks broadcast when the probe is small: Spark's size estimate is at most
 ``broadcast_threshold_rows`` rows and its distinct non-null keys (collected with a
@@ -40,7 +42,7 @@ from ..reader.lookup import ReadContext, deletion_vectors_of, partitions_of
 from ..spec.column_mapping import table_schema
 from ..spec.schema import arrow_schema
 from .bucketed import bucketed_scan_reason
-from .native import JVM_UNAVAILABLE
+from .native import JVM_UNAVAILABLE, reads_through_connector
 from .types import spark_schema
 
 DEFAULT_BROADCAST_THRESHOLD_ROWS = 1_000
@@ -122,6 +124,9 @@ class JoinPlan:
     broadcast_probe: str | None = None
     """Under the ``spark`` strategy: why Spark will broadcast the DataFrame (then the
     table is read unbucketed, as its bucketing would spare no shuffle); None otherwise."""
+    connector: bool = False
+    """Under the ``spark`` strategy: the table side is the JVM connector's read of the
+    version (``to_df`` on a session with the connector), else Spark's Parquet scan."""
     columns: list[str] | None = None
     """The table's columns the join sees (the keys always; None: all)."""
     partitions: int | None = None
@@ -246,6 +251,7 @@ def plan_join(snapshot: Snapshot, probe_df, on=None, how: str = "inner", options
                                      + "; ".join(plan.reasons) + ". Use strategy='auto' (Spark's own join)")
         plan.reasons.insert(0, "Spark's own join of the DataFrame with to_df(): no pre-built side")
         plan.broadcast_probe = _spark_broadcasts(probe_df, *estimate_rows(probe_df))
+        plan.connector = reads_through_connector(probe_df.sparkSession, snapshot)
         return plan
     plan.side = side
     plan.partitions = min(side.num_buckets, partitions or default_partitions(probe_df, side.num_buckets))
@@ -260,6 +266,7 @@ def plan_join(snapshot: Snapshot, probe_df, on=None, how: str = "inner", options
         if rows is not None and rows > spark_join_ratio * table_rows:
             plan.strategy, plan.side = "spark", None
             plan.broadcast_probe = _spark_broadcasts(probe_df, rows, size)
+            plan.connector = reads_through_connector(probe_df.sparkSession, snapshot)
             plan.reasons.insert(0, f"spark: Spark estimates the DataFrame at {rows:,} rows ({size:,} bytes), more than "
                                    f"spark_join_ratio={spark_join_ratio:g} of the table's {table_rows:,} rows; probing "
                                    "that many keys decodes about every row group in Python, so Spark's own join "
@@ -366,8 +373,10 @@ def describe(plan: JoinPlan, snapshot: Snapshot) -> str:
     lines += [f"  {r}" for r in plan.reasons]
     if plan.strategy == "spark":
         meta = snapshot.metadata
-        why = plan.broadcast_probe or bucketed_scan_reason(snapshot)
-        lines.append("  table side: Spark's Parquet scan of the version's files, " + (
+        why = plan.broadcast_probe or bucketed_scan_reason(snapshot, connector=plan.connector)
+        read = ("the connector's read of the version (Spark's Parquet scan of its files)" if plan.connector
+                else "Spark's Parquet scan of the version's files")
+        lines.append(f"  table side: {read}, " + (
             f"bucketed: Spark knows the table's {meta.numBuckets} buckets on {list(meta.indexColumns)}, so a join "
             "on those columns shuffles only the DataFrame" if why is None else f"not bucketed ({why})"))
     if plan.side is not None:

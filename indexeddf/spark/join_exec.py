@@ -25,6 +25,8 @@ def execute(plan: JoinPlan, snapshot: Snapshot, probe_df):
     """The joined DataFrame."""
     spark = probe_df.sparkSession
     if plan.strategy == "spark":
+        # Only read without the connector: its read carries the bucketing either way, and
+        # Spark (with the connector's UnneededBuckets) reads it plainly where it spares nothing.
         bucketed = plan.broadcast_probe is None
         return _spark_join(probe_df, native_scan(spark, snapshot, plan.columns, bucketed=bucketed), plan)
     if plan.strategy == "broadcast":
