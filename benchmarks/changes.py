@@ -46,9 +46,18 @@ operation, its first measurement the anchor."""
 def _record(scenario: str, description: str, measurements: list[tuple[str, list[float]]]) -> None:
     """Keep one scenario's timings (seconds per round, the anchor's first) for the chart."""
     anchor = statistics.median(measurements[0][1])
-    SCENARIOS.append({"scenario": scenario, "description": description, "measurements": [
-        {"name": name, "median_s": statistics.median(secs), "min_s": min(secs), "max_s": max(secs),
-         "ratio_median": statistics.median(secs) / anchor} for name, secs in measurements]})
+    rows = []
+    for i, (name, secs) in enumerate(measurements):
+        med = statistics.median(secs)
+        rows.append({"name": name, "median_s": med, "min_s": min(secs), "max_s": max(secs),
+                     "median": _shown(med), "min": _shown(min(secs)), "max": _shown(max(secs)),
+                     "ratio_median": med / anchor, "ratio": "baseline" if i == 0 else f"{med / anchor:.2f}x"})
+    SCENARIOS.append({"scenario": scenario, "description": description, "measurements": rows})
+
+
+def _shown(seconds: float) -> str:
+    """A time as benchmarks/run.py prints it: ms under a second, else seconds."""
+    return f"{seconds * 1000:.1f} ms" if seconds < 1 else f"{seconds:.2f} s"
 
 
 def _rows(start: int, n: int, seed: int) -> pa.Table:
