@@ -275,6 +275,7 @@ def _run_one(table: Path, work: Path, args, op: str, n: int, IndexedTable) -> No
             shutil.copytree(table, copy)
             if name.endswith("deletion vectors"):
                 IndexedTable.for_path(str(copy)).set_properties({"delta.enableDeletionVectors": "true"})
+            os.sync()  # the copy's dirty pages are written now, not during the timed operation
             engine = "floor" if name.startswith("floor") else name.split(",")[0]
             out = subprocess.run([sys.executable, __file__, "--child", engine, str(copy), str(src), op],
                                  capture_output=True, text=True, check=True).stdout
@@ -322,6 +323,7 @@ def sql_child(table: str, work: str, source_path: str, rounds: int) -> None:
             copy = Path(work) / "copy"
             shutil.rmtree(copy, ignore_errors=True)
             shutil.copytree(table, copy)
+            os.sync()
             t0 = time.perf_counter()
             if how == "sql":
                 spark.sql(SQL_MERGE.format(path=copy)).collect()
