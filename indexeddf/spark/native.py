@@ -139,10 +139,10 @@ def _fallback_scan(spark, snapshot: Snapshot, schema, bucketed: bool):
         # table's physical names: the Python source reads them.
         df = _python_source_scan(spark, snapshot)
     elif bucketed and files and bucketed_scan_reason(snapshot) is None:
-        paths = [hadoop_path(snapshot.storage, a.path, glob_escaped=False) for a in files]
         if is_connect(spark):
             df = _connector_scan(spark, snapshot)
         else:
+            paths = [hadoop_path(snapshot.storage, a.path, glob_escaped=False) for a in files]
             try:
                 df = bucketed_relation_df(spark, snapshot, paths, schema)
             except JVM_UNAVAILABLE as exc:  # a plain scan is as right; anything else is a bug and raises
