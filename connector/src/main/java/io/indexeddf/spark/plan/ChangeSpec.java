@@ -8,9 +8,13 @@ import com.fasterxml.jackson.databind.node.ArrayNode;
 import com.fasterxml.jackson.databind.node.JsonNodeFactory;
 import com.fasterxml.jackson.databind.node.ObjectNode;
 import org.apache.spark.sql.catalyst.expressions.Alias;
+import org.apache.spark.sql.catalyst.expressions.And;
 import org.apache.spark.sql.catalyst.expressions.Attribute;
 import org.apache.spark.sql.catalyst.expressions.AttributeReference;
 import org.apache.spark.sql.catalyst.expressions.AttributeSet;
+import org.apache.spark.sql.catalyst.expressions.Between;
+import org.apache.spark.sql.catalyst.expressions.GreaterThanOrEqual;
+import org.apache.spark.sql.catalyst.expressions.LessThanOrEqual;
 import org.apache.spark.sql.catalyst.expressions.Expression;
 import org.apache.spark.sql.catalyst.expressions.NamedExpression;
 import org.apache.spark.sql.catalyst.expressions.NamedExpression$;
@@ -162,7 +166,28 @@ final class ChangeSpec {
     /** An expression of a DELETE or UPDATE as SQL text over the target's unqualified columns. */
     private static String targetOnly(Expression e, String where) {
         refuseSubquery(e, where);
-        return qualified(e, null).sql();
+        return qualified(spelledOut(e), null).sql();
+    }
+
+    /**
+     * {@code e} with Spark's {@code x BETWEEN lo AND hi} written as {@code x >= lo AND x <= hi}:
+     * Spark prints a resolved BETWEEN as the call {@code between(x, lo, hi)}, which is no SQL
+     * the change engine's parser (or any other) reads back. The two are the same predicate,
+     * NULLs included (Spark's own BETWEEN is replaced by exactly this conjunction).
+     */
+    static Expression spelledOut(Expression e) {
+        return e.transformUp(new AbstractPartialFunction<Expression, Expression>() {
+            @Override
+            public boolean isDefinedAt(Expression x) {
+                return x instanceof Between;
+            }
+
+            @Override
+            public Expression apply(Expression x) {
+                Between b = (Between) x;
+                return new And(new GreaterThanOrEqual(b.input(), b.lower()), new LessThanOrEqual(b.input(), b.upper()));
+            }
+        });
     }
 
     private static void refuseSubquery(Expression e, String where) {
@@ -210,7 +235,7 @@ final class ChangeSpec {
                         + "nor the source");
                 }
             }
-            return qualified(computeSourceParts(e), target).sql();
+            return qualified(computeSourceParts(spelledOut(e)), target).sql();
         }
 
         /** Largest sub-expressions that read source columns only, replaced by computed columns. */
