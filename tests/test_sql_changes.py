@@ -143,8 +143,9 @@ def test_the_statements_go_through_the_index_in_one_commit_each(registered, tmp_
 
 
 def test_spark_evaluates_what_reads_the_source_alone(registered, tmp_path):
-    """sha2 is a function the change engine does not evaluate: over the source's columns
-    alone Spark evaluates it, so the statement runs; over the target's it is refused."""
+    """sha2 is a function the change engine does not evaluate: in a MERGE, over the
+    source's columns alone Spark evaluates it, so the statement runs, and over the target's
+    it is refused; an UPDATE is Spark's to evaluate whole."""
     spark = registered
     path = str(tmp_path / "t")
     IndexedTable.create(path, rows(list(range(10))), ["k"], num_buckets=2)
@@ -156,13 +157,19 @@ def test_spark_evaluates_what_reads_the_source_alone(registered, tmp_path):
     want = {r.k: r for r in spark.sql("SELECT k, sha2(s, 256) AS h FROM src").collect()}
     assert (got[1]["s"], got[1]["v"]) == (want[1].h, 1 + 100)
     assert (got[50]["s"], got[50]["v"]) == (want[50].h, None)
+    # An UPDATE is Spark's to evaluate whole: sha2 over the target's own columns works.
+    want = spark.sql("SELECT sha2('a2', 256) AS h").collect()[0].h
+    assert run_sql(spark, f"UPDATE indexeddf.`{path}` SET s = sha2(s, 256) WHERE k = 2") == [{"num_affected_rows": 1}]
+    assert IndexedTable.for_path(path).lookup([2]).column("s").to_pylist() == [want]
+    # A MERGE's expressions over the target's columns are still the change engine's.
     version = IndexedTable.for_path(path).version
     with pytest.raises(InvalidOptionError, match="sha2 is not supported"):
-        run_sql(spark, f"UPDATE indexeddf.`{path}` SET s = sha2(s, 256) WHERE k = 2")
+        run_sql(spark, f"MERGE INTO indexeddf.`{path}` AS t USING src ON t.k = src.k "
+                       "WHEN MATCHED THEN UPDATE SET s = sha2(t.s, 256)")
     assert IndexedTable.for_path(path).version == version
 
 
-def test_refusals_are_typed_and_commit_nothing(registered, tmp_path):
+def test_refusals_are_typed_and_commit_nothing_and_subqueries_work(registered, tmp_path):
     spark = registered
     path = str(tmp_path / "t")
     IndexedTable.create(path, rows(list(range(10))), ["k"], num_buckets=2)
@@ -170,13 +177,17 @@ def test_refusals_are_typed_and_commit_nothing(registered, tmp_path):
     spark_rows(spark, rows([1, 1], 100, "n")).createOrReplaceTempView("dup")
     with pytest.raises(InvalidOptionError, match="multiple source rows matched"):
         run_sql(spark, f"MERGE INTO {name} t USING dup s ON t.k = s.k WHEN MATCHED THEN UPDATE SET *")
-    with pytest.raises(InvalidOptionError, match="subquery"):
-        run_sql(spark, f"DELETE FROM {name} WHERE k IN (SELECT k FROM dup)")
     t = IndexedTable.for_path(path)
     assert t.version == 0 and ordered(t.to_arrow()) == ordered(rows(list(range(10))))
     # The staged source rows of the failed MERGE are gone.
     staging = os.path.join(path, "data", "_staging")
     assert not os.path.isdir(staging) or not any(files for _, _, files in os.walk(staging))
+    # A DELETE or UPDATE is Spark's to evaluate: a subquery in its condition works.
+    assert run_sql(spark, f"DELETE FROM {name} WHERE k IN (SELECT k FROM dup)") == [{"num_affected_rows": 1}]
+    assert run_sql(spark, f"UPDATE {name} AS t SET v = -v WHERE EXISTS (SELECT 1 FROM dup WHERE dup.k + 1 = t.k)") == [
+        {"num_affected_rows": 1}]
+    want = [(k, -k if k == 2 else k, s) for k, _, s in ordered(rows(list(range(10)))) if k != 1]
+    assert ordered(IndexedTable.for_path(path).to_arrow()) == want
 
 
 SCRIPT = """

@@ -130,7 +130,7 @@ def _commit_change(snapshot: Snapshot, change: Change, tx: Transaction, metadata
         tx.parameters = {**tx.parameters, "txnAppId": app_id, "txnVersion": txn_version}
         actions.append(Txn(appId=app_id, version=txn_version, lastUpdated=int(time.time() * 1000)))
     adds = [a for a in actions if isinstance(a, AddFile)]
-    result = tx.commit(actions, _commit_metrics(change.operation, metrics, adds), index_files)
+    result = tx.commit(actions, commit_metrics(change.operation, metrics, adds), index_files)
     metrics.version = result.version
     metrics.execution_time_ms = _ms(started)
     return result, metrics
@@ -183,7 +183,7 @@ def _ms(since: float) -> int:
     return int((time.perf_counter() - since) * 1000)
 
 
-def _commit_metrics(operation: str, m: ChangeMetrics, adds: list[AddFile]) -> dict:
+def commit_metrics(operation: str, m: ChangeMetrics, adds: list[AddFile]) -> dict:
     """Delta's operationMetrics names for the commit (DELETE and UPDATE have their own),
     and the written files' counts every write of the project records."""
     written = write_metrics(adds)

@@ -60,7 +60,7 @@ def rewrite(snapshot: Snapshot, change: Change, scope: Scope, schema: pa.Schema,
     source = change.source
     if source is not None:
         source = source.append_column(SOURCE_ROW, pa.array(np.arange(source.num_rows, dtype=np.int64)))
-    write = _Writer(snapshot, tx, metadata, schema)
+    write = _Writer(snapshot, tx.written_paths, metadata, schema)
     now = int(time.time() * 1000)
     located = _by_file(found.located)
     # A row group read with no column has no rows: a change that reads nothing of the
@@ -76,26 +76,8 @@ def rewrite(snapshot: Snapshot, change: Change, scope: Scope, schema: pa.Schema,
             touched, updated, done.matched_source = _change_by_row_group(snapshot, a, source, change, scope, schema,
                                                                          needed, done.metrics)
             done.metrics.num_target_files_scanned = 1
-        if touched is None:
-            return done
-        if vectors:  # the file stays; its new rows are written with the inserts, at most a file a bucket
-            done.deleted, done.updated = (a, touched), updated
-            return done
-        done.actions.append(a.removal(now))
-        done.metrics.num_target_files_removed = 1
-        if a.bucket is not None:
-            # The kept rows are still of their bucket (and in key order when the file was
-            # sorted): copied a row group at a time into one file; the updated rows go with
-            # the inserts (once a bucket, like DVs).
-            done.updated = updated
-            write.kept(a, touched, done)
-            return done
-        # A file without a bucket (another Delta writer's) holds rows of every bucket: its
-        # kept rows are bucketed like new ones.
-        rows = _file_rows(snapshot, a, schema)
-        copied = rows.filter(pc.invert(pc.is_in(rows.column(ROW), pa.array(touched)))).drop_columns([ROW])
-        done.metrics.num_target_rows_copied += copied.num_rows
-        write(pa.concat_tables([copied, updated]) if updated is not None else copied, done)
+        if touched is not None:
+            _apply_file(write, a, touched, updated, vectors, now, done)
         return done
 
     started = time.perf_counter()
@@ -105,7 +87,7 @@ def rewrite(snapshot: Snapshot, change: Change, scope: Scope, schema: pa.Schema,
     with ThreadPoolExecutor(REWRITE_THREADS) as pool:
         results += pool.map(one, found.files)
     done = _Written()
-    new_rows = [r.updated for r in results if r.updated is not None]
+    new_rows = []
     if source is not None:
         matched = np.zeros(source.num_rows, dtype=bool)
         for r in results:
@@ -115,17 +97,76 @@ def rewrite(snapshot: Snapshot, change: Change, scope: Scope, schema: pa.Schema,
     if change.inserted is not None and change.inserted.rows is not None:
         new_rows.append(change.inserted.rows)
         done.metrics.num_target_rows_inserted += change.inserted.rows.num_rows
+    actions, index_files = _finish(write, results, new_rows, done, now, metrics)
+    metrics.rewrite_time_ms += int((time.perf_counter() - started) * 1000)
+    return actions, index_files
+
+
+def apply_outcome(snapshot: Snapshot, schema: pa.Schema, metadata, vectors: bool,
+                  changed: list[tuple[AddFile, np.ndarray, pa.Table | None]], new_rows: pa.Table | None,
+                  written_paths: list[str], metrics: ChangeMetrics) -> tuple[list, dict]:
+    """Write what a change decided elsewhere (Spark's plan, in a task): each changed file
+    ``(add, ordinals of its changed rows, their new versions or None)`` gets a deletion vector
+    (``vectors``) or has its kept rows copied, and the new versions with ``new_rows`` are
+    written bucketed, with their index entries. The actions and index files to commit; the
+    paths written are appended to ``written_paths``."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    write = _Writer(snapshot, written_paths, metadata, schema)
+    now = int(time.time() * 1000)
+
+    def one(item) -> _Written:
+        done = _Written()
+        _apply_file(write, item[0], item[1], item[2], vectors, now, done)
+        return done
+
+    write.use_threads = len(changed) < REWRITE_THREADS
+    with ThreadPoolExecutor(REWRITE_THREADS) as pool:
+        results = list(pool.map(one, changed))
+    return _finish(write, results, [new_rows] if new_rows is not None else [], _Written(), now, metrics)
+
+
+def _apply_file(write: "_Writer", a: AddFile, touched: np.ndarray, updated: pa.Table | None, vectors: bool,
+                now: int, done: _Written) -> None:
+    """File ``a`` changed: the ordinals ``touched`` leave it (``updated``: their new
+    versions, written later with the other new rows)."""
+    snapshot = write.snapshot
+    if vectors:  # the file stays; its new rows are written with the inserts, at most a file a bucket
+        done.deleted, done.updated = (a, touched), updated
+        return
+    done.actions.append(a.removal(now))
+    done.metrics.num_target_files_removed = 1
+    if a.bucket is not None:
+        # The kept rows are still of their bucket (and in key order when the file was
+        # sorted): copied a row group at a time into one file; the updated rows go with
+        # the inserts (once a bucket, like DVs).
+        done.updated = updated
+        write.kept(a, touched, done)
+        return
+    # A file without a bucket (another Delta writer's) holds rows of every bucket: its
+    # kept rows are bucketed like new ones.
+    rows = _file_rows(snapshot, a, write.schema)
+    copied = rows.filter(pc.invert(pc.is_in(rows.column(ROW), pa.array(touched)))).drop_columns([ROW])
+    done.metrics.num_target_rows_copied += copied.num_rows
+    write(pa.concat_tables([copied, updated]) if updated is not None else copied, done)
+
+
+def _finish(write: "_Writer", results: list[_Written], new_rows: list[pa.Table], done: _Written, now: int,
+            metrics: ChangeMetrics) -> tuple[list, dict]:
+    """The files' new rows written with ``new_rows`` (into ``done``), the deletion vectors
+    written, and every result's actions, index files and metrics gathered."""
+    new_rows = [r.updated for r in results if r.updated is not None] + new_rows
     if new_rows:
         write(pa.concat_tables(new_rows), done)
-    results.append(done)
+    results = results + [done]
     actions, index_files = [], {}
     for r in results:
         actions += r.actions
         for name, fs in r.index_files.items():
             index_files.setdefault(name, []).extend(fs)
         metrics.add(r.metrics)
-    actions += _vector_actions(snapshot, [r.deleted for r in results if r.deleted is not None], tx, now, metrics)
-    metrics.rewrite_time_ms += int((time.perf_counter() - started) * 1000)
+    actions += _vector_actions(write.snapshot, [r.deleted for r in results if r.deleted is not None],
+                               write.written_paths, now, metrics)
     return actions, {k: v for k, v in index_files.items() if v}
 
 
@@ -179,8 +220,8 @@ def _change_by_row_group(snapshot: Snapshot, a: AddFile, source: pa.Table | None
             np.concatenate(matched) if matched else None)
 
 
-def _vector_actions(snapshot: Snapshot, deleted: list[tuple[AddFile, np.ndarray]], tx: Transaction, now: int,
-                    metrics: ChangeMetrics) -> list:
+def _vector_actions(snapshot: Snapshot, deleted: list[tuple[AddFile, np.ndarray]], written_paths: list[str],
+                    now: int, metrics: ChangeMetrics) -> list:
     """Each changed file removed and added back with a deletion vector: its old deleted
     rows and ``touched`` (all the DVs written into one file, the transaction's)."""
     if not deleted:
@@ -191,7 +232,7 @@ def _vector_actions(snapshot: Snapshot, deleted: list[tuple[AddFile, np.ndarray]
         old = read_deletion_vector(snapshot.storage, a.deletionVector) if a.deletionVector is not None else None
         sets.append(np.union1d(old.astype(np.uint64), touched) if old is not None else np.unique(touched))
     descriptors = write_deletion_vectors(snapshot.storage, sets)
-    tx.written_paths.extend({d.relative_path for d in descriptors if d.storageType == "u"})
+    written_paths.extend({d.relative_path for d in descriptors if d.storageType == "u"})
     actions = []
     for (a, _), d in zip(deleted, descriptors):
         actions += [a.removal(now), a.model_copy(update={"deletionVector": d, "dataChange": True})]
@@ -201,11 +242,11 @@ def _vector_actions(snapshot: Snapshot, deleted: list[tuple[AddFile, np.ndarray]
 
 class _Writer:
     """Writes rows as bucketed files with their index entries into a :class:`_Written`
-    (the files are the transaction's: aborted with it); ``metadata`` and ``schema``: the
-    table's after the change (its schema evolved or not)."""
+    (every path written is added to ``written_paths``: a transaction's, aborted with it);
+    ``metadata`` and ``schema``: the table's after the change (its schema evolved or not)."""
 
-    def __init__(self, snapshot: Snapshot, tx: Transaction, metadata, schema: pa.Schema):
-        self.snapshot, self.tx, self.metadata, self.schema = snapshot, tx, metadata, schema
+    def __init__(self, snapshot: Snapshot, written_paths: list[str], metadata, schema: pa.Schema):
+        self.snapshot, self.written_paths, self.metadata, self.schema = snapshot, written_paths, metadata, schema
         self.indexes = maintained_indexes(snapshot)
         self.use_threads = True  # pyarrow's threads decode a copied file's row groups
 
@@ -213,7 +254,7 @@ class _Writer:
         """Write new rows (updated or inserted), bucketed."""
         if rows.num_rows == 0:
             return
-        adds, written = write_rows(self.snapshot.storage, self.metadata, self.indexes, rows, self.tx.written_paths)
+        adds, written = write_rows(self.snapshot.storage, self.metadata, self.indexes, rows, self.written_paths)
         into.actions.extend(adds)
         into.metrics.num_target_files_added += len(adds)
         into.metrics.num_output_rows += rows.num_rows
@@ -222,7 +263,7 @@ class _Writer:
     def kept(self, a: AddFile, touched: np.ndarray, into: _Written) -> None:
         """Copy the rows of ``a`` but ``touched`` into a new file of its bucket, streamed."""
         add, written, copied = copy_kept_rows(self.snapshot.storage, self.metadata, self.indexes, a, self.schema,
-                                              touched, self.tx.written_paths, self.snapshot.version,
+                                              touched, self.written_paths, self.snapshot.version,
                                               self.use_threads)
         into.metrics.num_target_rows_copied += copied
         into.metrics.num_output_rows += copied

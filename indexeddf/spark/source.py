@@ -33,6 +33,7 @@ from ..format.snapshot import Snapshot, load_snapshot
 from ..format.storage import TableStorage
 from ..format.timetravel import version_at
 from ..spec.column_mapping import table_schema, with_mapping
+from . import apply as sa
 from . import change as sc
 from . import options as so
 from . import write as sw
@@ -107,7 +108,10 @@ class IndexedDataSource(DataSource):
 
     def writer(self, schema: StructType, overwrite: bool):
         """The batch writer (:mod:`indexeddf.spark.write`), or a change statement's
-        (:mod:`indexeddf.spark.change`: Spark SQL's DELETE, UPDATE and MERGE INTO)."""
+        (:mod:`indexeddf.spark.change`: Spark SQL's MERGE INTO), or the outcome of a DELETE or
+        UPDATE that Spark planned (:mod:`indexeddf.spark.apply`)."""
+        if sa.is_apply(self.options):
+            return sa.apply_writer(self.options, schema)
         if sc.is_change(self.options):
             return sc.change_writer(self.options, schema)
         return sw.batch_writer(self.options, schema, overwrite)

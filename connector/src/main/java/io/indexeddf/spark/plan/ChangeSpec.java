@@ -32,13 +32,12 @@ import scala.jdk.javaapi.CollectionConverters;
 import scala.runtime.AbstractPartialFunction;
 
 /**
- * A resolved DELETE / UPDATE / MERGE as the Python change engine takes it: JSON with the
+ * A resolved MERGE as the Python change engine takes it: JSON with the
  * statement's conditions and assignments as Spark SQL text ({@code Expression.sql()}), in the
  * shape of {@code indexeddf.changes} ({@code operation}, {@code predicate}, {@code updates},
  * {@code clauses} of {@code when} / {@code action} / {@code predicate} / {@code updates}).
  *
- * <p>Names: DELETE and UPDATE have the target alone, its columns unqualified; a MERGE's are
- * qualified {@code target.} and {@code source.}, whatever aliases the statement used (Spark has
+ * <p>Names: a MERGE's are qualified {@code target.} and {@code source.}, whatever aliases the statement used (Spark has
  * already resolved every name to its side). A MERGE's sub-expressions over the source's columns
  * alone (a cast, {@code s.v * 2}, a UDF) are evaluated by Spark: they become extra columns of
  * the source rows ({@code __indexeddf_source_N}) and the engine reads them by name.
@@ -60,27 +59,9 @@ final class ChangeSpec {
         return json.toString();
     }
 
-    /** DELETE, UPDATE or MERGE. */
+    /** The operation (MERGE). */
     String operation() {
         return json.get("operation").asText();
-    }
-
-    /** {@code DELETE FROM t [WHERE condition]} (condition null: every row). */
-    static ChangeSpec delete(LogicalRelation target, Expression condition) {
-        ChangeSpec spec = new ChangeSpec("DELETE");
-        spec.json.put("predicate", condition == null ? null : targetOnly(condition, "the WHERE condition"));
-        return spec;
-    }
-
-    /** {@code UPDATE t SET ... [WHERE condition]}. */
-    static ChangeSpec update(LogicalRelation target, List<Assignment> assignments, Expression condition) {
-        ChangeSpec spec = new ChangeSpec("UPDATE");
-        spec.json.put("predicate", condition == null ? null : targetOnly(condition, "the WHERE condition"));
-        ObjectNode updates = spec.json.putObject("updates");
-        for (Assignment a : assignments) {
-            updates.put(column(a.key()), targetOnly(a.value(), "SET " + column(a.key())));
-        }
-        return spec;
     }
 
     /** A MERGE: its JSON and the source rows Spark writes for it. */
@@ -163,11 +144,6 @@ final class ChangeSpec {
         return ((AttributeReference) key).name();
     }
 
-    /** An expression of a DELETE or UPDATE as SQL text over the target's unqualified columns. */
-    private static String targetOnly(Expression e, String where) {
-        refuseSubquery(e, where);
-        return qualified(spelledOut(e), null).sql();
-    }
 
     /**
      * {@code e} with Spark's {@code x BETWEEN lo AND hi} written as {@code x >= lo AND x <= hi}:
@@ -198,7 +174,7 @@ final class ChangeSpec {
     }
 
     /** {@code e} with every column qualified by its side ({@code TARGET} for the target's, else
-     * {@code SOURCE}: the source's and the computed ones), or unqualified when {@code target} is null. */
+     * {@code SOURCE}: the source's and the computed ones). */
     private static Expression qualified(Expression e, AttributeSet target) {
         return e.transform(new AbstractPartialFunction<Expression, Expression>() {
             @Override
@@ -209,9 +185,8 @@ final class ChangeSpec {
             @Override
             public Expression apply(Expression x) {
                 AttributeReference a = (AttributeReference) x;
-                String side = target == null ? null : target.contains(a) ? TARGET : SOURCE;
-                List<String> qualifier = side == null ? List.of() : List.of(side);
-                return a.withQualifier(CollectionConverters.asScala(qualifier).toList());
+                String side = target.contains(a) ? TARGET : SOURCE;
+                return a.withQualifier(CollectionConverters.asScala(List.of(side)).toList());
             }
         });
     }

@@ -83,7 +83,8 @@ public final class DriverLookup extends Rule<LogicalPlan> {
                 if (p instanceof Project) {
                     p = ((Project) p).child();  // a projection: read only the columns it and the filter use
                 }
-                return p instanceof Filter && snapshotOf(((Filter) p).child()) != null;
+                return p instanceof Filter && snapshotOf(((Filter) p).child()) != null
+                    && !readsMetadata(((Filter) p).child());
             }
 
             @Override
@@ -100,6 +101,19 @@ public final class DriverLookup extends Rule<LogicalPlan> {
                 return project == null ? answered : new Project(project.projectList(), answered);
             }
         });
+    }
+
+    /**
+     * Whether a relation gives Spark's {@code _metadata} column (a change names its rows by
+     * {@code _metadata.file_path} and {@code row_index}): rows a lookup answers have none.
+     */
+    static boolean readsMetadata(LogicalPlan relation) {
+        for (Attribute a : CollectionConverters.asJava(relation.output())) {
+            if (org.apache.spark.sql.catalyst.expressions.FileSourceMetadataAttribute$.MODULE$.isValid(a.metadata())) {
+                return true;
+            }
+        }
+        return false;
     }
 
     /**

@@ -15,7 +15,6 @@ import org.apache.spark.sql.catalyst.plans.logical.DeleteFromTable;
 import org.apache.spark.sql.catalyst.plans.logical.LogicalPlan;
 import org.apache.spark.sql.catalyst.plans.logical.MergeAction;
 import org.apache.spark.sql.catalyst.plans.logical.MergeIntoTable;
-import org.apache.spark.sql.catalyst.plans.logical.OneRowRelation;
 import org.apache.spark.sql.catalyst.plans.logical.SubqueryAlias;
 import org.apache.spark.sql.catalyst.plans.logical.UpdateTable;
 import org.apache.spark.sql.catalyst.rules.Rule;
@@ -26,14 +25,17 @@ import scala.runtime.AbstractPartialFunction;
 
 /**
  * {@code DELETE FROM}, {@code UPDATE ... SET} and {@code MERGE INTO} an indexeddf table (a
- * catalog table or {@code indexeddf.`/path`}) as one commit of the Python change engine, the
- * engine behind {@code IndexedTable.merge / update / delete}, as delta-spark's analysis rules
- * turn these statements on a Delta table into its own commands.
+ * catalog table or {@code indexeddf.`/path`}), as delta-spark's analysis rules turn these
+ * statements on a Delta table into its own commands. Spark resolves the statement first
+ * (names, {@code *} actions, types).
  *
- * <p>Spark resolves the statement first (names, {@code *} actions, types); this rule then
- * replaces it with a {@link ChangeCommand}: an insert into a {@link ChangeWriter}, which runs the change through the
- * Python data source {@code indexeddf_python} with the statement as a JSON option
- * ({@link ChangeSpec}). For a MERGE, Spark evaluates the source query and every expression
+ * <p>DELETE and UPDATE become a {@link SparkChange}: Spark plans and evaluates the condition and
+ * the assignments over the table's relation, its tasks write the outcome, the driver commits
+ * once (docs/spark-tables.md).
+ *
+ * <p>A MERGE becomes a {@link ChangeCommand}: an insert into a {@link ChangeWriter}, which runs
+ * the change through the Python data source {@code indexeddf_python} with the statement as a
+ * JSON option ({@link ChangeSpec}). Spark evaluates the source query and every expression
  * over the source's columns alone (the writer's tasks stage those rows); the change engine
  * evaluates what refers to the target's columns (conditions, {@code SET v = t.v + s.v}),
  * finds the matched rows through the index when the ON condition fixes the index columns,
@@ -124,40 +126,35 @@ public final class ResolveChanges extends Rule<LogicalPlan> {
 
     private LogicalPlan command(LogicalPlan p) {
         LogicalRelation lr = relationOf(target(p));
-        ChangeSpec spec;
-        LogicalPlan rows;
         if (p instanceof DeleteFromTable) {
+            // Planned and evaluated by Spark, written by its tasks (docs/spark-tables.md).
             Expression condition = ((DeleteFromTable) p).condition();
-            spec = ChangeSpec.delete(lr, isTrue(condition) ? null : condition);
-            rows = new OneRowRelation();
+            return SparkChange.of(lr, "DELETE", isTrue(condition) ? null : condition, null);
         } else if (p instanceof UpdateTable) {
             UpdateTable u = (UpdateTable) p;
             Expression condition = u.condition().isDefined() ? u.condition().get() : null;
-            spec = ChangeSpec.update(lr, CollectionConverters.asJava(u.assignments()),
-                condition == null || isTrue(condition) ? null : condition);
-            rows = new OneRowRelation();
-        } else {
-            MergeIntoTable m = (MergeIntoTable) p;
-            List<String> stars = null;
-            if (MergeStars.evolves(session, m)) {
-                stars = MergeStars.of(m);
-                if (stars == null) {
-                    throw IndexedDFException.option("MERGE WITH SCHEMA EVOLUTION into an indexeddf table: the analyzer "
-                        + "lost which clauses were written with *, so the columns to add are unknown; add the new "
-                        + "columns first (ALTER TABLE ... ADD COLUMNS), then MERGE");
-                }
-            }
-            ChangeSpec.Merge merge = ChangeSpec.merge(lr, m.sourceTable(), m.mergeCondition(),
-                actions(m.matchedActions()), actions(m.notMatchedActions()), actions(m.notMatchedBySourceActions()),
-                stars);
-            spec = merge.spec;
-            rows = merge.sourceRows;
+            return SparkChange.of(lr, "UPDATE", condition == null || isTrue(condition) ? null : condition,
+                CollectionConverters.asJava(u.assignments()));
         }
+        MergeIntoTable m = (MergeIntoTable) p;
+        List<String> stars = null;
+        if (MergeStars.evolves(session, m)) {
+            stars = MergeStars.of(m);
+            if (stars == null) {
+                throw IndexedDFException.option("MERGE WITH SCHEMA EVOLUTION into an indexeddf table: the analyzer "
+                    + "lost which clauses were written with *, so the columns to add are unknown; add the new "
+                    + "columns first (ALTER TABLE ... ADD COLUMNS), then MERGE");
+            }
+        }
+        ChangeSpec.Merge merge = ChangeSpec.merge(lr, m.sourceTable(), m.mergeCondition(),
+            actions(m.matchedActions()), actions(m.notMatchedActions()), actions(m.notMatchedBySourceActions()),
+            stars);
+        ChangeSpec spec = merge.spec;
+        LogicalPlan rows = merge.sourceRows;
         // Where the Python commit leaves the change's metrics for the command's result row.
         String resultFile = new java.io.File(System.getProperty("java.io.tmpdir"),
             "indexeddf-change-" + java.util.UUID.randomUUID() + ".json").getPath();
-        ChangeWriter writer = new ChangeWriter(session, lr, spec.json(), rows.schema(), p instanceof MergeIntoTable,
-            resultFile);
+        ChangeWriter writer = new ChangeWriter(session, lr, spec.json(), rows.schema(), resultFile);
         LogicalRelation writable = lr.copy(writer, lr.output(), lr.catalogTable(), false, lr.stream());
         return new ChangeCommand(writable, rows, spec.operation(), resultFile);
     }
@@ -172,24 +169,19 @@ public final class ResolveChanges extends Rule<LogicalPlan> {
 
     /**
      * The change as Spark executes it: an insertable relation whose insert runs the change
-     * through the Python writer. For a MERGE the inserted rows are the source's (with the
-     * source-only expressions Spark evaluated); for DELETE and UPDATE one empty row, so that
-     * the writer's commit, where the change runs, is reached through one task.
+     * through the Python writer: the MERGE's source rows (with the source-only expressions
+     * Spark evaluated).
      */
     static final class ChangeWriter extends TableWriter {
-        private final boolean withSource;
-
-        ChangeWriter(SparkSession session, LogicalRelation lr, String spec, StructType schema, boolean withSource,
-                     String resultFile) {
+        ChangeWriter(SparkSession session, LogicalRelation lr, String spec, StructType schema, String resultFile) {
             super(session, lr, schema);
-            this.withSource = withSource;
             options.put("changeSpec", spec);
             options.put("_commitResultFile", resultFile);
         }
 
         @Override
         public void insert(Dataset<Row> data, boolean overwrite) {
-            save(withSource ? data : session().range(1).toDF(), SaveMode.Append);
+            save(data, SaveMode.Append);
         }
     }
 }

@@ -1,0 +1,182 @@
+"""Spark SQL's ``DELETE FROM`` and ``UPDATE`` on an indexeddf table, the Python side: the
+outcome Spark computed, written by Spark's tasks and committed once by the driver.
+
+The connector's command (``io.indexeddf.spark.plan.SparkChange``, docs/spark-tables.md) plans
+the statement over the table's relation at the version it resolved: Catalyst evaluates the
+condition and the assignments, and every changed row arrives here as ``__indexeddf_op``
+(``delete`` or ``update``), ``__indexeddf_file`` and ``__indexeddf_row`` (Spark's
+``_metadata.file_path`` and ``row_index``: the row's file and its ordinal there, what a
+deletion vector names) and, for an UPDATE, the row's new values in the table's columns. Spark
+repartitions the rows by file, so every changed row of a file is in one task.
+
+1. each task (:meth:`ApplyWriter.write`) writes its files' outcome with the change engine's
+   writer (:func:`indexeddf.changes.rewrite.apply_outcome`): a deletion vector per file (the
+   old one unioned in) or a copy of its kept rows into a new file of its bucket, and the
+   updated rows as new bucketed files with their index entries; it returns the actions;
+2. the driver (:meth:`ApplyWriter.commit`) commits them once, on the version the plan read
+   (the transaction's conflict rules decide whether a concurrent commit lets it through), and
+   leaves the metrics in the command's result file. A failed or aborted write deletes what
+   the tasks wrote.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import urllib.parse
+from dataclasses import dataclass, field
+from typing import Any, Iterator
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
+
+from ..changes.engine import commit_metrics
+from ..changes.model import ChangeMetrics
+from ..changes.rewrite import apply_outcome
+from ..errors import InvalidOptionError
+from ..format.snapshot import Snapshot, load_snapshot
+from ..format.transaction import ALL_BUCKETS, Transaction
+from ..spec.actions import AddFile, IndexFile, RemoveFile
+from ..spec.column_mapping import file_schema
+from ..spec.features import deletion_vectors_enabled
+from . import options as so
+from .write_commit import delete_uncommitted
+
+APPLY_OPTION = "changeApply"
+"""The option that makes a write of ``indexeddf_python`` the outcome of a change Spark planned."""
+APPLY_OPTIONS = ["path", "storageOptions", APPLY_OPTION]
+OP, FILE, ROW = "__indexeddf_op", "__indexeddf_file", "__indexeddf_row"
+
+
+@dataclass
+class AppliedMessage(WriterCommitMessage):
+    """What one task wrote: actions and index files as JSON, the paths it created, its counts."""
+
+    adds: list[str] = field(default_factory=list)
+    removes: list[str] = field(default_factory=list)
+    index_files: dict[str, list[str]] = field(default_factory=dict)
+    written: list[str] = field(default_factory=list)
+    metrics: dict[str, int] = field(default_factory=dict)
+
+
+def is_apply(options: Any) -> bool:
+    """Whether a write's options carry the outcome of a change Spark planned."""
+    return any(k.lower() == APPLY_OPTION.lower() for k in dict(options))
+
+
+def apply_writer(options: Any, schema) -> "ApplyWriter":
+    """The writer of a change's outcome (its options parsed and checked on the driver)."""
+    opts = so.parse_options(options, APPLY_OPTIONS, "a change planned by Spark")
+    try:
+        spec = json.loads(opts[APPLY_OPTION])
+    except ValueError as e:
+        raise InvalidOptionError(f"the option {APPLY_OPTION} is not JSON: {e}") from None
+    if spec.get("operation") not in ("DELETE", "UPDATE"):
+        raise InvalidOptionError(f"{APPLY_OPTION}: unknown operation {spec.get('operation')!r}")
+    return ApplyWriter(so.option_path(opts), so.storage_options(opts), spec)
+
+
+class ApplyWriter(DataSourceArrowWriter):
+    """Writes each task's changed files, commits them all once."""
+
+    def __init__(self, url: str, storage_options: dict[str, Any], spec: dict):
+        self.url, self.storage_options, self.spec = url, storage_options, spec
+
+    def _snapshot(self) -> Snapshot:
+        storage = so.shared_storage(self.url, self.storage_options)
+        return load_snapshot(storage, int(self.spec["readVersion"]))
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> AppliedMessage:
+        """Write the outcome of this task's files."""
+        batches = [b for b in iterator if b.num_rows]
+        if not batches:
+            return AppliedMessage()
+        rows = pa.Table.from_batches(batches)
+        snapshot = self._snapshot()
+        conf = snapshot.metadata.configuration
+        schema = file_schema(snapshot.metadata.schema_, conf)
+        update = self.spec["operation"] == "UPDATE"
+        changed = []
+        for add, ordinals, new in _by_file(snapshot, rows):
+            changed.append((add, ordinals, new.select(schema.names).cast(schema) if update else None))
+        metrics = ChangeMetrics()
+        written: list[str] = []
+        try:
+            actions, index_files = apply_outcome(snapshot, schema, snapshot.metadata, deletion_vectors_enabled(conf),
+                                                 changed, None, written, metrics)
+        except BaseException:
+            delete_uncommitted(snapshot.storage, written)
+            raise
+        changed_rows = sum(len(o) for _, o, _ in changed)
+        if update:
+            metrics.num_target_rows_updated += changed_rows
+        else:
+            metrics.num_target_rows_deleted += changed_rows
+        return AppliedMessage(
+            adds=[a.model_dump_json(by_alias=True) for a in actions if isinstance(a, AddFile)],
+            removes=[a.model_dump_json(by_alias=True) for a in actions if isinstance(a, RemoveFile)],
+            index_files={k: [f.model_dump_json(by_alias=True) for f in fs] for k, fs in index_files.items()},
+            written=written, metrics={k: v for k, v in metrics.as_dict().items() if isinstance(v, int)})
+
+    def commit(self, messages: list[WriterCommitMessage | None]) -> None:
+        """Commit every task's actions once, on the version the plan read."""
+        started = time.perf_counter()
+        msgs = [m for m in messages if isinstance(m, AppliedMessage)]
+        snapshot = self._snapshot()
+        removes = [RemoveFile.model_validate_json(a) for m in msgs for a in m.removes]
+        adds = [AddFile.model_validate_json(a) for m in msgs for a in m.adds]
+        index_files: dict[str, list[IndexFile]] = {}
+        for m in msgs:
+            for name, files in m.index_files.items():
+                index_files.setdefault(name, []).extend(IndexFile.model_validate_json(f) for f in files)
+        metrics = ChangeMetrics()
+        for m in msgs:
+            metrics.add(ChangeMetrics(**{k: v for k, v in m.metrics.items() if k in _COUNTS}))
+        if removes or adds:
+            predicate = self.spec.get("predicate")
+            tx = Transaction(snapshot, self.spec["operation"], {"predicate": predicate} if predicate else {},
+                             read_buckets=ALL_BUCKETS, written_paths=[p for m in msgs for p in m.written])
+            metrics.execution_time_ms = int((time.perf_counter() - started) * 1000)
+            result = tx.commit(removes + adds, commit_metrics(self.spec["operation"], metrics, adds), index_files)
+            metrics.version = result.version
+        result_file = self.spec.get("resultFile")
+        if result_file:
+            with open(result_file, "w") as f:
+                json.dump({"version": metrics.version, "metrics": metrics.as_dict()}, f)
+
+    def abort(self, messages: list[WriterCommitMessage | None]) -> None:
+        """Delete what the tasks wrote; nothing was committed."""
+        written = [p for m in messages if isinstance(m, AppliedMessage) for p in m.written]
+        delete_uncommitted(so.shared_storage(self.url, self.storage_options), written)
+
+
+_COUNTS = ("num_target_rows_updated", "num_target_rows_deleted", "num_target_rows_copied", "num_output_rows",
+           "num_target_files_added", "num_target_files_removed", "num_deletion_vectors_added")
+
+
+def _by_file(snapshot: Snapshot, rows: pa.Table) -> Iterator[tuple[AddFile, np.ndarray, pa.Table]]:
+    """Each file the rows name (Spark's ``_metadata.file_path``: a URI of the file), the
+    ordinals of its changed rows, and those rows."""
+    by_path = {urllib.parse.unquote(a.path): a for a in snapshot.live_files()}
+    files = rows.column(FILE)
+    for name in pc.unique(files).to_pylist():
+        add = _file_of(by_path, name)
+        mine = rows.filter(pc.equal(files, name))
+        ordinals = mine.column(ROW).to_numpy().astype(np.int64)
+        if len(np.unique(ordinals)) != len(ordinals):
+            raise InvalidOptionError(f"a change named a row of {add.path} twice")
+        yield add, ordinals, mine
+
+
+def _file_of(by_path: dict[str, AddFile], uri: str) -> AddFile:
+    """The live file a Spark file path names: the longest tail of its path that is a file
+    of the version (a table's files are named relative to its root, which Spark's path
+    spells in its own scheme)."""
+    parts = urllib.parse.unquote(urllib.parse.urlparse(uri).path).split("/")
+    for start in range(len(parts)):
+        add = by_path.get("/".join(parts[start:]))
+        if add is not None:
+            return add
+    raise InvalidOptionError(f"a change named the file {uri}, which the version it read does not hold")
