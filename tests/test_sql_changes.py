@@ -129,7 +129,8 @@ def test_the_statements_go_through_the_index_in_one_commit_each(registered, tmp_
     m = entry.metrics
     assert (m["numTargetRowsUpdated"], m["numTargetRowsInserted"], m["numSourceRows"]) == (2, 1, 3)
     assert m["numTargetFilesRemoved"] <= 2 < files, m  # only the files holding keys 5 and 6
-    assert entry.parameters["predicate"] == "(target.k = source.k)"
+    assert entry.parameters["predicate"] == "(spark_catalog.default.ev.k = src.k)"  # Spark's text of the ON condition
+    assert entry.parameters["matchedPredicates"] == [{"actionType": "update"}]
     assert IndexedTable.for_path(path).lookup([5, 6, 9999]).sort_by("k").column("v").to_pylist() == [7, 8, 9]
     # The catalog entry reads the new version; so does a query of the path.
     assert spark.sql("SELECT v FROM ev WHERE k = 9999").collect()[0].v == 9
@@ -142,10 +143,9 @@ def test_the_statements_go_through_the_index_in_one_commit_each(registered, tmp_
     assert IndexedTable.for_path(path).to_arrow().num_rows == 0
 
 
-def test_spark_evaluates_what_reads_the_source_alone(registered, tmp_path):
-    """sha2 is a function the change engine does not evaluate: in a MERGE, over the
-    source's columns alone Spark evaluates it, so the statement runs, and over the target's
-    it is refused; an UPDATE is Spark's to evaluate whole."""
+def test_spark_evaluates_every_expression(registered, tmp_path):
+    """sha2 is a function the Python change engine does not evaluate: a statement from Spark
+    is Spark's to evaluate, over the source's columns and the target's."""
     spark = registered
     path = str(tmp_path / "t")
     IndexedTable.create(path, rows(list(range(10))), ["k"], num_buckets=2)
@@ -161,12 +161,13 @@ def test_spark_evaluates_what_reads_the_source_alone(registered, tmp_path):
     want = spark.sql("SELECT sha2('a2', 256) AS h").collect()[0].h
     assert run_sql(spark, f"UPDATE indexeddf.`{path}` SET s = sha2(s, 256) WHERE k = 2") == [{"num_affected_rows": 1}]
     assert IndexedTable.for_path(path).lookup([2]).column("s").to_pylist() == [want]
-    # A MERGE's expressions over the target's columns are still the change engine's.
-    version = IndexedTable.for_path(path).version
-    with pytest.raises(InvalidOptionError, match="sha2 is not supported"):
-        run_sql(spark, f"MERGE INTO indexeddf.`{path}` AS t USING src ON t.k = src.k "
-                       "WHEN MATCHED THEN UPDATE SET s = sha2(t.s, 256)")
-    assert IndexedTable.for_path(path).version == version
+    # So is a MERGE: sha2 over the target's columns too.
+    want = {r.k: r.h for r in spark.sql(f"SELECT k, sha2(s, 256) AS h FROM indexeddf.`{path}` WHERE k IN (1, 50)")
+            .collect()}
+    run_sql(spark, f"MERGE INTO indexeddf.`{path}` AS t USING src ON t.k = src.k "
+                   "WHEN MATCHED THEN UPDATE SET s = sha2(t.s, 256)")
+    got = {r["k"]: r["s"] for r in IndexedTable.for_path(path).lookup([1, 50]).to_pylist()}
+    assert got == want
 
 
 def test_refusals_are_typed_and_commit_nothing_and_subqueries_work(registered, tmp_path):

@@ -73,7 +73,7 @@ def apply_writer(options: Any, schema) -> "ApplyWriter":
         spec = json.loads(opts[APPLY_OPTION])
     except ValueError as e:
         raise InvalidOptionError(f"the option {APPLY_OPTION} is not JSON: {e}") from None
-    if spec.get("operation") not in ("DELETE", "UPDATE"):
+    if spec.get("operation") not in ("DELETE", "UPDATE", "MERGE"):
         raise InvalidOptionError(f"{APPLY_OPTION}: unknown operation {spec.get('operation')!r}")
     return ApplyWriter(so.option_path(opts), so.storage_options(opts), spec)
 
@@ -97,23 +97,30 @@ class ApplyWriter(DataSourceArrowWriter):
         snapshot = self._snapshot()
         conf = snapshot.metadata.configuration
         schema = file_schema(snapshot.metadata.schema_, conf)
-        update = self.spec["operation"] == "UPDATE"
-        changed = []
-        for add, ordinals, new in _by_file(snapshot, rows):
-            changed.append((add, ordinals, new.select(schema.names).cast(schema) if update else None))
+        ops = rows.column(OP)
+        counted = rows.filter(pc.equal(ops, "count"))  # a MERGE's source rows, counted by Spark
+        rows = rows.filter(pc.not_equal(ops, "count"))
+        ops = rows.column(OP)
+        inserted = rows.filter(pc.equal(ops, "insert"))
+        changed, deleted, updated = [], 0, 0
+        for add, ordinals, mine in _by_file(snapshot, rows.filter(pc.not_equal(ops, "insert"))):
+            new = mine.filter(pc.equal(mine.column(OP), "update"))
+            changed.append((add, ordinals, new.select(schema.names).cast(schema) if new.num_rows else None))
+            updated += new.num_rows
+            deleted += len(ordinals) - new.num_rows
         metrics = ChangeMetrics()
         written: list[str] = []
         try:
-            actions, index_files = apply_outcome(snapshot, schema, snapshot.metadata, deletion_vectors_enabled(conf),
-                                                 changed, None, written, metrics)
+            actions, index_files = apply_outcome(
+                snapshot, schema, snapshot.metadata, deletion_vectors_enabled(conf), changed,
+                inserted.select(schema.names).cast(schema) if inserted.num_rows else None, written, metrics)
         except BaseException:
             delete_uncommitted(snapshot.storage, written)
             raise
-        changed_rows = sum(len(o) for _, o, _ in changed)
-        if update:
-            metrics.num_target_rows_updated += changed_rows
-        else:
-            metrics.num_target_rows_deleted += changed_rows
+        metrics.num_target_rows_updated += updated
+        metrics.num_target_rows_deleted += deleted
+        metrics.num_target_rows_inserted += inserted.num_rows
+        metrics.num_source_rows += sum(counted.column(ROW).to_pylist())
         return AppliedMessage(
             adds=[a.model_dump_json(by_alias=True) for a in actions if isinstance(a, AddFile)],
             removes=[a.model_dump_json(by_alias=True) for a in actions if isinstance(a, RemoveFile)],
@@ -134,9 +141,9 @@ class ApplyWriter(DataSourceArrowWriter):
         metrics = ChangeMetrics()
         for m in msgs:
             metrics.add(ChangeMetrics(**{k: v for k, v in m.metrics.items() if k in _COUNTS}))
+            metrics.num_source_rows += m.metrics.get("num_source_rows", 0)
         if removes or adds:
-            predicate = self.spec.get("predicate")
-            tx = Transaction(snapshot, self.spec["operation"], {"predicate": predicate} if predicate else {},
+            tx = Transaction(snapshot, self.spec["operation"], json.loads(self.spec.get("parameters") or "{}"),
                              read_buckets=ALL_BUCKETS, written_paths=[p for m in msgs for p in m.written])
             metrics.execution_time_ms = int((time.perf_counter() - started) * 1000)
             result = tx.commit(removes + adds, commit_metrics(self.spec["operation"], metrics, adds), index_files)
@@ -152,7 +159,7 @@ class ApplyWriter(DataSourceArrowWriter):
         delete_uncommitted(so.shared_storage(self.url, self.storage_options), written)
 
 
-_COUNTS = ("num_target_rows_updated", "num_target_rows_deleted", "num_target_rows_copied", "num_output_rows",
+_COUNTS = ("num_source_rows", "num_target_rows_inserted", "num_target_rows_updated", "num_target_rows_deleted", "num_target_rows_copied", "num_output_rows",
            "num_target_files_added", "num_target_files_removed", "num_deletion_vectors_added")
 
 
@@ -165,8 +172,11 @@ def _by_file(snapshot: Snapshot, rows: pa.Table) -> Iterator[tuple[AddFile, np.n
         add = _file_of(by_path, name)
         mine = rows.filter(pc.equal(files, name))
         ordinals = mine.column(ROW).to_numpy().astype(np.int64)
-        if len(np.unique(ordinals)) != len(ordinals):
-            raise InvalidOptionError(f"a change named a row of {add.path} twice")
+        if len(np.unique(ordinals)) != len(ordinals):  # only a MERGE's join can name a row twice
+            raise InvalidOptionError(
+                "MERGE: multiple source rows matched the same target row; a matched clause cannot tell which to "
+                "apply. Make the source unique on the merge keys (for example keep the newest row per key) and run "
+                "it again; nothing was committed")
         yield add, ordinals, mine
 
 

@@ -47,7 +47,7 @@ public final class ChangeCommand extends JavaCommand {
     }
 
     /** Delta's result columns of the operation, as longs. */
-    private static List<Attribute> resultColumns(String operation) {
+    static List<Attribute> resultColumns(String operation) {
         List<Attribute> attrs = new ArrayList<>();
         for (String name : columns(operation)) {
             attrs.add(new AttributeReference(name, DataTypes.LongType, false, Metadata.empty(),
@@ -74,16 +74,19 @@ public final class ChangeCommand extends JavaCommand {
             throw new IndexedDFException("IndexedDFError", "the change committed, but its metrics could not be read from "
                 + resultFile + ": " + e + " (IndexedTable.history() has them)", e);
         }
+        Row row = resultRow(operation, m);
+        return CollectionConverters.asScala(List.of(row)).toList();
+    }
+
+    /** Delta's result row of the operation from the change's metrics (the Python commit's names). */
+    static Row resultRow(String operation, JsonNode m) {
         long updated = m.path("num_target_rows_updated").asLong();
         long deleted = m.path("num_target_rows_deleted").asLong();
         long inserted = m.path("num_target_rows_inserted").asLong();
-        Row row;
         if ("MERGE".equals(operation)) {
-            row = RowFactory.create(updated + deleted + inserted, updated, deleted, inserted);
-        } else {
-            row = RowFactory.create("UPDATE".equals(operation) ? updated : deleted);
+            return RowFactory.create(updated + deleted + inserted, updated, deleted, inserted);
         }
-        return CollectionConverters.asScala(List.of(row)).toList();
+        return RowFactory.create("UPDATE".equals(operation) ? updated : deleted);
     }
 
     // -- Product: the constructor's arguments, as TreeNode.makeCopy expects -------------------

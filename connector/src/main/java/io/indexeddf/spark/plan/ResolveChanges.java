@@ -29,11 +29,12 @@ import scala.runtime.AbstractPartialFunction;
  * statements on a Delta table into its own commands. Spark resolves the statement first
  * (names, {@code *} actions, types).
  *
- * <p>DELETE and UPDATE become a {@link SparkChange}: Spark plans and evaluates the condition and
- * the assignments over the table's relation, its tasks write the outcome, the driver commits
- * once (docs/spark-tables.md).
+ * <p>DELETE, UPDATE and MERGE become a {@link SparkChange}: Spark plans and evaluates the
+ * conditions and assignments over the table's relation (a MERGE's join: {@link MergeOutcome}),
+ * its tasks write the outcome, the driver commits once (docs/spark-tables.md).
  *
- * <p>A MERGE becomes a {@link ChangeCommand}: an insert into a {@link ChangeWriter}, which runs
+ * <p>A MERGE that evolves the schema ({@code MERGE WITH SCHEMA EVOLUTION}, or the session's
+ * autoMerge) becomes a {@link ChangeCommand}: an insert into a {@link ChangeWriter}, which runs
  * the change through the Python data source {@code indexeddf_python} with the statement as a
  * JSON option ({@link ChangeSpec}). Spark evaluates the source query and every expression
  * over the source's columns alone (the writer's tasks stage those rows); the change engine
@@ -137,14 +138,14 @@ public final class ResolveChanges extends Rule<LogicalPlan> {
                 CollectionConverters.asJava(u.assignments()));
         }
         MergeIntoTable m = (MergeIntoTable) p;
-        List<String> stars = null;
-        if (MergeStars.evolves(session, m)) {
-            stars = MergeStars.of(m);
-            if (stars == null) {
-                throw IndexedDFException.option("MERGE WITH SCHEMA EVOLUTION into an indexeddf table: the analyzer "
-                    + "lost which clauses were written with *, so the columns to add are unknown; add the new "
-                    + "columns first (ALTER TABLE ... ADD COLUMNS), then MERGE");
-            }
+        if (!MergeStars.evolves(session, m)) {
+            return SparkChange.merge(lr, m);
+        }
+        List<String> stars = MergeStars.of(m);
+        if (stars == null) {
+            throw IndexedDFException.option("MERGE WITH SCHEMA EVOLUTION into an indexeddf table: the analyzer "
+                + "lost which clauses were written with *, so the columns to add are unknown; add the new "
+                + "columns first (ALTER TABLE ... ADD COLUMNS), then MERGE");
         }
         ChangeSpec.Merge merge = ChangeSpec.merge(lr, m.sourceTable(), m.mergeCondition(),
             actions(m.matchedActions()), actions(m.notMatchedActions()), actions(m.notMatchedBySourceActions()),

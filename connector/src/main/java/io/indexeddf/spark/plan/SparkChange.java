@@ -18,7 +18,6 @@ import io.indexeddf.spark.exec.PythonWriter;
 import io.indexeddf.spark.exec.TableRelation;
 import org.apache.spark.sql.Dataset;
 import org.apache.spark.sql.Row;
-import org.apache.spark.sql.RowFactory;
 import org.apache.spark.sql.SaveMode;
 import org.apache.spark.sql.SparkSession;
 import org.apache.spark.sql.catalyst.expressions.Alias;
@@ -71,26 +70,34 @@ public final class SparkChange extends JavaCommand {
     /** The plan of the changed rows ({@link #outcome}): a field, not an expression of the command,
      * so that Spark checks a subquery in the condition where it stands (a filter), not here. */
     private final LogicalPlan outcome;
-    /** The condition as text, for the table's history only (null: every row). */
-    private final String predicate;
+    /** The commit's parameters for the table's history, as JSON (Delta's: the predicate as text). */
+    private final String parameters;
 
-    public SparkChange(LogicalRelation target, String operation, LogicalPlan outcome, String predicate) {
-        super(List.of(new AttributeReference("num_affected_rows", DataTypes.LongType, false, Metadata.empty(),
-            NamedExpression$.MODULE$.newExprId(), CollectionConverters.asScala(List.<String>of()).toList())));
+    public SparkChange(LogicalRelation target, String operation, LogicalPlan outcome, String parameters) {
+        super(ChangeCommand.resultColumns(operation));
         this.target = target;
         this.operation = operation;
         this.outcome = outcome;
-        this.predicate = predicate;
+        this.parameters = parameters;
     }
 
     /**
      * A DELETE ({@code assignments} null) or an UPDATE of {@code target}, the rows where
      * {@code condition} holds (null: every row).
      */
+    /** A MERGE of {@code m}'s source into {@code target} (the plan: {@link MergeOutcome}). */
+    static SparkChange merge(LogicalRelation target, org.apache.spark.sql.catalyst.plans.logical.MergeIntoTable m) {
+        return new SparkChange(target, "MERGE", MergeOutcome.of(target, m), MergeOutcome.parameters(m));
+    }
+
     static SparkChange of(LogicalRelation target, String operation, Expression condition,
                           List<Assignment> assignments) {
+        ObjectNode parameters = JsonNodeFactory.instance.objectNode();
+        if (condition != null) {
+            parameters.put("predicate", condition.sql());
+        }
         return new SparkChange(target, operation, outcome(target, operation, condition, assignments),
-            condition == null ? null : condition.sql());
+            parameters.toString());
     }
 
     @Override
@@ -107,18 +114,17 @@ public final class SparkChange extends JavaCommand {
         if (target.catalogTable().isDefined()) {  // the next query of the table reads the new version
             session.sessionState().catalog().invalidateCachedTable(target.catalogTable().get().identifier());
         }
-        long affected;
+        Row result;
         try {
             File f = new File(resultFile);
             JsonNode m = new ObjectMapper().readTree(Files.readString(f.toPath())).path("metrics");
             Files.deleteIfExists(f.toPath());
-            affected = "UPDATE".equals(operation) ? m.path("num_target_rows_updated").asLong()
-                : m.path("num_target_rows_deleted").asLong();
+            result = ChangeCommand.resultRow(operation, m);
         } catch (IOException e) {
             throw new IndexedDFException("IndexedDFError", "the " + operation + " committed, but its metrics could "
                 + "not be read from " + resultFile + ": " + e + " (IndexedTable.history() has them)", e);
         }
-        return CollectionConverters.asScala(List.of(RowFactory.create(affected))).toList();
+        return CollectionConverters.asScala(List.of(result)).toList();
     }
 
     /** What the Python side needs besides the rows: the operation, the version read, where the metrics go. */
@@ -126,7 +132,7 @@ public final class SparkChange extends JavaCommand {
         ObjectNode json = JsonNodeFactory.instance.objectNode();
         json.put("operation", operation);
         json.put("readVersion", version);
-        json.put("predicate", predicate);
+        json.put("parameters", parameters);
         json.put("resultFile", resultFile);
         return json.toString();
     }
@@ -138,22 +144,10 @@ public final class SparkChange extends JavaCommand {
     private static LogicalPlan outcome(LogicalRelation target, String operation, Expression condition,
                                        List<Assignment> assignments) {
         LogicalRelation withMeta = target.withMetadataColumns();
-        AttributeReference meta = null;
-        for (AttributeReference a : CollectionConverters.asJava(withMeta.metadataOutput())) {
-            if (FileSourceMetadataAttribute$.MODULE$.isValid(a.metadata())) {
-                meta = a;
-            }
-        }
-        if (meta == null) {
-            throw new IndexedDFException("IndexedDFError", "the table's relation gives no _metadata column; "
-                + operation + " cannot name the rows it changes");
-        }
-        StructType fields = (StructType) meta.dataType();
         LogicalPlan rows = condition == null ? withMeta : new Filter(condition, withMeta);
         List<NamedExpression> columns = new ArrayList<>();
         columns.add(alias(Literal.create(operation.toLowerCase(java.util.Locale.ROOT), DataTypes.StringType), OP));
-        columns.add(alias(new GetStructField(meta, fields.fieldIndex("file_path"), Option.apply("file_path")), FILE));
-        columns.add(alias(new GetStructField(meta, fields.fieldIndex("row_index"), Option.apply("row_index")), ROW));
+        columns.addAll(rowId(withMeta));
         if (assignments != null) {
             // By expression id: the assignment's column may carry another qualifier than the relation's.
             Map<org.apache.spark.sql.catalyst.expressions.ExprId, Expression> set = new LinkedHashMap<>();
@@ -175,7 +169,26 @@ public final class SparkChange extends JavaCommand {
             Option.empty(), Option.empty());
     }
 
-    private static Alias alias(Expression e, String name) {
+    /** {@link #FILE} and {@link #ROW} of a relation with its metadata columns: Spark's
+     * {@code _metadata.file_path} and {@code _metadata.row_index}. */
+    static List<Alias> rowId(LogicalRelation withMeta) {
+        AttributeReference meta = null;
+        for (AttributeReference a : CollectionConverters.asJava(withMeta.metadataOutput())) {
+            if (FileSourceMetadataAttribute$.MODULE$.isValid(a.metadata())) {
+                meta = a;
+            }
+        }
+        if (meta == null) {
+            throw new IndexedDFException("IndexedDFError", "the table's relation gives no _metadata column; "
+                + "a change cannot name the rows it changes");
+        }
+        StructType fields = (StructType) meta.dataType();
+        return List.of(
+            alias(new GetStructField(meta, fields.fieldIndex("file_path"), Option.apply("file_path")), FILE),
+            alias(new GetStructField(meta, fields.fieldIndex("row_index"), Option.apply("row_index")), ROW));
+    }
+
+    static Alias alias(Expression e, String name) {
         return new Alias(e, name, NamedExpression$.MODULE$.newExprId(),
             CollectionConverters.asScala(List.<String>of()).toList(), Option.empty(),
             CollectionConverters.asScala(List.<String>of()).toList());
@@ -197,7 +210,7 @@ public final class SparkChange extends JavaCommand {
             case 2:
                 return outcome;
             case 3:
-                return predicate;
+                return parameters;
             default:
                 throw new IndexOutOfBoundsException(String.valueOf(n));
         }
