@@ -1,6 +1,7 @@
 """Tables partitioned by timestamps and by strings with characters that partition folders
 escape, in every way writers put such folders in ``add.path``: delta-rs's and Spark's
-(the folder Hive-escaped, ``:`` as ``%3A``, then the path percent-encoded: ``%253A``), Delta
+(the folder Hive-escaped, ``:`` as ``%3A``, then the path percent-encoded: ``%253A``; the
+folders written by Spark's own Parquet writer, and by hand), Delta
 Kernel's (the folder as the value is, ``:`` percent-encoded once in the path) and a writer
 that leaves the path unescaped (``time=1971-07-22T03:06:40Z/...``, a path Java's URI parser
 refuses). Each table is converted, then read by the Python API and the JVM connector (the
@@ -29,6 +30,7 @@ from dv_helpers import mark_deleted  # noqa: E402
 from foreign_logs import add, column, commit, metadata, protocol  # noqa: E402
 from oracles import duckdb_delta  # noqa: E402
 
+import indexeddf  # noqa: E402
 from indexeddf import IndexedTable  # noqa: E402
 from indexeddf.spec.deletion_vectors import DeletionVectorDescriptor  # noqa: E402
 
@@ -62,9 +64,18 @@ def escape(value: str, chars) -> str:
 
 
 # How each writer serializes a timestamp partition value (Delta's PROTOCOL allows both forms).
-SPACE = {"time": lambda t: t.strftime("%Y-%m-%d %H:%M:%S.%f"), "ntz": lambda t: t.strftime("%Y-%m-%d %H:%M:%S")
-         if t.microsecond == 0 else t.strftime("%Y-%m-%d %H:%M:%S.%f")}
-ISO = {"time": lambda t: t.strftime("%Y-%m-%dT%H:%M:%S.%fZ"), "ntz": SPACE["ntz"]}
+def _space(t: dt.datetime) -> str:
+    """``YYYY-MM-DD HH:MM:SS[.ffffff]`` (a timestamp's UTC wall time, an NTZ's own)."""
+    return t.strftime("%Y-%m-%d %H:%M:%S" + (".%f" if t.microsecond else ""))
+
+
+def _iso(t: dt.datetime) -> str:
+    """ISO 8601 in UTC with ``Z`` (Delta's other form of a timestamp; microseconds when there are any)."""
+    return t.strftime("%Y-%m-%dT%H:%M:%S" + (".%f" if t.microsecond else "") + "Z")
+
+
+SPACE = {"time": _space, "ntz": _space}
+ISO = {"time": _iso, "ntz": _space}
 
 LAYOUTS = {
     # Delta Spark (and delta-rs): Hive-escaped folders, the path percent-encoded (%3A → %253A).
@@ -105,7 +116,27 @@ def delta_rs(path: str) -> None:
                                   mode="append")
 
 
-BUILDERS = {"delta-rs": delta_rs, **{k: (lambda p, k=k: hand_written(p, k)) for k in LAYOUTS}}
+def spark_parquet(path: str, spark) -> None:
+    """Spark's own partitioned Parquet writer lays out the folders (session time zone UTC, as
+    Delta Spark writes them); the log names each file as Delta Spark does: the folder's path
+    percent-encoded, the values its folder names unescaped."""
+    spark.createDataFrame(pa.concat_tables([rows(i) for i in range(len(STRINGS))]).to_pandas()) \
+        .coalesce(1).write.partitionBy("time", "ntz", "s").parquet(path)
+    fields = [column("id", "long"), column("time", "timestamp"), column("ntz", "timestamp_ntz"),
+              column("s", "string"), column("v", "string")]
+    actions = [protocol(3, 7, ["timestampNtz"], ["timestampNtz"]), metadata(fields, ["time", "ntz", "s"])]
+    for folder, _, names in os.walk(path):
+        for name in (n for n in names if n.endswith(".parquet")):
+            rel = os.path.relpath(os.path.join(folder, name), path)
+            pv = {c: None if v == "__HIVE_DEFAULT_PARTITION__" else urllib.parse.unquote(v)
+                  for c, v in (part.split("=", 1) for part in rel.split("/")[:-1])}
+            st = os.stat(os.path.join(path, rel))
+            actions.append({"add": {"path": urllib.parse.quote(rel, safe="/="), "partitionValues": pv,
+                                    "size": st.st_size, "modificationTime": int(st.st_mtime * 1000), "dataChange": True}})
+    commit(path, actions, "WRITE")
+
+
+BUILDERS = {"delta-rs": delta_rs, **{k: (lambda p, k=k: hand_written(p, k)) for k in LAYOUTS}, "spark-parquet": None}
 
 
 @pytest.fixture(scope="module", params=list(BUILDERS))
@@ -113,7 +144,10 @@ def table(request, tmp_path_factory):
     """(the foreign table, its converted copy)."""
     base = tmp_path_factory.mktemp(request.param)
     foreign = str(base / "foreign")
-    BUILDERS[request.param](foreign)
+    if request.param == "spark-parquet":
+        spark_parquet(foreign, request.getfixturevalue("spark"))
+    else:
+        BUILDERS[request.param](foreign)
     converted = str(base / "converted")
     shutil.copytree(foreign, converted)
     IndexedTable.convert(converted, index_columns=["id"], num_buckets=2)
@@ -157,7 +191,7 @@ def test_the_oracles_agree_and_the_paths_are_what_the_writer_writes(table):
     paths = [json.loads(line)["add"]["path"] for n in sorted(os.listdir(os.path.join(foreign, "_delta_log")))
              if n.endswith(".json") for line in open(os.path.join(foreign, "_delta_log", n)) if '"add"' in line]
     text = " ".join(paths)
-    if "delta-rs" in foreign or "spark" in foreign:
+    if "delta-rs" in foreign or "spark" in foreign:  # spark-parquet's folders are Spark's own
         assert "%253A" in text and ":" not in text, text  # the folder holds %3A, the path escapes its '%'
     elif "kernel" in foreign:
         assert "%3A" in text and "%253A" not in text and ":" not in text, text
@@ -177,9 +211,12 @@ def test_python_reads_equal_delta_rs(table):
 @pytest.mark.spark
 def test_spark_reads_filters_and_looks_up_as_delta_rs_and_duckdb(spark, table, conf):
     foreign, converted = table
+    conf("spark.sql.session.timeZone", "America/Los_Angeles")  # partition values without a zone stay UTC
     want = delta_rs_rows(foreign)
     df = read(spark, converted)
     assert spark_rows(df) == want == duck(foreign)
+    indexeddf.register(spark)  # the Python data source too (the fallback without a JDK)
+    assert spark_rows(spark.read.format("indexeddf_python").load(converted)) == want
     # The filter on the timestamp partition column: Spark's scan reads only those partitions' files.
     since = df.where("time >= timestamp'2000-01-01 00:00:00Z'")
     text = physical(since)
