@@ -143,3 +143,26 @@ def test_log_package_compiles_without_spark(tmp_path):
                            "-cp", ":".join(map(str, jars)), "-d", str(tmp_path), *sources],
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+ODD_PATHS = ["t=1971-07-22T03:06:40.000000Z/part-0.parquet", "t=1971-07-22T03%3A06%3A40Z/part-1.parquet",
+             "t=1971-07-22%2003%253A06%253A40/part-2.parquet", "s=a b/c#d?e+f/part-3.parquet",
+             "s=100%/x%zz%4/part-4.parquet", "s=%C3%A9t%C3%A9/%E2%82%AC/part-5.parquet", "s=été/part-6.parquet",
+             "s=bad%C3/part-7.parquet"]
+"""``add.path`` as writers put them: unescaped, %3A once, Spark's %253A, URI delimiters left as is, a '%'
+with no hex digits after it, UTF-8 escapes, raw UTF-8, a cut UTF-8 sequence."""
+
+
+def test_replay_decodes_paths_as_python_does(tmp_path, classpath):
+    """Every add path is decoded once, to the same path (and file id) in the JVM as in Python."""
+    path = tmp_path / "t"
+    IndexedTable.create(str(path), rows(range(0, 4), "a"), index_columns=["k"], num_buckets=2)
+    adds = [{"add": {"path": p, "partitionValues": {}, "size": 10 + i, "modificationTime": 1, "dataChange": True}}
+            for i, p in enumerate(ODD_PATHS)]
+    (path / "_delta_log" / f"{1:020d}.json").write_text("".join(json.dumps(a) + "\n" for a in adds))
+    py, jvm = python_side(path, 1), java_side(classpath, path, 1)
+    assert {f["path"] for f in py["files"]} >= {"t=1971-07-22T03:06:40.000000Z/part-0.parquet",
+                                                  "t=1971-07-22T03:06:40Z/part-1.parquet",
+                                                  "t=1971-07-22 03%3A06%3A40/part-2.parquet", "s=100%/x%zz%4/part-4.parquet",
+                                                  "s=été/€/part-5.parquet", "s=été/part-6.parquet"}
+    assert jvm["files"] == py["files"]

@@ -39,8 +39,9 @@ final class CheckpointReader {
             List<JsonNode> adds = new ArrayList<>();
             for (JsonNode obj : rows) {
                 if (obj.has("sidecar")) {
-                    String name = java.net.URI.create(obj.path("sidecar").path("path").asText()).getPath();
-                    Path side = new Path(new Path(st.getPath().getParent(), "_sidecars"), new Path(name).getName());
+                    String name = DeltaPaths.decode(obj.path("sidecar").path("path").asText(), st.getPath());
+                    Path side = new Path(new Path(st.getPath().getParent(), "_sidecars"),
+                        new Path(null, null, name.substring(name.lastIndexOf('/') + 1)));
                     adds.addAll(parquetRows(side, conf));  // add and remove actions only
                 } else if (obj.has("add") || obj.has("remove")) {
                     adds.add(obj);

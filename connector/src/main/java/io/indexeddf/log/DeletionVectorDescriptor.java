@@ -2,8 +2,6 @@ package io.indexeddf.log;
 
 import com.fasterxml.jackson.databind.JsonNode;
 
-import java.net.URI;
-import java.net.URISyntaxException;
 import java.nio.ByteBuffer;
 import java.util.UUID;
 
@@ -98,13 +96,12 @@ public final class DeletionVectorDescriptor implements java.io.Serializable {
         char storage = type.charAt(0);
         String location = null;
         if (storage == 'u') {
-            location = new Path(root, relativePath(text, source)).toString();
+            location = DeltaPaths.uri(new Path(root, relativePath(text, source)));
         } else if (storage == 'p') {
-            try {
-                location = new Path(new URI(text)).toString();
-            } catch (URISyntaxException | IllegalArgumentException e) {
-                throw IndexedDFException.corrupt(source, "deletion vector path " + text + " is not a URI");
+            if (!DeltaPaths.isAbsolute(text)) {
+                throw IndexedDFException.corrupt(source, "deletion vector path " + text + " is not an absolute URI");
             }
+            location = DeltaPaths.uri(DeltaPaths.location(root, text, source));
         }
         return new DeletionVectorDescriptor(storage, text, storage == 'i' ? null : offset,
             d.path("sizeInBytes").asInt(), d.path("cardinality").asLong(), location);

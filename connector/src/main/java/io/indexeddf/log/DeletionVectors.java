@@ -83,7 +83,7 @@ public final class DeletionVectors {
                 throw corrupt(d, e.getMessage());
             }
         }
-        Path path = new Path(d.location);
+        Path path = DeltaPaths.fromUri(d.location);
         byte[] frame = new byte[d.sizeInBytes + 8];
         try {
             FileSystem fs = path.getFileSystem(conf);

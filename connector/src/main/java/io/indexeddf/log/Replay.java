@@ -2,8 +2,6 @@ package io.indexeddf.log;
 
 import com.fasterxml.jackson.databind.JsonNode;
 
-import java.net.URI;
-import java.net.URISyntaxException;
 import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.Iterator;
@@ -112,7 +110,7 @@ final class Replay {
                     break;
                 case "add": {
                     String encoded = body.path("path").asText();
-                    String path = decodePath(encoded, source);
+                    String path = DeltaPaths.decode(encoded, source);
                     JsonNode tags = body.path("tags");
                     Integer bucket = null;
                     JsonNode b = tags.get(DeltaLog.TAG_BUCKET);
@@ -125,7 +123,7 @@ final class Replay {
                         }
                     }
                     DeletionVectorDescriptor dv = DeletionVectorDescriptor.of(body, root, source);
-                    adds.put(key(path, dv), new AddFile(path, location(encoded, source), body.path("size").asLong(),
+                    adds.put(key(path, dv), new AddFile(path, DeltaPaths.location(root, encoded, source), body.path("size").asLong(),
                         body.path("modificationTime").asLong(), bucket, FileIds.fileId(tags, path, source),
                         "true".equals(tags.path(DeltaLog.TAG_SORTED).asText(null)), dv,
                         ProtocolCheck.partitionValues(body, root, source)));
@@ -136,7 +134,7 @@ final class Replay {
                     break;
                 }
                 case "remove": {
-                    String path = decodePath(body.path("path").asText(), source);
+                    String path = DeltaPaths.decode(body.path("path").asText(), source);
                     AddFile live = fromCheckpoint ? null
                         : adds.remove(key(path, DeletionVectorDescriptor.of(body, root, source)));
                     // A remove without our tags keeps the id the live file had.
@@ -160,27 +158,5 @@ final class Replay {
     /** A file's key in the set of live files: its path, and its DV's unique id when it has one. */
     private static String key(String path, DeletionVectorDescriptor dv) {
         return dv == null ? path : path + "\u0000" + dv.uniqueId();
-    }
-
-    private static String decodePath(String encoded, Path source) {
-        try {
-            URI uri = new URI(encoded);
-            return uri.isAbsolute() ? uri.toString() : uri.getPath();
-        } catch (URISyntaxException e) {
-            throw IndexedDFException.corrupt(source, "add/remove path " + encoded + " is not a URI: " + e.getMessage());
-        }
-    }
-
-    /** Where Hadoop reads a file the log names by {@code encoded} (a relative URI, or an absolute one). */
-    private Path location(String encoded, Path source) {
-        try {
-            URI uri = new URI(encoded);
-            if (uri.isAbsolute()) {
-                return new Path(uri);
-            }
-            return new Path(root, new Path(null, null, uri.getPath()));
-        } catch (URISyntaxException e) {
-            throw IndexedDFException.corrupt(source, "file path " + encoded + " is not a URI: " + e.getMessage());
-        }
     }
 }

@@ -3,6 +3,7 @@ package io.indexeddf.spark.exec;
 import io.indexeddf.log.AddFile;
 import io.indexeddf.log.DeletionVectorDescriptor;
 import io.indexeddf.log.DeletionVectors;
+import io.indexeddf.log.DeltaPaths;
 import io.indexeddf.log.IndexLog;
 import io.indexeddf.log.Snapshot;
 import java.io.IOException;
@@ -75,8 +76,13 @@ public final class LookupReader {
 
         /** The whole live file {@code a} (a hybrid scan's piece, and what tasks that probe are told of a file). */
         static Piece whole(AddFile a) {
-            return new Piece(a.location.toString(), a.size, a.modificationTime, null, null, a.size, a.deletionVector,
+            return new Piece(DeltaPaths.uri(a.location), a.size, a.modificationTime, null, null, a.size, a.deletionVector,
                 a.partitionValues);
+        }
+
+        /** Where Hadoop reads the file. */
+        org.apache.hadoop.fs.Path location() {
+            return DeltaPaths.fromUri(path);
         }
 
         /** Row groups {@code groups} of this whole file, with the rows at offsets {@code wanted} of them. */
@@ -86,7 +92,7 @@ public final class LookupReader {
 
         /** The whole file as Spark's readers take a split (with its DV, for {@link DeletionVectorFormat}). */
         PartitionedFile split() {
-            return ParquetRows.split(new org.apache.hadoop.fs.Path(path), 0, fileSize, fileSize, modificationTime,
+            return ParquetRows.split(location(), 0, fileSize, fileSize, modificationTime,
                 DeletionVectorFormat.metadata(dv));
         }
     }
@@ -148,7 +154,7 @@ public final class LookupReader {
         }
         List<java.util.concurrent.Callable<ParquetRows.Footer>> footerLoads = new ArrayList<>();
         for (Long id : live.keySet()) {
-            footerLoads.add(() -> ParquetRows.footer(new org.apache.hadoop.fs.Path(files.get(id).path), conf));
+            footerLoads.add(() -> ParquetRows.footer(files.get(id).location(), conf));
         }
         java.util.Iterator<ParquetRows.Footer> footers = inParallel(footerLoads).iterator();
         for (Map.Entry<Long, int[]> e : live.entrySet()) {
@@ -225,7 +231,7 @@ public final class LookupReader {
         BasePredicate predicate = predicate(bound);
         Partitions.Filler fill = Partitions.Filler.of(p.partitionValues, reader.required());
         List<InternalRow> out = new ArrayList<>();
-        reader.read(new org.apache.hadoop.fs.Path(p.path), p.fileSize, p.groups, p.wanted, row -> {
+        reader.read(p.location(), p.fileSize, p.groups, p.wanted, row -> {
             InternalRow r = fill == null ? row : fill.apply(row);
             if (predicate.eval(r)) {
                 out.add(fill == null ? row.copy() : r);

@@ -153,7 +153,7 @@ public final class RowGroupReader implements java.io.Serializable {
         }
         for (LookupReader.Piece p : pieces) {
             for (int g : p.groups) {
-                if (RowCache.get(cacheKey(new Path(p.path), g)) == null) {
+                if (RowCache.get(cacheKey(p.location(), g)) == null) {
                     return false;
                 }
             }
