@@ -29,8 +29,8 @@ _COMMON = ["path", "storageOptions"]
 READ_OPTIONS = _COMMON + ["versionAsOf", "timestampAsOf", "maxPartitionBytes"]
 _CREATE = ["indexColumns", "numBuckets", "name", "description", "tableProperties"]
 WRITE_OPTIONS = _COMMON + _CREATE + ["saveMode", "overwriteSchema", "mergeSchema", "replaceWhere", "txnAppId",
-                                     "txnVersion", "_commitResultFile", "_addColumns",
-                                     PARTITION_COLUMNS_OPTION]
+                                     "txnVersion", "_commitResultFile", "_addColumns", "_setProperties",
+                                     "_unsetProperties", PARTITION_COLUMNS_OPTION]
 STREAM_OPTIONS = _COMMON + _CREATE + ["mergeSchema", "txnAppId", "checkpointLocation"]
 _PROPERTY_NAMES = {name.lower(): name for name in config.PROPERTIES}
 SAVE_MODES = ("append", "overwrite", "errorifexists", "error", "ignore")
@@ -106,6 +106,21 @@ def table_properties(opts: dict[str, str]) -> dict[str, str]:
     name) and ``indexeddf.*`` options; validated by :mod:`indexeddf.spec.config`."""
     props = {k: v for k, v in opts.items() if k.startswith("indexeddf.")}
     return config.validate({**_json_properties(opts.get("tableProperties")), **props})
+
+
+def property_changes(opts: dict[str, str]) -> tuple[dict[str, str], list[str], bool] | None:
+    """``ALTER TABLE ... SET / UNSET TBLPROPERTIES`` as the connector passes them (the private
+    options ``_setProperties``, a JSON object, and ``_unsetProperties``, a JSON object
+    ``{"names": [...], "ifExists": bool}``): the properties to set, the names to remove and
+    whether absent names are ignored; None when the write is not one."""
+    if opts.get("_setProperties") is None and opts.get("_unsetProperties") is None:
+        return None
+    updates = _json_properties(opts.get("_setProperties"))
+    unset = _json_object(opts.get("_unsetProperties"), "_unsetProperties")
+    names = unset.get("names", [])
+    if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+        raise InvalidOptionError(f"_unsetProperties: names must be a list of strings, got {names!r}")
+    return updates, names, bool(unset.get("ifExists", False))
 
 
 def _json_properties(raw: str | None) -> dict[str, str]:

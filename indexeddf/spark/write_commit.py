@@ -21,7 +21,7 @@ from ..format.storage import TableStorage
 from ..format.transaction import ALL_BUCKETS, CommitResult, Transaction, commit_create
 from ..spec.actions import Action, AddFile, IndexEntry, IndexFile, Metadata, Txn
 from ..spec.features import protocol_for
-from ..writer.operations import commit_files, write_metrics
+from ..writer.operations import KEEP, commit_files, set_properties, write_metrics
 from .write_plan import WritePlan, load_or_none
 from .write_task import ABORTED, FilesMessage, staging_path
 
@@ -105,6 +105,8 @@ def _commit(plan: WritePlan, storage: TableStorage, adds, index_files, written, 
     base = load_snapshot(storage, plan.read_version)
     if plan.add_columns:  # a metadata-only commit, as IndexedTable.add_columns makes
         return Transaction(base, "ADD COLUMNS", params, read_buckets=()).commit([plan.metadata()])
+    if plan.set_properties is not None or plan.unset_properties is not None:
+        return _commit_properties(base, plan.set_properties or {}, plan.unset_properties or [])
     if plan.replace_where is not None:  # the tasks checked their rows against it
         from ..changes.model import Inserted
         from ..changes.replace import replace_where
@@ -113,6 +115,19 @@ def _commit(plan: WritePlan, storage: TableStorage, adds, index_files, written, 
                                                                         written=list(written)), txn=txn)
     return _commit_existing(base, plan.action, plan.metadata() if plan.new_metadata else None, plan.indexes(),
                             adds, index_files, written, operation, params, txn_actions, txn, commit_empty)
+
+
+def _commit_properties(base: Snapshot, updates: dict[str, str], names: list[str]) -> CommitResult:
+    """``ALTER TABLE SET / UNSET TBLPROPERTIES`` as ``IndexedTable.set_properties`` commits it; the
+    SQL property ``comment`` is the table's description, as in Delta."""
+    updates = dict(updates)
+    description: Any = KEEP
+    if "comment" in updates:
+        description = updates.pop("comment")
+    if "comment" in names:
+        names = [n for n in names if n != "comment"]
+        description = None
+    return set_properties(base, updates=updates, removals=names, description=description)
 
 
 def _commit_existing(base: Snapshot, action: str, new_metadata: Metadata | None, indexes: list[IndexEntry],

@@ -27,6 +27,7 @@ from ..errors import (
 )
 from ..format.snapshot import Snapshot, load_snapshot
 from ..format.storage import TableStorage
+from ..spec import config
 from ..spec.actions import PRIMARY_INDEX, IndexEntry, Metadata
 from ..spec.column_mapping import evolve
 from ..spec.partitions import check_partition_columns
@@ -57,6 +58,12 @@ class WritePlan:
     add_columns: bool = False
     """``ALTER TABLE ADD COLUMNS`` (the private option ``_addColumns``): the commit holds only
     ``metadata_json``; tasks write nothing, whatever rows they get."""
+    set_properties: dict[str, str] | None = None
+    """``ALTER TABLE SET TBLPROPERTIES`` (the private option ``_setProperties``): the commit is
+    ``IndexedTable.set_properties``'s (``comment`` is the table's description); tasks write nothing."""
+    unset_properties: list[str] | None = None
+    """``ALTER TABLE UNSET TBLPROPERTIES`` (``_unsetProperties``): the names to remove, as
+    ``IndexedTable.unset_properties`` removes them (``comment``: the description)."""
     merge_schema: bool = False
     """``mergeSchema``: tasks write NULL for table columns the DataFrame lacks and widen
     narrower integer columns (``writer.data.conform(..., merge=True)``)."""
@@ -69,6 +76,11 @@ class WritePlan:
     txn: tuple[str, int] | None = None
     result_file: str | None = None
     parameters: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def metadata_only(self) -> bool:
+        """Whether the commit changes only the metadata (``ALTER TABLE``): tasks write nothing."""
+        return self.add_columns or self.set_properties is not None or self.unset_properties is not None
 
     def storage(self) -> TableStorage:
         return TableStorage(self.url, self.storage_options)
@@ -182,6 +194,9 @@ def plan_write(options: Any, spark_schema, overwrite: bool, streaming: bool) -> 
         return WritePlan(action="skip", metadata_json=meta.model_dump_json(by_alias=True), indexes_json=[],
                          parameters={"mode": save_mode}, **base)
 
+    changes = so.property_changes(opts)
+    if changes is not None:
+        return _plan_properties(snapshot, changes, base)
     if opts.get("_addColumns"):
         fields = added_fields(meta.schema_, spark_columns(opts["_addColumns"]))
         new = fields[len(meta.schema_):]
@@ -220,6 +235,30 @@ def plan_write(options: Any, spark_schema, overwrite: bool, streaming: bool) -> 
                     **({"mergeSchema" if merge_schema else "overwriteSchema": True} if new_metadata else {})},
         **base,
     )
+
+
+def _plan_properties(snapshot: Snapshot, changes: tuple[dict[str, str], list[str], bool], base: dict) -> WritePlan:
+    """``ALTER TABLE SET / UNSET TBLPROPERTIES``: checked here against the table as it is
+    (typed errors before any task runs); the commit applies them to the version it commits on."""
+    updates, names, if_exists = changes
+    meta = snapshot.metadata
+    conf = meta.configuration
+    if names:
+        absent = [n for n in names if n not in conf and not (n == "comment" and meta.description is not None)]
+        if absent and not if_exists:
+            raise InvalidOptionError(
+                f"cannot unset {absent}: not set on this table (set: {sorted(conf)}); UNSET TBLPROPERTIES IF EXISTS "
+                "ignores names that are not set")
+        names = [n for n in names if n not in absent]
+    validated = config.validate({k: v for k, v in updates.items() if k != "comment"})
+    if "comment" in updates:
+        validated["comment"] = updates["comment"]
+    if not validated and not names:  # UNSET IF EXISTS of names that are not set: nothing to commit
+        return WritePlan(action="skip", metadata_json=meta.model_dump_json(by_alias=True), indexes_json=[],
+                         parameters={}, **base)
+    return WritePlan(action="append", metadata_json=meta.model_dump_json(by_alias=True), indexes_json=[],
+                     set_properties=validated if validated else None, unset_properties=names if names else None,
+                     parameters={}, **base)
 
 
 def _replace_where_option(opts: dict[str, str], overwrite: bool, schema_change: bool) -> str | None:

@@ -81,8 +81,8 @@ def drop_staging(storage, write_id: str) -> None:
 
 def write_task(plan: WritePlan, batches: Iterator[pa.RecordBatch]) -> FilesMessage:
     """Write the task's rows; on any failure delete what it wrote and re-raise."""
-    if plan.action == "skip" or plan.add_columns:
-        for _ in batches:  # ADD COLUMNS commits metadata only: its one row carries nothing
+    if plan.action == "skip" or plan.metadata_only:
+        for _ in batches:  # ALTER TABLE commits metadata only: its one row carries nothing
             pass
         return FilesMessage([], {}, [], plan.write_id, plan.action, plan.read_version)
     storage = plan.storage()

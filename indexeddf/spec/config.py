@@ -1,7 +1,9 @@
 """Table properties (``metaData.configuration``): names, defaults and validation.
 
 Every property a table understands is listed here with its default and meaning; an
-unknown ``indexeddf.*`` name is refused, so a typo never passes silently.
+unknown ``indexeddf.*`` or ``delta.*`` name is refused, so a typo never passes silently.
+Delta's own properties that indexeddf does not act on are kept as they are, for the Delta
+engines that do (:data:`DELTA_PROPERTIES`).
 """
 
 from __future__ import annotations
@@ -110,15 +112,58 @@ PROPERTIES: dict[str, Property] = {
 }
 
 
+DELTA_PROPERTIES: frozenset[str] = frozenset({
+    "delta.appendOnly", "delta.autoOptimize.autoCompact", "delta.autoOptimize.optimizeWrite",
+    "delta.checkpoint.writeStatsAsJson", "delta.checkpoint.writeStatsAsStruct", "delta.checkpointInterval",
+    "delta.checkpointPolicy", "delta.columnMapping.maxColumnId", "delta.columnMapping.mode",
+    "delta.compatibility.symlinkFormatManifest.enabled", "delta.dataSkippingNumIndexedCols",
+    "delta.dataSkippingStatsColumns", "delta.deletedFileRetentionDuration", "delta.enableChangeDataFeed",
+    "delta.enableDeletionVectors", "delta.enableExpiredLogCleanup", "delta.enableIcebergCompatV1",
+    "delta.enableIcebergCompatV2", "delta.enableInCommitTimestamps", "delta.enableRowTracking",
+    "delta.enableTypeWidening", "delta.inCommitTimestampEnablementTimestamp",
+    "delta.inCommitTimestampEnablementVersion", "delta.isolationLevel", "delta.logRetentionDuration",
+    "delta.randomizeFilePrefixes", "delta.randomPrefixLength", "delta.setTransactionRetentionDuration",
+    "delta.targetFileSize", "delta.tuneFileSizesForRewrites", "delta.universalFormat.enabledFormats",
+})
+"""Delta's table properties (its ``DeltaConfigs``) that a table may carry: ``delta.*`` names
+outside this set are refused. indexeddf acts on those :data:`PROPERTIES` lists and on
+``delta.appendOnly`` and ``delta.columnMapping.*``; it refuses to write a table whose
+``delta.enableChangeDataFeed`` is true; the others are kept for the Delta engines that read them."""
+
+_PROTOCOL_PROPERTIES = ("delta.minReaderVersion", "delta.minWriterVersion")
+
+
+def known_names() -> list[str]:
+    """Every property name :func:`validate` accepts (other names than ``indexeddf.*`` and
+    ``delta.*`` are free-form and accepted too)."""
+    return sorted(set(PROPERTIES) | DELTA_PROPERTIES)
+
+
 def validate(configuration: dict[str, str]) -> dict[str, str]:
-    """Check names and values; returns the configuration with values as strings."""
+    """Check names and values; returns the configuration with values as strings.
+
+    Unknown ``indexeddf.*`` and ``delta.*`` names raise ``InvalidOptionError`` listing the
+    known ones; so do Delta's protocol properties (``delta.minReaderVersion``,
+    ``delta.minWriterVersion``, ``delta.feature.*``), which Delta turns into a protocol
+    change and indexeddf derives from the properties that need a feature, and check
+    constraints (``delta.constraints.*``), which indexeddf does not enforce.
+    """
     out = {}
     for key, value in configuration.items():
         value = str(value).lower() if isinstance(value, bool) else str(value)
         prop = PROPERTIES.get(key)
         if prop is None:
-            if key.startswith("indexeddf."):
-                known = ", ".join(sorted(PROPERTIES))
+            if key in _PROTOCOL_PROPERTIES or key.startswith("delta.feature."):
+                raise InvalidOptionError(
+                    f"table property {key!r} sets the table's protocol, which indexeddf derives from the "
+                    "properties that need a table feature (delta.enableDeletionVectors, "
+                    "delta.columnMapping.mode); set those instead")
+            if key.startswith("delta.constraints."):
+                raise InvalidOptionError(
+                    f"table property {key!r} is a CHECK constraint, which indexeddf does not enforce (it refuses "
+                    "to write a table that has one); check rows before writing them instead")
+            if key.startswith("indexeddf.") or (key.startswith("delta.") and key not in DELTA_PROPERTIES):
+                known = ", ".join(known_names())
                 raise InvalidOptionError(f"unknown table property {key!r}; known: {known}")
         else:
             try:

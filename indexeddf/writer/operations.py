@@ -267,13 +267,20 @@ def _cleanup(storage: TableStorage, written: list[str]) -> None:
         storage.delete(rel)
 
 
-def set_properties(snapshot: Snapshot, updates: dict[str, str] | None = None, removals: list[str] | None = None) -> CommitResult:
+KEEP = object()
+"""``set_properties(description=KEEP)``: the table's description stays as it is."""
+
+
+def set_properties(snapshot: Snapshot, updates: dict[str, str] | None = None, removals: list[str] | None = None,
+                   description: Any = KEEP) -> CommitResult:
     """Change table properties in one metadata commit (``SET TBLPROPERTIES``).
 
-    Like every metadata change it fails concurrent writers that read the old metadata
-    (``MetadataChangedError``), and fails itself when it loses to one.
+    ``description``: the table's new description (``metaData.description``; None removes it),
+    which SQL sets as the property ``comment``; :data:`KEEP` leaves it. Like every metadata
+    change it fails concurrent writers that read the old metadata (``MetadataChangedError``),
+    and fails itself when it loses to one.
     """
-    if not updates and not removals:
+    if not updates and not removals and description is KEEP:
         raise InvalidOptionError("set_properties needs at least one property (unset_properties at least one name)")
     conf = dict(snapshot.metadata.configuration)
     conf.update(config.validate(updates or {}))
@@ -283,9 +290,13 @@ def set_properties(snapshot: Snapshot, updates: dict[str, str] | None = None, re
     for k in removals or []:
         del conf[k]
     fields = check_mode_change(snapshot.metadata.configuration, conf, snapshot.metadata.schema_)
-    metadata = evolve(snapshot.metadata.model_copy(update={"configuration": conf}), fields)
-    params = {"properties": dict(updates or {})} if updates else {"removed": list(removals or [])}
-    op = "SET TBLPROPERTIES" if updates else "UNSET TBLPROPERTIES"
+    changed = {"configuration": conf} if description is KEEP else {"configuration": conf, "description": description}
+    metadata = evolve(snapshot.metadata.model_copy(update=changed), fields)
+    params: dict[str, Any] = {"properties": dict(updates or {})} if updates else {"removed": list(removals or [])}
+    if description is not KEEP:
+        params.setdefault("properties", {})["comment"] = description
+    op = "SET TBLPROPERTIES" if updates or (description is not KEEP and description is not None) \
+        else "UNSET TBLPROPERTIES"
     # A property that needs a table feature upgrades the protocol in the same commit, as
     # Delta does (unsetting it keeps the feature: dropping one is Delta's DROP FEATURE).
     protocol = with_table_features(snapshot.protocol, required_features(conf))

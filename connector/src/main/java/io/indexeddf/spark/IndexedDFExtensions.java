@@ -26,8 +26,9 @@ import scala.runtime.BoxedUnit;
  * no path). The Catalyst rules are in {@code io.indexeddf.spark.plan}. The analyzer rules for
  * SQL commands: {@link ResolveInsert} (inserts commit through the writer), {@link ResolveChanges}
  * (DELETE, UPDATE and MERGE INTO run the Python change engine), {@link CreateEmptyTable} (CREATE TABLE with columns),
- * {@link CatalogTables} (catalog entries read the newest version; ALTER TABLE ADD COLUMNS commits the new columns, on
- * {@code indexeddf.`/path`} too: {@link AddColumnsCommand.OnPath}). The
+ * {@link CatalogTables} (catalog entries read the newest version with the log's schema; ALTER TABLE ADD COLUMNS
+ * commits the new columns, on {@code indexeddf.`/path`} too: {@link AddColumnsCommand.OnPath}; SET / UNSET / SHOW
+ * TBLPROPERTIES are the log's). The
  * optimizer rules: {@link DriverLookup}, which answers index lookups on the driver with no
  * Spark job, and {@link IndexedJoin}, which answers the table's side of a join with a small
  * other side as an index lookup of that side's keys. The query-stage preparation rule
@@ -45,6 +46,8 @@ public final class IndexedDFExtensions extends AbstractFunction1<SparkSessionExt
         extensions.injectResolutionRule(rule(ResolveInsert::new));
         extensions.injectResolutionRule(rule(ResolveChanges::new));
         extensions.injectResolutionRule(rule(CatalogTables.FreshReads::new));
+        extensions.injectResolutionRule(rule(CatalogTables.SchemaFromLog::new));
+        extensions.injectResolutionRule(rule(CatalogTables.TableProperties::new));
         extensions.injectResolutionRule(rule(CatalogTables.RefuseAddColumns::new));
         extensions.injectResolutionRule(rule(AddColumnsCommand.OnPath::new));
         extensions.injectResolutionRule(rule(session -> new CreateEmptyTable()));

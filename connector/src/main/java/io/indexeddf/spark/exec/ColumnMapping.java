@@ -302,6 +302,25 @@ public final class ColumnMapping {
         return t;
     }
 
+    /** {@code t}'s {@link #shape} with every nested field, element and value nullable: names and types only. */
+    public static DataType nullableShape(DataType t) {
+        if (t instanceof StructType s) {
+            StructField[] out = new StructField[s.size()];
+            for (int i = 0; i < out.length; i++) {
+                StructField f = s.fields()[i];
+                out[i] = new StructField(f.name(), nullableShape(f.dataType()), true, Metadata.empty());
+            }
+            return new StructType(out);
+        }
+        if (t instanceof ArrayType a) {
+            return new ArrayType(nullableShape(a.elementType()), true);
+        }
+        if (t instanceof MapType m) {
+            return new MapType(nullableShape(m.keyType()), nullableShape(m.valueType()), true);
+        }
+        return t;
+    }
+
     /** Whether a file (its footer) gives any column a Parquet field id. */
     public static boolean hasFieldIds(ParquetRows.Footer footer) {
         return hasIds(footer.metadata.getFileMetaData().getSchema());

@@ -72,7 +72,7 @@ public final class PythonWriter {
                     String name = mode == SaveMode.Ignore ? "ignore" : "errorifexists";
                     if (tableExists(path, session.sessionState().newHadoopConf())) {
                         if (mode == SaveMode.Ignore) {
-                            return new WrittenRelation(sqlContext, data.schema());
+                            return new WrittenRelation(sqlContext, writtenSchema(path, session, data.schema()));
                         }
                         throw new IndexedDFException("TableExistsError",
                             "a table already exists at " + path + " (mode " + name + "); use mode('append') "
@@ -85,7 +85,38 @@ public final class PythonWriter {
             }
         }
         data.write().format(TableRelation.PYTHON_NAME).mode(pyMode).options(opts).save();
-        return new WrittenRelation(sqlContext, data.schema());
+        return new WrittenRelation(sqlContext, writtenSchema(path, session, data.schema()));
+    }
+
+    /**
+     * The table's schema after a write, as its log has it (every column a Spark write makes is
+     * nullable there): what Spark records in the catalog entry of a table that
+     * {@code CREATE TABLE ... AS SELECT} or {@code saveAsTable} creates. The frame's schema
+     * would make the entry say {@code NOT NULL} where the table does not. Column comments are
+     * kept, column mapping's field metadata is not. Without a table (nothing committed), the
+     * frame's schema with every column nullable.
+     */
+    private static StructType writtenSchema(String path, org.apache.spark.sql.classic.SparkSession session,
+                                            StructType data) {
+        Configuration conf = session.sessionState().newHadoopConf();
+        StructType table = null;
+        if (tableExists(path, conf)) {
+            table = ColumnMapping.tableSchema(
+                io.indexeddf.log.DeltaLog.open(TableRelation.tableRoot(path, conf), conf).snapshot(null));
+        }
+        StructType schema = table != null ? table : data;
+        org.apache.spark.sql.types.StructField[] out = new org.apache.spark.sql.types.StructField[schema.size()];
+        for (int i = 0; i < out.length; i++) {
+            org.apache.spark.sql.types.StructField f = schema.fields()[i];
+            org.apache.spark.sql.types.MetadataBuilder meta = new org.apache.spark.sql.types.MetadataBuilder();
+            if (f.metadata().contains("comment")) {
+                meta.putString("comment", f.metadata().getString("comment"));
+            }
+            out[i] = new org.apache.spark.sql.types.StructField(f.name(),
+                table != null ? ColumnMapping.shape(f.dataType()) : ColumnMapping.nullableShape(f.dataType()),
+                table == null || f.nullable(), meta.build());
+        }
+        return new StructType(out);
     }
 
 

@@ -36,6 +36,14 @@ public final class SnapshotFileIndex implements FileIndex {
     private final java.util.LinkedHashMap<java.util.Map<String, String>, List<FileStatusWithMetadata>> byPartition =
         new java.util.LinkedHashMap<>();
     private final java.util.Map<java.util.Map<String, String>, InternalRow> partitionRows = new java.util.HashMap<>();
+    /**
+     * Why the schema the read was given ({@code .schema(...)}, or a catalog entry's copy) is
+     * not the table's, or null when it is (or none was given). The relation has the table's
+     * schema either way; {@code CatalogTables.SchemaFromLog} refuses such a read unless a
+     * catalog entry made it (an entry's copy of the schema never decides what a query reads).
+     * Not part of {@link #equals}: the data is the same.
+     */
+    private volatile String refusedSchema;
 
     /** The index of a snapshot's live files. */
     public SnapshotFileIndex(Snapshot snapshot, StructType schema) {
@@ -140,6 +148,15 @@ public final class SnapshotFileIndex implements FileIndex {
     @Override
     public int hashCode() {
         return root.hashCode() * 31 + Long.hashCode(version);
+    }
+
+    /** See the field; null when the read was given no schema or the table's. */
+    public String refusedSchema() {
+        return refusedSchema;
+    }
+
+    void refuseSchema(String why) {
+        refusedSchema = why;
     }
 
     @Override

@@ -72,7 +72,15 @@ public final class TableRelation {
 
     /**
      * The relation over the version the read options name ({@code path}, {@code versionAsOf} /
-     * {@code timestampAsOf}); {@code given}, when not null, must repeat the table's schema.
+     * {@code timestampAsOf}), always with the table's schema as its log has it. {@code given},
+     * when not null, is a schema the read was handed: {@code .schema(...)} of a
+     * {@code spark.read}, or the copy a catalog entry keeps (Spark hands it to every read of the
+     * entry). When it is not the table's (nullability aside: every column a Spark write makes is
+     * nullable in the log), the relation's file index says so
+     * ({@link SnapshotFileIndex#refusedSchema()}) and the analyzer rule
+     * {@code CatalogTables.SchemaFromLog} refuses the read with {@code SchemaMismatchError},
+     * unless a catalog entry made it: an entry's copy goes stale whenever another writer changes
+     * the schema, and never stands between a query and the log.
      */
     public static BaseRelation read(SQLContext sqlContext, scala.collection.immutable.Map<String, String> parameters,
                                     StructType given) {
@@ -84,9 +92,6 @@ public final class TableRelation {
         Long version = timeTravel(opts, log);
         Snapshot snapshot = log.snapshot(version);
         StructType schema = ColumnMapping.tableSchema(snapshot);
-        if (given != null) {
-            checkReadSchema(given, schema, root, snapshot.version);
-        }
         Option<BucketSpec> bucketing = bucketSpec(snapshot, schema);
         scala.collection.immutable.Map<String, String> noOptions = scala.collection.immutable.Map$.MODULE$.empty();
         // Versions without deletion vectors read exactly as Spark reads Parquet (columnar batches).
@@ -98,6 +103,9 @@ public final class TableRelation {
         // them: Spark then reads those columns from the partition values and keeps the
         // table's column order (HadoopFsRelation merges overlapping columns in place).
         SnapshotFileIndex files = new SnapshotFileIndex(snapshot, schema);
+        if (given != null && !sameSchema(given, schema)) {
+            files.refuseSchema(schemaMismatch(given, schema, root, snapshot.version));
+        }
         return new HadoopFsRelation(files, files.partitionSchema(), schema, bucketing, format, noOptions, session);
     }
 
@@ -126,26 +134,27 @@ public final class TableRelation {
         }
     }
 
-    private static void checkReadSchema(StructType given, StructType table, Path root, long version) {
+    /**
+     * Whether a given schema is the table's: the same column names, in order, of the same
+     * types. Nullability is not compared (the log makes every column a Spark write gives it
+     * nullable, whatever the frame said), nor nested fields' metadata (column mapping's, which a
+     * catalog entry may hold from an older connector).
+     */
+    public static boolean sameSchema(StructType given, StructType table) {
         boolean ok = given.fields().length == table.fields().length;
         for (int i = 0; ok && i < given.fields().length; i++) {
             StructField g = given.fields()[i];
             StructField t = table.fields()[i];
-            // Nested fields' metadata (column mapping's, which a catalog entry may hold from an
-            // older connector) is not part of the schema's shape.
-            ok = g.name().equals(t.name()) && (g.nullable() || !t.nullable())
-                && ColumnMapping.shape(g.dataType()).equals(ColumnMapping.shape(t.dataType()));
+            ok = g.name().equals(t.name())
+                && ColumnMapping.nullableShape(g.dataType()).equals(ColumnMapping.nullableShape(t.dataType()));
         }
-        if (!ok) {
-            throw new IndexedDFException("SchemaMismatchError",
-                "the schema to read (" + given.simpleString() + ") is not the schema of " + root + " at version "
-                + version + " (" + table.simpleString() + "): .schema(...) may only repeat the table's schema; "
-                + "load the table without .schema(). A catalog table (CREATE TABLE ... USING indexeddf) keeps the "
-                + "schema its table had when the entry was created: after the table's schema changed (an overwrite "
-                + "that replaced it), register the table again: CREATE TABLE <another name> USING indexeddf "
-                + "LOCATION '" + root + "'. An entry made with LOCATION may be dropped first (DROP TABLE keeps "
-                + "the data then); dropping a managed entry deletes the table.");
-        }
+        return ok;
+    }
+
+    private static String schemaMismatch(StructType given, StructType table, Path root, long version) {
+        return "the schema to read (" + given.simpleString() + ") is not the schema of " + root + " at version "
+            + version + " (" + table.simpleString() + "): .schema(...) may only repeat the table's schema; "
+            + "load the table without .schema()";
     }
 
     /** {@code lr} reading the same files without the bucketing (same output attributes). */

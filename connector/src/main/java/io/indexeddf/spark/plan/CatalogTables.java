@@ -1,20 +1,201 @@
 package io.indexeddf.spark.plan;
 
 import io.indexeddf.log.IndexedDFException;
+import io.indexeddf.spark.exec.SnapshotFileIndex;
 import io.indexeddf.spark.exec.TableRelation;
 import org.apache.spark.sql.SparkSession;
+import org.apache.spark.sql.catalyst.analysis.ResolvedTable;
+import org.apache.spark.sql.catalyst.analysis.UnresolvedTable;
+import org.apache.spark.sql.catalyst.analysis.UnresolvedTableOrView;
+import org.apache.spark.sql.catalyst.catalog.CatalogTable;
+import org.apache.spark.sql.catalyst.plans.logical.CommentOnTable;
 import org.apache.spark.sql.catalyst.plans.logical.LogicalPlan;
+import org.apache.spark.sql.catalyst.plans.logical.SetTableProperties;
+import org.apache.spark.sql.catalyst.plans.logical.ShowTableProperties;
+import org.apache.spark.sql.catalyst.plans.logical.UnsetTableProperties;
 import org.apache.spark.sql.catalyst.rules.Rule;
+import org.apache.spark.sql.connector.catalog.V1Table;
+import org.apache.spark.sql.execution.command.AlterTableSetPropertiesCommand;
+import org.apache.spark.sql.execution.command.AlterTableUnsetPropertiesCommand;
+import org.apache.spark.sql.execution.datasources.HadoopFsRelation;
 import org.apache.spark.sql.execution.datasources.LogicalRelation;
+import scala.jdk.javaapi.CollectionConverters;
 import scala.runtime.BoxedUnit;
 
 /**
  * Analyzer rules for indexeddf tables in Spark's catalog ({@code CREATE TABLE ... USING
- * indexeddf}): the entry never stands between a query and the table's log. Inserts into
- * such tables are {@link ResolveInsert}'s, creating one is {@link CreateEmptyTable}'s.
+ * indexeddf}): the entry never stands between a query and the table's log. Each query reads
+ * the newest version ({@link FreshReads}) with the schema of the log ({@link SchemaFromLog});
+ * table properties are the log's ({@link TableProperties}); {@code ADD COLUMNS} commits to the
+ * log ({@link RefuseAddColumns}). Inserts into such tables are {@link ResolveInsert}'s,
+ * creating one is {@link CreateEmptyTable}'s.
  */
 public final class CatalogTables {
     private CatalogTables() {
+    }
+
+    /**
+     * The table location of an indexeddf catalog entry, as the Python writer takes it (local
+     * tables as plain paths, others as URLs); {@code what} names the statement in the error
+     * when the entry names none.
+     */
+    static String location(org.apache.spark.sql.catalyst.catalog.CatalogTable entry, String what) {
+        if (entry.storage().locationUri().isEmpty()) {
+            throw IndexedDFException.option(what + ": the catalog entry names no location");
+        }
+        java.net.URI uri = entry.storage().locationUri().get();
+        return "file".equals(uri.getScheme()) ? uri.getPath() : uri.toString();
+    }
+
+    /** The entry's {@code storageOptions} option ({@code CREATE TABLE ... OPTIONS}), or null. */
+    static String storageOptions(org.apache.spark.sql.catalyst.catalog.CatalogTable entry) {
+        String out = null;
+        for (java.util.Map.Entry<String, String> e : scala.jdk.javaapi.CollectionConverters
+                .asJava(entry.storage().properties()).entrySet()) {
+            if (e.getKey().equalsIgnoreCase("storageOptions")) {
+                out = e.getValue();
+            }
+        }
+        return out;
+    }
+
+    /** The catalog entry {@code name} when it is an indexeddf table, else null (no such table: Spark says so). */
+    static org.apache.spark.sql.catalyst.catalog.CatalogTable entryOf(SparkSession session,
+            org.apache.spark.sql.catalyst.TableIdentifier name) {
+        org.apache.spark.sql.catalyst.catalog.CatalogTable entry;
+        try {
+            entry = session.sessionState().catalog().getTableMetadata(name);
+        } catch (org.apache.spark.sql.AnalysisException e) {
+            return null;
+        }
+        return TableRelation.isProvider(entry.provider()) ? entry : null;
+    }
+
+    /**
+     * Reads of a table always have the table's schema, from its log
+     * ({@link TableRelation#read}); this rule refuses those that were handed another one by
+     * {@code spark.read.schema(...)}, with {@code SchemaMismatchError}. A catalog entry's copy
+     * of the schema is handed to every read of the entry as well: those reads go on with the
+     * log's schema, so an entry never goes stale when another writer changes the table's schema
+     * ({@code mergeSchema}, {@code add_columns}, an overwrite that replaces it).
+     */
+    public static final class SchemaFromLog extends Rule<LogicalPlan> {
+        public SchemaFromLog(SparkSession session) {
+        }
+
+        @Override
+        public LogicalPlan apply(LogicalPlan plan) {
+            plan.foreach(new scala.runtime.AbstractFunction1<LogicalPlan, BoxedUnit>() {
+                @Override
+                public BoxedUnit apply(LogicalPlan p) {
+                    if (p instanceof LogicalRelation && ((LogicalRelation) p).catalogTable().isEmpty()
+                            && ((LogicalRelation) p).relation() instanceof HadoopFsRelation
+                            && ((HadoopFsRelation) ((LogicalRelation) p).relation()).location()
+                                instanceof SnapshotFileIndex) {
+                        String refused = ((SnapshotFileIndex) ((HadoopFsRelation) ((LogicalRelation) p).relation())
+                            .location()).refusedSchema();
+                        if (refused != null) {
+                            throw new IndexedDFException("SchemaMismatchError", refused);
+                        }
+                    }
+                    return BoxedUnit.UNIT;
+                }
+            });
+            return plan;
+        }
+    }
+
+    /**
+     * Table properties of an indexeddf catalog table are the table's log's
+     * ({@code metaData.configuration}), never the entry's: {@code ALTER TABLE name SET
+     * TBLPROPERTIES (...)} and {@code UNSET TBLPROPERTIES [IF EXISTS] (...)} commit to the log
+     * ({@link PropertiesCommand}: validated as {@code IndexedTable.set_properties} validates them,
+     * unknown {@code indexeddf.*} and {@code delta.*} names refused), and {@code SHOW
+     * TBLPROPERTIES name [(key)]} lists the log's configuration ({@link ShowPropertiesCommand}).
+     * {@code COMMENT ON TABLE} sets the property {@code comment}: the log's description.
+     * The same statements on {@code indexeddf.`/path`} (no entry: Spark would say the table
+     * does not exist) do the same.
+     */
+    public static final class TableProperties extends Rule<LogicalPlan> {
+        private final SparkSession session;
+
+        public TableProperties(SparkSession session) {
+            this.session = session;
+        }
+
+        @Override
+        public LogicalPlan apply(LogicalPlan plan) {
+            if (plan instanceof AlterTableSetPropertiesCommand && !((AlterTableSetPropertiesCommand) plan).isView()) {
+                AlterTableSetPropertiesCommand set = (AlterTableSetPropertiesCommand) plan;
+                CatalogTable entry = entryOf(session, set.tableName());
+                if (entry != null) {
+                    String what = "ALTER TABLE " + set.tableName().unquotedString() + " SET TBLPROPERTIES";
+                    return PropertiesCommand.set(location(entry, what), storageOptions(entry),
+                        CollectionConverters.asJava(set.properties()), set.tableName());
+                }
+            } else if (plan instanceof AlterTableUnsetPropertiesCommand
+                    && !((AlterTableUnsetPropertiesCommand) plan).isView()) {
+                AlterTableUnsetPropertiesCommand unset = (AlterTableUnsetPropertiesCommand) plan;
+                CatalogTable entry = entryOf(session, unset.tableName());
+                if (entry != null) {
+                    String what = "ALTER TABLE " + unset.tableName().unquotedString() + " UNSET TBLPROPERTIES";
+                    return PropertiesCommand.unset(location(entry, what), storageOptions(entry),
+                        CollectionConverters.asJava(unset.propKeys()), unset.ifExists(), unset.tableName());
+                }
+            } else if (plan instanceof ShowTableProperties) {
+                ShowTableProperties show = (ShowTableProperties) plan;
+                String key = show.propertyKey().isDefined() ? show.propertyKey().get() : null;
+                if (show.table() instanceof ResolvedTable && ((ResolvedTable) show.table()).table() instanceof V1Table) {
+                    CatalogTable entry = ((V1Table) ((ResolvedTable) show.table()).table()).v1Table();
+                    if (TableRelation.isProvider(entry.provider())) {
+                        return new ShowPropertiesCommand(CollectionConverters.asJava(show.output()),
+                            location(entry, "SHOW TBLPROPERTIES " + entry.identifier().unquotedString()), key,
+                            entry.identifier().unquotedString());
+                    }
+                }
+                String path = pathOf(show.table());
+                if (path != null) {
+                    return new ShowPropertiesCommand(CollectionConverters.asJava(show.output()), path, key,
+                        TableRelation.NAME + ".`" + path + "`");
+                }
+            } else if (plan instanceof CommentOnTable && ((CommentOnTable) plan).table() instanceof ResolvedTable
+                    && ((ResolvedTable) ((CommentOnTable) plan).table()).table() instanceof V1Table) {
+                // COMMENT ON TABLE sets the property comment: the table's description.
+                CommentOnTable comment = (CommentOnTable) plan;
+                CatalogTable entry = ((V1Table) ((ResolvedTable) comment.table()).table()).v1Table();
+                if (TableRelation.isProvider(entry.provider())) {
+                    String path = location(entry, "COMMENT ON TABLE " + entry.identifier().unquotedString());
+                    return comment.comment() == null
+                        ? PropertiesCommand.unset(path, storageOptions(entry), java.util.List.of("comment"), true,
+                            entry.identifier())
+                        : PropertiesCommand.set(path, storageOptions(entry), java.util.Map.of("comment",
+                            comment.comment()), entry.identifier());
+                }
+            } else if (plan instanceof SetTableProperties) {
+                String path = pathOf(((SetTableProperties) plan).table());
+                if (path != null) {
+                    return PropertiesCommand.set(path, null,
+                        CollectionConverters.asJava(((SetTableProperties) plan).properties()), null);
+                }
+            } else if (plan instanceof UnsetTableProperties) {
+                UnsetTableProperties unset = (UnsetTableProperties) plan;
+                String path = pathOf(unset.table());
+                if (path != null) {
+                    return PropertiesCommand.unset(path, null, CollectionConverters.asJava(unset.propertyKeys()),
+                        unset.ifExists(), null);
+                }
+            }
+            return plan;
+        }
+
+        /** The path of {@code indexeddf.`/path`} as a statement names its table, or null. */
+        private static String pathOf(LogicalPlan table) {
+            scala.collection.immutable.Seq<String> ident = table instanceof UnresolvedTable
+                ? ((UnresolvedTable) table).multipartIdentifier()
+                : table instanceof UnresolvedTableOrView ? ((UnresolvedTableOrView) table).multipartIdentifier() : null;
+            return ident != null && ident.size() == 2 && TableRelation.NAME.equalsIgnoreCase(ident.head())
+                ? ident.last() : null;
+        }
     }
 
     /**
@@ -78,20 +259,8 @@ public final class CatalogTables {
                     return plan;  // no such table: Spark's own command says so
                 }
                 if (TableRelation.isProvider(entry.provider())) {
-                    if (entry.storage().locationUri().isEmpty()) {
-                        throw IndexedDFException.option("ALTER TABLE " + alter.table().unquotedString()
-                            + " ADD COLUMNS: the catalog entry names no location");
-                    }
-                    java.net.URI uri = entry.storage().locationUri().get();
-                    String storageOptions = null;
-                    for (java.util.Map.Entry<String, String> e : scala.jdk.javaapi.CollectionConverters
-                            .asJava(entry.storage().properties()).entrySet()) {
-                        if (e.getKey().equalsIgnoreCase("storageOptions")) {
-                            storageOptions = e.getValue();
-                        }
-                    }
-                    // The Python writer takes local tables as plain paths, others as URLs.
-                    String path = "file".equals(uri.getScheme()) ? uri.getPath() : uri.toString();
+                    String path = location(entry, "ALTER TABLE " + alter.table().unquotedString() + " ADD COLUMNS");
+                    String storageOptions = storageOptions(entry);
                     return AddColumnsCommand.ofCatalog(alter, path, storageOptions);
                 }
             }

@@ -1,5 +1,6 @@
 package io.indexeddf.spark.plan;
 
+import io.indexeddf.log.IndexedDFException;
 import io.indexeddf.spark.exec.TableRelation;
 import java.util.ArrayList;
 
@@ -29,6 +30,11 @@ import scala.jdk.javaapi.CollectionConverters;
  * {@code CreatableRelationProvider} the entry's options but not its partition columns. The
  * entry itself then names none: the table's log decides its partitioning and schema, and a
  * partitioned entry would make Spark move those columns to the end of its schema.
+ *
+ * <p>{@code TBLPROPERTIES (...)} go to the table's log too, never to the entry
+ * ({@link #propertiesToLog}): into the create commit's {@code metaData.configuration} when the
+ * statement creates the table, and refused unless they are the table's when it registers an
+ * existing one ({@code LOCATION} alone).
  */
 public final class CreateEmptyTable extends Rule<LogicalPlan> {
     /** Spark's option for {@code partitionBy(...)} of a path write: a JSON list of the columns. */
@@ -39,9 +45,14 @@ public final class CreateEmptyTable extends Rule<LogicalPlan> {
         if (!(plan instanceof CreateTable)) {
             return plan;
         }
-        CreateTable ct = (CreateTable) plan;
-        if (!TableRelation.isProvider(ct.tableDesc().provider())) {
+        CreateTable given = (CreateTable) plan;
+        if (!TableRelation.isProvider(given.tableDesc().provider())) {
             return plan;
+        }
+        CreateTable ct = given;
+        if (!ct.tableDesc().properties().isEmpty()) {
+            ct = new CreateTable(propertiesToLog(ct.tableDesc(), ct.query().isDefined()
+                || !ct.tableDesc().schema().isEmpty()), ct.mode(), ct.query());
         }
         CreateTable out = ct;
         if (ct.query().isEmpty() && !ct.tableDesc().schema().isEmpty()) {
@@ -54,7 +65,84 @@ public final class CreateEmptyTable extends Rule<LogicalPlan> {
         if (out.query().isDefined() && !out.tableDesc().partitionColumnNames().isEmpty()) {
             out = new CreateTable(partitionsAsOption(out.tableDesc()), out.mode(), out.query());
         }
-        return out == ct ? plan : out;
+        return out == given ? plan : out;
+    }
+
+    /**
+     * {@code t} without its {@code TBLPROPERTIES}, which belong to the table's log, never to the
+     * entry. A statement that creates the table ({@code creates}: {@code AS SELECT}, columns,
+     * {@code saveAsTable}) hands them to the writer as the option {@code tableProperties} (a JSON
+     * object, merged with one the statement's {@code OPTIONS} give; the writer validates them,
+     * refusing unknown {@code indexeddf.*} / {@code delta.*} names, and writes them to the create
+     * commit's {@code metaData.configuration}). One that registers an existing table
+     * ({@code LOCATION} and nothing else) changes nothing in its log: the properties must be the
+     * table's already, as Delta requires, or the statement is refused.
+     */
+    private static CatalogTable propertiesToLog(CatalogTable t, boolean creates) {
+        java.util.Map<String, String> given = new java.util.TreeMap<>(CollectionConverters.asJava(t.properties()));
+        CatalogStorageFormat s = t.storage();
+        scala.collection.immutable.Map<String, String> storage = s.properties();
+        if (creates) {
+            java.util.Map<String, String> merged = new java.util.LinkedHashMap<>();
+            String optionKey = "tableProperties";
+            for (java.util.Map.Entry<String, String> e : CollectionConverters.asJava(s.properties()).entrySet()) {
+                if (e.getKey().equalsIgnoreCase(optionKey)) {
+                    optionKey = e.getKey();
+                    merged.putAll(jsonObject(e.getValue()));
+                }
+            }
+            for (java.util.Map.Entry<String, String> e : given.entrySet()) {
+                String before = merged.put(e.getKey(), e.getValue());
+                if (before != null && !before.equals(e.getValue())) {
+                    throw IndexedDFException.option("table property " + e.getKey() + " is given twice, as '" + before
+                        + "' (OPTIONS tableProperties) and as '" + e.getValue() + "' (TBLPROPERTIES); give it once");
+                }
+            }
+            try {
+                storage = storage.updated(optionKey, io.indexeddf.log.DeltaLog.JSON.writeValueAsString(merged));
+            } catch (com.fasterxml.jackson.core.JsonProcessingException e) {
+                throw new IllegalStateException(e);
+            }
+        } else if (s.locationUri().isDefined()) {
+            java.util.Map<String, String> table = ShowPropertiesCommand.configuration(
+                org.apache.spark.sql.SparkSession.active(), CatalogTables.location(t, "CREATE TABLE"));
+            java.util.List<String> differ = new java.util.ArrayList<>();
+            for (java.util.Map.Entry<String, String> e : given.entrySet()) {
+                if (!e.getValue().equals(table.get(e.getKey()))) {
+                    differ.add(e.getKey() + "='" + e.getValue() + "' (the table: "
+                        + (table.containsKey(e.getKey()) ? "'" + table.get(e.getKey()) + "'" : "not set") + ")");
+                }
+            }
+            if (!differ.isEmpty()) {
+                throw IndexedDFException.option("CREATE TABLE " + t.identifier().unquotedString() + " USING indexeddf "
+                    + "LOCATION registers the existing table there, whose log keeps its properties: TBLPROPERTIES "
+                    + String.join(", ", differ) + " are not the table's. Drop TBLPROPERTIES (SHOW TBLPROPERTIES lists "
+                    + "the table's), and change them with ALTER TABLE ... SET TBLPROPERTIES after registering it");
+            }
+        }
+        CatalogStorageFormat newStorage = s.copy(s.copy$default$1(), s.copy$default$2(), s.copy$default$3(),
+            s.copy$default$4(), s.copy$default$5(), storage, s.copy$default$7());
+        scala.collection.immutable.Map<String, String> none = scala.collection.immutable.Map$.MODULE$.empty();
+        return t.copy(t.copy$default$1(), t.copy$default$2(), newStorage, t.copy$default$4(),
+            t.copy$default$5(), t.copy$default$6(), t.copy$default$7(), t.copy$default$8(), t.copy$default$9(),
+            t.copy$default$10(), t.copy$default$11(), none, t.copy$default$13(),
+            t.copy$default$14(), t.copy$default$15(), t.copy$default$16(), t.copy$default$17(),
+            t.copy$default$18(), t.copy$default$19(), t.copy$default$20(), t.copy$default$21(),
+            t.copy$default$22());
+    }
+
+    private static java.util.Map<String, String> jsonObject(String json) {
+        java.util.Map<String, String> out = new java.util.LinkedHashMap<>();
+        try {
+            com.fasterxml.jackson.databind.JsonNode node = io.indexeddf.log.DeltaLog.JSON.readTree(json);
+            if (node == null || !node.isObject()) {
+                throw IndexedDFException.option("option tableProperties must be a JSON object, got " + json);
+            }
+            node.fields().forEachRemaining(e -> out.put(e.getKey(), e.getValue().asText()));
+        } catch (java.io.IOException e) {
+            throw IndexedDFException.option("option tableProperties must be a JSON object, got " + json);
+        }
+        return out;
     }
 
     /** {@code t} with its partition columns moved into its options ({@link #PARTITION_COLUMNS}). */
