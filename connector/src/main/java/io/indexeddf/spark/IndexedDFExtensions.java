@@ -25,7 +25,7 @@ import scala.runtime.BoxedUnit;
  * hint-resolution rule, so it runs before Spark's SQL-on-files rule, which gives a V1 provider
  * no path). The Catalyst rules are in {@code io.indexeddf.spark.plan}. The analyzer rules for
  * SQL commands: {@link ResolveInsert} (inserts commit through the writer), {@link ResolveChanges}
- * (DELETE, UPDATE and MERGE INTO run the Python change engine), {@link CreateEmptyTable} (CREATE TABLE with columns),
+ * (DELETE, UPDATE and MERGE INTO planned by Spark, written by its tasks), {@link CreateEmptyTable} (CREATE TABLE with columns),
  * {@link CatalogTables} (catalog entries read the newest version with the log's schema; ALTER TABLE ADD COLUMNS
  * commits the new columns, on {@code indexeddf.`/path`} too: {@link AddColumnsCommand.OnPath}; SET / UNSET / SHOW
  * TBLPROPERTIES are the log's). The
