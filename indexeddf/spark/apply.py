@@ -69,12 +69,7 @@ def is_apply(options: Any) -> bool:
 def apply_writer(options: Any, schema) -> "ApplyWriter":
     """The writer of a change's outcome (its options parsed and checked on the driver)."""
     opts = so.parse_options(options, APPLY_OPTIONS, "a change planned by Spark")
-    try:
-        spec = json.loads(opts[APPLY_OPTION])
-    except ValueError as e:
-        raise InvalidOptionError(f"the option {APPLY_OPTION} is not JSON: {e}") from None
-    if spec.get("operation") not in ("DELETE", "UPDATE", "MERGE"):
-        raise InvalidOptionError(f"{APPLY_OPTION}: unknown operation {spec.get('operation')!r}")
+    spec = so.json_option(opts, APPLY_OPTION, ("DELETE", "UPDATE", "MERGE"))
     return ApplyWriter(so.option_path(opts), so.storage_options(opts), spec)
 
 

@@ -37,7 +37,7 @@ from ..changes import delete_matching, merge_change, update_rows
 from ..changes.clauses import Clause
 from ..changes.engine import execute
 from ..changes.parts import PartedSource, bucket_keys, staged_parts
-from ..errors import IndexedDFError, InvalidOptionError
+from ..errors import IndexedDFError
 from ..format.snapshot import Snapshot, load_snapshot
 from ..spec.bucketing import bucket_ids
 from ..spec.schema import arrow_schema
@@ -91,12 +91,7 @@ def is_change(options: Any) -> bool:
 def change_writer(options: Any, schema) -> "ChangeWriter":
     """The writer of a change statement (its options parsed and checked on the driver)."""
     opts = so.parse_options(options, CHANGE_OPTIONS, "a change statement")
-    try:
-        spec = json.loads(opts[CHANGE_OPTION])
-    except ValueError as e:
-        raise InvalidOptionError(f"the option {CHANGE_OPTION} is not JSON: {e}") from None
-    if spec.get("operation") not in ("DELETE", "UPDATE", "MERGE"):
-        raise InvalidOptionError(f"{CHANGE_OPTION}: unknown operation {spec.get('operation')!r}")
+    spec = so.json_option(opts, CHANGE_OPTION, ("DELETE", "UPDATE", "MERGE"))
     writer = ChangeWriter(so.option_path(opts), so.storage_options(opts), spec, so.arrow_schema_of(schema),
                           opts.get(RESULT_OPTION))
     if spec["operation"] == "MERGE":

@@ -196,3 +196,15 @@ def fields_of(spark_schema) -> tuple[Field, ...]:
     return fields_from_arrow(pa.schema([f.with_nullable(True) for f in schema]))
 
 
+
+
+def json_option(opts: dict[str, str], name: str, operations: tuple[str, ...]) -> dict:
+    """The JSON object an option carries (a statement the connector hands the writer), with
+    an ``operation`` among ``operations``."""
+    try:
+        spec = json.loads(opts[name])
+    except ValueError as e:
+        raise InvalidOptionError(f"the option {name} is not JSON: {e}") from None
+    if spec.get("operation") not in operations:
+        raise InvalidOptionError(f"{name}: unknown operation {spec.get('operation')!r}")
+    return spec

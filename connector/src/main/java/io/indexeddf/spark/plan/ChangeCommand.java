@@ -89,30 +89,9 @@ public final class ChangeCommand extends JavaCommand {
         return RowFactory.create("UPDATE".equals(operation) ? updated : deleted);
     }
 
-    // -- Product: the constructor's arguments, as TreeNode.makeCopy expects -------------------
+    /** The constructor's arguments, in order (TreeNode.makeCopy calls the constructor with them). */
     @Override
-    public int productArity() {
-        return 4;
-    }
-
-    @Override
-    public Object productElement(int n) {
-        switch (n) {
-            case 0:
-                return writable;
-            case 1:
-                return rows;
-            case 2:
-                return operation;
-            case 3:
-                return resultFile;
-            default:
-                throw new IndexOutOfBoundsException(String.valueOf(n));
-        }
-    }
-
-    @Override
-    public boolean canEqual(Object other) {
-        return other instanceof ChangeCommand;
+    Object[] arguments() {
+        return new Object[] {writable, rows, operation, resultFile};
     }
 }

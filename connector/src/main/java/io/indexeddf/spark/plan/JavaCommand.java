@@ -17,8 +17,8 @@ import scala.jdk.javaapi.CollectionConverters;
  * A command Spark runs eagerly ({@link LeafRunnableCommand}), written in Java against Scala
  * traits: the constructor runs the traits' initialisers, and the methods both
  * {@code LogicalPlan} and a trait define say which one holds, as Scala's linearisation would.
- * Subclasses give {@code run}, and the {@code Product} methods over their constructor's
- * arguments (as {@code TreeNode.makeCopy} expects).
+ * Subclasses give {@code run}, and their constructor's arguments ({@link #arguments}), which
+ * the {@code Product} methods here return as {@code TreeNode.makeCopy} expects.
  */
 abstract class JavaCommand extends LogicalPlan implements LeafRunnableCommand {
     private static final long serialVersionUID = 1L;
@@ -67,5 +67,27 @@ abstract class JavaCommand extends LogicalPlan implements LeafRunnableCommand {
     public void org$apache$spark$sql$catalyst$plans$logical$Command$_setter_$nodePatterns_$eq(
             Seq<Enumeration.Value> patterns) {
         this.nodePatterns = patterns;
+    }
+
+    /** The constructor's arguments, in order. */
+    abstract Object[] arguments();
+
+    @Override
+    public final int productArity() {
+        return arguments().length;
+    }
+
+    @Override
+    public final Object productElement(int n) {
+        Object[] args = arguments();
+        if (n < 0 || n >= args.length) {
+            throw new IndexOutOfBoundsException(String.valueOf(n));
+        }
+        return args[n];
+    }
+
+    @Override
+    public final boolean canEqual(Object other) {
+        return other != null && other.getClass() == getClass();
     }
 }

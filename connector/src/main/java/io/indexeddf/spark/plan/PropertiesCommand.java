@@ -110,34 +110,9 @@ public final class PropertiesCommand extends JavaCommand {
         return CollectionConverters.asScala(List.<Row>of()).toList();
     }
 
-    // -- Product: the constructor's arguments, as TreeNode.makeCopy expects -------------------
+    /** The constructor's arguments, in order (TreeNode.makeCopy calls the constructor with them). */
     @Override
-    public int productArity() {
-        return 6;
-    }
-
-    @Override
-    public Object productElement(int n) {
-        switch (n) {
-            case 0:
-                return path;
-            case 1:
-                return storageOptions;
-            case 2:
-                return set;
-            case 3:
-                return unset;
-            case 4:
-                return ifExists;
-            case 5:
-                return table;
-            default:
-                throw new IndexOutOfBoundsException(String.valueOf(n));
-        }
-    }
-
-    @Override
-    public boolean canEqual(Object other) {
-        return other instanceof PropertiesCommand;
+    Object[] arguments() {
+        return new Object[] {path, storageOptions, set, unset, ifExists, table};
     }
 }

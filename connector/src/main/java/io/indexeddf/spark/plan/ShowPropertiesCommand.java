@@ -69,30 +69,9 @@ public final class ShowPropertiesCommand extends JavaCommand {
         return CollectionConverters.asScala(rows).toList();
     }
 
-    // -- Product: the constructor's arguments, as TreeNode.makeCopy expects -------------------
+    /** The constructor's arguments, in order (TreeNode.makeCopy calls the constructor with them). */
     @Override
-    public int productArity() {
-        return 4;
-    }
-
-    @Override
-    public Object productElement(int n) {
-        switch (n) {
-            case 0:
-                return columns;
-            case 1:
-                return path;
-            case 2:
-                return key;
-            case 3:
-                return tableName;
-            default:
-                throw new IndexOutOfBoundsException(String.valueOf(n));
-        }
-    }
-
-    @Override
-    public boolean canEqual(Object other) {
-        return other instanceof ShowPropertiesCommand;
+    Object[] arguments() {
+        return new Object[] {columns, path, key, tableName};
     }
 }

@@ -194,30 +194,9 @@ public final class SparkChange extends JavaCommand {
             CollectionConverters.asScala(List.<String>of()).toList());
     }
 
-    // -- Product: the constructor's arguments, as TreeNode.makeCopy expects -------------------
+    /** The constructor's arguments, in order (TreeNode.makeCopy calls the constructor with them). */
     @Override
-    public int productArity() {
-        return 4;
-    }
-
-    @Override
-    public Object productElement(int n) {
-        switch (n) {
-            case 0:
-                return target;
-            case 1:
-                return operation;
-            case 2:
-                return outcome;
-            case 3:
-                return parameters;
-            default:
-                throw new IndexOutOfBoundsException(String.valueOf(n));
-        }
-    }
-
-    @Override
-    public boolean canEqual(Object other) {
-        return other instanceof SparkChange;
+    Object[] arguments() {
+        return new Object[] {target, operation, outcome, parameters};
     }
 }
