@@ -9,9 +9,10 @@ not timed) in a child process of its own, which reports the merge's wall time an
 process's peak RSS. The source: half existing random keys (updated), half new keys
 (inserted). The anchor is delta-rs's ``DeltaTable.merge(...).when_matched_update_all()
 .when_not_matched_insert_all()`` on a copy of the very same table (it is a Delta table).
-A ``sql:N`` run times the same upsert as Spark SQL's ``MERGE INTO`` in one Spark session
-(started before the clock), against the Python API's merge in the same process and the
-connector's floor for a query (``SELECT count(*)`` of an empty indexeddf table).
+A ``sql:N`` run times the same upsert as Spark SQL's ``MERGE INTO`` (copy on write and with
+deletion vectors) in one Spark session (started before the clock), against delta-rs's MERGE
+and the Python API's merge in the same process, and the connector's floor for a query
+(``SELECT count(*)`` of an empty indexeddf table).
 A ``delete:N`` run deletes the N/2 existing keys instead (``k IN (...)``); a ``reads:N``
 run times lookups and a scan after N deletion-vector upserts against the same rows
 optimized. The
@@ -313,8 +314,11 @@ SQL_MERGE = ("MERGE INTO indexeddf.`{path}` AS t USING src AS s ON t.k = s.k "
 
 
 def sql_child(table: str, work: str, source_path: str, rounds: int) -> None:
-    """``rounds`` upserts as Spark SQL and through the Python API, each on a fresh copy, and
-    the connector's query floor, in one Spark session: prints the times as JSON."""
+    """``rounds`` upserts, each on a fresh copy of the table: Spark SQL's MERGE INTO copy on
+    write and with deletion vectors, the Python API's merge with deletion vectors, and
+    delta-rs's MERGE (the anchor), plus the connector's query floor, in one Spark session;
+    prints the times as JSON."""
+    import deltalake
     import pyarrow.parquet as pq
 
     import indexeddf
@@ -326,24 +330,33 @@ def sql_child(table: str, work: str, source_path: str, rounds: int) -> None:
     src = pq.read_table(source_path)
     empty = Path(work) / "empty"
     IndexedTable.create(str(empty), src.schema.empty_table(), ["k"], num_buckets=2)
-    out: dict[str, list[float]] = {"sql": [], "python": [], "floor": []}
+    want = (src.num_rows // 2, src.num_rows - src.num_rows // 2)
+    out: dict[str, list[float]] = {k: [] for k in SQL_ENGINES}
+    out["floor"] = []
     for _ in range(rounds + 1):  # the first round warms the session up and is dropped
         times = {}
-        for how in ("sql", "python"):
+        for how in SQL_ENGINES:
             copy = Path(work) / "copy"
             shutil.rmtree(copy, ignore_errors=True)
             shutil.copytree(table, copy)
+            if how.endswith("dv"):
+                IndexedTable.for_path(str(copy)).set_properties({"delta.enableDeletionVectors": "true"})
             os.sync()
             t0 = time.perf_counter()
-            if how == "sql":
+            if how.startswith("sql"):
                 spark.sql(SQL_MERGE.format(path=copy)).collect()
-            else:
+            elif how.startswith("python"):
                 IndexedTable.for_path(str(copy)).merge(src, "t.k = s.k", source_alias="s", target_alias="t") \
                     .when_matched_update_all().when_not_matched_insert_all().execute()
+            else:
+                m = deltalake.DeltaTable(str(copy)).merge(src, "t.k = s.k", source_alias="s", target_alias="t") \
+                    .when_matched_update_all().when_not_matched_insert_all().execute()
             times[how] = time.perf_counter() - t0
+            if how == "delta-rs":
+                assert (m["num_target_rows_updated"], m["num_target_rows_inserted"]) == want, m
+                continue
             m = IndexedTable.for_path(str(copy)).history(limit=1)[0].metrics
-            assert (m["numTargetRowsUpdated"], m["numTargetRowsInserted"]) == (src.num_rows // 2,
-                                                                               src.num_rows - src.num_rows // 2), m
+            assert (m["numTargetRowsUpdated"], m["numTargetRowsInserted"]) == want, m
         t0 = time.perf_counter()
         spark.sql(f"SELECT count(*) FROM indexeddf.`{empty}`").collect()
         times["floor"] = time.perf_counter() - t0
@@ -353,8 +366,16 @@ def sql_child(table: str, work: str, source_path: str, rounds: int) -> None:
     spark.stop()
 
 
+SQL_ENGINES = ("delta-rs", "sql", "sql-dv", "python-dv")
+"""The upserts a ``sql:N`` run times, the anchor first: delta-rs's MERGE, Spark SQL's MERGE
+INTO copy on write and with deletion vectors, the Python API's merge with deletion vectors."""
+SQL_NAMES = {"delta-rs": "delta-rs MERGE (anchor)", "sql": "Spark SQL MERGE INTO, copy on write",
+             "sql-dv": "Spark SQL MERGE INTO, deletion vectors", "python-dv": "Python API merge, deletion vectors",
+             "floor": "connector query floor (empty table)"}
+
+
 def _sql_merges(table: Path, work: Path, args, n: int) -> None:
-    """The upsert as Spark SQL against the Python API plus the query floor, and the ratio."""
+    """The upsert as Spark SQL against delta-rs's MERGE, with the Python API's and the query floor."""
     import pyarrow.parquet as pq
 
     src = work / f"source-{n}.parquet"
@@ -364,16 +385,14 @@ def _sql_merges(table: Path, work: Path, args, n: int) -> None:
     if out.returncode:
         raise SystemExit(out.stderr[-3000:])
     r = json.loads(out.stdout.strip().splitlines()[-1])
-    sql, python, floor = (statistics.median(r[k]) for k in ("sql", "python", "floor"))
+    anchor = statistics.median(r["delta-rs"])
     print(f"\nSpark SQL MERGE INTO, upsert of {n:,} source rows, {args.rounds} rounds (one warm Spark session)")
-    print(f"{'what':<40} {'median s':>9} {'min..max s':>14}")
-    for name, key in (("Spark SQL MERGE INTO", "sql"), ("Python API merge, same process", "python"),
-                      ("connector query floor (empty table)", "floor")):
-        print(f"{name:<40} {statistics.median(r[key]):>9.3f} {min(r[key]):>6.3f}..{max(r[key]):<6.3f}")
-    print(f"SQL / (Python API + floor) = {sql / (python + floor):.2f} (goal: at most 2)")
-    _record(f"sql:{n}", f"Spark SQL MERGE INTO of {n:,} source rows against the Python API",
-            [("Python API merge, same process", r["python"]), ("Spark SQL MERGE INTO", r["sql"]),
-             ("connector query floor (empty table)", r["floor"])])
+    print(f"{'what':<44} {'median s':>9} {'min..max s':>14} {'vs delta-rs':>12}")
+    for key in (*SQL_ENGINES, "floor"):
+        med = statistics.median(r[key])
+        print(f"{SQL_NAMES[key]:<44} {med:>9.3f} {min(r[key]):>6.3f}..{max(r[key]):<6.3f} {anchor / med:>11.2f}x")
+    _record(f"sql:{n}", f"Spark SQL MERGE INTO of {n:,} source rows against delta-rs",
+            [(SQL_NAMES[k], r[k]) for k in (*SQL_ENGINES, "floor")])
     sys.stdout.flush()
 
 

@@ -307,3 +307,21 @@ def test_between_as_spark_users_write_it(registered, tmp_path, by_path):
                    "WHEN MATCHED AND t.k NOT BETWEEN 10 AND 40 THEN DELETE "
                    "WHEN NOT MATCHED THEN INSERT *")
     assert ordered(IndexedTable.for_path(path).to_arrow()) == want
+
+
+def test_a_merge_from_a_small_parquet_source(registered, tmp_path):
+    """A source Spark knows to be small (a Parquet view: the size an index join would take)
+    still joins Spark's scan of the target, whose rows carry their file and ordinal."""
+    spark = registered
+    path = str(tmp_path / "t")
+    IndexedTable.create(path, rows(list(range(300))), ["k"], num_buckets=4)
+    src = str(tmp_path / "src.parquet")
+    spark_rows(spark, rows([3, 150, 299, 5000], 9, "n")).write.parquet(src)
+    spark.read.parquet(src).createOrReplaceTempView("small_src")
+    got = run_sql(spark, f"MERGE INTO indexeddf.`{path}` t USING small_src s ON t.k = s.k "
+                         "WHEN MATCHED THEN UPDATE SET v = s.v WHEN NOT MATCHED THEN INSERT *")
+    assert got == [{"num_affected_rows": 4, "num_updated_rows": 3, "num_deleted_rows": 0, "num_inserted_rows": 1}]
+    duck = Duck(rows(list(range(300))))
+    duck.run("MERGE INTO target AS t USING source_rows AS s ON t.k = s.k WHEN MATCHED THEN UPDATE SET v = s.v "
+             "WHEN NOT MATCHED THEN INSERT VALUES (s.k, s.v, s.s)", rows([3, 150, 299, 5000], 9, "n"))
+    assert ordered(IndexedTable.for_path(path).to_arrow()) == ordered(duck.rows())
