@@ -23,7 +23,7 @@ class TableWrites:
     """Writing and changing a table's rows (mixed into :class:`~indexeddf.IndexedTable`)."""
 
     def update(self, updates: dict[str, str] | None = None, predicate: str | None = None, *,
-               txn: tuple[str, int] | None = None):
+               txn: tuple[str, int] | None = None, spark=None):
         """``UPDATE table SET column = expression, ... [WHERE predicate]``, as delta-rs's
         ``DeltaTable.update``: ``updates`` maps columns to SQL expressions over the row
         (``{"v": "v + 1", "s": "upper(s)"}``), ``predicate`` is SQL text (every row when
@@ -32,14 +32,28 @@ class TableWrites:
         the predicate fixes its columns. Returns the metrics (``version``: the version committed, None when no
         row matched). An update of an index column moves the row to its new bucket.
 
+        ``spark``: a SparkSession with the JVM connector runs it as Spark SQL's ``UPDATE
+        indexeddf.`<path>` SET ... WHERE ...``: Catalyst evaluates the expressions (every Spark
+        function and UDF, where the engine takes a documented subset) and Spark's tasks write
+        the files. Without the connector, with ``txn``, or on a table with ``storage_options``,
+        the in-process engine runs it.
+
         Called with no arguments it keeps its old meaning, :meth:`update_incremental`
         (deprecated: call that instead).
         """
-        if updates is None and predicate is None and txn is None:
+        if updates is None and predicate is None and txn is None and spark is None:
             warnings.warn("IndexedTable.update() with no arguments is deprecated: call update_incremental() to move "
                           "to the newest version; update(updates=..., predicate=...) changes rows",
                           DeprecationWarning, stacklevel=2)
             return self.update_incremental()
+        if spark is not None:
+            from .spark import statements
+
+            metrics = self._run_elsewhere(lambda snap: statements.run(
+                spark, snap, "UPDATE", statements.update_sql(statements.table_name(snap), updates or {}, predicate))
+                if statements.runs_through_spark(spark, snap, txn) else None)
+            if metrics is not None:
+                return metrics
         from .changes import update_rows
 
         return self._run_change(update_rows(updates or {}, predicate), txn)
@@ -49,8 +63,12 @@ class TableWrites:
         """``MERGE INTO`` this table ``USING source ON predicate``: returns a
         :class:`~indexeddf.changes.TableMerger` to add ``when_*`` clauses to, then
         ``execute()`` (delta-rs's names). ``source``: a ``pyarrow.Table``, pandas or Spark
-        DataFrame (written by Spark's tasks to the table's staging folder, read back one
-        bucket at a time when the predicate fixes the bucketing columns; docs/changes.md).
+        DataFrame. A Spark DataFrame on a session with the JVM connector runs as Spark SQL's
+        ``MERGE INTO`` (Catalyst evaluates every expression, Spark's tasks write; ``schema_mode=
+        "merge"``: ``MERGE WITH SCHEMA EVOLUTION``); with ``txn``, ``storage_options`` or no
+        connector it is written by Spark's tasks to the table's staging folder and the
+        in-process engine runs the merge (read back one bucket at a time when the predicate
+        fixes the bucketing columns; docs/changes.md).
         ``predicate``: SQL over ``target_alias``'s and ``source_alias``'s columns; when it equates every index column with a source
         column, the index finds the matched rows and only the files holding them are
         rewritten (or given deletion vectors, with ``delta.enableDeletionVectors = true``).
@@ -64,6 +82,14 @@ class TableWrites:
 
             source = SparkSource(source)
         return TableMerger(self, source, predicate, source_alias, target_alias, txn, schema_mode)
+
+    def _run_elsewhere(self, run) -> dict | None:
+        """Run a change outside the engine: ``run(snapshot)`` (the newest version) returns
+        its metrics, or None when it cannot (then nothing ran)."""
+        snap = update_snapshot(self._snapshot)
+        metrics = run(snap)
+        self._snapshot = snap if metrics is None else update_snapshot(snap)
+        return metrics
 
     def _run_change(self, make_change, txn: tuple[str, int] | None = None) -> dict:
         """Run the change ``make_change(snapshot)`` describes on the newest version."""
@@ -187,14 +213,26 @@ class TableWrites:
         self._snapshot = update_snapshot(self._snapshot) if version is None else load_snapshot(storage, version)
         return self._snapshot.version
 
-    def delete(self, predicate=None) -> int:
+    def delete(self, predicate=None, *, spark=None) -> int:
         """``DELETE FROM table [WHERE predicate]``: ``predicate`` is SQL text in Spark
         syntax, any condition (``"user_id = 42"``, ``"v % 1000 = 0 OR s LIKE 'a%'"``), or
         a pyarrow expression; None deletes every row. One commit, copy on write or deletion
         vectors as for :meth:`update` (a pyarrow expression: copy on write); earlier
         versions keep the rows; the index finds the files when the predicate fixes its
         columns. Returns the new version, or the current one when nothing matched.
+
+        ``spark``: a SparkSession with the JVM connector runs a SQL predicate as Spark SQL's
+        ``DELETE FROM indexeddf.`<path>` WHERE ...`` (Catalyst evaluates it, Spark's tasks
+        write), as :meth:`update` does; otherwise the in-process engine runs it.
         """
+        if spark is not None and (predicate is None or isinstance(predicate, str)):
+            from .spark import statements
+
+            metrics = self._run_elsewhere(lambda snap: statements.run(
+                spark, snap, "DELETE", statements.delete_sql(statements.table_name(snap), predicate))
+                if statements.runs_through_spark(spark, snap) else None)
+            if metrics is not None:
+                return self._snapshot.version
         if predicate is not None and not isinstance(predicate, str):  # a pyarrow expression
             snap = update_snapshot(self._snapshot)
             result = operations.delete_rows(snap, predicate, None)

@@ -102,11 +102,21 @@ class TableMerger:
 
     def execute(self) -> dict:
         """Run the merge in one commit; returns its metrics (delta-rs's names, plus
-        ``version``: the version committed, None when nothing changed)."""
+        ``version``: the version committed, None when nothing changed).
+
+        A Spark DataFrame source on a session with the JVM connector runs as Spark SQL's
+        ``MERGE INTO`` (Catalyst evaluates every expression, executors write; without
+        ``txn``, on a table Spark reaches without ``storage_options``); otherwise the
+        engine runs it with the DataFrame staged by its tasks (docs/changes.md)."""
         if not self._clauses:
             raise InvalidOptionError("a merge needs at least one when_* clause")
         if not isinstance(self._source, LazySource):
             return self._table._run_change(lambda snapshot: self._change(snapshot), self._txn)
+        metrics = self._table._run_elsewhere(lambda snapshot: self._source.run_merge(
+            snapshot, self._predicate, self._clauses, self._source_alias, self._target_alias, self._txn,
+            self._schema_mode))
+        if metrics is not None:  # Spark ran it as a MERGE INTO statement
+            return metrics
         try:
             return self._table._run_change(self._staged_change, self._txn)
         finally:

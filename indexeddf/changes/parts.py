@@ -107,6 +107,13 @@ class LazySource:
         """Delete the staged rows."""
         raise NotImplementedError
 
+    def run_merge(self, snapshot: Snapshot, predicate: str, clauses: list, source_alias: str, target_alias: str,
+                  txn: tuple[str, int] | None, schema_mode: str | None) -> dict | None:
+        """Run the whole MERGE elsewhere than in this engine (a Spark DataFrame's: as a Spark
+        SQL statement, ``spark/statements.py``) and return its metrics, or None (the
+        default) to have the engine stage this source and run it."""
+        return None
+
 
 def bucket_keys(snapshot: Snapshot, change: Change) -> list[str] | None:
     """The source columns equal (by the merge predicate) to each bucketing column of the

@@ -1,7 +1,10 @@
 """A Spark DataFrame as a MERGE source, staged by Spark's tasks, never collected.
 
 ``IndexedTable.merge(spark_df, ...)`` gives the change engine a :class:`SparkSource`
-(a :class:`~indexeddf.changes.parts.LazySource`). When the merge runs, the DataFrame's
+(a :class:`~indexeddf.changes.parts.LazySource`). On a session with the JVM connector the
+merge runs as Spark SQL's ``MERGE INTO`` (:meth:`SparkSource.run_merge`,
+:mod:`.statements`); what a statement cannot carry (``txn``, ``storage_options``, no
+connector) runs in the engine, with the source staged as follows. When the merge runs, the DataFrame's
 tasks write its rows as Parquet under the table's ``data/_staging/<id>/`` (as SQL
 ``MERGE INTO`` stages its source), and the engine reads them back one part at a time:
 
@@ -69,6 +72,17 @@ class SparkSource(LazySource):
             return PartedSource(self.schema, [SourcePart(None, 0, self.schema.empty_table)])
         return staged_parts(self.schema, [(r.bucket, r.path, r.rows) for r in staged],
                             functools.partial(read_staged, storage, schema=self.schema))
+
+    def run_merge(self, snapshot: Snapshot, predicate: str, clauses: list, source_alias: str, target_alias: str,
+                  txn: tuple[str, int] | None, schema_mode: str | None) -> dict | None:
+        """The MERGE as Spark SQL's ``MERGE INTO`` when the session can run it
+        (:func:`.statements.runs_through_spark`): its metrics; else None, and the engine
+        stages this DataFrame and runs it."""
+        from . import statements
+
+        if not statements.runs_through_spark(self.df.sparkSession, snapshot, txn):
+            return None
+        return statements.merge(snapshot, self.df, predicate, clauses, source_alias, target_alias, schema_mode)
 
     def drop(self) -> None:
         """Delete the staged files (those of task attempts Spark dropped too)."""
