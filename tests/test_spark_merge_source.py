@@ -1,7 +1,9 @@
-"""``IndexedTable.merge(spark_df, ...)``: the DataFrame's tasks stage its rows under the
+"""``IndexedTable.merge(spark_df, ...)``: on a session with the connector, Spark SQL's
+``MERGE INTO`` (``spark/statements.py``); with ``txn`` (and without the connector or with
+``storage_options``) the engine, for which the DataFrame's tasks stage its rows under the
 table's staging folder (by bucket when the predicate fixes the bucketing columns) and the
-engine reads them one part at a time; never collected to the driver. Every merge equals
-DuckDB running the same MERGE, and DuckDB's delta extension reads the log the same."""
+engine reads them one part at a time; never collected to the driver. Every merge, either
+way, equals DuckDB running the same MERGE, and DuckDB's delta extension reads the log the same."""
 
 from __future__ import annotations
 
@@ -45,9 +47,9 @@ def source_keys(seed: int) -> list[int]:
     return sorted(set(r.choice(np.arange(0, 600), size=120, replace=False).tolist()))
 
 
-@pytest.mark.parametrize("vectors", [False, True])
+@pytest.mark.parametrize("vectors,via", [(False, "sql"), (True, "sql"), (False, "engine")])
 @pytest.mark.parametrize("which", range(len(MERGES)))
-def test_every_merge_of_a_spark_source_equals_duckdb(spark, tmp_path, vectors, which):
+def test_every_merge_of_a_spark_source_equals_duckdb(spark, tmp_path, vectors, via, which, monkeypatch):
     path = str(tmp_path / "t")
     first = rows(list(range(0, 400, 2)))
     t = IndexedTable.create(path, first, ["k"], num_buckets=4,
@@ -55,12 +57,18 @@ def test_every_merge_of_a_spark_source_equals_duckdb(spark, tmp_path, vectors, w
     t.create_index("by_s", ["s"], num_buckets=2)
     duck = Duck(first)
     build, duck_clauses = MERGES[which]
+    staged = []
+    stage = SparkSource.stage
+    monkeypatch.setattr(SparkSource, "stage", lambda self, *a: staged.append(a) or stage(self, *a))
     for step in range(2):
         src = rows(source_keys(10 * which + step), 1000 * (step + 1), "b")
         # The source's key is an int: staged by Spark's hash of it cast to the table's bigint.
         df = spark.createDataFrame(src.to_pylist(), "k int, v bigint, s string").repartition(3)
-        m = build(t.merge(df, "t.k = s.k", source_alias="s", target_alias="t")).execute()
+        txn = ("merges", step) if via == "engine" else None  # a txn keeps the engine
+        m = build(t.merge(df, "t.k = s.k", source_alias="s", target_alias="t", txn=txn)).execute()
         assert m["num_source_rows"] == src.num_rows
+        assert len(staged) == (step + 1 if via == "engine" else 0)
+        assert IndexedTable.for_path(path).history(1)[0].operation == "MERGE"
         duck.run(f"MERGE INTO target AS t USING source_rows AS s ON t.k = s.k {duck_clauses}", src)
         want = ordered(duck.rows())
         assert ordered(IndexedTable.for_path(path).to_arrow()) == want, (which, step)
@@ -96,22 +104,29 @@ def test_the_source_is_staged_by_bucket_when_the_predicate_fixes_the_bucketing_c
     assert not any(files for _, _, files in os.walk(os.path.join(path, "data", "_staging")))
 
 
-def test_two_source_rows_matching_one_target_row_fail_and_nothing_stays(spark, tmp_path):
+@pytest.mark.parametrize("txn", [None, ("app", 1)])
+def test_two_source_rows_matching_one_target_row_fail_and_nothing_stays(spark, tmp_path, txn):
     path = str(tmp_path / "t")
     t = IndexedTable.create(path, rows(list(range(100))), ["k"], num_buckets=4)
     df = spark.createDataFrame([(5, 1, "a"), (5, 2, "b"), (7, 3, "c")], "k bigint, v bigint, s string")
     with pytest.raises(InvalidOptionError, match="multiple source rows matched"):
-        t.merge(df, "t.k = s.k", "s", "t").when_matched_update_all().execute()
+        t.merge(df, "t.k = s.k", "s", "t", txn=txn).when_matched_update_all().execute()
     assert IndexedTable.for_path(path).version == 0
     assert not any(files for _, _, files in os.walk(os.path.join(path, "data", "_staging")))
 
 
-def test_schema_mode_merge_and_an_empty_source(spark, tmp_path):
-    """A staged source with a column the table lacks (``schema_mode="merge"``: added in the
-    merge's commit), and an empty source, whose NOT MATCHED BY SOURCE clause still runs."""
+def test_schema_mode_merge_and_an_empty_source(spark, tmp_path, monkeypatch):
+    """A source with a column the table lacks (``schema_mode="merge"``: ``MERGE WITH SCHEMA
+    EVOLUTION``, the column added in the merge's commit), and an empty source, whose NOT
+    MATCHED BY SOURCE clause still runs."""
     from test_merge_schema import ordered as ordered_by
     from test_merge_schema import with_w
 
+    from indexeddf.spark import statements
+
+    sqls = []
+    run = statements.run
+    monkeypatch.setattr(statements, "run", lambda spark, snap, op, sql: sqls.append(sql) or run(spark, snap, op, sql))
     path = str(tmp_path / "t")
     first = rows(list(range(0, 100, 2)))
     t = IndexedTable.create(path, first, ["k"], num_buckets=4)
@@ -124,6 +139,7 @@ def test_schema_mode_merge_and_an_empty_source(spark, tmp_path):
     duck.run("MERGE INTO target AS t USING source_rows AS s ON t.k = s.k "
              "WHEN MATCHED THEN UPDATE SET k = s.k, v = s.v, s = s.s, w = s.w "
              "WHEN NOT MATCHED THEN INSERT (k, v, s, w) VALUES (s.k, s.v, s.s, s.w)", src)
+    assert len(sqls) == 1 and sqls[0].startswith("MERGE WITH SCHEMA EVOLUTION INTO indexeddf.")
     names = ["k", "v", "s", "w"]
     assert IndexedTable.for_path(path).schema.names == names
     assert ordered_by(IndexedTable.for_path(path).to_arrow(), names) == ordered_by(duck.rows(), names)
