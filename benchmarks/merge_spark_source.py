@@ -1,6 +1,8 @@
 """Peak memory of ``IndexedTable.merge(spark_df, ...)``: a Spark DataFrame source staged by
 Spark's tasks and read one bucket at a time, against the same merge with the DataFrame
-collected to the driver first (``df.toArrow()``, what the merge did before).
+collected to the driver first (``df.toArrow()``, what the merge did before). ``staged`` passes a
+``txn``, which keeps the engine's staged path (without one, a session with the connector runs
+the merge as Spark SQL's ``MERGE INTO``: the way ``sql``, not in the default ways).
 
     python benchmarks/merge_spark_source.py [--rows 2000000] [--source 3000000] [--buckets 8]
 
@@ -77,7 +79,8 @@ def child(path: str, way: str, rows: int, source: int) -> None:
     t = IndexedTable.for_path(path)
     started = time.perf_counter()
     src = df.toArrow() if way == "collected" else df
-    m = t.merge(src, "t.k = s.k", "s", "t").when_matched_update_all().when_not_matched_insert_all().execute()
+    txn = ("merge-spark-source-benchmark", 1) if way == "staged" else None  # a txn keeps the staged engine path
+    m = t.merge(src, "t.k = s.k", "s", "t", txn=txn).when_matched_update_all().when_not_matched_insert_all().execute()
     took = time.perf_counter() - started
     jvm = spark_jvm_pid()
     print(json.dumps({"way": way, "seconds": round(took, 1), "python_peak_rss_mib": round(peak_rss_mib()),
@@ -91,7 +94,7 @@ def main() -> None:
     ap.add_argument("--rows", type=int, default=2_000_000)
     ap.add_argument("--source", type=int, default=3_000_000)
     ap.add_argument("--buckets", type=int, default=8)
-    ap.add_argument("--ways", default="collected,staged")
+    ap.add_argument("--ways", default="collected,staged", help="comma-separated: collected, staged, sql")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         base = str(Path(tmp) / "base")
