@@ -5,6 +5,7 @@ cluster serves every test that asks for it)."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import sys
@@ -29,30 +30,32 @@ def executors() -> list[int]:
     return [int(pid) for pid in out.split()]
 
 
-@pytest.fixture(scope="session")
-def cluster(tmp_path_factory):
-    """The cluster's master URL, and the environment its applications (driver processes) run with."""
+@contextlib.contextmanager
+def standalone(folder: Path, workers: int = 2, cores: int = 1, memory: str = "1g"):
+    """A master and ``workers`` workers of ``cores`` cores each, started with pyspark's own
+    ``bin/spark-class`` on loopback (logs in ``folder``); yields the master's URL, the
+    environment its applications run with, and the workers' processes. Stopped on exit."""
     home = spark_home()
-    logs = tmp_path_factory.mktemp("cluster")
     env = dict(os.environ, SPARK_HOME=str(home), SPARK_LOCAL_IP="127.0.0.1", PYSPARK_PYTHON=sys.executable,
-               SPARK_WORKER_DIR=str(logs / "work"))
+               SPARK_WORKER_DIR=str(folder / "work"))
     port = free_port()
     spark_class = str(home / "bin" / "spark-class")
     procs = [subprocess.Popen([spark_class, "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1",
                                "--port", str(port), "--webui-port", str(free_port())],
-                              stdout=open(logs / "master.log", "w"), stderr=subprocess.STDOUT, env=env)]
+                              stdout=open(folder / "master.log", "w"), stderr=subprocess.STDOUT, env=env)]
     url = f"spark://127.0.0.1:{port}"
-    for i in range(2):
+    for i in range(workers):
         procs.append(subprocess.Popen([spark_class, "org.apache.spark.deploy.worker.Worker", "--host", "127.0.0.1",
-                                       "--cores", "1", "--memory", "1g", "--webui-port", str(free_port()), url],
-                                      stdout=open(logs / f"worker{i}.log", "w"), stderr=subprocess.STDOUT, env=env))
+                                       "--cores", str(cores), "--memory", memory, "--webui-port", str(free_port()),
+                                       url],
+                                      stdout=open(folder / f"worker{i}.log", "w"), stderr=subprocess.STDOUT, env=env))
     try:
         deadline = time.monotonic() + 120
-        while (logs / "master.log").read_text().count("Registering worker") < 2:
+        while (folder / "master.log").read_text().count("Registering worker") < workers:
             if time.monotonic() > deadline or any(p.poll() is not None for p in procs):
-                raise RuntimeError("the standalone cluster did not start:\n" + (logs / "master.log").read_text()[-2000:])
+                raise RuntimeError("the standalone cluster did not start:\n" + (folder / "master.log").read_text()[-2000:])
             time.sleep(0.5)
-        yield url, env
+        yield url, env, procs[1:]
     finally:
         for p in reversed(procs):
             p.terminate()
@@ -61,3 +64,10 @@ def cluster(tmp_path_factory):
                 p.wait(timeout=30)
             except subprocess.TimeoutExpired:
                 p.kill()
+
+
+@pytest.fixture(scope="session")
+def cluster(tmp_path_factory):
+    """The cluster's master URL, and the environment its applications (driver processes) run with."""
+    with standalone(tmp_path_factory.mktemp("cluster")) as (url, env, _):
+        yield url, env

@@ -129,7 +129,7 @@ def test_the_statements_go_through_the_index_in_one_commit_each(registered, tmp_
     m = entry.metrics
     assert (m["numTargetRowsUpdated"], m["numTargetRowsInserted"], m["numSourceRows"]) == (2, 1, 3)
     assert m["numTargetFilesRemoved"] <= 2 < files, m  # only the files holding keys 5 and 6
-    assert entry.parameters["predicate"] == "(spark_catalog.default.ev.k = src.k)"  # Spark's text of the ON condition
+    assert entry.parameters["predicate"] == "(target.k = source.k)"
     assert entry.parameters["matchedPredicates"] == [{"actionType": "update"}]
     assert IndexedTable.for_path(path).lookup([5, 6, 9999]).sort_by("k").column("v").to_pylist() == [7, 8, 9]
     # The catalog entry reads the new version; so does a query of the path.
@@ -325,3 +325,41 @@ def test_a_merge_from_a_small_parquet_source(registered, tmp_path):
     duck.run("MERGE INTO target AS t USING source_rows AS s ON t.k = s.k WHEN MATCHED THEN UPDATE SET v = s.v "
              "WHEN NOT MATCHED THEN INSERT VALUES (s.k, s.v, s.s)", rows([3, 150, 299, 5000], 9, "n"))
     assert ordered(IndexedTable.for_path(path).to_arrow()) == ordered(duck.rows())
+
+
+@pytest.mark.parametrize("vectors", [False, True])
+def test_a_small_source_runs_through_the_index_and_equals_sparks_plan(registered, tmp_path, conf, vectors):
+    """A MERGE whose source Spark would broadcast, with only the expressions the change engine
+    evaluates as Spark does over the target's columns, runs through the engine (the index
+    finds the target's rows: only their files change); forced through Spark's plan
+    (``spark.indexeddf.merge.engineMaxSourceBytes = -1``) the same MERGE gives the same table."""
+    spark = registered
+    src = str(tmp_path / "src.parquet")
+    spark_rows(spark, rows(list(range(0, 400, 37)) + [1000, 1001], 5, "n")).write.parquet(src)
+    spark.read.parquet(src).createOrReplaceTempView("small_src")
+    statement = ("MERGE INTO indexeddf.`{path}` t USING small_src s ON t.k = s.k "
+                 "WHEN MATCHED AND t.k BETWEEN 30 AND 200 AND s.s IS NOT NULL THEN UPDATE SET v = s.v, s = s.s "
+                 "WHEN MATCHED AND t.v IN (0, 111, 222) THEN DELETE "
+                 "WHEN NOT MATCHED AND s.k > 1000 THEN INSERT *")
+    tables = []
+    for how in ("engine", "spark"):
+        path = str(tmp_path / how)
+        t = IndexedTable.create(path, rows(list(range(400))), ["k"], num_buckets=8,
+                                properties={"delta.enableDeletionVectors": str(vectors).lower()})
+        files = len(t.snapshot.live_files())
+        if how == "spark":
+            conf("spark.indexeddf.merge.engineMaxSourceBytes", "-1")
+        run_sql(spark, statement.format(path=path))
+        entry = IndexedTable.for_path(path).history()[0]
+        assert entry.operation == "MERGE" and entry.parameters["predicate"] == "(target.k = source.k)"
+        if how == "engine":
+            assert entry.metrics["numTargetRowsDeleted"] + entry.metrics["numTargetRowsUpdated"] > 0
+            assert vectors or entry.metrics["numTargetFilesRemoved"] < files  # only the files holding matches
+        tables.append(ordered(IndexedTable.for_path(path).to_arrow()))
+    duck = Duck(rows(list(range(400))))
+    duck.run("MERGE INTO target AS t USING source_rows AS s ON t.k = s.k "
+             "WHEN MATCHED AND t.k BETWEEN 30 AND 200 AND s.s IS NOT NULL THEN UPDATE SET v = s.v, s = s.s "
+             "WHEN MATCHED AND t.v IN (0, 111, 222) THEN DELETE "
+             "WHEN NOT MATCHED AND s.k > 1000 THEN INSERT VALUES (s.k, s.v, s.s)",
+             rows(list(range(0, 400, 37)) + [1000, 1001], 5, "n"))
+    assert tables[0] == tables[1] == ordered(duck.rows())

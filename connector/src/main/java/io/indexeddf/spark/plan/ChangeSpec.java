@@ -64,15 +64,51 @@ final class ChangeSpec {
         return json.get("operation").asText();
     }
 
+    /** A MERGE's condition as the table's history shows it, whichever path runs the MERGE:
+     * Spark SQL over columns qualified {@code target.} and {@code source.}. */
+    static String historyText(Expression e, AttributeSet target) {
+        return qualified(spelledOut(e), target).sql();
+    }
+
     /** A MERGE: its JSON and the source rows Spark writes for it. */
     static final class Merge {
         final ChangeSpec spec;
         final LogicalPlan sourceRows;
+        /** Whether the change engine evaluates every expression over the target's columns exactly
+         * as Spark does ({@link #engineEvaluates}). */
+        final boolean evaluable;
 
-        Merge(ChangeSpec spec, LogicalPlan sourceRows) {
+        Merge(ChangeSpec spec, LogicalPlan sourceRows, boolean evaluable) {
             this.spec = spec;
             this.sourceRows = sourceRows;
+            this.evaluable = evaluable;
         }
+    }
+
+    /** The expressions the change engine evaluates as Spark does, whatever their operands'
+     * types (its property tests check them against DuckDB and Spark): columns, literals, the
+     * boolean connectives, comparisons, NULL tests, IN, CASE and COALESCE. */
+    private static final java.util.Set<Class<?>> ENGINE_EXPRESSIONS = java.util.Set.of(
+        AttributeReference.class, org.apache.spark.sql.catalyst.expressions.Literal.class, And.class,
+        org.apache.spark.sql.catalyst.expressions.Or.class, org.apache.spark.sql.catalyst.expressions.Not.class,
+        org.apache.spark.sql.catalyst.expressions.EqualTo.class, org.apache.spark.sql.catalyst.expressions.LessThan.class,
+        LessThanOrEqual.class, org.apache.spark.sql.catalyst.expressions.GreaterThan.class, GreaterThanOrEqual.class,
+        org.apache.spark.sql.catalyst.expressions.IsNull.class, org.apache.spark.sql.catalyst.expressions.IsNotNull.class,
+        org.apache.spark.sql.catalyst.expressions.In.class, org.apache.spark.sql.catalyst.expressions.InSet.class,
+        org.apache.spark.sql.catalyst.expressions.CaseWhen.class,
+        org.apache.spark.sql.catalyst.expressions.Coalesce.class);
+
+    /** Whether every node of {@code e} is one the change engine evaluates as Spark does. */
+    static boolean engineEvaluates(Expression e) {
+        if (!ENGINE_EXPRESSIONS.contains(e.getClass())) {
+            return false;
+        }
+        for (Expression child : CollectionConverters.asJava(e.children())) {
+            if (!engineEvaluates(child)) {
+                return false;
+            }
+        }
+        return true;
     }
 
     /**
@@ -99,7 +135,7 @@ final class ChangeSpec {
             columns.add(a);
         }
         columns.addAll(names.computed);
-        return new Merge(spec, new Project(CollectionConverters.asScala(columns).toList(), source));
+        return new Merge(spec, new Project(CollectionConverters.asScala(columns).toList(), source), names.evaluable);
     }
 
     private static void addClauses(ArrayNode clauses, String when, List<MergeAction> actions, Names names,
@@ -175,7 +211,7 @@ final class ChangeSpec {
 
     /** {@code e} with every column qualified by its side ({@code TARGET} for the target's, else
      * {@code SOURCE}: the source's and the computed ones). */
-    private static Expression qualified(Expression e, AttributeSet target) {
+    static Expression qualified(Expression e, AttributeSet target) {
         return e.transform(new AbstractPartialFunction<Expression, Expression>() {
             @Override
             public boolean isDefinedAt(Expression x) {
@@ -196,6 +232,7 @@ final class ChangeSpec {
         final AttributeSet target;
         final AttributeSet source;
         final List<NamedExpression> computed = new ArrayList<>();
+        boolean evaluable = true;
 
         Names(AttributeSet target, AttributeSet source) {
             this.target = target;
@@ -210,7 +247,9 @@ final class ChangeSpec {
                         + "nor the source");
                 }
             }
-            return qualified(computeSourceParts(spelledOut(e)), target).sql();
+            Expression rest = computeSourceParts(spelledOut(e));
+            evaluable &= engineEvaluates(rest);
+            return qualified(rest, target).sql();
         }
 
         /** Largest sub-expressions that read source columns only, replaced by computed columns. */

@@ -144,21 +144,23 @@ final class MergeOutcome {
     }
 
     /** Delta's history parameters of a MERGE: the predicate and each clause's action and condition. */
-    static String parameters(MergeIntoTable m) {
+    static String parameters(LogicalRelation target, MergeIntoTable m) {
         com.fasterxml.jackson.databind.node.ObjectNode json =
             com.fasterxml.jackson.databind.node.JsonNodeFactory.instance.objectNode();
-        json.put("predicate", m.mergeCondition().sql());
-        clauses(json.putArray("matchedPredicates"), actions(m.matchedActions()));
-        clauses(json.putArray("notMatchedPredicates"), actions(m.notMatchedActions()));
-        clauses(json.putArray("notMatchedBySourcePredicates"), actions(m.notMatchedBySourceActions()));
+        org.apache.spark.sql.catalyst.expressions.AttributeSet t = target.outputSet();
+        json.put("predicate", ChangeSpec.historyText(m.mergeCondition(), t));
+        clauses(json.putArray("matchedPredicates"), actions(m.matchedActions()), t);
+        clauses(json.putArray("notMatchedPredicates"), actions(m.notMatchedActions()), t);
+        clauses(json.putArray("notMatchedBySourcePredicates"), actions(m.notMatchedBySourceActions()), t);
         return json.toString();
     }
 
-    private static void clauses(com.fasterxml.jackson.databind.node.ArrayNode into, List<MergeAction> actions) {
+    private static void clauses(com.fasterxml.jackson.databind.node.ArrayNode into, List<MergeAction> actions,
+                                org.apache.spark.sql.catalyst.expressions.AttributeSet target) {
         for (MergeAction a : actions) {
             com.fasterxml.jackson.databind.node.ObjectNode c = into.addObject();
             if (a.condition().isDefined()) {
-                c.put("predicate", a.condition().get().sql());
+                c.put("predicate", ChangeSpec.historyText(a.condition().get(), target));
             }
             c.put("actionType", op(a));
         }

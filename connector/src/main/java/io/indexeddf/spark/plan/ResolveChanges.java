@@ -138,18 +138,21 @@ public final class ResolveChanges extends Rule<LogicalPlan> {
                 CollectionConverters.asJava(u.assignments()));
         }
         MergeIntoTable m = (MergeIntoTable) p;
-        if (!MergeStars.evolves(session, m)) {
-            return SparkChange.merge(lr, m);
+        ChangeSpec.Merge merge;
+        if (MergeStars.evolves(session, m)) {
+            List<String> stars = MergeStars.of(m);
+            if (stars == null) {
+                throw IndexedDFException.option("MERGE WITH SCHEMA EVOLUTION into an indexeddf table: the analyzer "
+                    + "lost which clauses were written with *, so the columns to add are unknown; add the new "
+                    + "columns first (ALTER TABLE ... ADD COLUMNS), then MERGE");
+            }
+            merge = engineMerge(lr, m, stars);
+        } else {
+            merge = smallSource(m) ? engineMergeOrNull(lr, m) : null;
+            if (merge == null || !merge.evaluable) {
+                return SparkChange.merge(lr, m);
+            }
         }
-        List<String> stars = MergeStars.of(m);
-        if (stars == null) {
-            throw IndexedDFException.option("MERGE WITH SCHEMA EVOLUTION into an indexeddf table: the analyzer "
-                + "lost which clauses were written with *, so the columns to add are unknown; add the new "
-                + "columns first (ALTER TABLE ... ADD COLUMNS), then MERGE");
-        }
-        ChangeSpec.Merge merge = ChangeSpec.merge(lr, m.sourceTable(), m.mergeCondition(),
-            actions(m.matchedActions()), actions(m.notMatchedActions()), actions(m.notMatchedBySourceActions()),
-            stars);
         ChangeSpec spec = merge.spec;
         LogicalPlan rows = merge.sourceRows;
         // Where the Python commit leaves the change's metrics for the command's result row.
@@ -158,6 +161,38 @@ public final class ResolveChanges extends Rule<LogicalPlan> {
         ChangeWriter writer = new ChangeWriter(session, lr, spec.json(), rows.schema(), resultFile);
         LogicalRelation writable = lr.copy(writer, lr.output(), lr.catalogTable(), false, lr.stream());
         return new ChangeCommand(writable, rows, spec.operation(), resultFile);
+    }
+
+    /** The session conf: the largest source (Spark's estimate of its size) a MERGE runs through the
+     * Python change engine, which finds the target's rows through the index; -1: none. */
+    static final String ENGINE_MAX_SOURCE_BYTES = "spark.indexeddf.merge.engineMaxSourceBytes";
+
+    /**
+     * Whether a MERGE's source is small enough for the change engine: Spark's estimate of its
+     * size at most {@link #ENGINE_MAX_SOURCE_BYTES} (by default Spark's broadcast threshold: a
+     * source Spark would broadcast), and no NOT MATCHED BY SOURCE clause (which reads every
+     * target row anyway). A source Spark cannot size (a DataFrame made from local rows) is not.
+     */
+    private boolean smallSource(MergeIntoTable m) {
+        String v = session.conf().get(ENGINE_MAX_SOURCE_BYTES,
+            session.conf().get("spark.sql.autoBroadcastJoinThreshold", "10MB")).trim();
+        long max = v.startsWith("-") ? -1 : org.apache.spark.network.util.JavaUtils.byteStringAsBytes(v);
+        return max >= 0 && m.notMatchedBySourceActions().isEmpty()
+            && m.sourceTable().stats().sizeInBytes().compareTo(scala.math.BigInt.apply(max)) <= 0;
+    }
+
+    private static ChangeSpec.Merge engineMerge(LogicalRelation lr, MergeIntoTable m, List<String> stars) {
+        return ChangeSpec.merge(lr, m.sourceTable(), m.mergeCondition(), actions(m.matchedActions()),
+            actions(m.notMatchedActions()), actions(m.notMatchedBySourceActions()), stars);
+    }
+
+    /** The MERGE as the change engine takes it, or null where it cannot (Spark's plan takes it then). */
+    private static ChangeSpec.Merge engineMergeOrNull(LogicalRelation lr, MergeIntoTable m) {
+        try {
+            return engineMerge(lr, m, null);
+        } catch (IndexedDFException e) {
+            return null;
+        }
     }
 
     private static List<MergeAction> actions(scala.collection.immutable.Seq<MergeAction> seq) {

@@ -87,7 +87,7 @@ public final class SparkChange extends JavaCommand {
      */
     /** A MERGE of {@code m}'s source into {@code target} (the plan: {@link MergeOutcome}). */
     static SparkChange merge(LogicalRelation target, org.apache.spark.sql.catalyst.plans.logical.MergeIntoTable m) {
-        return new SparkChange(target, "MERGE", MergeOutcome.of(target, m), MergeOutcome.parameters(m));
+        return new SparkChange(target, "MERGE", MergeOutcome.of(target, m), MergeOutcome.parameters(target, m));
     }
 
     static SparkChange of(LogicalRelation target, String operation, Expression condition,

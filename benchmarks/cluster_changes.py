@@ -1,0 +1,204 @@
+"""Where a Spark SQL MERGE runs: the driver's share of the CPU, and the speed-up from one
+worker to two, on a standalone cluster on loopback.
+
+    python benchmarks/cluster_changes.py [--rows 2000000] [--buckets 32] [--source 200000]
+                                         [--workers 1,2] [--rounds 2] [--vectors]
+
+A master and one-core workers (2 GiB each) are started with pyspark's own ``bin/spark-class``
+(``tests/standalone_cluster.py``). Each round copies the table built by ``changes.py``'s
+``build`` (not timed) and runs, in a driver process of its own, the upsert ``changes.py``
+times (half the source's keys in the table, half new) as Spark SQL's ``MERGE INTO``. While
+it runs, every process's CPU time is sampled from ``/proc``: the driver's processes (its
+Python, its JVM and that JVM's Python workers) against the executors' (the workers' JVMs,
+the executor JVMs and their Python workers). Prints per worker count the MERGE's wall time,
+both CPU totals, the driver's share and the driver processes' largest resident memory.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+HERE = Path(__file__).parent
+sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(HERE.parent / "tests"))
+
+TICKS = os.sysconf("SC_CLK_TCK")
+SQL = ("MERGE INTO indexeddf.`{path}` AS t USING src AS s ON t.k = s.k "
+       "WHEN MATCHED THEN UPDATE SET * WHEN NOT MATCHED THEN INSERT *")
+
+
+def driver(url: str, table: str, source: str) -> None:
+    """One MERGE in this process, a driver of the cluster at ``url``: prints its wall time."""
+    from pyspark.sql import SparkSession
+
+    import indexeddf
+
+    builder = (SparkSession.builder.master(url).appName("indexeddf-cluster-merge")
+               .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
+               .config("spark.executor.memory", "1500m").config("spark.sql.session.timeZone", "UTC"))
+    spark = indexeddf.configure(builder).getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    assert indexeddf.register(spark) == indexeddf.spark.CONNECTOR
+    spark.read.parquet(source).createOrReplaceTempView("src")
+    print("start", flush=True)  # the parent counts CPU from here
+    t0 = time.perf_counter()
+    row = spark.sql(SQL.format(path=table)).collect()[0]
+    print(json.dumps({"seconds": time.perf_counter() - t0, "updated": row.num_updated_rows,
+                      "inserted": row.num_inserted_rows}), flush=True)
+    spark.stop()
+
+
+def _children() -> dict[int, list[int]]:
+    out: dict[int, list[int]] = {}
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                ppid = int(open(f"/proc/{d}/stat").read().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            out.setdefault(ppid, []).append(int(d))
+    return out
+
+
+def _tree(root: int, children: dict[int, list[int]]) -> list[int]:
+    out, todo = [], [root]
+    while todo:
+        pid = todo.pop()
+        out.append(pid)
+        todo += children.get(pid, [])
+    return out
+
+
+def _cpu_and_rss(pid: int) -> tuple[float, int] | None:
+    """A process's CPU seconds so far (its own and its waited-for children's) and its RSS."""
+    try:
+        fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+        rss = int(open(f"/proc/{pid}/statm").read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, IndexError, ValueError):
+        return None
+    return sum(int(x) for x in fields[11:15]) / TICKS, rss
+
+
+class Sampler(threading.Thread):
+    """Samples the CPU time of two process trees (the driver's, the workers') every 0.1 s:
+    the largest figure each process reached is its total (a process that ends between two
+    samples loses at most 0.1 s of its time)."""
+
+    def __init__(self, driver_pid: int, worker_pids: list[int]):
+        super().__init__(daemon=True)
+        self.driver_pid, self.worker_pids = driver_pid, worker_pids
+        self.cpu: dict[str, dict[int, float]] = {"driver": {}, "executors": {}}
+        self.peak_rss = 0
+        self.done = threading.Event()
+
+    def run(self) -> None:
+        while not self.done.is_set():
+            kids = _children()
+            for side, roots in (("driver", [self.driver_pid]), ("executors", self.worker_pids)):
+                for root in roots:
+                    for pid in _tree(root, kids):
+                        got = _cpu_and_rss(pid)
+                        if got is None:
+                            continue
+                        self.cpu[side][pid] = max(self.cpu[side].get(pid, 0.0), got[0])
+                        if side == "driver":
+                            self.peak_rss = max(self.peak_rss, got[1])
+            time.sleep(0.1)
+
+    def totals(self) -> dict[str, float]:
+        """CPU seconds of each side so far."""
+        time.sleep(0.15)  # one more sample
+        return {side: sum(v.values()) for side, v in self.cpu.items()}
+
+
+def one_round(url: str, env: dict, workers: list, table: Path, work: Path, src: Path) -> dict:
+    copy = work / "copy"
+    shutil.rmtree(copy, ignore_errors=True)
+    shutil.copytree(table, copy)
+    os.sync()
+    proc = subprocess.Popen([sys.executable, __file__, "--driver", url, str(copy), str(src)], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    sampler = Sampler(proc.pid, [w.pid for w in workers])
+    sampler.start()
+    lines = []
+    for line in proc.stdout:  # the MERGE's CPU: from the driver's "start" to its result
+        lines.append(line)
+        if line.strip() == "start":
+            before = sampler.totals()
+        elif line.startswith("{"):
+            after = sampler.totals()
+    err = proc.stderr.read()
+    proc.wait()
+    sampler.done.set()
+    sampler.join()
+    if proc.returncode:
+        raise SystemExit(err[-3000:])
+    out = "".join(lines)
+    cpu = {side: after[side] - before[side] for side in after}
+    result = json.loads(out.strip().splitlines()[-1])
+    return {**result, **cpu, "peak_rss": sampler.peak_rss}
+
+
+def main() -> None:
+    if len(sys.argv) > 1 and sys.argv[1] == "--driver":
+        driver(*sys.argv[2:5])
+        return
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--rows", type=int, default=2_000_000)
+    p.add_argument("--buckets", type=int, default=32)
+    p.add_argument("--source", type=int, default=200_000)
+    p.add_argument("--workers", default="1,2")
+    p.add_argument("--rounds", type=int, default=2)
+    p.add_argument("--vectors", action="store_true", help="the table has delta.enableDeletionVectors = true")
+    args = p.parse_args()
+
+    import pyarrow.parquet as pq
+    from changes import build, source
+    from standalone_cluster import standalone
+
+    from indexeddf import IndexedTable
+
+    work = Path(tempfile.mkdtemp(prefix="indexeddf-cluster-"))
+    table = work / "table"
+    build(table, args.rows, args.buckets)
+    if args.vectors:
+        IndexedTable.for_path(str(table)).set_properties({"delta.enableDeletionVectors": "true"})
+    src = work / "source.parquet"
+    pq.write_table(source(args.rows, args.source), src)
+    mode = "deletion vectors" if args.vectors else "copy on write"
+    print(f"Spark SQL MERGE INTO of {args.source:,} source rows into {args.rows:,} rows ({args.buckets} buckets, "
+          f"{mode}), standalone cluster of one-core workers, {args.rounds} rounds after a warm-up")
+    print(f"{'workers':>7} {'median s':>9} {'min..max s':>14} {'driver CPU s':>13} {'executors CPU s':>16} "
+          f"{'driver share':>13} {'driver peak RSS MiB':>20}")
+    medians = {}
+    for n in (int(w) for w in args.workers.split(",")):
+        folder = work / f"cluster-{n}"
+        folder.mkdir()
+        with standalone(folder, workers=n, cores=1, memory="2g") as (url, env, workers):
+            rounds = [one_round(url, env, workers, table, work, src) for _ in range(args.rounds + 1)][1:]
+        want = (args.source // 2, args.source - args.source // 2)
+        assert all((r["updated"], r["inserted"]) == want for r in rounds), rounds
+        secs = [r["seconds"] for r in rounds]
+        drv = statistics.median(r["driver"] for r in rounds)
+        exe = statistics.median(r["executors"] for r in rounds)
+        medians[n] = statistics.median(secs)
+        print(f"{n:>7} {medians[n]:>9.2f} {min(secs):>6.2f}..{max(secs):<6.2f} {drv:>13.1f} {exe:>16.1f} "
+              f"{drv / (drv + exe):>12.0%} {max(r['peak_rss'] for r in rounds) / 2**20:>20.0f}")
+    if len(medians) > 1:
+        lo, hi = min(medians), max(medians)
+        print(f"{lo} worker(s) / {hi} workers: {medians[lo] / medians[hi]:.2f}x")
+    shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
