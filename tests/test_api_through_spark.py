@@ -101,7 +101,7 @@ def test_merge_of_a_spark_source_is_spark_sql_and_takes_what_the_engine_refuses(
     # Delta's MERGE in the history, with its metrics: the ones the call returned.
     entry = IndexedTable.for_path(path).history(1)[0]
     assert entry.operation == "MERGE" and m["version"] == entry.version == 1 and t.version == 1
-    assert entry.parameters["predicate"] == "(t.k = s.k)"
+    assert entry.parameters["predicate"] == "(target.k = source.k)"  # Spark's text, named as the SQL path names them
     assert [c["actionType"] for c in entry.parameters["matchedPredicates"]] == ["update", "delete"]
     om = entry.metrics
     assert (m["num_source_rows"], m["num_target_rows_updated"], m["num_target_rows_deleted"],
