@@ -11,16 +11,32 @@ version for indexeddf, delta-rs and DuckDB, and a later MERGE works).
 from __future__ import annotations
 
 import os
+import queue
+import signal
+import subprocess
 import sys
+import threading
+import time
 import urllib.parse
+from pathlib import Path
 
+import duckdb
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pytest
 
 sys.path.insert(0, os.path.dirname(__file__))
 
+from oracles import duckdb_delta  # noqa: E402
+from standalone_cluster import executors  # noqa: E402
+
+import indexeddf  # noqa: E402
 from indexeddf import IndexedTable  # noqa: E402
+
+WORKER = str(Path(__file__).parent / "workers" / "cluster_change.py")
+MERGE = "MERGE INTO {table} AS t USING src AS s ON t.k = s.k WHEN MATCHED THEN UPDATE SET v = s.v WHEN NOT MATCHED THEN INSERT *"
+DELETE = "DELETE FROM {table} WHERE k % 5 = 0"
 
 
 def _vector_table(path: str, rows: int = 1000) -> IndexedTable:
@@ -57,3 +73,214 @@ def test_an_abort_after_the_commit_keeps_the_committed_deletion_vectors(tmp_path
     assert all(os.path.exists(os.path.join(path, p)) for p in message.written)
     assert after.to_arrow().num_rows == 1000 - len(ordinals)
     assert after.history()[0].operation == "DELETE"
+
+
+# -- real processes --------------------------------------------------------------------------
+def _table(path: str, rows: int, vectors: bool) -> IndexedTable:
+    """``k`` 0..rows-1 (the index column), ``v = k``: four appends of four buckets, so a
+    change touches sixteen files spread over Spark's eight write tasks."""
+    chunks = np.array_split(np.arange(rows, dtype=np.int64), 4)
+    t = IndexedTable.create(path, pa.table({"k": chunks[0], "v": chunks[0]}), index_columns=["k"], num_buckets=4,
+                            properties={"delta.enableDeletionVectors": str(vectors).lower()})
+    for c in chunks[1:]:
+        t.append(pa.table({"k": c, "v": c}))
+    return IndexedTable.for_path(path)
+
+
+def _on_disk(path: str) -> set[str]:
+    """The files a change writes and vacuum collects, as they are on disk: Parquet under
+    ``data/`` and ``_indexes/`` (not the index state), deletion vector files at the root."""
+    root = Path(path)
+    out = {str(p.relative_to(root)) for d in ("data", "_indexes") for p in (root / d).rglob("*.parquet")}
+    out = {p for p in out if not p.startswith("_indexes/_state/")}
+    return out | {p.name for p in root.glob("deletion_vector_*.bin")}
+
+
+def _paths(snapshot) -> set[str]:
+    """The data, deletion vector and index files one version reads."""
+    files = list(snapshot.files.values())
+    dvs = {a.deletionVector.relative_path for a in files if a.deletionVector is not None
+           and a.deletionVector.storageType == "u"}
+    return set(snapshot.files) | dvs | {f.path for e in snapshot.indexes.values() for f in e.files}
+
+
+def _named(path: str) -> set[str]:
+    """Every file some version of the table names."""
+    latest = IndexedTable.for_path(path).version
+    return set().union(*(_paths(IndexedTable.for_path(path, version=v).snapshot) for v in range(latest + 1)))
+
+
+def _rows(table: pa.Table) -> list[tuple]:
+    table = table.select(["k", "v"]).sort_by("k")
+    return list(zip(table["k"].to_pylist(), table["v"].to_pylist()))
+
+
+def _reference(before: pa.Table, statement: str, src: pa.Table) -> pa.Table:
+    """DuckDB's answer to a statement of this file on ``before``'s rows."""
+    con = duckdb.connect()
+    con.register("before_rows", before.select(["k", "v"]))
+    con.register("src", src)
+    if statement == MERGE:
+        return con.execute("SELECT k, coalesce(s.v, t.v) AS v FROM before_rows t FULL OUTER JOIN src s USING (k)").to_arrow_table()
+    assert statement == DELETE
+    return con.execute("SELECT k, v FROM before_rows WHERE k % 5 <> 0").to_arrow_table()
+
+
+def _source(start: int, end: int, step: int) -> pa.Table:
+    k = np.arange(start, end, step, dtype=np.int64)
+    return pa.table({"k": k, "v": k * 10 + 1})
+
+
+def _check_version(path: str, version: int, expected: pa.Table) -> None:
+    """The version's rows, by indexeddf (once each: no key twice) and by DuckDB's reader of the log."""
+    got = IndexedTable.for_path(path, version=version).to_arrow(columns=["k", "v"])
+    assert got.num_rows == pc.count_distinct(got["k"]).as_py()
+    assert _rows(got) == _rows(expected)
+    latest = IndexedTable.for_path(path).version
+    if version == latest:
+        assert _rows(duckdb_delta().execute(f"SELECT k, v FROM delta_scan('{path}')").to_arrow_table()) == _rows(expected)
+
+
+def _vacuum_leaves_the_live_files(path: str, expected: pa.Table) -> set[str]:
+    """Vacuum with no retention: what is left on disk is exactly what the newest version
+    reads, and it still reads right. The files it removed that no version ever named."""
+    orphans = _on_disk(path) - _named(path)
+    t = IndexedTable.for_path(path)
+    t.vacuum(retention_hours=0, enforce_retention=False)
+    assert _on_disk(path) == _paths(t.snapshot)
+    _check_version(path, t.version, expected)
+    return orphans
+
+
+class _Lines:
+    """A process's stdout lines, read by a thread so that a wait can time out."""
+
+    def __init__(self, stream):
+        self.q: queue.Queue = queue.Queue()
+        threading.Thread(target=lambda: [self.q.put(line) for line in stream], daemon=True).start()
+
+    def wait_for(self, prefix: str | tuple[str, ...], timeout: float) -> str:
+        deadline = time.monotonic() + timeout
+        while True:
+            line = self.q.get(timeout=max(0.1, deadline - time.monotonic())).strip()
+            if line.startswith(prefix):
+                return line
+
+
+def _when_files_appear(path: str, known: set[str], timeout: float) -> set[str]:
+    """The change's first files on disk (its tasks are writing), polled every 20 ms."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        new = _on_disk(path) - known
+        if new:
+            return new
+        time.sleep(0.02)
+    raise AssertionError("the change wrote no file in time")
+
+
+@pytest.mark.spark
+@pytest.mark.slow
+def test_a_change_survives_lost_executors(cluster, tmp_path):
+    """A MERGE and then a DELETE (deletion vectors: each task writes its rows' files and
+    one DV file) on the standalone cluster, every executor (MERGE) or one (DELETE)
+    SIGKILLed as soon as the statement's first file is on disk: Spark reruns the lost tasks on new executors, the
+    version equals DuckDB's answer with every key once (a lost attempt's files are never
+    committed beside its rerun's), or the statement fails and nothing is committed; the
+    lost attempts' files are orphans that vacuum removes, never the committed ones."""
+    url, env = cluster
+    path = str(tmp_path / "t")
+    rows, src = 16_000, (0, 19_000, 3)
+    t = _table(path, rows, vectors=True)
+    versions, expected = [t.version], [t.to_arrow(columns=["k", "v"])]
+    err = open(tmp_path / "driver.err", "w")
+    driver = subprocess.Popen([sys.executable, WORKER, url, path, *map(str, src), "0", MERGE, DELETE],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err, text=True, env=env)
+    out = _Lines(driver.stdout)
+    try:
+        for i, statement in enumerate((MERGE, DELETE)):
+            known = _on_disk(path)
+            driver.stdin.write("go\n")
+            driver.stdin.flush()
+            out.wait_for(f"running {i}", 120)
+            _when_files_appear(path, known, 120)
+            victims = executors(env["SPARK_WORKER_DIR"])
+            assert victims, "no executor of this cluster runs the change"
+            victims = victims if statement == MERGE else victims[:1]  # every attempt running, or one executor
+            for pid in victims:
+                os.kill(pid, signal.SIGKILL)
+            line = out.wait_for((f"done {i}", f"failed {i}"), 240)
+            now = IndexedTable.for_path(path)
+            if line.startswith(f"done {i}"):  # Spark reran the lost tasks: one commit, the right rows
+                assert now.version == versions[-1] + 1
+                expected.append(_reference(expected[-1], statement, _source(*src)))
+                versions.append(now.version)
+            else:  # the statement failed as a whole: nothing committed
+                assert now.version == versions[-1], line
+            for v, e in zip(versions, expected):
+                _check_version(path, v, e)
+        driver.stdin.close()
+        assert driver.wait(timeout=120) == 0
+    finally:
+        if driver.poll() is None:
+            driver.kill()
+        err.close()
+    assert len(versions) == 3, (tmp_path / "driver.err").read_text()[-3000:]  # both statements survived
+    _vacuum_leaves_the_live_files(path, expected[-1])
+
+
+def _gone(group: int, timeout: float) -> None:
+    """Wait until no process of the process group is left (the driver's JVM and its Python workers)."""
+    deadline = time.monotonic() + timeout
+    while subprocess.run(["pgrep", "-g", str(group)], capture_output=True).returncode == 0:
+        assert time.monotonic() < deadline, "the killed driver's processes are still running"
+        time.sleep(0.1)
+
+
+@pytest.mark.spark
+@pytest.mark.slow
+def test_a_change_whose_driver_dies_leaves_the_table_as_it_was(spark, tmp_path):
+    """A MERGE (copy on write) from a slow Python source, its driver process (the Python
+    program, its JVM and its workers, local mode) SIGKILLed once its tasks have files on
+    disk: nothing is committed, so indexeddf, delta-rs and DuckDB read the version before
+    it; a later MERGE commits on top; vacuum removes the dead change's files."""
+    import deltalake
+
+    path = str(tmp_path / "t")
+    rows, src = 16_000, (0, 19_000, 3)
+    t = _table(path, rows, vectors=False)
+    before = t.to_arrow(columns=["k", "v"])
+    known = _on_disk(path)
+    err = open(tmp_path / "driver.err", "w")
+    driver = subprocess.Popen([sys.executable, WORKER, "local[2]", path, *map(str, src), "1", MERGE],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err, text=True,
+                              env=dict(os.environ, PYSPARK_PYTHON=sys.executable), start_new_session=True)
+    try:
+        driver.stdin.write("go\n")
+        driver.stdin.flush()
+        out = _Lines(driver.stdout)
+        out.wait_for("running 0", 180)
+        new = _when_files_appear(path, known, 180)
+        os.killpg(driver.pid, signal.SIGKILL)
+        driver.wait(timeout=30)
+        _gone(driver.pid, 60)
+    finally:
+        if driver.poll() is None:
+            os.killpg(driver.pid, signal.SIGKILL)
+        err.close()
+    assert out.q.empty() or not any(line.startswith("done") for line in list(out.q.queue))
+    after = IndexedTable.for_path(path)
+    assert after.version == t.version  # nothing of the change in the log
+    _check_version(path, t.version, before)
+    assert _rows(deltalake.DeltaTable(path).to_pyarrow_table(columns=["k", "v"])) == _rows(before)
+    left = _on_disk(path) - _named(path)
+    assert new <= left  # its tasks' files, named by no version
+
+    later = (1, 20_000, 4)
+    indexeddf.register(spark)
+    spark.createDataFrame(_source(*later)).createOrReplaceTempView("src")
+    spark.sql(MERGE.format(table=f"indexeddf.`{path}`")).collect()
+    expected = _reference(before, MERGE, _source(*later))
+    assert IndexedTable.for_path(path).version == t.version + 1
+    _check_version(path, t.version + 1, expected)
+    assert _rows(deltalake.DeltaTable(path).to_pyarrow_table(columns=["k", "v"])) == _rows(expected)
+    assert left <= _vacuum_leaves_the_live_files(path, expected)
