@@ -23,11 +23,23 @@ def spark_home() -> Path:
     return Path(pyspark.__file__).parent
 
 
-def executors() -> list[int]:
-    """Pids of the executor JVMs running on this machine."""
+def executors(worker_dir: str | None = None) -> list[int]:
+    """Pids of the executor JVMs running on this machine; with ``worker_dir`` (the
+    cluster's ``SPARK_WORKER_DIR``), only that cluster's (a worker starts each executor
+    in a folder below it), never another cluster's on the same machine."""
     # pgrep reads /proc: ps would cut the JVM's long command line before the class name
     out = subprocess.run(["pgrep", "-f", "CoarseGrainedExecutorBackend"], capture_output=True, text=True).stdout
-    return [int(pid) for pid in out.split()]
+    pids = [int(pid) for pid in out.split()]
+    if worker_dir is None:
+        return pids
+    mine = []
+    for pid in pids:
+        try:
+            if os.readlink(f"/proc/{pid}/cwd").startswith(os.path.realpath(worker_dir) + os.sep):
+                mine.append(pid)
+        except OSError:  # gone meanwhile, or not ours to inspect
+            continue
+    return mine
 
 
 @contextlib.contextmanager

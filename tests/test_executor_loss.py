@@ -31,11 +31,11 @@ def test_a_write_survives_a_lost_executor(cluster, tmp_path):
                               stderr=subprocess.PIPE, text=True, env=env)
     assert driver.stdout.readline().strip() == "writing"
     deadline = time.monotonic() + 120
-    while len(executors()) < 2:
+    while len(executors(env["SPARK_WORKER_DIR"])) < 2:
         assert time.monotonic() < deadline, "no executors came up"
         time.sleep(0.2)
     time.sleep(4)  # the first tasks are sleeping inside their partitions
-    victim = executors()[0]
+    victim = executors(env["SPARK_WORKER_DIR"])[0]
     os.kill(victim, signal.SIGKILL)
     out, err = driver.communicate(timeout=300)
     assert driver.returncode == 0, err[-3000:]

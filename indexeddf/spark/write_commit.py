@@ -151,9 +151,11 @@ def _commit_existing(base: Snapshot, action: str, new_metadata: Metadata | None,
 def delete_uncommitted(storage: TableStorage, paths: list[str]) -> None:
     """Delete the files of a write that did not commit.
 
-    If the log references any of its data files (live or removed), the write did commit
-    (and something failed afterwards): then nothing is deleted, so committed data and
-    the index files older versions need are never lost.
+    If the log references any of its data files or deletion vector files (live or
+    removed), the write did commit (and something failed afterwards, e.g. Spark aborts a
+    write whose commit raised after the log entry landed): then nothing is deleted, so
+    committed data, deletion vectors and the index files older versions need are never
+    lost. A change that only deletes rows writes deletion vector files and no data file.
     """
     if not paths:
         return
@@ -163,8 +165,17 @@ def delete_uncommitted(storage: TableStorage, paths: list[str]) -> None:
         return  # cannot tell what is committed: leave the files (vacuum removes orphans)
     if snap is not None and any(p in snap.files or p in snap.tombstones for p in paths):
         return
+    if snap is not None and set(paths) & _vector_files(snap):
+        return
     for rel in paths:
         storage.delete(rel)
+
+
+def _vector_files(snap: Snapshot) -> set[str]:
+    """The deletion vector files (``u`` descriptors) of a snapshot's live and removed files."""
+    files = list(snap.files.values()) + list(snap.tombstones.values())
+    return {a.deletionVector.relative_path for a in files
+            if a.deletionVector is not None and a.deletionVector.storageType == "u"}
 
 
 def _manifest_paths(storage: TableStorage, write_id: str) -> tuple[list[str], list[str]]:
