@@ -93,16 +93,21 @@ public final class PythonWriter {
      * nullable there): what Spark records in the catalog entry of a table that
      * {@code CREATE TABLE ... AS SELECT} or {@code saveAsTable} creates. The frame's schema
      * would make the entry say {@code NOT NULL} where the table does not. Column comments are
-     * kept, column mapping's field metadata is not. Without a table (nothing committed), the
+     * kept, column mapping's field metadata is not. Without a table the connector reads (nothing committed, or a store with no Hadoop file system), the
      * frame's schema with every column nullable.
      */
     private static StructType writtenSchema(String path, org.apache.spark.sql.classic.SparkSession session,
                                             StructType data) {
         Configuration conf = session.sessionState().newHadoopConf();
         StructType table = null;
-        if (tableExists(path, conf)) {
-            table = ColumnMapping.tableSchema(
-                io.indexeddf.log.DeltaLog.open(TableRelation.tableRoot(path, conf), conf).snapshot(null));
+        try {
+            if (tableExists(path, conf)) {
+                table = ColumnMapping.tableSchema(
+                    io.indexeddf.log.DeltaLog.open(TableRelation.tableRoot(path, conf), conf).snapshot(null));
+            }
+        } catch (IndexedDFException e) {
+            // A table the connector cannot read (no Hadoop file system for its store: the
+            // Python writer reached it through fsspec): the frame's schema, all nullable.
         }
         StructType schema = table != null ? table : data;
         org.apache.spark.sql.types.StructField[] out = new org.apache.spark.sql.types.StructField[schema.size()];

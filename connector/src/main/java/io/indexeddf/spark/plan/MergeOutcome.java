@@ -182,7 +182,7 @@ final class MergeOutcome {
         if (k.size() != keys.size() || snapshot.numBuckets() <= 0) {
             return Literal.create(0, DataTypes.IntegerType);
         }
-        return new Pmod(new Murmur3Hash(CollectionConverters.asScala(k).toList(), 42),
+        return new Pmod(new Murmur3Hash(CollectionConverters.asScala(k).toList(), io.indexeddf.log.Spec.BUCKET_SEED),
             Literal.create(snapshot.numBuckets(), DataTypes.IntegerType));
     }
 
