@@ -43,8 +43,9 @@ import scala.collection.immutable.Seq;
 import scala.jdk.javaapi.CollectionConverters;
 
 /**
- * {@code DELETE FROM} and {@code UPDATE ... SET} on an indexeddf table, planned and evaluated
- * by Spark (docs/spark-tables.md): the command builds a Spark plan over the connector's
+ * {@code DELETE FROM}, {@code UPDATE ... SET} and {@code MERGE INTO} on an indexeddf table, planned
+ * and evaluated by Spark (docs/spark-tables.md; a MERGE's join: {@link MergeOutcome}): the
+ * command builds a Spark plan over the connector's
  * relation at the version the statement resolved, with Spark's {@code _metadata.file_path}
  * and {@code _metadata.row_index} of every row the condition (Catalyst's own evaluation, so
  * any function, UDF or subquery works) selects, and for UPDATE the new values of each such row
@@ -52,8 +53,8 @@ import scala.jdk.javaapi.CollectionConverters;
  * holds every changed row of a file, and written by the Python data source's tasks
  * ({@code indexeddf/spark/apply.py}): each writes its files' deletion vectors, or copies their
  * kept rows into new files, and the updated rows as new bucketed files with their index
- * entries. The driver commits once, on the version read. The result row is Delta's
- * ({@code num_affected_rows}).
+ * entries (and a MERGE's inserts). The driver commits once, on the version read. The result row
+ * is Delta's ({@code num_affected_rows}, and a MERGE's counts).
  */
 public final class SparkChange extends JavaCommand {
     private static final long serialVersionUID = 1L;
@@ -81,15 +82,15 @@ public final class SparkChange extends JavaCommand {
         this.parameters = parameters;
     }
 
-    /**
-     * A DELETE ({@code assignments} null) or an UPDATE of {@code target}, the rows where
-     * {@code condition} holds (null: every row).
-     */
     /** A MERGE of {@code m}'s source into {@code target} (the plan: {@link MergeOutcome}). */
     static SparkChange merge(LogicalRelation target, org.apache.spark.sql.catalyst.plans.logical.MergeIntoTable m) {
         return new SparkChange(target, "MERGE", MergeOutcome.of(target, m), MergeOutcome.parameters(target, m));
     }
 
+    /**
+     * A DELETE ({@code assignments} null) or an UPDATE of {@code target}, the rows where
+     * {@code condition} holds (null: every row).
+     */
     static SparkChange of(LogicalRelation target, String operation, Expression condition,
                           List<Assignment> assignments) {
         ObjectNode parameters = JsonNodeFactory.instance.objectNode();
