@@ -10,6 +10,7 @@ delta extension reading the log.
 from __future__ import annotations
 
 import os
+import re
 import sys
 
 import pyarrow as pa
@@ -363,3 +364,66 @@ def test_a_small_source_runs_through_the_index_and_equals_sparks_plan(registered
              "WHEN NOT MATCHED AND s.k > 1000 THEN INSERT VALUES (s.k, s.v, s.s)",
              rows(list(range(0, 400, 37)) + [1000, 1001], 5, "n"))
     assert tables[0] == tables[1] == ordered(duck.rows())
+
+
+def scans_of(spark, statement: str, path: str) -> tuple[int, set[str]]:
+    """Runs ``statement``; returns how many file scans of the table at ``path`` the physical
+    plans Spark ran for it hold (its SQL executions, from the session's status store: the
+    change's outcome plan is one of them), and all their operators."""
+    store = spark._jsparkSession.sharedState().statusStore()
+    before = store.executionsList().size()
+    run_sql(spark, statement)
+    runs = store.executionsList()
+    plans = [runs.apply(i).physicalPlanDescription() for i in range(before, runs.size())]
+    nodes = {m.group(1).strip() for d in plans for m in re.finditer(r"^\(\d+\) (\S+(?: \S+)?)", d, re.M)}
+    details = [part for d in plans for part in re.split(r"\n(?=\(\d+\) )", d)]
+    return sum(1 for part in details if re.match(r"\(\d+\) Scan parquet", part) and path in part), nodes
+
+
+@pytest.mark.parametrize("vectors", [False, True])
+def test_a_change_of_few_keys_reads_its_target_rows_through_the_index(registered, tmp_path, conf, vectors):
+    """DELETE and UPDATE whose condition fixes the index column, and a MERGE with a small source
+    on it (through Spark's plan, with a Python UDF the change engine cannot evaluate), read the
+    target's rows through the index: the row groups that hold the keys, each row with its file
+    and ordinal (Spark's ``_metadata``), and no scan of the table's files; the table equals
+    DuckDB's after each statement."""
+    spark = registered
+    path = str(tmp_path / "t")
+    first = rows(list(range(0, 6000, 2)))
+    IndexedTable.create(path, first, ["k"], num_buckets=4,
+                        properties={"delta.enableDeletionVectors": str(vectors).lower(),
+                                    "indexeddf.targetRowGroupBytes": "2048"})
+    spark.udf.register("plus_one", lambda x: None if x is None else x + 1, "bigint")
+    conf("spark.indexeddf.merge.engineMaxSourceBytes", "-1")
+    source = rows([4, 10, 3000, 5998, 7001, 7003], 50, "m")
+    spark_rows(spark, source).write.parquet(str(tmp_path / "src"))  # a source Spark knows is small
+    spark.read.parquet(str(tmp_path / "src")).createOrReplaceTempView("few_src")
+    name = f"indexeddf.`{path}`"
+    duck = Duck(first)
+    statements = [
+        (f"DELETE FROM {name} WHERE k IN (2, 8, 4000) OR k = 5000", "DELETE FROM target WHERE k IN (2, 8, 4000, 5000)"),
+        (f"UPDATE {name} SET v = v * 3, s = upper(s) WHERE k = 12 OR k IN (100, 104)",
+         "UPDATE target SET v = v * 3, s = upper(s) WHERE k = 12 OR k IN (100, 104)"),
+        (f"MERGE INTO {name} t USING few_src s ON t.k = s.k WHEN MATCHED AND s.k < 5000 THEN UPDATE SET v = plus_one(s.v) "
+         "WHEN MATCHED THEN DELETE WHEN NOT MATCHED THEN INSERT *",
+         "MERGE INTO target t USING source_rows s ON t.k = s.k WHEN MATCHED AND s.k < 5000 THEN UPDATE SET v = s.v + 1 "
+         "WHEN MATCHED THEN DELETE WHEN NOT MATCHED THEN INSERT VALUES (s.k, s.v, s.s)"),
+    ]
+    for ours, theirs in statements:
+        scans, nodes = scans_of(spark, ours, path)
+        assert scans == 0 and nodes & {"LocalTableScan", "Scan ExistingRDD"}, (ours, nodes)
+        duck.run(theirs, source)
+        assert ordered(IndexedTable.for_path(path).to_arrow()) == ordered(duck.rows()), ours
+    theirs = duckdb_delta().execute(f"SELECT * FROM delta_scan('{path}')").to_arrow_table()
+    assert ordered(theirs) == ordered(duck.rows())
+    # A condition off the index reads the table as Spark scans it: the same rows change.
+    scans, _ = scans_of(spark, f"DELETE FROM {name} WHERE v = 33", path)
+    duck.run("DELETE FROM target WHERE v = 33")
+    assert scans == 1 and ordered(IndexedTable.for_path(path).to_arrow()) == ordered(duck.rows())
+    # A query of _metadata through the index gives what Spark's own scan gives.
+    keys = "k IN (4, 10, 600, 3000, 5998, 7001)"
+    query = f"SELECT k, _metadata.file_path, _metadata.file_name, _metadata.file_size, _metadata.row_index FROM {name}"
+    through_index = sorted(spark.sql(f"{query} WHERE {keys}").collect())
+    conf("spark.indexeddf.driverLookup.enabled", "false")
+    conf("spark.indexeddf.lookupTasks.enabled", "false")
+    assert through_index == sorted(spark.sql(f"{query} WHERE {keys}").collect()) and len(through_index) == 5

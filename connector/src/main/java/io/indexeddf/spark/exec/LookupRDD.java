@@ -29,10 +29,11 @@ public final class LookupRDD extends RDD<InternalRow> {
     private final RowGroupReader groupReader;
     private final Function1<PartitionedFile, Iterator<InternalRow>> scanReader;
     private final Expression bound;
+    private final RowMetadata meta;
 
     public LookupRDD(SparkContext sc, LookupReader.Pieces pieces, int numPartitions,
               RowGroupReader groupReader,
-              Function1<PartitionedFile, Iterator<InternalRow>> scanReader, Expression bound) {
+              Function1<PartitionedFile, Iterator<InternalRow>> scanReader, Expression bound, RowMetadata meta) {
         super(sc, CollectionConverters.asScala(new ArrayList<org.apache.spark.Dependency<?>>()).toList(),
             ClassTag$.MODULE$.apply(InternalRow.class));
         List<LookupReader.Piece> all = new ArrayList<>(pieces.rowGroups);
@@ -41,6 +42,7 @@ public final class LookupRDD extends RDD<InternalRow> {
         this.groupReader = groupReader;
         this.scanReader = scanReader;
         this.bound = bound;
+        this.meta = meta;
     }
 
     /** {@code pieces} dealt to at most {@code numPartitions} partitions by bytes, the biggest first, each to the lightest. */
@@ -68,16 +70,17 @@ public final class LookupRDD extends RDD<InternalRow> {
 
     @Override
     public Iterator<InternalRow> compute(Partition split, TaskContext context) {
-        return rows(parts.get(split.index()).iterator(), groupReader, scanReader, bound);
+        return rows(parts.get(split.index()).iterator(), groupReader, scanReader, bound, meta);
     }
 
     /**
      * The rows of {@code pieces} that satisfy {@code bound}: row groups through {@code groupReader},
      * whole files (hybrid scan) through {@code scanReader}; one piece's rows at a time (a row
-     * group's at most).
+     * group's at most). With {@code meta} (row groups only), each row has its {@code _metadata}.
      */
     static Iterator<InternalRow> rows(java.util.Iterator<LookupReader.Piece> pieces, RowGroupReader groupReader,
-                                      Function1<PartitionedFile, Iterator<InternalRow>> scanReader, Expression bound) {
+                                      Function1<PartitionedFile, Iterator<InternalRow>> scanReader, Expression bound,
+                                      RowMetadata meta) {
         return CollectionConverters.asScala(new java.util.Iterator<InternalRow>() {
             private java.util.Iterator<InternalRow> current = java.util.Collections.emptyIterator();
 
@@ -88,7 +91,7 @@ public final class LookupRDD extends RDD<InternalRow> {
                     try {
                         current = (p.groups == null ? LookupReader.matching(scanReader.apply(p.split()), bound,
                                 Partitions.Filler.of(p.partitionValues, groupReader.required()))
-                            : LookupReader.readGroups(groupReader, p, bound)).iterator();
+                            : LookupReader.readGroups(groupReader, p, bound, meta)).iterator();
                     } catch (java.io.IOException e) {
                         throw new java.io.UncheckedIOException(e);
                     }

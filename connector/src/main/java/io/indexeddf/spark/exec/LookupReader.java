@@ -55,6 +55,8 @@ public final class LookupReader {
         final int[] groups;
         /** Offsets of the candidate rows among the rows of {@code groups}, ascending; null with {@code groups}. */
         final long[] wanted;
+        /** The candidate rows' ordinals in the file (one for each of {@code wanted}); null with {@code groups}. */
+        final long[] ordinals;
         /** Bytes to read. */
         final long length;
         /** The file's deletion vector, or null: its rows are dropped from candidates and scans. */
@@ -62,13 +64,14 @@ public final class LookupReader {
         /** The file's partition values ({@code add.partitionValues}; empty when unpartitioned): its rows get them. */
         final Map<String, String> partitionValues;
 
-        private Piece(String path, long fileSize, long modificationTime, int[] groups, long[] wanted, long length,
-                      DeletionVectorDescriptor dv, Map<String, String> partitionValues) {
+        private Piece(String path, long fileSize, long modificationTime, int[] groups, long[] wanted, long[] ordinals,
+                      long length, DeletionVectorDescriptor dv, Map<String, String> partitionValues) {
             this.path = path;
             this.fileSize = fileSize;
             this.modificationTime = modificationTime;
             this.groups = groups;
             this.wanted = wanted;
+            this.ordinals = ordinals;
             this.length = length;
             this.dv = dv;
             this.partitionValues = partitionValues;
@@ -76,8 +79,8 @@ public final class LookupReader {
 
         /** The whole live file {@code a} (a hybrid scan's piece, and what tasks that probe are told of a file). */
         static Piece whole(AddFile a) {
-            return new Piece(DeltaPaths.uri(a.location), a.size, a.modificationTime, null, null, a.size, a.deletionVector,
-                a.partitionValues);
+            return new Piece(DeltaPaths.uri(a.location), a.size, a.modificationTime, null, null, null, a.size,
+                a.deletionVector, a.partitionValues);
         }
 
         /** Where Hadoop reads the file. */
@@ -85,9 +88,9 @@ public final class LookupReader {
             return DeltaPaths.fromUri(path);
         }
 
-        /** Row groups {@code groups} of this whole file, with the rows at offsets {@code wanted} of them. */
-        Piece rows(int[] groups, long[] wanted, long length) {
-            return new Piece(path, fileSize, modificationTime, groups, wanted, length, dv, partitionValues);
+        /** Row groups {@code groups} of this whole file, with the rows at offsets {@code wanted} of them (file ordinals {@code ordinals}). */
+        Piece rows(int[] groups, long[] wanted, long[] ordinals, long length) {
+            return new Piece(path, fileSize, modificationTime, groups, wanted, ordinals, length, dv, partitionValues);
         }
 
         /** The whole file as Spark's readers take a split (with its DV, for {@link DeletionVectorFormat}). */
@@ -170,6 +173,7 @@ public final class LookupReader {
     private static void addPieces(Pieces out, Piece file, ParquetRows.Footer footer, int[] rows) {
         long[] wanted = new long[rows.length];
         int i = 0;
+        int start = 0;  // the piece's first row in rows
         while (i < rows.length) {
             int[] ids = new int[GROUPS_PER_PIECE];
             int groups = 0;
@@ -187,8 +191,13 @@ public final class LookupReader {
                 base += end - first;
                 bytes += footer.byteLength[g];
             }
+            long[] ordinals = new long[count];
+            for (int r = 0; r < count; r++) {
+                ordinals[r] = rows[start + r];
+            }
+            start = i;
             out.rowGroups.add(file.rows(java.util.Arrays.copyOf(ids, groups), java.util.Arrays.copyOf(wanted, count),
-                bytes));
+                ordinals, bytes));
             out.groupCount += groups;
             out.candidateRows += count;
             out.bytes += bytes;
@@ -202,13 +211,14 @@ public final class LookupReader {
      */
     public static List<InternalRow> readHere(SparkSession session, Pieces pieces, RowGroupReader groupReader,
                                       StructType schema, StructType required, Expression condition,
-                                      List<Attribute> output, Configuration conf, long maxRows) throws IOException {
+                                      List<Attribute> output, RowMetadata meta, Configuration conf, long maxRows)
+            throws IOException {
         Expression bound = bound(condition, output);
         Function1<PartitionedFile, Iterator<InternalRow>> scanReader =
             pieces.scans.isEmpty() ? null : scanReader(session, schema, required, condition, conf, pieces.dvScans);
         List<java.util.concurrent.Callable<List<InternalRow>>> reads = new ArrayList<>();
         for (Piece p : pieces.rowGroups) {
-            reads.add(() -> readGroups(groupReader, p, bound));
+            reads.add(() -> readGroups(groupReader, p, bound, meta));
         }
         for (Piece p : pieces.scans) {
             reads.add(() -> matching(scanReader.apply(p.split()), bound, Partitions.Filler.of(p.partitionValues, required)));
@@ -225,16 +235,21 @@ public final class LookupReader {
 
     /**
      * The candidate rows of a piece of row groups that satisfy {@code bound}, copied (with the
-     * file's partition values: the condition may name partition columns).
+     * file's partition values: the condition may name partition columns), and with
+     * {@code meta} (or null) the {@code _metadata} column after the data columns.
      */
-    static List<InternalRow> readGroups(RowGroupReader reader, Piece p, Expression bound) throws IOException {
+    static List<InternalRow> readGroups(RowGroupReader reader, Piece p, Expression bound, RowMetadata meta)
+            throws IOException {
         BasePredicate predicate = predicate(bound);
         Partitions.Filler fill = Partitions.Filler.of(p.partitionValues, reader.required());
+        PartitionedFile file = meta == null ? null : p.split();
         List<InternalRow> out = new ArrayList<>();
+        int[] next = {0};  // the reader gives exactly the wanted rows, in order
         reader.read(p.location(), p.fileSize, p.groups, p.wanted, row -> {
+            long ordinal = p.ordinals[next[0]++];
             InternalRow r = fill == null ? row : fill.apply(row);
             if (predicate.eval(r)) {
-                out.add(fill == null ? row.copy() : r);
+                out.add(meta != null ? meta.append(r, file, ordinal) : fill == null ? row.copy() : r);
             }
         });
         return out;

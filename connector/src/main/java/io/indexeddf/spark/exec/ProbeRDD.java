@@ -56,11 +56,12 @@ public final class ProbeRDD extends RDD<InternalRow> {
     private final RowGroupReader groupReader;
     private final Function1<PartitionedFile, Iterator<InternalRow>> scanReader;
     private final Expression bound;
+    private final RowMetadata meta;
 
     public ProbeRDD(SparkContext sc, List<Share> shares, List<List<LookupReader.Piece>> scans,
              Function1<PartitionedFile, Iterator<InternalRow>> entryReader, long cacheMaxBytes,
              RowGroupReader groupReader, Function1<PartitionedFile, Iterator<InternalRow>> scanReader,
-             Expression bound) {
+             Expression bound, RowMetadata meta) {
         super(sc, CollectionConverters.asScala(new ArrayList<org.apache.spark.Dependency<?>>()).toList(),
             ClassTag$.MODULE$.apply(InternalRow.class));
         this.shares = shares;
@@ -70,6 +71,7 @@ public final class ProbeRDD extends RDD<InternalRow> {
         this.groupReader = groupReader;
         this.scanReader = scanReader;
         this.bound = bound;
+        this.meta = meta;
     }
 
     /**
@@ -141,10 +143,10 @@ public final class ProbeRDD extends RDD<InternalRow> {
     public Iterator<InternalRow> compute(Partition split, TaskContext context) {
         int i = split.index();
         if (i >= shares.size()) {
-            return LookupRDD.rows(scans.get(i - shares.size()).iterator(), groupReader, scanReader, bound);
+            return LookupRDD.rows(scans.get(i - shares.size()).iterator(), groupReader, scanReader, bound, meta);
         }
         try {
-            return LookupRDD.rows(candidates(shares.get(i)).iterator(), groupReader, scanReader, bound);
+            return LookupRDD.rows(candidates(shares.get(i)).iterator(), groupReader, scanReader, bound, meta);
         } catch (IOException e) {
             throw new java.io.UncheckedIOException(e);
         }

@@ -9,6 +9,7 @@ import io.indexeddf.spark.exec.LookupRDD;
 import io.indexeddf.spark.exec.LookupReader;
 import io.indexeddf.spark.exec.ProbeRDD;
 import io.indexeddf.spark.exec.RowGroupReader;
+import io.indexeddf.spark.exec.RowMetadata;
 import io.indexeddf.spark.exec.SnapshotFileIndex;
 import io.indexeddf.spark.exec.TableRelation;
 import java.io.FileNotFoundException;
@@ -83,8 +84,7 @@ public final class DriverLookup extends Rule<LogicalPlan> {
                 if (p instanceof Project) {
                     p = ((Project) p).child();  // a projection: read only the columns it and the filter use
                 }
-                return p instanceof Filter && snapshotOf(((Filter) p).child()) != null
-                    && !readsMetadata(((Filter) p).child());
+                return p instanceof Filter && snapshotOf(((Filter) p).child()) != null;
             }
 
             @Override
@@ -104,16 +104,16 @@ public final class DriverLookup extends Rule<LogicalPlan> {
     }
 
     /**
-     * Whether a relation gives Spark's {@code _metadata} column (a change names its rows by
-     * {@code _metadata.file_path} and {@code row_index}): rows a lookup answers have none.
+     * The relation's Spark {@code _metadata} column among {@code output}, or null (a change names
+     * its rows by {@code _metadata.file_path} and {@code row_index}).
      */
-    static boolean readsMetadata(LogicalPlan relation) {
-        for (Attribute a : CollectionConverters.asJava(relation.output())) {
+    static Attribute metadataColumn(List<Attribute> output) {
+        for (Attribute a : output) {
             if (org.apache.spark.sql.catalyst.expressions.FileSourceMetadataAttribute$.MODULE$.isValid(a.metadata())) {
-                return true;
+                return a;
             }
         }
-        return false;
+        return null;
     }
 
     /**
@@ -179,6 +179,15 @@ public final class DriverLookup extends Rule<LogicalPlan> {
         // filled from each file's partition values (LookupReader).
         StructType schema = io.indexeddf.spark.exec.Partitions.readable(rel.dataSchema(), snapshot);
         List<Attribute> output = new ArrayList<>(CollectionConverters.asJava(lr.output()));
+        // Spark's _metadata (a change's target rows name their file and ordinal by it): the
+        // lookup gives it after the data columns, from the file and the index's row ordinal.
+        Attribute metaColumn = metadataColumn(output);
+        if (metaColumn != null) {
+            output.remove(metaColumn);
+            if (condition.references().contains(metaColumn)) {
+                return null;
+            }
+        }
         if ((snapshot.indexes == null && snapshot.newestIndexes() == null) || output.size() != schema.size()) {
             return null;
         }
@@ -200,11 +209,19 @@ public final class DriverLookup extends Rule<LogicalPlan> {
                 required = required.add(schema.fields()[i]);
             }
         }
+        RowMetadata meta = null;
+        if (metaColumn != null && (project == null || project.references().contains(metaColumn))) {
+            meta = RowMetadata.of((StructType) metaColumn.dataType(), required);
+            if (meta == null || !plan.scan.isEmpty()) {
+                return null;  // unindexed files are Spark's to scan with their _metadata
+            }
+            read.add(metaColumn);
+        }
         Configuration hadoopConf = ((org.apache.spark.sql.classic.SparkSession) session).sessionState().newHadoopConf();
         boolean local = ((org.apache.spark.sql.classic.SparkSession) session).sparkContext().isLocal();
         try {
             if (plan.manyKeys && !(limits.rowCache && local && limits.driver)) {
-                return probeTasks(plan, snapshot, schema, required, condition, read, hadoopConf, limits);
+                return probeTasks(plan, snapshot, schema, required, condition, read, meta, hadoopConf, limits);
             }
             LookupReader.Pieces pieces = LookupReader.pieces(session, plan, snapshot, schema, hadoopConf, limits);
             Seq<Attribute> attrs = CollectionConverters.asScala(read).toList();
@@ -228,7 +245,7 @@ public final class DriverLookup extends Rule<LogicalPlan> {
             if (limits.driver && (cached || (!plan.manyKeys && pieces.groupCount <= limits.maxRowGroups))
                     && pieces.candidateRows <= limits.maxRows && pieces.scanBytes <= limits.maxScanBytes) {
                 List<InternalRow> rows = LookupReader.readHere(session, pieces, groups, schema, required, condition,
-                    read, hadoopConf, limits.maxRows);
+                    read, meta, hadoopConf, limits.maxRows);
                 if (rows != null) {
                     // The rows satisfy the whole condition already: no Filter stays above them.
                     return new LocalRelation(attrs, CollectionConverters.asScala(rows).toList(), false,
@@ -236,7 +253,7 @@ public final class DriverLookup extends Rule<LogicalPlan> {
                 }
             }
             return skipsMost && limits.tasks
-                ? tasks(pieces, groups, schema, required, condition, read, hadoopConf) : null;
+                ? tasks(pieces, groups, schema, required, condition, read, meta, hadoopConf) : null;
         } catch (FileNotFoundException e) {
             return null;  // an index file vacuumed since this version: Spark's scan answers
         } catch (IOException | RuntimeException e) {
@@ -263,7 +280,7 @@ public final class DriverLookup extends Rule<LogicalPlan> {
      */
     private LogicalPlan probeTasks(LookupPlanner.Plan plan, Snapshot snapshot, StructType schema,
                                    StructType required, Expression condition, List<Attribute> read,
-                                   Configuration conf, LookupLimits limits) throws IOException {
+                                   RowMetadata meta, Configuration conf, LookupLimits limits) throws IOException {
         if (!limits.tasks
                 || !(limits.rowCache
                      || ReadEstimate.bytes(plan, snapshot, schema, conf) <= limits.maxReadFraction * liveBytes(snapshot))) {
@@ -278,7 +295,7 @@ public final class DriverLookup extends Rule<LogicalPlan> {
             RowGroupReader.of(session, schema, required, conf),
             plan.scan.isEmpty() ? null : LookupReader.scanReader(session, schema, required, condition, conf,
                 plan.scan.stream().anyMatch(a -> a.deletionVector != null)),
-            LookupReader.bound(condition, read));
+            LookupReader.bound(condition, read), meta);
         return relation(rdd, read);
     }
 
@@ -293,13 +310,13 @@ public final class DriverLookup extends Rule<LogicalPlan> {
 
     /** The lookup as Spark tasks that read only the candidate row groups (and the unindexed files). */
     private LogicalPlan tasks(LookupReader.Pieces pieces, RowGroupReader groups, StructType schema, StructType required,
-                              Expression condition, List<Attribute> read, Configuration conf) {
+                              Expression condition, List<Attribute> read, RowMetadata meta, Configuration conf) {
         org.apache.spark.sql.classic.SparkSession classic = (org.apache.spark.sql.classic.SparkSession) session;
         LookupRDD rdd = new LookupRDD(classic.sparkContext(), pieces, classic.sparkContext().defaultParallelism() * 2,
             groups,
             pieces.scans.isEmpty() ? null
                 : LookupReader.scanReader(session, schema, required, condition, conf, pieces.dvScans),
-            LookupReader.bound(condition, read));
+            LookupReader.bound(condition, read), meta);
         return relation(rdd, read);
     }
 }

@@ -173,9 +173,7 @@ public final class IndexedJoin extends Rule<LogicalPlan> {
             Filter filter = n instanceof Filter ? (Filter) n : null;
             n = filter != null ? filter.child() : n;
             Snapshot s = DriverLookup.snapshotOf(n);
-            // A relation that gives Spark's _metadata (a change's target rows, named by file and
-            // ordinal) is read by Spark's scan: the index's lookup rows carry no _metadata.
-            return s == null || DriverLookup.readsMetadata(n) ? null : new TableSide(project, filter, n, s);
+            return s == null ? null : new TableSide(project, filter, n, s);
         }
     }
 
