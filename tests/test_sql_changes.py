@@ -427,3 +427,32 @@ def test_a_change_of_few_keys_reads_its_target_rows_through_the_index(registered
     conf("spark.indexeddf.driverLookup.enabled", "false")
     conf("spark.indexeddf.lookupTasks.enabled", "false")
     assert through_index == sorted(spark.sql(f"{query} WHERE {keys}").collect()) and len(through_index) == 5
+
+
+def test_a_merge_of_a_large_source_shuffles_only_the_source(registered, tmp_path, conf):
+    """A source too big to broadcast or to look up: the target is Spark's bucketed scan of the
+    table and the join shuffles only the source to the table's buckets (the scan keeps its
+    bucketing, which the connector drops wherever nothing above uses it)."""
+    spark = registered
+    path = str(tmp_path / "t")
+    IndexedTable.create(path, rows(list(range(0, 4000, 2))), ["k"], num_buckets=4,
+                        properties={"delta.enableDeletionVectors": "true"})
+    conf("spark.sql.autoBroadcastJoinThreshold", "-1")
+    conf("spark.indexeddf.merge.engineMaxSourceBytes", "-1")
+    source = rows(list(range(0, 6000, 3)), 7, "w")
+    spark_rows(spark, source).write.parquet(str(tmp_path / "src"))
+    spark.read.parquet(str(tmp_path / "src")).createOrReplaceTempView("big_src")
+    store = spark._jsparkSession.sharedState().statusStore()
+    before = store.executionsList().size()
+    run_sql(spark, f"MERGE INTO indexeddf.`{path}` t USING big_src s ON t.k = s.k "
+                   "WHEN MATCHED THEN UPDATE SET v = t.v + s.v WHEN NOT MATCHED THEN INSERT *")
+    runs = store.executionsList()
+    parts = [part for i in range(before, runs.size())
+             for part in re.split(r"\n(?=\(\d+\) )", runs.apply(i).physicalPlanDescription())]
+    target = [p for p in parts if re.match(r"\(\d+\) Scan parquet", p) and path in p]
+    assert target and all("Bucketed: true" in p for p in target), target
+    assert any(re.match(r"\(\d+\) SortMergeJoin", p) for p in parts)
+    duck = Duck(rows(list(range(0, 4000, 2))))
+    duck.run("MERGE INTO target t USING source_rows s ON t.k = s.k WHEN MATCHED THEN UPDATE SET v = t.v + s.v "
+             "WHEN NOT MATCHED THEN INSERT VALUES (s.k, s.v, s.s)", source)
+    assert ordered(IndexedTable.for_path(path).to_arrow()) == ordered(duck.rows())
