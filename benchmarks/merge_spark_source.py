@@ -1,8 +1,9 @@
 """Peak memory of ``IndexedTable.merge(spark_df, ...)``: a Spark DataFrame source staged by
 Spark's tasks and read one bucket at a time, against the same merge with the DataFrame
-collected to the driver first (``df.toArrow()``, what the merge did before). ``staged`` passes a
-``txn``, which keeps the engine's staged path (without one, a session with the connector runs
-the merge as Spark SQL's ``MERGE INTO``: the way ``sql``, not in the default ways).
+collected to the driver first (``df.toArrow()``, what the merge did before). ``staged`` opens the
+table with fsspec ``storage_options``, which keep the engine's staged path (without them, a
+session with the connector runs the merge as Spark SQL's ``MERGE INTO``: the way ``sql``, not in
+the default ways).
 
     python benchmarks/merge_spark_source.py [--rows 2000000] [--source 3000000] [--buckets 8]
 
@@ -76,11 +77,11 @@ def child(path: str, way: str, rows: int, source: int) -> None:
     spark = indexeddf.local_session("indexeddf-merge-source-benchmark", driver_memory="4g")
     df = spark.range(source).select((F.col("id") + rows // 2).alias("k"), (F.col("id") * 7).alias("v"),
                                     F.format_string("%040d", F.col("id")).alias("s"))
-    t = IndexedTable.for_path(path)
+    # fsspec storage options keep the engine's staged path (a statement reaches files through Hadoop)
+    t = IndexedTable.for_path(path, storage_options={"auto_mkdir": True} if way == "staged" else None)
     started = time.perf_counter()
     src = df.toArrow() if way == "collected" else df
-    txn = ("merge-spark-source-benchmark", 1) if way == "staged" else None  # a txn keeps the staged engine path
-    m = t.merge(src, "t.k = s.k", "s", "t", txn=txn).when_matched_update_all().when_not_matched_insert_all().execute()
+    m = t.merge(src, "t.k = s.k", "s", "t").when_matched_update_all().when_not_matched_insert_all().execute()
     took = time.perf_counter() - started
     jvm = spark_jvm_pid()
     print(json.dumps({"way": way, "seconds": round(took, 1), "python_peak_rss_mib": round(peak_rss_mib()),

@@ -50,8 +50,8 @@ class TableWrites:
             from .spark import statements
 
             metrics = self._run_elsewhere(lambda snap: statements.run(
-                spark, snap, "UPDATE", statements.update_sql(statements.table_name(snap), updates or {}, predicate))
-                if statements.runs_through_spark(spark, snap, txn) else None)
+                spark, snap, "UPDATE", statements.update_sql(statements.table_name(snap), updates or {}, predicate), txn)
+                if statements.runs_through_spark(spark, snap) else None)
             if metrics is not None:
                 return metrics
         from .changes import update_rows

@@ -16,6 +16,7 @@ import sys
 
 import pyarrow.compute as pc
 import pytest
+from deltalake import DeltaTable
 
 sys.path.insert(0, os.path.dirname(__file__))
 
@@ -40,9 +41,9 @@ def ran(monkeypatch):
     paths: list = []
     run, stage, execute = statements.run, SparkSource.stage, engine.execute
 
-    def spy_run(spark, snapshot, operation, sql):
+    def spy_run(spark, snapshot, operation, sql, txn=None):
         paths.append(("sql", operation))
-        return run(spark, snapshot, operation, sql)
+        return run(spark, snapshot, operation, sql, txn)
 
     def spy_stage(self, *args, **kwargs):
         paths.append("staged")
@@ -170,24 +171,49 @@ def test_the_default_aliases_and_backticked_names(spark, tmp_path, ran):
     assert got[5] == 100 and got[6] == 101 and got[20] == 102 and len(got) == 11
 
 
-def test_txn_keeps_the_engine_and_stays_idempotent(spark, tmp_path, ran):
-    path, t, duck = _table(tmp_path, False)
+def test_txn_is_spark_sql_and_stays_idempotent(spark, tmp_path, ran):
+    """``txn=(app, version)`` runs the statement with Delta's txnAppId / txnVersion confs: its
+    commit carries the txn (delta-rs reads it), a retry of the same version changes nothing,
+    and the session's confs are as they were after it."""
+    path, t, duck = _table(tmp_path, True)
     src = rows(list(range(30, 90, 5)), 300, "c")
-    df = spark.createDataFrame(src.to_pylist(), DDL)
+    spark_rows_path = str(tmp_path / "src")
+    spark.createDataFrame(src.to_pylist(), DDL).write.parquet(spark_rows_path)
+    df = spark.read.parquet(spark_rows_path)
     for _ in range(2):  # the retry commits nothing
         IndexedTable.for_path(path).merge(df, "t.k = s.k", "s", "t", txn=("pipe", 7)) \
             .when_matched_update_all().when_not_matched_insert_all().execute()
-    assert ran == ["staged", ("engine", "MERGE"), "staged", ("engine", "MERGE")]
+    assert ran == [("sql", "MERGE"), ("sql", "MERGE")]
     duck.run("MERGE INTO target AS t USING source_rows AS s ON t.k = s.k WHEN MATCHED THEN UPDATE SET "
              "k = s.k, v = s.v, s = s.s WHEN NOT MATCHED THEN INSERT (k, v, s) VALUES (s.k, s.v, s.s)", src)
     _same(path, duck)
     assert IndexedTable.for_path(path).version == 1
+    assert DeltaTable(path).transaction_version("pipe") == 7
+    assert spark.conf.get(statements.TXN_CONFS[0], None) is None
     ran.clear()
     t = IndexedTable.for_path(path)
     t.update({"v": "v * 2"}, "k < 10", txn=("pipe", 8), spark=spark)
-    assert ran == [("engine", "UPDATE")]
+    t.update({"v": "v * 2"}, "k < 10", txn=("pipe", 8), spark=spark)
+    assert ran == [("sql", "UPDATE"), ("sql", "UPDATE")]
     duck.run("UPDATE target SET v = v * 2 WHERE k < 10")
     _same(path, duck)
+    entry = IndexedTable.for_path(path).history()[0]
+    assert entry.version == 2 and entry.parameters["txnAppId"] == "pipe" and entry.parameters["txnVersion"] == 8
+    # As a Delta user types it: the confs, then the statement, on a small source (the engine's path).
+    spark.sql(f"SET {statements.TXN_CONFS[0]} = pipe")
+    spark.sql(f"SET {statements.TXN_CONFS[1]} = 8")
+    try:
+        spark.sql(f"DELETE FROM indexeddf.`{path}` WHERE k = 40")  # version 8 of pipe is in: nothing
+        assert IndexedTable.for_path(path).version == 2
+        spark.sql(f"SET {statements.TXN_CONFS[1]} = 9")
+        spark.sql(f"MERGE INTO indexeddf.`{path}` t USING (SELECT 40L AS k, 1L AS v, 'x' AS s) s ON t.k = s.k "
+                  "WHEN MATCHED THEN DELETE")
+    finally:
+        spark.conf.unset(statements.TXN_CONFS[0])
+        spark.conf.unset(statements.TXN_CONFS[1])
+    duck.run("DELETE FROM target WHERE k = 40")
+    _same(path, duck)
+    assert DeltaTable(path).transaction_version("pipe") == 9
 
 
 def test_storage_options_keep_the_engine(spark, tmp_path, ran):

@@ -38,7 +38,7 @@ from ..changes.rewrite import apply_outcome
 from ..errors import InvalidOptionError
 from ..format.snapshot import Snapshot, load_snapshot
 from ..format.transaction import ALL_BUCKETS, Transaction
-from ..spec.actions import AddFile, IndexFile, RemoveFile
+from ..spec.actions import AddFile, IndexFile, RemoveFile, Txn
 from ..spec.column_mapping import file_schema
 from ..spec.features import deletion_vectors_enabled
 from . import options as so
@@ -71,6 +71,18 @@ def apply_writer(options: Any, schema) -> "ApplyWriter":
     opts = so.parse_options(options, APPLY_OPTIONS, "a change planned by Spark")
     spec = so.json_option(opts, APPLY_OPTION, ("DELETE", "UPDATE", "MERGE"))
     return ApplyWriter(so.option_path(opts), so.storage_options(opts), spec)
+
+
+def txn_of(spec: dict) -> tuple[str, int] | None:
+    """A change's ``txn(appId, version)`` (Delta's ``spark.databricks.delta.write.txnAppId`` and
+    ``txnVersion``, which the connector puts in its JSON), or None."""
+    return None if spec.get("txnAppId") is None else (str(spec["txnAppId"]), int(spec["txnVersion"]))
+
+
+def committed_before(snapshot: Snapshot, txn: tuple[str, int]) -> bool:
+    """Whether the newest version already holds ``txn``'s app at its version or later."""
+    done = load_snapshot(snapshot.storage).txn_version(txn[0])
+    return done is not None and done >= txn[1]
 
 
 class ApplyWriter(DataSourceArrowWriter):
@@ -137,11 +149,21 @@ class ApplyWriter(DataSourceArrowWriter):
         for m in msgs:
             metrics.add(ChangeMetrics(**{k: v for k, v in m.metrics.items() if k in _COUNTS}))
             metrics.num_source_rows += m.metrics.get("num_source_rows", 0)
-        if removes or adds:
-            tx = Transaction(snapshot, self.spec["operation"], json.loads(self.spec.get("parameters") or "{}"),
-                             read_buckets=ALL_BUCKETS, written_paths=[p for m in msgs for p in m.written])
+        txn = txn_of(self.spec)
+        written = [p for m in msgs for p in m.written]
+        if txn is not None and committed_before(snapshot, txn):
+            delete_uncommitted(snapshot.storage, written)  # an idempotent retry changes nothing
+            metrics = ChangeMetrics()
+        elif removes or adds:
+            parameters = json.loads(self.spec.get("parameters") or "{}")
+            actions: list = removes + adds
+            if txn is not None:
+                parameters.update(txnAppId=txn[0], txnVersion=txn[1])
+                actions.append(Txn(appId=txn[0], version=txn[1], lastUpdated=int(time.time() * 1000)))
+            tx = Transaction(snapshot, self.spec["operation"], parameters,
+                             read_buckets=ALL_BUCKETS, written_paths=written)
             metrics.execution_time_ms = int((time.perf_counter() - started) * 1000)
-            result = tx.commit(removes + adds, commit_metrics(self.spec["operation"], metrics, adds), index_files)
+            result = tx.commit(actions, commit_metrics(self.spec["operation"], metrics, adds), index_files)
             metrics.version = result.version
         result_file = self.spec.get("resultFile")
         if result_file:

@@ -42,6 +42,7 @@ from ..format.snapshot import Snapshot, load_snapshot
 from ..spec.bucketing import bucket_ids
 from ..spec.schema import arrow_schema
 from . import options as so
+from .apply import txn_of
 from .write_task import drop_staging, read_staged, staging_path
 
 CHANGE_OPTION = "changeSpec"
@@ -172,6 +173,7 @@ class ChangeWriter(DataSourceArrowWriter):
                 change.source = source
             else:
                 change = change_of(self.spec, None)(snapshot)
+            change.txn = txn_of(self.spec)
             _, metrics = execute(snapshot, change)
             if self.result_file:
                 with open(self.result_file, "w") as f:

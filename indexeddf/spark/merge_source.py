@@ -80,9 +80,9 @@ class SparkSource(LazySource):
         stages this DataFrame and runs it."""
         from . import statements
 
-        if not statements.runs_through_spark(self.df.sparkSession, snapshot, txn):
+        if not statements.runs_through_spark(self.df.sparkSession, snapshot):
             return None
-        return statements.merge(snapshot, self.df, predicate, clauses, source_alias, target_alias, schema_mode)
+        return statements.merge(snapshot, self.df, predicate, clauses, source_alias, target_alias, schema_mode, txn)
 
     def drop(self) -> None:
         """Delete the staged files (those of task attempts Spark dropped too)."""

@@ -10,9 +10,10 @@ executors write the outcome and the driver commits once (docs/spark-tables.md), 
 the same statement typed in SQL. A DataFrame source is a temporary view of a unique name,
 dropped afterwards whatever happens.
 
-What a statement does not carry keeps the in-process engine (``changes/``, with a Spark
-source staged by :mod:`.merge_source`): ``txn=(app_id, version)``, which must commit in the
-change's own commit; a table with fsspec ``storage_options`` or on a store Spark's Hadoop
+``txn=(app_id, version)`` runs the statement with Delta's ``txnAppId`` / ``txnVersion``
+session confs, which the connector's changes commit as a ``txn`` action. What a statement
+cannot reach keeps the in-process engine (``changes/``, with a Spark source staged by
+:mod:`.merge_source`): a table with fsspec ``storage_options`` or on a store Spark's Hadoop
 filesystems cannot open; a session without the connector. :func:`runs_through_spark` decides.
 
 The metrics returned are the engine's (:class:`~indexeddf.changes.ChangeMetrics`, delta-rs's
@@ -22,7 +23,6 @@ names), read back from the statement's commit (its ``operationMetrics``, Delta's
 from __future__ import annotations
 
 import uuid
-from typing import Any
 
 from ..changes.clauses import DELETE, INSERT, MATCHED, NOT_MATCHED, NOT_MATCHED_BY_SOURCE, UPDATE, Clause
 from ..changes.model import ChangeMetrics
@@ -34,12 +34,11 @@ from .native import hadoop_path, reads_through_connector
 _WHEN = {MATCHED: "WHEN MATCHED", NOT_MATCHED: "WHEN NOT MATCHED", NOT_MATCHED_BY_SOURCE: "WHEN NOT MATCHED BY SOURCE"}
 
 
-def runs_through_spark(spark, snapshot: Snapshot, txn: Any = None) -> bool:
+def runs_through_spark(spark, snapshot: Snapshot) -> bool:
     """Whether a change of ``snapshot``'s table from ``spark`` runs as a Spark SQL statement:
-    the session (under Spark Connect, its server) has the JVM connector, the table needs no
-    fsspec ``storage_options`` and lives where Spark's Hadoop filesystems reach it, and no
-    ``txn`` asks for an idempotent commit (a statement's commit carries none)."""
-    if spark is None or txn is not None or not reads_through_connector(spark, snapshot):
+    the session (under Spark Connect, its server) has the JVM connector, and the table needs
+    no fsspec ``storage_options`` and lives where Spark's Hadoop filesystems reach it."""
+    if spark is None or not reads_through_connector(spark, snapshot):
         return False
     try:
         table_name(snapshot)
@@ -116,7 +115,7 @@ def _where(predicate: str | None) -> str:
 
 
 def merge(snapshot: Snapshot, df, predicate: str, clauses: list[Clause], source_alias: str, target_alias: str,
-          schema_mode: str | None = None) -> dict:
+          schema_mode: str | None = None, txn: tuple[str, int] | None = None) -> dict:
     """Run the MERGE of ``df`` (a Spark DataFrame) into the table as Spark SQL; its metrics."""
     spark = df.sparkSession
     view = f"indexeddf_merge_source_{uuid.uuid4().hex}"
@@ -124,24 +123,39 @@ def merge(snapshot: Snapshot, df, predicate: str, clauses: list[Clause], source_
     try:
         sql = merge_sql(table_name(snapshot), view, predicate, clauses, source_alias, target_alias,
                         schema_evolution=schema_mode == "merge")
-        return run(spark, snapshot, "MERGE", sql)
+        return run(spark, snapshot, "MERGE", sql, txn)
     finally:
         spark.catalog.dropTempView(view)
 
 
-def run(spark, snapshot: Snapshot, operation: str, sql: str) -> dict:
+# Delta's session confs that make a statement idempotent (the connector's changes read them).
+TXN_CONFS = ("spark.databricks.delta.write.txnAppId", "spark.databricks.delta.write.txnVersion")
+
+
+def run(spark, snapshot: Snapshot, operation: str, sql: str, txn: tuple[str, int] | None = None) -> dict:
     """Run a change statement on ``snapshot``'s table (its newest version, as the engine's
     changes do); the engine's metrics of the commit it made (``version`` None: nothing
-    changed). A typed error raised in Spark's Python workers is raised again as itself."""
+    changed). ``txn=(app_id, version)``: the statement runs with Delta's ``txnAppId`` /
+    ``txnVersion`` session confs set (and then restored), so its commit carries that ``txn``
+    and a version of the app committed before changes nothing. A typed error raised in Spark's
+    Python workers is raised again as itself."""
     from . import typed_error
 
+    before = {k: spark.conf.get(k, None) for k in TXN_CONFS} if txn is not None else {}
     try:
+        if txn is not None:
+            app_id, version = txn
+            spark.conf.set(TXN_CONFS[0], str(app_id))
+            spark.conf.set(TXN_CONFS[1], str(int(version)))
         result = spark.sql(sql).collect()[0].asDict()
     except Exception as e:  # noqa: BLE001 - re-raised typed when possible
         typed = typed_error(e)
         if typed is not None:
             raise typed from e
         raise
+    finally:
+        for k, v in before.items():
+            spark.conf.unset(k) if v is None else spark.conf.set(k, v)
     return _metrics(snapshot, operation, result)
 
 

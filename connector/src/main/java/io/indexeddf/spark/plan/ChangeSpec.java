@@ -28,6 +28,7 @@ import org.apache.spark.sql.catalyst.plans.logical.Project;
 import org.apache.spark.sql.catalyst.plans.logical.UpdateAction;
 import org.apache.spark.sql.execution.datasources.LogicalRelation;
 import scala.collection.immutable.Seq;
+import scala.Option;
 import scala.jdk.javaapi.CollectionConverters;
 import scala.runtime.AbstractPartialFunction;
 
@@ -57,6 +58,39 @@ final class ChangeSpec {
 
     String json() {
         return json.toString();
+    }
+
+    /** Delta's session confs that make a change idempotent: its commit carries
+     * {@code txn(appId, version)}, and a change whose app already committed that version (or a
+     * later one) changes nothing. */
+    static final String TXN_APP_ID = "spark.databricks.delta.write.txnAppId";
+    static final String TXN_VERSION = "spark.databricks.delta.write.txnVersion";
+
+    /** Adds the session's {@link #TXN_APP_ID} and {@link #TXN_VERSION} (both or neither) to a change's JSON. */
+    static void idempotency(org.apache.spark.sql.SparkSession session, ObjectNode into) {
+        Option<String> app = session.conf().getOption(TXN_APP_ID);
+        Option<String> version = session.conf().getOption(TXN_VERSION);
+        if (app.isEmpty() && version.isEmpty()) {
+            return;
+        }
+        if (app.isEmpty() || version.isEmpty()) {
+            throw IndexedDFException.option("an idempotent change needs both " + TXN_APP_ID + " and " + TXN_VERSION
+                + " set (Delta's confs); set the missing one or unset both");
+        }
+        long v;
+        try {
+            v = Long.parseLong(version.get().trim());
+        } catch (NumberFormatException e) {
+            throw IndexedDFException.option(TXN_VERSION + " must be a whole number, got '" + version.get() + "'");
+        }
+        into.put("txnAppId", app.get());
+        into.put("txnVersion", v);
+    }
+
+    /** This change made idempotent by the session's confs ({@link #idempotency}). */
+    ChangeSpec idempotent(org.apache.spark.sql.SparkSession session) {
+        idempotency(session, json);
+        return this;
     }
 
     /** The operation (MERGE). */

@@ -158,7 +158,7 @@ public final class ResolveChanges extends Rule<LogicalPlan> {
         // Where the Python commit leaves the change's metrics for the command's result row.
         String resultFile = new java.io.File(System.getProperty("java.io.tmpdir"),
             "indexeddf-change-" + java.util.UUID.randomUUID() + ".json").getPath();
-        ChangeWriter writer = new ChangeWriter(session, lr, spec.json(), rows.schema(), resultFile);
+        ChangeWriter writer = new ChangeWriter(session, lr, spec.idempotent(session).json(), rows.schema(), resultFile);
         LogicalRelation writable = lr.copy(writer, lr.output(), lr.catalogTable(), false, lr.stream());
         return new ChangeCommand(writable, rows, spec.operation(), resultFile);
     }

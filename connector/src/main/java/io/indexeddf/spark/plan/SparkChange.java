@@ -107,7 +107,7 @@ public final class SparkChange extends JavaCommand {
         String resultFile = new File(System.getProperty("java.io.tmpdir"),
             "indexeddf-change-" + java.util.UUID.randomUUID() + ".json").getPath();
         Map<String, String> options = new LinkedHashMap<>(TableWriter.tableOptions(target));
-        options.put(APPLY_OPTION, spec(snapshot.version, resultFile));
+        options.put(APPLY_OPTION, spec(session, snapshot.version, resultFile));
         PythonWriter.requirePythonSource((org.apache.spark.sql.classic.SparkSession) session);
         Dataset<Row> rows = org.apache.spark.sql.classic.Dataset.ofRows(
             (org.apache.spark.sql.classic.SparkSession) session, outcome);
@@ -128,9 +128,10 @@ public final class SparkChange extends JavaCommand {
         return CollectionConverters.asScala(List.of(result)).toList();
     }
 
-    /** What the Python side needs besides the rows: the operation, the version read, where the metrics go. */
-    private String spec(long version, String resultFile) {
+    /** What the Python side needs besides the rows: the operation, the version read, where the metrics go, Delta's txn. */
+    private String spec(SparkSession session, long version, String resultFile) {
         ObjectNode json = JsonNodeFactory.instance.objectNode();
+        ChangeSpec.idempotency(session, json);
         json.put("operation", operation);
         json.put("readVersion", version);
         json.put("parameters", parameters);
