@@ -1,0 +1,373 @@
+package io.indexeddf.spark;
+
+import io.indexeddf.spark.plan.DescribeDetailCommand;
+import io.indexeddf.spark.plan.DescribeHistoryCommand;
+import java.util.ArrayList;
+import java.util.List;
+
+import org.apache.spark.sql.catalyst.FunctionIdentifier;
+import org.apache.spark.sql.catalyst.TableIdentifier;
+import org.apache.spark.sql.catalyst.expressions.Expression;
+import org.apache.spark.sql.catalyst.parser.ParameterContext;
+import org.apache.spark.sql.catalyst.parser.ParseException;
+import org.apache.spark.sql.catalyst.parser.ParserInterface;
+import org.apache.spark.sql.catalyst.parser.SqlStatementSplitResult;
+import org.apache.spark.sql.catalyst.parser.TemporalIdentifier;
+import org.apache.spark.sql.catalyst.plans.logical.LogicalPlan;
+import org.apache.spark.sql.types.DataType;
+import org.apache.spark.sql.types.StructType;
+import scala.collection.immutable.Seq;
+
+/**
+ * The session's SQL parser with Delta's statements on indexeddf tables, as delta-spark's
+ * {@code DeltaSqlParser} adds them: it parses its own statements and hands every other text
+ * to Spark's parser (the delegate). Its statements, with the syntax of delta-spark's grammar
+ * ({@code table} is {@code t}, {@code db.t}, {@code indexeddf.`/path`} or {@code '/path'}):
+ * <ul>
+ *   <li>{@code (DESC | DESCRIBE) HISTORY table [LIMIT n]}: {@link DescribeHistoryCommand};</li>
+ *   <li>{@code (DESC | DESCRIBE) DETAIL table}: {@link DescribeDetailCommand}.</li>
+ * </ul>
+ * A text that starts like one of these but does not follow its syntax goes to Spark's parser,
+ * which says where it fails. The parser is hand-written (a tokenizer and a few rules): the
+ * statements are short, and the connector has no grammar tool.
+ */
+public final class IndexedDFSqlParser implements ParserInterface {
+    private final ParserInterface delegate;
+
+    /** A parser that handles Delta's statements and gives every other text to {@code delegate}. */
+    public IndexedDFSqlParser(ParserInterface delegate) {
+        this.delegate = delegate;
+    }
+
+    @Override
+    public LogicalPlan parsePlan(String sqlText) throws ParseException {
+        LogicalPlan ours = parseOurs(sqlText);
+        return ours != null ? ours : delegate.parsePlan(sqlText);
+    }
+
+    @Override
+    public LogicalPlan parsePlanWithParameters(String sqlText, ParameterContext context) throws ParseException {
+        LogicalPlan ours = parseOurs(sqlText);
+        return ours != null ? ours : delegate.parsePlanWithParameters(sqlText, context);
+    }
+
+    @Override
+    public Expression parseExpression(String sqlText) throws ParseException {
+        return delegate.parseExpression(sqlText);
+    }
+
+    @Override
+    public TableIdentifier parseTableIdentifier(String sqlText) throws ParseException {
+        return delegate.parseTableIdentifier(sqlText);
+    }
+
+    @Override
+    public FunctionIdentifier parseFunctionIdentifier(String sqlText) throws ParseException {
+        return delegate.parseFunctionIdentifier(sqlText);
+    }
+
+    @Override
+    public Seq<String> parseMultipartIdentifier(String sqlText) throws ParseException {
+        return delegate.parseMultipartIdentifier(sqlText);
+    }
+
+    @Override
+    public TemporalIdentifier parseTemporalTableIdentifier(String sqlText) throws ParseException {
+        return delegate.parseTemporalTableIdentifier(sqlText);
+    }
+
+    @Override
+    public LogicalPlan parseQuery(String sqlText) throws ParseException {
+        return delegate.parseQuery(sqlText);
+    }
+
+    @Override
+    public StructType parseRoutineParam(String sqlText) throws ParseException {
+        return delegate.parseRoutineParam(sqlText);
+    }
+
+    @Override
+    public SqlStatementSplitResult splitStatements(String sqlText) {
+        return delegate.splitStatements(sqlText);
+    }
+
+    @Override
+    public StructType parseTableSchema(String sqlText) throws ParseException {
+        return delegate.parseTableSchema(sqlText);
+    }
+
+    @Override
+    public DataType parseDataType(String sqlText) throws ParseException {
+        return delegate.parseDataType(sqlText);
+    }
+
+    /** The plan of one of this parser's statements, or null when {@code sql} is not one. */
+    LogicalPlan parseOurs(String sql) throws ParseException {
+        List<Token> tokens;
+        try {
+            tokens = Token.split(sql);
+        } catch (IllegalStateException e) {
+            return null;  // an unclosed quote or comment: Spark's parser says where
+        }
+        Cursor c = new Cursor(sql, tokens);
+        if (c.atEnd()) {
+            return null;
+        }
+        try {
+            if (c.word("DESC") || c.word("DESCRIBE")) {
+                if (c.word("HISTORY")) {
+                    return describeHistory(c);
+                }
+                if (c.word("DETAIL")) {
+                    TableName t = tableName(c);
+                    return t != null && c.end() ? new DescribeDetailCommand(t.path, t.name) : null;
+                }
+                return null;
+            }
+        } catch (NumberFormatException e) {
+            return null;
+        }
+        return null;
+    }
+
+    private static LogicalPlan describeHistory(Cursor c) {
+        TableName t = tableName(c);
+        if (t == null) {
+            return null;
+        }
+        Integer limit = null;
+        if (c.word("LIMIT")) {
+            Token n = c.next();
+            if (n == null || n.kind != Token.NUMBER) {
+                return null;
+            }
+            limit = Integer.valueOf(n.text);
+        }
+        return c.end() ? new DescribeHistoryCommand(t.path, t.name, limit) : null;
+    }
+
+    /** A table as Delta's statements name one: {@code '/path'} or a qualified name. */
+    private static TableName tableName(Cursor c) {
+        Token first = c.peek();
+        if (first == null) {
+            return null;
+        }
+        if (first.kind == Token.STRING) {
+            c.next();
+            return new TableName(first.text, null);
+        }
+        List<String> name = qualifiedName(c);
+        return name == null ? null : new TableName(null, name);
+    }
+
+    private static List<String> qualifiedName(Cursor c) {
+        List<String> parts = new ArrayList<>();
+        do {
+            Token part = c.next();
+            if (part == null || (part.kind != Token.WORD && part.kind != Token.QUOTED)) {
+                return null;
+            }
+            parts.add(part.text);
+        } while (c.symbol("."));
+        return parts;
+    }
+
+    /** A table named by path (a quoted string) or by the parts of its name. */
+    private static final class TableName {
+        final String path;
+        final List<String> name;
+
+        TableName(String path, List<String> name) {
+            this.path = path;
+            this.name = name;
+        }
+    }
+
+    /** Where the rules are in the tokens of one text. */
+    private static final class Cursor {
+        private final String sql;
+        private final List<Token> tokens;
+        private int at;
+
+        Cursor(String sql, List<Token> tokens) {
+            this.sql = sql;
+            this.tokens = tokens;
+            int n = tokens.size();
+            while (n > 0 && tokens.get(n - 1).kind == Token.SYMBOL && tokens.get(n - 1).text.equals(";")) {
+                n--;  // trailing semicolons, as Delta's grammar allows
+            }
+            tokens.subList(n, tokens.size()).clear();
+        }
+
+        boolean atEnd() {
+            return at >= tokens.size();
+        }
+
+        boolean end() {
+            return atEnd();
+        }
+
+        Token peek() {
+            return atEnd() ? null : tokens.get(at);
+        }
+
+        Token next() {
+            return atEnd() ? null : tokens.get(at++);
+        }
+
+        /** Takes the keyword {@code keyword} (any case, not quoted) if it is next. */
+        boolean word(String keyword) {
+            Token t = peek();
+            if (t != null && t.kind == Token.WORD && t.text.equalsIgnoreCase(keyword)) {
+                at++;
+                return true;
+            }
+            return false;
+        }
+
+        boolean symbol(String s) {
+            Token t = peek();
+            if (t != null && t.kind == Token.SYMBOL && t.text.equals(s)) {
+                at++;
+                return true;
+            }
+            return false;
+        }
+
+        int position() {
+            return at;
+        }
+
+        void seek(int position) {
+            at = position;
+        }
+
+        /** The index of the next keyword {@code keyword} at or after here, or the end. */
+        int find(String keyword) {
+            for (int i = at; i < tokens.size(); i++) {
+                Token t = tokens.get(i);
+                if (t.kind == Token.WORD && t.text.equalsIgnoreCase(keyword)) {
+                    return i;
+                }
+            }
+            return tokens.size();
+        }
+
+        /** The text of tokens {@code [from, to)} as written. */
+        String text(int from, int to) {
+            return sql.substring(tokens.get(from).start, tokens.get(to - 1).end);
+        }
+    }
+
+    /** One token of a SQL text: a word, a quoted identifier, a string, a number or a symbol. */
+    static final class Token {
+        static final int WORD = 0;
+        static final int QUOTED = 1;
+        static final int STRING = 2;
+        static final int NUMBER = 3;
+        static final int SYMBOL = 4;
+
+        final int kind;
+        /** A word as written, a quoted identifier or string without its quotes, a symbol. */
+        final String text;
+        final int start;
+        final int end;
+
+        Token(int kind, String text, int start, int end) {
+            this.kind = kind;
+            this.text = text;
+            this.start = start;
+            this.end = end;
+        }
+
+        /** The tokens of {@code sql}, comments and white space left out. */
+        static List<Token> split(String sql) {
+            List<Token> out = new ArrayList<>();
+            int i = 0;
+            int n = sql.length();
+            while (i < n) {
+                char ch = sql.charAt(i);
+                if (Character.isWhitespace(ch)) {
+                    i++;
+                } else if (sql.startsWith("--", i)) {
+                    int nl = sql.indexOf('\n', i);
+                    i = nl < 0 ? n : nl + 1;
+                } else if (sql.startsWith("/*", i)) {
+                    int close = sql.indexOf("*/", i + 2);
+                    if (close < 0) {
+                        throw new IllegalStateException("unclosed comment");
+                    }
+                    i = close + 2;
+                } else if (ch == '\'' || ch == '"') {
+                    StringBuilder text = new StringBuilder();
+                    int j = i + 1;
+                    while (true) {
+                        if (j >= n) {
+                            throw new IllegalStateException("unclosed string");
+                        }
+                        char d = sql.charAt(j);
+                        if (d == '\\' && j + 1 < n) {
+                            text.append(sql.charAt(j + 1));
+                            j += 2;
+                        } else if (d == ch) {
+                            j++;
+                            break;
+                        } else {
+                            text.append(d);
+                            j++;
+                        }
+                    }
+                    out.add(new Token(STRING, text.toString(), i, j));
+                    i = j;
+                } else if (ch == '`') {
+                    StringBuilder text = new StringBuilder();
+                    int j = i + 1;
+                    while (true) {
+                        if (j >= n) {
+                            throw new IllegalStateException("unclosed identifier");
+                        }
+                        if (sql.charAt(j) == '`') {
+                            if (j + 1 < n && sql.charAt(j + 1) == '`') {
+                                text.append('`');
+                                j += 2;
+                                continue;
+                            }
+                            j++;
+                            break;
+                        }
+                        text.append(sql.charAt(j++));
+                    }
+                    out.add(new Token(QUOTED, text.toString(), i, j));
+                    i = j;
+                } else if (Character.isDigit(ch) || (ch == '.' && i + 1 < n && Character.isDigit(sql.charAt(i + 1))
+                        && (out.isEmpty() || out.get(out.size() - 1).end < i))) {
+                    int j = i;
+                    while (j < n && (Character.isLetterOrDigit(sql.charAt(j)) || sql.charAt(j) == '.'
+                            || sql.charAt(j) == '_')) {
+                        j++;
+                    }
+                    String text = sql.substring(i, j);
+                    boolean number = text.matches("(?i)(\\d+\\.?\\d*|\\.\\d+)(E[+-]?\\d+)?(BD|[LSYD])?");
+                    out.add(new Token(number ? NUMBER : WORD, text, i, j));
+                    i = j;
+                } else if (Character.isLetter(ch) || ch == '_') {
+                    int j = i;
+                    while (j < n && (Character.isLetterOrDigit(sql.charAt(j)) || sql.charAt(j) == '_')) {
+                        j++;
+                    }
+                    out.add(new Token(WORD, sql.substring(i, j), i, j));
+                    i = j;
+                } else {
+                    out.add(new Token(SYMBOL, String.valueOf(ch), i, i + 1));
+                    i++;
+                }
+            }
+            return out;
+        }
+    }
+
+    @Override
+    public String toString() {
+        return "IndexedDFSqlParser(" + delegate + ")";
+    }
+}

@@ -1,0 +1,172 @@
+"""Delta's SQL statements on indexeddf tables, typed as a Delta user types them: ``DESCRIBE
+HISTORY`` and ``DESCRIBE DETAIL``, on a catalog entry (``CREATE TABLE ... USING indexeddf
+LOCATION``), on ``indexeddf.`/path``` and on ``'/path'``.
+
+Every answer is checked against indexeddf's Python API and a reader nobody here wrote: delta-rs
+(``DeltaTable.history()``, ``metadata()``, ``protocol()``, ``get_add_actions()``, its rows of
+an older version), or the raw log where delta-rs cannot open the table (deletion vectors).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+from deltalake import DeltaTable
+
+import indexeddf
+from indexeddf import IndexedTable
+from indexeddf.errors import TableNotFoundError
+
+pytestmark = pytest.mark.spark
+
+HISTORY_COLUMNS = [
+    ("version", "bigint"), ("timestamp", "timestamp"), ("userId", "string"), ("userName", "string"),
+    ("operation", "string"), ("operationParameters", "map<string,string>"),
+    ("job", "struct<jobId:string,jobName:string,runId:string,jobOwnerId:string,triggerType:string>"),
+    ("notebook", "struct<notebookId:string>"), ("clusterId", "string"), ("readVersion", "bigint"),
+    ("isolationLevel", "string"), ("isBlindAppend", "boolean"), ("operationMetrics", "map<string,string>"),
+    ("userMetadata", "string"), ("engineInfo", "string"),
+]
+DETAIL_COLUMNS = [
+    ("format", "string"), ("id", "string"), ("name", "string"), ("description", "string"), ("location", "string"),
+    ("createdAt", "timestamp"), ("lastModified", "timestamp"), ("partitionColumns", "array<string>"),
+    ("clusteringColumns", "array<string>"), ("numFiles", "bigint"), ("sizeInBytes", "bigint"),
+    ("properties", "map<string,string>"), ("minReaderVersion", "int"), ("minWriterVersion", "int"),
+    ("tableFeatures", "array<string>"),
+]
+
+
+@pytest.fixture
+def sql(spark):
+    """``sql(statement)``: the statement's rows as dicts; an indexeddf error it fails with is
+    raised again as the typed Python error. ``sql.columns``: the (name, type)s of the last
+    statement's result (a statement runs once: Spark runs a command when it is parsed)."""
+    assert indexeddf.register(spark) == indexeddf.spark.CONNECTOR
+    made = []
+
+    def run(statement: str) -> list[dict]:
+        if statement.upper().startswith("CREATE TABLE"):
+            made.append(statement.split()[2])
+        try:
+            frame = spark.sql(statement)
+            run.columns = [(f.name, f.dataType.simpleString()) for f in frame.schema]
+            return [r.asDict(recursive=True) for r in frame.collect()]
+        except Exception as e:  # noqa: BLE001 - the typed error the statement failed with
+            typed = indexeddf.spark.typed_error(e)
+            if typed is None:
+                raise
+            raise typed from None
+
+    run.columns = []
+    yield run
+    for name in made:
+        spark.sql(f"DROP TABLE IF EXISTS {name}")
+
+
+def rows(keys, tag: str = "a") -> pa.Table:
+    return pa.table({"k": pa.array(keys, pa.int64()), "v": pa.array([f"{tag}{k}" for k in keys])})
+
+
+def ms(value: dt.datetime) -> int:
+    """A timestamp column's value (PySpark gives it in local time, naive) as ms since the epoch."""
+    return round(value.timestamp() * 1000)
+
+
+def as_text(value) -> str:
+    """A commitInfo value as Delta's history shows it: a string's text, anything else its JSON."""
+    return value if isinstance(value, str) else json.dumps(value, separators=(",", ":"))
+
+
+def test_describe_history_is_the_logs_commit_info_newest_first(sql, tmp_path):
+    path = str(tmp_path / "h")
+    t = IndexedTable.create(path, rows(range(10)), ["k"], 4)
+    t.append(rows([100, 101], "b"))
+    t.set_properties({"indexeddf.checkpointInterval": "5"})
+    t.delete("k < 3")
+    sql(f"CREATE TABLE hist USING indexeddf LOCATION '{path}'")
+
+    ours = sql("DESCRIBE HISTORY hist")
+    assert sql.columns == HISTORY_COLUMNS
+    assert [r["version"] for r in ours] == [3, 2, 1, 0]
+    # The same rows by path, in both of Delta's spellings, and LIMIT keeps the newest.
+    assert sql(f"DESC HISTORY indexeddf.`{path}`") == ours
+    assert sql(f"DESCRIBE HISTORY '{path}' LIMIT 2;") == ours[:2]
+    assert sql("DESCRIBE HISTORY hist LIMIT 0") == []
+
+    python = t.history()
+    theirs = DeltaTable(path).history()
+    assert [h.version for h in python] == [r["version"] for r in theirs] == [r["version"] for r in ours]
+    for row, py, rs in zip(ours, python, theirs):
+        assert row["operation"] == py.operation == rs["operation"]
+        assert ms(row["timestamp"]) == round(py.timestamp.timestamp() * 1000) == rs["timestamp"]
+        assert row["readVersion"] == py.read_version == rs.get("readVersion")
+        assert row["isBlindAppend"] == py.is_blind_append == rs["isBlindAppend"]
+        assert row["engineInfo"] == py.engine_info == rs["engineInfo"]
+        assert row["isolationLevel"] == rs["isolationLevel"]
+        assert row["operationParameters"] == {k: as_text(v) for k, v in rs["operationParameters"].items()}
+        assert row["operationMetrics"] == {k: as_text(v) for k, v in rs["operationMetrics"].items()}
+        assert row["job"] is None and row["notebook"] is None and row["userId"] is None
+    assert [r["operation"] for r in ours] == ["DELETE", "SET TBLPROPERTIES", "WRITE", "CREATE TABLE"]
+
+
+def test_describe_detail_is_the_newest_versions_metadata(sql, tmp_path):
+    path = str(tmp_path / "d")
+    t = IndexedTable.create(path, rows(range(20)), ["k"], 4, description="orders", partition_by=[])
+    t.append(rows([100, 101], "b"))
+    sql(f"CREATE TABLE detail USING indexeddf LOCATION '{path}'")
+
+    [row] = sql("DESCRIBE DETAIL detail")
+    assert sql.columns == DETAIL_COLUMNS
+    theirs = DeltaTable(path)
+    meta, protocol = theirs.metadata(), theirs.protocol()
+    adds = theirs.get_add_actions(flatten=True)
+    assert row["format"] == "indexeddf"
+    assert row["id"] == meta.id == t.table_id
+    assert row["name"] == "spark_catalog.default.detail"
+    assert row["description"] == meta.description == "orders"
+    assert row["location"] == Path(path).as_uri().replace("file:///", "file:/")
+    assert ms(row["createdAt"]) == meta.created_time
+    last_commit = Path(path) / "_delta_log" / f"{theirs.version():020d}.json"
+    assert ms(row["lastModified"]) == int(os.stat(last_commit).st_mtime * 1000)
+    assert row["partitionColumns"] == meta.partition_columns == []
+    assert row["clusteringColumns"] == []
+    assert row["numFiles"] == adds.num_rows == len(t.snapshot.live_files())
+    assert row["sizeInBytes"] == sum(adds.column("size_bytes").to_pylist())
+    assert row["properties"] == meta.configuration
+    assert (row["minReaderVersion"], row["minWriterVersion"]) == (protocol.min_reader_version,
+                                                                  protocol.min_writer_version)
+    assert row["tableFeatures"] == sorted({*(protocol.reader_features or []), *(protocol.writer_features or [])})
+
+    # By path: the log's name (none here); a partitioned table with deletion vectors (a
+    # protocol that names its features), checked against the raw log.
+    p2 = str(tmp_path / "d2")
+    IndexedTable.create(p2, rows(range(6)).append_column("p", pa.array(["x", "y"] * 3)), ["k"], 2,
+                        name="named", partition_by=["p"], properties={"delta.enableDeletionVectors": "true"})
+    [row2] = sql(f"DESCRIBE DETAIL indexeddf.`{p2}`")
+    log = [json.loads(line) for line in (Path(p2) / "_delta_log" / f"{0:020d}.json").read_text().splitlines()]
+    proto = next(a["protocol"] for a in log if "protocol" in a)
+    assert row2["name"] == "named"
+    assert row2["partitionColumns"] == ["p"]
+    assert (row2["minReaderVersion"], row2["minWriterVersion"]) == (proto["minReaderVersion"], proto["minWriterVersion"])
+    assert row2["tableFeatures"] == sorted({*proto.get("readerFeatures", []), *proto.get("writerFeatures", [])})
+    assert "deletionVectors" in row2["tableFeatures"]
+
+
+def test_statements_on_a_table_that_is_not_there_are_typed_errors(sql, spark, tmp_path):
+    with pytest.raises(TableNotFoundError, match="no table nothere in the catalog"):
+        sql("DESCRIBE HISTORY nothere")
+    with pytest.raises(TableNotFoundError, match="no indexeddf table"):
+        sql(f"DESCRIBE DETAIL '{tmp_path / 'empty'}'")
+    spark.sql("CREATE TABLE plainpq (id INT) USING parquet")
+    try:
+        with pytest.raises(TableNotFoundError, match="not an indexeddf table .*parquet"):
+            sql("DESCRIBE DETAIL plainpq")
+    finally:
+        spark.sql("DROP TABLE plainpq")
+    # Spark's own statements still parse: DESCRIBE of a table, a query.
+    assert sql("SELECT 1 AS one") == [{"one": 1}]
