@@ -1,6 +1,6 @@
 """Delta's SQL statements on indexeddf tables, typed as a Delta user types them: ``DESCRIBE
-HISTORY`` and ``DESCRIBE DETAIL``, on a catalog entry (``CREATE TABLE ... USING indexeddf
-LOCATION``), on ``indexeddf.`/path``` and on ``'/path'``.
+HISTORY``, ``DESCRIBE DETAIL``, ``OPTIMIZE``, ``VACUUM`` and ``RESTORE``, on a catalog entry
+(``CREATE TABLE ... USING indexeddf LOCATION``), on ``indexeddf.`/path``` and on ``'/path'``.
 
 Every answer is checked against indexeddf's Python API and a reader nobody here wrote: delta-rs
 (``DeltaTable.history()``, ``metadata()``, ``protocol()``, ``get_add_actions()``, its rows of
@@ -20,7 +20,7 @@ from deltalake import DeltaTable
 
 import indexeddf
 from indexeddf import IndexedTable
-from indexeddf.errors import TableNotFoundError
+from indexeddf.errors import InvalidOptionError, TableNotFoundError, VersionNotFoundError
 
 pytestmark = pytest.mark.spark
 
@@ -39,6 +39,8 @@ DETAIL_COLUMNS = [
     ("properties", "map<string,string>"), ("minReaderVersion", "int"), ("minWriterVersion", "int"),
     ("tableFeatures", "array<string>"),
 ]
+RESTORE_COLUMNS = ["table_size_after_restore", "num_of_files_after_restore", "num_removed_files",
+                   "num_restored_files", "removed_files_size", "restored_files_size"]
 
 
 @pytest.fixture
@@ -80,6 +82,10 @@ def ms(value: dt.datetime) -> int:
 def as_text(value) -> str:
     """A commitInfo value as Delta's history shows it: a string's text, anything else its JSON."""
     return value if isinstance(value, str) else json.dumps(value, separators=(",", ":"))
+
+
+def sorted_rows(table: pa.Table) -> list[dict]:
+    return sorted(table.select(["k", "v"]).to_pylist(), key=lambda r: r["k"])
 
 
 def test_describe_history_is_the_logs_commit_info_newest_first(sql, tmp_path):
@@ -170,3 +176,111 @@ def test_statements_on_a_table_that_is_not_there_are_typed_errors(sql, spark, tm
         spark.sql("DROP TABLE plainpq")
     # Spark's own statements still parse: DESCRIBE of a table, a query.
     assert sql("SELECT 1 AS one") == [{"one": 1}]
+
+
+def test_optimize_compacts_through_the_python_api(sql, tmp_path):
+    path = str(tmp_path / "o")
+    t = IndexedTable.create(path, rows(range(0, 40, 4)), ["k"], 2)
+    for i in range(1, 4):
+        t.append(rows(range(i, 40, 4), f"x{i}"))
+    before = DeltaTable(path)
+    expected = sorted_rows(before.to_pyarrow_table())
+    files_before = before.get_add_actions(flatten=True)
+    sql(f"CREATE TABLE opt USING indexeddf LOCATION '{path}'")
+
+    [row] = sql("OPTIMIZE opt")
+    assert [c for c, _ in sql.columns] == ["path", "metrics"]
+    after = DeltaTable(path)
+    assert sorted_rows(after.to_pyarrow_table()) == expected  # the same rows, fewer files
+    files_after = after.get_add_actions(flatten=True)
+    removed = set(files_before.column("path").to_pylist()) - set(files_after.column("path").to_pylist())
+    added = set(files_after.column("path").to_pylist()) - set(files_before.column("path").to_pylist())
+    m = row["metrics"]
+    assert row["path"] == Path(path).as_uri().replace("file:///", "file:/")
+    assert (m["numFilesRemoved"], m["numFilesAdded"]) == (len(removed), len(added)) == (8, 2)
+    assert m["filesRemoved"]["totalSize"] == sum(
+        s for p, s in zip(files_before.column("path").to_pylist(), files_before.column("size_bytes").to_pylist())
+        if p in removed)
+    assert m["totalConsideredFiles"] == files_before.num_rows
+    assert after.history(1)[0]["operation"] == "OPTIMIZE"
+    # Nothing left to compact: no commit, no files.
+    [again] = sql(f"OPTIMIZE indexeddf.`{path}`")
+    assert again["metrics"]["numFilesRemoved"] == 0 and DeltaTable(path).version() == after.version()
+
+
+def test_optimize_refuses_zorder_and_where_saying_what_to_use(sql, tmp_path):
+    path = str(tmp_path / "z")
+    IndexedTable.create(path, rows(range(5)), ["k"], 2)
+    with pytest.raises(InvalidOptionError, match="does not z-order.*create_index"):
+        sql(f"OPTIMIZE '{path}' ZORDER BY (v)")
+    with pytest.raises(InvalidOptionError, match="does not z-order"):
+        sql(f"OPTIMIZE '{path}' WHERE k > 1 ZORDER BY v, k")
+    with pytest.raises(InvalidOptionError, match="WHERE k > 1: .*run OPTIMIZE without WHERE"):
+        sql(f"OPTIMIZE indexeddf.`{path}` WHERE k > 1")
+    assert IndexedTable.for_path(path).version == 0
+
+
+def test_vacuum_keeps_deltas_retention_check(sql, conf, tmp_path):
+    path = str(tmp_path / "vac")
+    t = IndexedTable.create(path, rows(range(10)), ["k"], 2)
+    t.overwrite(rows(range(5), "b"))
+    sql(f"CREATE TABLE vac USING indexeddf LOCATION '{path}'")
+    with pytest.raises(InvalidOptionError, match="spark.databricks.delta.retentionDurationCheck.enabled = false"):
+        sql("VACUUM vac RETAIN 0 HOURS")
+    # Inside the retention nothing goes: one row, the table's location.
+    location = Path(path).as_uri().replace("file:///", "file:/")
+    assert sql("VACUUM vac") == [{"path": location}]
+    assert sql.columns == [("path", "string")]
+
+    conf("spark.databricks.delta.retentionDurationCheck.enabled", "false")
+    python = IndexedTable.for_path(path).vacuum(0, dry_run=True, enforce_retention=False)
+    dry = sql("VACUUM vac RETAIN 0 HOURS DRY RUN")
+    assert sorted(r["path"] for r in dry) == sorted(f"{location}/{f}" for f in python.files)
+    # delta-rs names the same data files (indexeddf also deletes the index files beside them).
+    theirs = DeltaTable(path).vacuum(retention_hours=0, dry_run=True, enforce_retention_duration=False)
+    assert {Path(f).name for f in theirs} == {Path(f).name for f in python.files if f.startswith("data/")}
+    assert theirs and all((Path(path) / f).exists() for f in python.files)
+
+    assert sql(f"VACUUM '{path}' RETAIN 0 HOURS") == [{"path": location}]
+    assert not any((Path(path) / f).exists() for f in python.files)
+    assert sorted_rows(DeltaTable(path).to_pyarrow_table()) == sorted_rows(rows(range(5), "b"))
+
+
+def test_restore_to_a_version_and_to_a_timestamp(sql, tmp_path):
+    path = str(tmp_path / "r")
+    t = IndexedTable.create(path, rows(range(10)), ["k"], 2)
+    t.append(rows([20, 21], "b"))
+    t.delete("k < 5")
+    sql(f"CREATE TABLE rest USING indexeddf LOCATION '{path}'")
+    before = DeltaTable(path).get_add_actions(flatten=True)
+
+    [row] = sql("RESTORE TABLE rest TO VERSION AS OF 0")
+    assert [c for c, _ in sql.columns] == RESTORE_COLUMNS
+    assert sorted_rows(DeltaTable(path).to_pyarrow_table()) == sorted_rows(DeltaTable(path, version=0).to_pyarrow_table())
+    assert sql("SELECT count(*) AS n FROM rest") == [{"n": 10}]
+    now = DeltaTable(path).get_add_actions(flatten=True)
+    assert row["num_of_files_after_restore"] == now.num_rows
+    assert row["table_size_after_restore"] == sum(now.column("size_bytes").to_pylist())
+    removed = set(before.column("path").to_pylist()) - set(now.column("path").to_pylist())
+    restored = set(now.column("path").to_pylist()) - set(before.column("path").to_pylist())
+    assert (row["num_removed_files"], row["num_restored_files"]) == (len(removed), len(restored))
+    assert removed and restored
+
+    # RESTORE by timestamp: the version committed at or before it (version 2's time).
+    v2 = next(h for h in DeltaTable(path).history() if h["version"] == 2)
+    at = dt.datetime.fromtimestamp(v2["timestamp"] / 1000, dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3]
+    [row] = sql(f"RESTORE indexeddf.`{path}` TO TIMESTAMP AS OF '{at}'")
+    assert sorted_rows(DeltaTable(path).to_pyarrow_table()) == sorted_rows(DeltaTable(path, version=2).to_pyarrow_table())
+    after = DeltaTable(path).get_add_actions(flatten=True)
+    sizes_now = dict(zip(now.column("path").to_pylist(), now.column("size_bytes").to_pylist()))
+    sizes_after = dict(zip(after.column("path").to_pylist(), after.column("size_bytes").to_pylist()))
+    removed = set(sizes_now) - set(sizes_after)
+    restored = set(sizes_after) - set(sizes_now)
+    assert (row["num_removed_files"], row["num_restored_files"]) == (len(removed), len(restored))
+    assert row["removed_files_size"] == sum(sizes_now[p] for p in removed)
+    assert row["restored_files_size"] == sum(sizes_after[p] for p in restored)
+    assert set(sizes_after) == set(before.column("path").to_pylist())
+    assert DeltaTable(path).history(1)[0]["operation"] == "RESTORE"
+
+    with pytest.raises(VersionNotFoundError):
+        sql("RESTORE rest TO VERSION AS OF 99")

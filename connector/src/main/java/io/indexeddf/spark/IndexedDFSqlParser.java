@@ -1,7 +1,9 @@
 package io.indexeddf.spark;
 
+import io.indexeddf.log.IndexedDFException;
 import io.indexeddf.spark.plan.DescribeDetailCommand;
 import io.indexeddf.spark.plan.DescribeHistoryCommand;
+import io.indexeddf.spark.plan.TableOperationCommand;
 import java.util.ArrayList;
 import java.util.List;
 
@@ -25,10 +27,16 @@ import scala.collection.immutable.Seq;
  * ({@code table} is {@code t}, {@code db.t}, {@code indexeddf.`/path`} or {@code '/path'}):
  * <ul>
  *   <li>{@code (DESC | DESCRIBE) HISTORY table [LIMIT n]}: {@link DescribeHistoryCommand};</li>
- *   <li>{@code (DESC | DESCRIBE) DETAIL table}: {@link DescribeDetailCommand}.</li>
+ *   <li>{@code (DESC | DESCRIBE) DETAIL table}: {@link DescribeDetailCommand};</li>
+ *   <li>{@code OPTIMIZE table [WHERE predicate] [ZORDER BY (c, ...)]},
+ *       {@code VACUUM table [RETAIN n HOURS] [DRY RUN]} and
+ *       {@code RESTORE [TABLE] table [TO] (VERSION | SYSTEM_VERSION) AS OF n} /
+ *       {@code ... (TIMESTAMP | SYSTEM_TIME) AS OF 'timestamp'}: {@link TableOperationCommand},
+ *       which runs the Python API's operation.</li>
  * </ul>
  * A text that starts like one of these but does not follow its syntax goes to Spark's parser,
- * which says where it fails. The parser is hand-written (a tokenizer and a few rules): the
+ * which says where it fails. OPTIMIZE's predicate is parsed by the delegate's
+ * {@code parseExpression}. The parser is hand-written (a tokenizer and a few rules): the
  * statements are short, and the connector has no grammar tool.
  */
 public final class IndexedDFSqlParser implements ParserInterface {
@@ -124,6 +132,15 @@ public final class IndexedDFSqlParser implements ParserInterface {
                 }
                 return null;
             }
+            if (c.word("OPTIMIZE")) {
+                return optimize(c);
+            }
+            if (c.word("VACUUM")) {
+                return vacuum(c);
+            }
+            if (c.word("RESTORE")) {
+                return restore(c);
+            }
         } catch (NumberFormatException e) {
             return null;
         }
@@ -144,6 +161,112 @@ public final class IndexedDFSqlParser implements ParserInterface {
             limit = Integer.valueOf(n.text);
         }
         return c.end() ? new DescribeHistoryCommand(t.path, t.name, limit) : null;
+    }
+
+    private LogicalPlan optimize(Cursor c) throws ParseException {
+        TableName t = tableName(c);
+        if (t == null) {
+            return null;
+        }
+        String where = null;
+        if (c.word("WHERE")) {
+            int start = c.position();
+            int end = c.find("ZORDER");
+            if (end == start) {
+                return null;
+            }
+            where = c.text(start, end);
+            delegate.parseExpression(where);  // a syntax error in the predicate is Spark's to report
+            c.seek(end);
+        }
+        List<String> zorder = null;
+        if (c.word("ZORDER")) {
+            if (!c.word("BY")) {
+                return null;
+            }
+            zorder = new ArrayList<>();
+            boolean paren = c.symbol("(");
+            do {
+                List<String> col = qualifiedName(c);
+                if (col == null) {
+                    return null;
+                }
+                zorder.add(String.join(".", col));
+            } while (c.symbol(","));
+            if (paren && !c.symbol(")")) {
+                return null;
+            }
+        }
+        return c.end() ? TableOperationCommand.optimize(t.path, t.name, where, zorder) : null;
+    }
+
+    private static LogicalPlan vacuum(Cursor c) {
+        TableName t = tableName(c);
+        if (t == null) {
+            return null;
+        }
+        Double hours = null;
+        if (c.word("RETAIN")) {
+            boolean minus = c.symbol("-");
+            Token n = c.next();
+            if (n == null || n.kind != Token.NUMBER || !c.word("HOURS")) {
+                return null;
+            }
+            hours = Double.valueOf(n.text.replaceAll("(?i)(BD|[LSYD])$", ""));
+            if (minus) {
+                hours = -hours;
+            }
+        }
+        boolean dryRun = false;
+        if (c.word("DRY")) {
+            if (!c.word("RUN")) {
+                return null;
+            }
+            dryRun = true;
+        }
+        return c.end() ? TableOperationCommand.vacuum(t.path, t.name, hours, dryRun) : null;
+    }
+
+    private static LogicalPlan restore(Cursor c) {
+        c.word("TABLE");
+        TableName t = tableName(c);
+        if (t == null) {
+            return null;
+        }
+        c.word("TO");
+        c.word("FOR");
+        boolean byVersion;
+        if (c.word("VERSION") || c.word("SYSTEM_VERSION")) {
+            byVersion = true;
+        } else if (c.word("TIMESTAMP") || c.word("SYSTEM_TIME")) {
+            byVersion = false;
+        } else {
+            return null;
+        }
+        if (!c.word("AS") || !c.word("OF")) {
+            return null;
+        }
+        Token v = c.next();
+        if (v == null || !c.end()) {
+            return null;
+        }
+        if (byVersion) {
+            if (v.kind != Token.NUMBER && v.kind != Token.STRING) {
+                return null;
+            }
+            long version;
+            try {
+                version = Long.parseLong(v.text.trim());
+            } catch (NumberFormatException e) {
+                throw IndexedDFException.option("RESTORE ... VERSION AS OF " + v.text
+                    + ": the version must be a whole number (DESCRIBE HISTORY lists them)");
+            }
+            return TableOperationCommand.restore(t.path, t.name, version, null);
+        }
+        if (v.kind != Token.STRING) {
+            return null;
+        }
+        return TableOperationCommand.restore(t.path, t.name, null, v.text);
     }
 
     /** A table as Delta's statements name one: {@code '/path'} or a qualified name. */
