@@ -4,9 +4,10 @@
 ``io.indexeddf.spark.plan.TableOperationCommand``) reach Python as a write through this data
 source with the private option ``_operation``: a JSON object naming the ``operation`` and its
 parameters. The write's tasks carry one empty row and write nothing; its commit, on the
-driver, runs ``IndexedTable.optimize`` / ``vacuum`` / ``restore`` and leaves Delta's result
-values as JSON in the file ``_commitResultFile`` names, which the command turns into rows. An
-error is the operation's own typed error.
+driver, runs what ``IndexedTable.optimize`` / ``vacuum`` / ``restore`` run (the same
+functions of ``indexeddf.writer``; this module sits below ``indexeddf.table``, which imports
+``indexeddf.spark``) and leaves Delta's result values as JSON in the file ``_commitResultFile``
+names, which the command turns into rows. An error is the operation's own typed error.
 """
 
 from __future__ import annotations
@@ -65,16 +66,25 @@ class OperationWriter(DataSourceArrowWriter):
 
 
 def run_operation(url: str, storage_options: dict[str, Any], spec: dict) -> dict:
-    """Run ``spec``'s operation on the table at ``url``; returns Delta's result values."""
-    from ..table import IndexedTable
+    """Run ``spec``'s operation on the newest version of the table at ``url``; returns Delta's
+    result values."""
+    from ..format.snapshot import load_snapshot
+    from ..format.storage import TableStorage
 
-    table = IndexedTable.for_path(url, storage_options=storage_options or None)
+    snapshot = load_snapshot(TableStorage(url, storage_options or None))
     operation = spec["operation"]
     if operation == "optimize":
-        return _optimize(table)
+        return _optimize(snapshot)
     if operation == "vacuum":
-        return _vacuum(table, spec)
-    return _restore(table, spec)
+        return _vacuum(snapshot, spec)
+    return _restore(snapshot, spec)
+
+
+def _after(snapshot, result):
+    """The newest snapshot after an operation that returned ``result`` (None: it committed nothing)."""
+    from ..format.snapshot import update_snapshot
+
+    return update_snapshot(snapshot) if result is None else result.snapshot
 
 
 def _file_sizes(files) -> dict[str, Any] | None:
@@ -98,15 +108,15 @@ def _changed(before, after) -> tuple[list, list]:
     return [a for k, a in old.items() if k not in new], [a for k, a in new.items() if k not in old]
 
 
-def _optimize(table) -> dict:
+def _optimize(before) -> dict:
     """``OPTIMIZE``: ``IndexedTable.optimize()`` (mode quick), with Delta's metrics."""
+    from ..writer import maintenance
+
     start = int(time.time() * 1000)
-    before = table.snapshot
-    table.optimize()
-    after = table.snapshot
+    after = _after(before, maintenance.optimize(before, "quick"))
     removed, added = _changed(before, after)
     partitions = {tuple(sorted(a.partitionValues.items())) for a in removed}
-    return {"path": table.path, "metrics": {
+    return {"path": before.storage.url, "metrics": {
         "numFilesAdded": len(added), "numFilesRemoved": len(removed),
         "filesAdded": _file_sizes(added), "filesRemoved": _file_sizes(removed),
         "partitionsOptimized": len(partitions), "numBatches": 1 if removed else 0,
@@ -116,31 +126,34 @@ def _optimize(table) -> dict:
     }}
 
 
-def _vacuum(table, spec: dict) -> dict:
+def _vacuum(snapshot, spec: dict) -> dict:
     """``VACUUM``: ``IndexedTable.vacuum``; the files it deleted (or would delete)."""
+    from ..writer import maintenance
+
     enforce = bool(spec.get("enforceRetention", True))
     try:
-        result = table.vacuum(spec.get("retentionHours"), bool(spec.get("dryRun")), enforce_retention=enforce)
+        result = maintenance.vacuum(snapshot, spec.get("retentionHours"), bool(spec.get("dryRun")), enforce)
     except InvalidOptionError as e:
         if enforce and "minRetentionHours" in str(e):
             raise InvalidOptionError(
                 f"{e} From Spark SQL, as in Delta: SET {RETENTION_CHECK_CONF} = false lets VACUUM go below it."
             ) from None
         raise
-    return {"path": table.path, "files": list(result.files), "bytes": result.bytes}
+    return {"path": snapshot.storage.url, "files": list(result.files), "bytes": result.bytes}
 
 
-def _restore(table, spec: dict) -> dict:
+def _restore(before, spec: dict) -> dict:
     """``RESTORE``: ``IndexedTable.restore(version)``, with Delta's result columns."""
+    from ..writer import maintenance
+
     version = spec.get("version")
     if isinstance(version, bool) or not isinstance(version, int):
         raise InvalidOptionError(f"RESTORE needs a version, got {version!r}")
-    before = table.snapshot
-    table.restore(version)
-    after = table.snapshot
+    after = _after(before, maintenance.restore(before, version))
     removed, restored = _changed(before, after)
     return {
         "table_size_after_restore": after.size_bytes(), "num_of_files_after_restore": len(after.live_files()),
         "num_removed_files": len(removed), "num_restored_files": len(restored),
         "removed_files_size": sum(a.size for a in removed), "restored_files_size": sum(a.size for a in restored),
     }
+
