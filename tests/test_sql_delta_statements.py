@@ -1,6 +1,8 @@
 """Delta's SQL statements on indexeddf tables, typed as a Delta user types them: ``DESCRIBE
 HISTORY``, ``DESCRIBE DETAIL``, ``OPTIMIZE``, ``VACUUM`` and ``RESTORE``, on a catalog entry
-(``CREATE TABLE ... USING indexeddf LOCATION``), on ``indexeddf.`/path``` and on ``'/path'``.
+(``CREATE TABLE ... USING indexeddf LOCATION``), on ``indexeddf.`/path``` and on ``'/path'``;
+and errors a user causes in SQL writes arriving as the typed error, not wrapped in Spark's
+``PYTHON_DATA_SOURCE_ERROR``.
 
 Every answer is checked against indexeddf's Python API and a reader nobody here wrote: delta-rs
 (``DeltaTable.history()``, ``metadata()``, ``protocol()``, ``get_add_actions()``, its rows of
@@ -20,7 +22,7 @@ from deltalake import DeltaTable
 
 import indexeddf
 from indexeddf import IndexedTable
-from indexeddf.errors import InvalidOptionError, TableNotFoundError, VersionNotFoundError
+from indexeddf.errors import InvalidOptionError, SchemaMismatchError, TableNotFoundError, VersionNotFoundError
 
 pytestmark = pytest.mark.spark
 
@@ -284,3 +286,33 @@ def test_restore_to_a_version_and_to_a_timestamp(sql, tmp_path):
 
     with pytest.raises(VersionNotFoundError):
         sql("RESTORE rest TO VERSION AS OF 99")
+
+
+def test_errors_of_sql_writes_are_the_typed_error(spark, tmp_path):
+    """A write's typed error arrives as itself: its name and message first, no Spark wrapper,
+    no Python traceback (Spark's exception stays its cause)."""
+    assert indexeddf.register(spark) == indexeddf.spark.CONNECTOR
+    path = str(tmp_path / "e")
+    IndexedTable.create(path, rows(range(5)), ["k"], 2)
+
+    def message(run) -> str:
+        with pytest.raises(Exception) as info:  # noqa: PT011 - the message is what is checked
+            run()
+        return str(info.value)
+
+    spark.sql(f"CREATE TABLE errs USING indexeddf LOCATION '{path}'")
+    try:
+        bad_property = message(lambda: spark.sql("ALTER TABLE errs SET TBLPROPERTIES ('indexeddf.bogus' = '1')"))
+        assert bad_property.startswith("indexeddf.errors.InvalidOptionError: unknown table property 'indexeddf.bogus'")
+        frame = spark.createDataFrame([(1, "x", 3)], "k long, v string, w long")
+        mismatch = message(lambda: frame.write.format("indexeddf").mode("append").save(path))
+        assert mismatch.startswith("indexeddf.errors.SchemaMismatchError: data does not match the table schema")
+        assert "'w' is not in the table" in mismatch
+        missing = message(lambda: spark.sql(f"INSERT INTO indexeddf.`{tmp_path / 'none'}` VALUES (1, 'x')"))
+        assert missing.startswith("indexeddf.errors.TableNotFoundError: no indexeddf table")
+        for text in (bad_property, mismatch, missing):
+            assert "PYTHON_DATA_SOURCE_ERROR" not in text and "Traceback" not in text
+        assert isinstance(indexeddf.spark.typed_error(Exception(mismatch)), SchemaMismatchError)
+    finally:
+        spark.sql("DROP TABLE errs")
+    assert IndexedTable.for_path(path).version == 0
