@@ -22,7 +22,14 @@ from deltalake import DeltaTable
 
 import indexeddf
 from indexeddf import IndexedTable
-from indexeddf.errors import InvalidOptionError, SchemaMismatchError, TableNotFoundError, VersionNotFoundError
+from indexeddf.errors import (
+    IndexExistsError,
+    IndexNotFoundError,
+    InvalidOptionError,
+    SchemaMismatchError,
+    TableNotFoundError,
+    VersionNotFoundError,
+)
 
 pytestmark = pytest.mark.spark
 
@@ -316,3 +323,35 @@ def test_errors_of_sql_writes_are_the_typed_error(spark, tmp_path):
     finally:
         spark.sql("DROP TABLE errs")
     assert IndexedTable.for_path(path).version == 0
+
+
+def test_index_statements_run_the_python_apis_index_operations(sql, tmp_path):
+    path = str(tmp_path / "ix")
+    t = IndexedTable.create(path, rows(range(20)), ["k"], 2)
+    sql(f"CREATE TABLE ix USING indexeddf LOCATION '{path}'")
+
+    assert sql("CREATE INDEX by_v ON ix (v) OPTIONS (numBuckets = 4)") == []
+    [info] = [i for i in IndexedTable.for_path(path).indexes() if i.name == "by_v"]
+    assert (info.columns, info.state, info.num_buckets, info.num_entries) == (["v"], "ACTIVE", 4, 20)
+    with pytest.raises(IndexExistsError):
+        sql(f"CREATE INDEX by_v ON TABLE indexeddf.`{path}` (v)")
+    version = IndexedTable.for_path(path).version
+    sql("CREATE INDEX IF NOT EXISTS by_v ON ix (v)")
+    assert IndexedTable.for_path(path).version == version
+
+    t.append(rows([100, 101], "b"))
+    sql(f"REFRESH INDEX by_v ON '{path}'")
+    [info] = [i for i in IndexedTable.for_path(path).indexes() if i.name == "by_v"]
+    assert (info.covered_version, info.num_entries) == (IndexedTable.for_path(path).version, 22)
+    # The index answers: the rows a lookup by v finds are the rows delta-rs reads.
+    found = IndexedTable.for_path(path).lookup(["b100", "a3"], index="by_v").to_pylist()
+    theirs = [r for r in DeltaTable(path).to_pyarrow_table().to_pylist() if r["v"] in ("b100", "a3")]
+    assert sorted(r["k"] for r in found) == sorted(r["k"] for r in theirs) == [3, 100]
+
+    sql("DROP INDEX by_v ON ix")
+    assert [i.state for i in IndexedTable.for_path(path).indexes() if i.name == "by_v"] == ["DELETED"]
+    with pytest.raises(IndexNotFoundError):
+        sql("DROP INDEX nothing ON ix")
+    sql("DROP INDEX IF EXISTS nothing ON ix")
+    with pytest.raises(InvalidOptionError, match="the only option is numBuckets"):
+        sql("CREATE INDEX other ON ix (v) OPTIONS ('bloom' = '1')")

@@ -1,13 +1,16 @@
-"""Delta's maintenance statements from Spark SQL, run by the Python API in the driver's Python.
+"""Delta's maintenance statements and the index statements from Spark SQL, run by the Python
+API in the driver's Python.
 
-``OPTIMIZE``, ``VACUUM`` and ``RESTORE`` on an indexeddf table (the JVM connector's parser,
+``OPTIMIZE``, ``VACUUM`` and ``RESTORE`` on an indexeddf table, and ``CREATE INDEX``,
+``DROP INDEX`` and ``REFRESH INDEX`` (the JVM connector's parser,
 ``io.indexeddf.spark.plan.TableOperationCommand``) reach Python as a write through this data
 source with the private option ``_operation``: a JSON object naming the ``operation`` and its
 parameters. The write's tasks carry one empty row and write nothing; its commit, on the
-driver, runs what ``IndexedTable.optimize`` / ``vacuum`` / ``restore`` run (the same
-functions of ``indexeddf.writer``; this module sits below ``indexeddf.table``, which imports
-``indexeddf.spark``) and leaves Delta's result values as JSON in the file ``_commitResultFile``
-names, which the command turns into rows. An error is the operation's own typed error.
+driver, runs what ``IndexedTable.optimize`` / ``vacuum`` / ``restore`` / ``create_index`` /
+``drop_index`` / ``refresh`` run (the same functions of ``indexeddf.writer``; this module sits
+below ``indexeddf.table``, which imports ``indexeddf.spark``) and leaves Delta's result values
+as JSON in the file ``_commitResultFile`` names, which the command turns into rows. An error is
+the operation's own typed error.
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ OPERATION_OPTION = "_operation"
 """Private write option: the maintenance statement to run (a JSON object)."""
 
 OPERATION_OPTIONS = ["path", "storageOptions", OPERATION_OPTION, "_commitResultFile"]
-OPERATIONS = ("optimize", "vacuum", "restore")
+OPERATIONS = ("optimize", "vacuum", "restore", "createIndex", "dropIndex", "refreshIndex")
 
 RETENTION_CHECK_CONF = "spark.databricks.delta.retentionDurationCheck.enabled"
 """Delta's session conf that lets VACUUM go below the table's retention (the JVM reads it)."""
@@ -77,7 +80,9 @@ def run_operation(url: str, storage_options: dict[str, Any], spec: dict) -> dict
         return _optimize(snapshot)
     if operation == "vacuum":
         return _vacuum(snapshot, spec)
-    return _restore(snapshot, spec)
+    if operation == "restore":
+        return _restore(snapshot, spec)
+    return _index_statement(snapshot, operation, spec)
 
 
 def _after(snapshot, result):
@@ -157,3 +162,28 @@ def _restore(before, spec: dict) -> dict:
         "removed_files_size": sum(a.size for a in removed), "restored_files_size": sum(a.size for a in restored),
     }
 
+
+def _index_statement(snapshot, operation: str, spec: dict) -> dict:
+    """``CREATE INDEX [IF NOT EXISTS]``, ``DROP INDEX [IF EXISTS]``, ``REFRESH INDEX``: the
+    Python API's ``create_index``, ``drop_index`` and ``refresh``; the version afterwards."""
+    from ..errors import IndexExistsError, IndexNotFoundError
+    from ..writer import index_ops, lifecycle
+
+    name = spec.get("name")
+    if not isinstance(name, str) or not name:
+        raise InvalidOptionError(f"an index statement needs an index name, got {name!r}")
+    result = None
+    try:
+        if operation == "createIndex":
+            result = index_ops.create_index(snapshot, name, list(spec.get("columns") or []), spec.get("numBuckets"))
+        elif operation == "dropIndex":
+            result = lifecycle.drop_index(snapshot, name)
+        else:
+            result = index_ops.refresh_index(snapshot, name, spec.get("mode") or "incremental")
+    except IndexExistsError:
+        if not spec.get("ifNotExists"):
+            raise
+    except IndexNotFoundError:
+        if not spec.get("ifExists"):
+            raise
+    return {"version": _after(snapshot, result).version}

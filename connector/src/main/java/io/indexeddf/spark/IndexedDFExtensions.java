@@ -33,13 +33,14 @@ import scala.runtime.BoxedUnit;
  * Spark job, and {@link IndexedJoin}, which answers the table's side of a join with a small
  * other side as an index lookup of that side's keys. The parser {@link IndexedDFSqlParser} adds Delta's
  * statements ({@code DESCRIBE HISTORY}, {@code DESCRIBE DETAIL}, {@code OPTIMIZE}, {@code VACUUM},
- * {@code RESTORE}) and hands every other text to Spark's. The query-stage preparation rule
+ * {@code RESTORE}) and the index statements ({@code CREATE INDEX}, {@code DROP INDEX}, {@code REFRESH INDEX}),
+ * and hands every other text to Spark's. The query-stage preparation rule
  * {@link UnneededBuckets} reads a table's scan unbucketed where nothing uses its bucketing.
  */
 public final class IndexedDFExtensions extends AbstractFunction1<SparkSessionExtensions, BoxedUnit> {
     @Override
     public BoxedUnit apply(SparkSessionExtensions extensions) {
-        // Delta's statements (DESCRIBE HISTORY / DETAIL, OPTIMIZE, VACUUM, RESTORE); all other text is Spark's.
+        // Delta's statements and the index statements; all other text is Spark's.
         extensions.injectParser(new scala.runtime.AbstractFunction2<SparkSession,
                 org.apache.spark.sql.catalyst.parser.ParserInterface,
                 org.apache.spark.sql.catalyst.parser.ParserInterface>() {

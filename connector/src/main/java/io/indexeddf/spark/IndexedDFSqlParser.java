@@ -32,7 +32,13 @@ import scala.collection.immutable.Seq;
  *       {@code VACUUM table [RETAIN n HOURS] [DRY RUN]} and
  *       {@code RESTORE [TABLE] table [TO] (VERSION | SYSTEM_VERSION) AS OF n} /
  *       {@code ... (TIMESTAMP | SYSTEM_TIME) AS OF 'timestamp'}: {@link TableOperationCommand},
- *       which runs the Python API's operation.</li>
+ *       which runs the Python API's operation;</li>
+ *   <li>the index statements, in the syntax of Spark's {@code CREATE INDEX} and {@code DROP INDEX}:
+ *       {@code CREATE INDEX [IF NOT EXISTS] name ON [TABLE] table [USING indexeddf] (c, ...)
+ *       [OPTIONS (numBuckets = n)]}, {@code DROP INDEX [IF EXISTS] name ON [TABLE] table}, and
+ *       {@code REFRESH INDEX name ON [TABLE] table [INCREMENTAL | FULL | QUICK]}
+ *       ({@link TableOperationCommand}, the Python API's {@code create_index}, {@code drop_index},
+ *       {@code refresh}).</li>
  * </ul>
  * A text that starts like one of these but does not follow its syntax goes to Spark's parser,
  * which says where it fails. OPTIMIZE's predicate is parsed by the delegate's
@@ -140,6 +146,15 @@ public final class IndexedDFSqlParser implements ParserInterface {
             }
             if (c.word("RESTORE")) {
                 return restore(c);
+            }
+            if (c.word("CREATE")) {
+                return c.word("INDEX") ? createIndex(c) : null;
+            }
+            if (c.word("DROP")) {
+                return c.word("INDEX") ? dropIndex(c) : null;
+            }
+            if (c.word("REFRESH")) {
+                return c.word("INDEX") ? refreshIndex(c) : null;
             }
         } catch (NumberFormatException e) {
             return null;
@@ -267,6 +282,130 @@ public final class IndexedDFSqlParser implements ParserInterface {
             return null;
         }
         return TableOperationCommand.restore(t.path, t.name, null, v.text);
+    }
+
+    /** {@code CREATE INDEX [IF NOT EXISTS] name ON [TABLE] table [USING indexeddf] (c, ...) [OPTIONS (numBuckets [=] n)]}. */
+    private static LogicalPlan createIndex(Cursor c) {
+        boolean ifNotExists = false;
+        if (c.word("IF")) {
+            if (!c.word("NOT") || !c.word("EXISTS")) {
+                return null;
+            }
+            ifNotExists = true;
+        }
+        String index = identifier(c);
+        if (index == null || !c.word("ON")) {
+            return null;
+        }
+        c.word("TABLE");
+        TableName t = tableName(c);
+        if (t == null) {
+            return null;
+        }
+        if (c.word("USING")) {
+            String type = identifier(c);
+            if (type == null) {
+                return null;
+            }
+            if (!type.equalsIgnoreCase(io.indexeddf.spark.exec.TableRelation.NAME)) {
+                throw IndexedDFException.option("CREATE INDEX ... USING " + type + ": an indexeddf table has "
+                    + "indexeddf's indexes only; leave USING out");
+            }
+        }
+        if (!c.symbol("(")) {
+            return null;
+        }
+        List<String> columns = new ArrayList<>();
+        do {
+            List<String> col = qualifiedName(c);
+            if (col == null) {
+                return null;
+            }
+            columns.add(String.join(".", col));
+        } while (c.symbol(","));
+        if (!c.symbol(")")) {
+            return null;
+        }
+        Integer numBuckets = null;
+        if (c.word("OPTIONS")) {
+            if (!c.symbol("(")) {
+                return null;
+            }
+            do {
+                Token key = c.next();
+                if (key == null || key.kind == Token.SYMBOL || key.kind == Token.NUMBER) {
+                    return null;
+                }
+                c.symbol("=");
+                Token value = c.next();
+                if (value == null || (value.kind != Token.NUMBER && value.kind != Token.STRING)) {
+                    return null;
+                }
+                if (!key.text.equalsIgnoreCase("numBuckets")) {
+                    throw IndexedDFException.option("CREATE INDEX ... OPTIONS (" + key.text + "): the only option "
+                        + "is numBuckets (the index's bucket count; the table's by default)");
+                }
+                try {
+                    numBuckets = Integer.valueOf(value.text.trim());
+                } catch (NumberFormatException e) {
+                    throw IndexedDFException.option("CREATE INDEX ... OPTIONS (numBuckets " + value.text
+                        + "): give a whole number of buckets");
+                }
+            } while (c.symbol(","));
+            if (!c.symbol(")")) {
+                return null;
+            }
+        }
+        return c.end() ? TableOperationCommand.createIndex(t.path, t.name, index, columns, numBuckets, ifNotExists)
+            : null;
+    }
+
+    /** {@code DROP INDEX [IF EXISTS] name ON [TABLE] table}. */
+    private static LogicalPlan dropIndex(Cursor c) {
+        boolean ifExists = false;
+        if (c.word("IF")) {
+            if (!c.word("EXISTS")) {
+                return null;
+            }
+            ifExists = true;
+        }
+        String index = identifier(c);
+        if (index == null || !c.word("ON")) {
+            return null;
+        }
+        c.word("TABLE");
+        TableName t = tableName(c);
+        return t != null && c.end() ? TableOperationCommand.dropIndex(t.path, t.name, index, ifExists) : null;
+    }
+
+    /** {@code REFRESH INDEX name ON [TABLE] table [INCREMENTAL | FULL | QUICK]}. */
+    private static LogicalPlan refreshIndex(Cursor c) {
+        String index = identifier(c);
+        if (index == null || !c.word("ON")) {
+            return null;
+        }
+        c.word("TABLE");
+        TableName t = tableName(c);
+        if (t == null) {
+            return null;
+        }
+        String mode = null;
+        for (String m : new String[] {"INCREMENTAL", "FULL", "QUICK"}) {
+            if (mode == null && c.word(m)) {
+                mode = m.toLowerCase(java.util.Locale.ROOT);
+            }
+        }
+        return c.end() ? TableOperationCommand.refreshIndex(t.path, t.name, index, mode) : null;
+    }
+
+    /** One identifier (a word or a quoted name), or null. */
+    private static String identifier(Cursor c) {
+        Token t = c.peek();
+        if (t == null || (t.kind != Token.WORD && t.kind != Token.QUOTED)) {
+            return null;
+        }
+        c.next();
+        return t.text;
     }
 
     /** A table as Delta's statements name one: {@code '/path'} or a qualified name. */

@@ -47,6 +47,11 @@ import scala.jdk.javaapi.CollectionConverters;
  *       {@code num_removed_files}, {@code num_restored_files}, {@code removed_files_size},
  *       {@code restored_files_size}. A timestamp is the version committed at or before it
  *       (Delta's rule, {@link DeltaLog#versionAt}).</li>
+ *   <li>The index statements, in the syntax of Spark's own {@code CREATE INDEX} / {@code DROP
+ *       INDEX}: {@code CREATE INDEX [IF NOT EXISTS] name ON [TABLE] table (c, ...) [OPTIONS
+ *       (numBuckets = n)]} ({@code IndexedTable.create_index}), {@code DROP INDEX [IF EXISTS]
+ *       name ON [TABLE] table} ({@code drop_index}), and {@code REFRESH INDEX name ON [TABLE] table
+ *       [INCREMENTAL | FULL | QUICK]} ({@code refresh}). No result rows.</li>
  * </ul>
  */
 public final class TableOperationCommand extends JavaCommand {
@@ -116,8 +121,10 @@ public final class TableOperationCommand extends JavaCommand {
                 return OPTIMIZE_SCHEMA;
             case "vacuum":
                 return VACUUM_SCHEMA;
-            default:
+            case "restore":
                 return RESTORE_SCHEMA;
+            default:
+                return new StructType();  // the index statements, as Spark's CREATE / DROP INDEX: no rows
         }
     }
 
@@ -145,8 +152,47 @@ public final class TableOperationCommand extends JavaCommand {
         return new TableOperationCommand("restore", path, name, p);
     }
 
+    /**
+     * {@code CREATE INDEX [IF NOT EXISTS] name ON table (columns) [OPTIONS (numBuckets = n)]}:
+     * {@code IndexedTable.create_index}; {@code numBuckets} null for the table's bucket count.
+     */
+    public static TableOperationCommand createIndex(String path, List<String> table, String index,
+                                                    List<String> columns, Integer numBuckets, boolean ifNotExists) {
+        Map<String, Object> p = new LinkedHashMap<>();
+        p.put("name", index);
+        p.put("columns", columns);
+        p.put("numBuckets", numBuckets);
+        p.put("ifNotExists", ifNotExists);
+        return new TableOperationCommand("createIndex", path, table, p);
+    }
+
+    /** {@code DROP INDEX [IF EXISTS] name ON table}: {@code IndexedTable.drop_index}. */
+    public static TableOperationCommand dropIndex(String path, List<String> table, String index, boolean ifExists) {
+        Map<String, Object> p = new LinkedHashMap<>();
+        p.put("name", index);
+        p.put("ifExists", ifExists);
+        return new TableOperationCommand("dropIndex", path, table, p);
+    }
+
+    /** {@code REFRESH INDEX name ON table [INCREMENTAL | FULL | QUICK]}: {@code IndexedTable.refresh}. */
+    public static TableOperationCommand refreshIndex(String path, List<String> table, String index, String mode) {
+        Map<String, Object> p = new LinkedHashMap<>();
+        p.put("name", index);
+        p.put("mode", mode);
+        return new TableOperationCommand("refreshIndex", path, table, p);
+    }
+
     private String statement() {
-        return operation.toUpperCase(java.util.Locale.ROOT);
+        switch (operation) {
+            case "createIndex":
+                return "CREATE INDEX";
+            case "dropIndex":
+                return "DROP INDEX";
+            case "refreshIndex":
+                return "REFRESH INDEX";
+            default:
+                return operation.toUpperCase(java.util.Locale.ROOT);
+        }
     }
 
     @Override
@@ -159,7 +205,7 @@ public final class TableOperationCommand extends JavaCommand {
         } else if ("vacuum".equals(operation)) {
             op.put("enforceRetention",
                 Boolean.parseBoolean(session.conf().get(RETENTION_CHECK_CONF, "true").trim()));
-        } else if (op.get("timestamp") != null) {
+        } else if ("restore".equals(operation) && op.get("timestamp") != null) {
             op.put("version", table.log(session).versionAt((String) op.get("timestamp")));
         }
         JsonNode result = runInPython(session, table, op);
@@ -182,7 +228,7 @@ public final class TableOperationCommand extends JavaCommand {
             } else {
                 rows.add(RowFactory.create(location(session, table, null)));
             }
-        } else {
+        } else if ("restore".equals(operation)) {
             Object[] values = new Object[RESTORE_COLUMNS.length];
             for (int i = 0; i < values.length; i++) {
                 values[i] = result.path(RESTORE_COLUMNS[i]).asLong();
