@@ -35,6 +35,7 @@ from ..format.timetravel import version_at
 from ..spec.column_mapping import table_schema, with_mapping
 from . import apply as sa
 from . import change as sc
+from . import operation as sop
 from . import options as so
 from . import write as sw
 from .types import spark_schema
@@ -109,7 +110,10 @@ class IndexedDataSource(DataSource):
     def writer(self, schema: StructType, overwrite: bool):
         """The batch writer (:mod:`indexeddf.spark.write`), or a change statement's
         (:mod:`indexeddf.spark.change`: Spark SQL's MERGE INTO), or the outcome of a DELETE or
-        UPDATE that Spark planned (:mod:`indexeddf.spark.apply`)."""
+        UPDATE that Spark planned (:mod:`indexeddf.spark.apply`), or a maintenance statement's
+        (:mod:`indexeddf.spark.operation`: OPTIMIZE, VACUUM, RESTORE)."""
+        if sop.is_operation(self.options):
+            return sop.operation_writer(self.options)
         if sa.is_apply(self.options):
             return sa.apply_writer(self.options, schema)
         if sc.is_change(self.options):

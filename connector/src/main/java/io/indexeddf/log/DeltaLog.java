@@ -116,6 +116,47 @@ public final class DeltaLog {
         return snap;
     }
 
+    /** The versions that have a JSON commit in the log, oldest first (what a history lists). */
+    public java.util.List<Long> commitVersions() {
+        return new java.util.ArrayList<>(listing.commits.keySet());
+    }
+
+    /**
+     * The {@code commitInfo} action of commit {@code version}, or null when the commit has
+     * none (a writer may omit it) or the log no longer holds the commit file.
+     */
+    public com.fasterxml.jackson.databind.JsonNode commitInfo(long version) {
+        org.apache.hadoop.fs.FileStatus st = listing.commits.get(version);
+        if (st == null) {
+            return null;
+        }
+        for (String line : listing.readLines(st.getPath())) {
+            if (!line.trim().isEmpty()) {
+                com.fasterxml.jackson.databind.JsonNode info = LogListing.parse(line, st.getPath()).get("commitInfo");
+                if (info != null) {
+                    return info;
+                }
+            }
+        }
+        return null;
+    }
+
+    /**
+     * When commit {@code version} was made, in ms since the epoch: its
+     * {@code commitInfo.inCommitTimestamp} or {@code timestamp}, else its file's modification
+     * time (the time time travel by timestamp uses).
+     */
+    public long commitTime(long version) {
+        return TimeTravel.commitTime(listing, version);
+    }
+
+    /** The modification time of the log file of {@code version} (its commit, or its checkpoint). */
+    public long fileModificationTime(long version) {
+        org.apache.hadoop.fs.FileStatus st = listing.commits.containsKey(version)
+            ? listing.commits.get(version) : listing.checkpoints.get(version).get(0);
+        return st.getModificationTime();
+    }
+
     /** The newest version committed at or before {@code timestamp} (Delta's rule). */
     public long versionAt(String timestamp) {
         return TimeTravel.versionAt(listing, timestamp);

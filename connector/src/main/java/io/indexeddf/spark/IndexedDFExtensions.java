@@ -31,12 +31,25 @@ import scala.runtime.BoxedUnit;
  * TBLPROPERTIES are the log's). The
  * optimizer rules: {@link DriverLookup}, which answers index lookups on the driver with no
  * Spark job, and {@link IndexedJoin}, which answers the table's side of a join with a small
- * other side as an index lookup of that side's keys. The query-stage preparation rule
+ * other side as an index lookup of that side's keys. The parser {@link IndexedDFSqlParser} adds Delta's
+ * statements ({@code DESCRIBE HISTORY}, {@code DESCRIBE DETAIL}, {@code OPTIMIZE}, {@code VACUUM},
+ * {@code RESTORE}) and the index statements ({@code CREATE INDEX}, {@code DROP INDEX}, {@code REFRESH INDEX}),
+ * and hands every other text to Spark's. The query-stage preparation rule
  * {@link UnneededBuckets} reads a table's scan unbucketed where nothing uses its bucketing.
  */
 public final class IndexedDFExtensions extends AbstractFunction1<SparkSessionExtensions, BoxedUnit> {
     @Override
     public BoxedUnit apply(SparkSessionExtensions extensions) {
+        // Delta's statements and the index statements; all other text is Spark's.
+        extensions.injectParser(new scala.runtime.AbstractFunction2<SparkSession,
+                org.apache.spark.sql.catalyst.parser.ParserInterface,
+                org.apache.spark.sql.catalyst.parser.ParserInterface>() {
+            @Override
+            public org.apache.spark.sql.catalyst.parser.ParserInterface apply(SparkSession session,
+                    org.apache.spark.sql.catalyst.parser.ParserInterface delegate) {
+                return new IndexedDFSqlParser(delegate);
+            }
+        });
         // Analyzer rules (each session builds its own). indexeddf.`/path` first: the "Hints"
         // batch runs before the "Resolution" batch and its ResolveSQLOnFile.
         extensions.injectHintResolutionRule(rule(ResolvePath::new));

@@ -32,11 +32,15 @@ final class IndexedDFSink implements Sink {
         Dataset<Row> rows = session.internalCreateDataFrame(data.queryExecution().toRdd(), data.schema(), false);
         Map<String, String> batchOptions = new java.util.LinkedHashMap<>(options);
         PythonWriter.autoMerge(session, batchOptions);
-        rows.write().format(IndexedDFProvider.PYTHON_NAME)
-            .mode(complete ? "overwrite" : "append")
-            .options(batchOptions)
-            .option("_streamBatchId", Long.toString(batchId))
-            .save();
+        try {
+            rows.write().format(IndexedDFProvider.PYTHON_NAME)
+                .mode(complete ? "overwrite" : "append")
+                .options(batchOptions)
+                .option("_streamBatchId", Long.toString(batchId))
+                .save();
+        } catch (Exception e) {  // Spark's AnalysisException is a checked exception to Java
+            throw PythonWriter.unwrapped(e);  // the typed error the Python writer raised
+        }
     }
 
     @Override

@@ -84,7 +84,11 @@ public final class PythonWriter {
                 break;
             }
         }
-        data.write().format(TableRelation.PYTHON_NAME).mode(pyMode).options(opts).save();
+        try {
+            data.write().format(TableRelation.PYTHON_NAME).mode(pyMode).options(opts).save();
+        } catch (Exception e) {  // Spark's AnalysisException is a checked exception to Java
+            throw unwrapped(e);
+        }
         return new WrittenRelation(sqlContext, writtenSchema(path, session, data.schema()));
     }
 
@@ -174,6 +178,57 @@ public final class PythonWriter {
         } catch (IOException e) {
             throw new IndexedDFException("IndexedDFError", "cannot list " + root + "/_delta_log: " + e, e);
         }
+    }
+
+    private static final java.util.regex.Pattern TYPED =
+        java.util.regex.Pattern.compile("indexeddf\\.errors\\.(\\w+): ([^\\n]*)");
+
+    /**
+     * The error a user caused, as itself: Spark reports an error the Python writer raised
+     * wrapped in its own ({@code [PYTHON_DATA_SOURCE_ERROR] Failed to initialize Python data
+     * source writer: Traceback ...}, or a failed job's {@code PythonException}), with the typed
+     * error's name and message on the traceback's last line. This returns an
+     * {@link IndexedDFException} whose message starts with that name and message (the last one
+     * named anywhere in {@code e} and its causes: earlier ones are its context), the Spark
+     * exception as its cause; or {@code e} itself (thrown here when it is a checked exception,
+     * as Scala code throws one) when it names none or already is one.
+     */
+    public static RuntimeException unwrapped(Exception e) {
+        if (e instanceof IndexedDFException) {
+            return (IndexedDFException) e;
+        }
+        String name = null;
+        String message = null;
+        java.util.Set<Throwable> seen = java.util.Collections.newSetFromMap(new java.util.IdentityHashMap<>());
+        for (Throwable t = e; t != null && seen.add(t); t = t.getCause()) {
+            if (t.getMessage() == null) {
+                continue;
+            }
+            java.util.regex.Matcher m = TYPED.matcher(t.getMessage());
+            String lastName = null;
+            String lastMessage = null;
+            while (m.find()) {
+                lastName = m.group(1);
+                lastMessage = m.group(2).trim();
+            }
+            if (lastName != null && name == null) {
+                name = lastName;  // the outermost exception's traceback ends with the error raised
+                message = lastMessage;
+            }
+        }
+        if (name == null) {
+            if (e instanceof RuntimeException) {
+                return (RuntimeException) e;
+            }
+            throw PythonWriter.<RuntimeException>sneaky(e);
+        }
+        return new IndexedDFException(name, message.replaceAll("\\s*SQLSTATE: \\w+$", ""), e);
+    }
+
+    /** Throws {@code e} unchanged, whatever its type (Spark's Scala code throws checked exceptions so). */
+    @SuppressWarnings("unchecked")
+    private static <T extends Exception> T sneaky(Exception e) throws T {
+        throw (T) e;
     }
 
     /** The session conf that makes every write evolve the schema, as Delta's

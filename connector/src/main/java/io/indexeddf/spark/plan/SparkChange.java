@@ -111,7 +111,11 @@ public final class SparkChange extends JavaCommand {
         PythonWriter.requirePythonSource((org.apache.spark.sql.classic.SparkSession) session);
         Dataset<Row> rows = org.apache.spark.sql.classic.Dataset.ofRows(
             (org.apache.spark.sql.classic.SparkSession) session, outcome);
-        rows.write().format(TableRelation.PYTHON_NAME).mode(SaveMode.Append).options(options).save();
+        try {
+            rows.write().format(TableRelation.PYTHON_NAME).mode(SaveMode.Append).options(options).save();
+        } catch (Exception e) {  // Spark's AnalysisException is a checked exception to Java
+            throw PythonWriter.unwrapped(e);  // the typed error the statement's Python tasks raised
+        }
         if (target.catalogTable().isDefined()) {  // the next query of the table reads the new version
             session.sessionState().catalog().invalidateCachedTable(target.catalogTable().get().identifier());
         }

@@ -1,0 +1,307 @@
+package io.indexeddf.spark.plan;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import io.indexeddf.log.DeltaLog;
+import io.indexeddf.log.IndexedDFException;
+import io.indexeddf.spark.exec.PythonWriter;
+import io.indexeddf.spark.exec.TableRelation;
+import java.io.File;
+import java.io.IOException;
+import java.nio.file.Files;
+import java.util.ArrayList;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+
+import org.apache.hadoop.fs.Path;
+import org.apache.spark.sql.Row;
+import org.apache.spark.sql.RowFactory;
+import org.apache.spark.sql.SaveMode;
+import org.apache.spark.sql.SparkSession;
+import org.apache.spark.sql.types.DataTypes;
+import org.apache.spark.sql.types.StructType;
+import scala.collection.immutable.Seq;
+import scala.jdk.javaapi.CollectionConverters;
+
+/**
+ * Delta's maintenance statements on an indexeddf table, each running the Python API's
+ * operation on the table ({@code IndexedTable.optimize}, {@code vacuum}, {@code restore}) in
+ * the driver's Python, through the Python data source: a write with the private option
+ * {@code _operation} (the operation as JSON) whose commit runs it and leaves its outcome in
+ * the file {@code _commitResultFile} names ({@code indexeddf/spark/operation.py}). No Java
+ * code changes the table. The result rows have Delta's columns:
+ * <ul>
+ *   <li>{@code OPTIMIZE table [WHERE ...] [ZORDER BY ...]}: {@code path}, {@code metrics} (the
+ *       fields of Delta's optimize metrics that apply: files added and removed with their size
+ *       statistics, partitions optimized, batches, files considered and skipped, start and end
+ *       time). {@code IndexedTable.optimize()} compacts each bucket's small files (mode
+ *       {@code quick}). A {@code WHERE} predicate is refused, and so is {@code ZORDER BY}: the
+ *       rows of an indexeddf file are clustered by the hash of the index columns, and a
+ *       secondary index is what finds rows by other columns.</li>
+ *   <li>{@code VACUUM table [RETAIN n HOURS] [DRY RUN]}: {@code path}: the table's location,
+ *       or with {@code DRY RUN} one row for each file vacuum would delete. A retention below
+ *       the table's {@code indexeddf.vacuum.minRetentionHours} (168 by default, Delta's 7 days)
+ *       is refused unless {@value #RETENTION_CHECK_CONF} is false, Delta's conf.</li>
+ *   <li>{@code RESTORE [TABLE] table [TO] VERSION AS OF n | TIMESTAMP AS OF 'ts'}:
+ *       {@code table_size_after_restore}, {@code num_of_files_after_restore},
+ *       {@code num_removed_files}, {@code num_restored_files}, {@code removed_files_size},
+ *       {@code restored_files_size}. A timestamp is the version committed at or before it
+ *       (Delta's rule, {@link DeltaLog#versionAt}).</li>
+ *   <li>The index statements, in the syntax of Spark's own {@code CREATE INDEX} / {@code DROP
+ *       INDEX}: {@code CREATE INDEX [IF NOT EXISTS] name ON [TABLE] table (c, ...) [OPTIONS
+ *       (numBuckets = n)]} ({@code IndexedTable.create_index}), {@code DROP INDEX [IF EXISTS]
+ *       name ON [TABLE] table} ({@code drop_index}), and {@code REFRESH INDEX name ON [TABLE] table
+ *       [INCREMENTAL | FULL | QUICK]} ({@code refresh}). No result rows.</li>
+ * </ul>
+ */
+public final class TableOperationCommand extends JavaCommand {
+    private static final long serialVersionUID = 1L;
+
+    /** Delta's conf that lets VACUUM keep less history than the table's minimum retention. */
+    public static final String RETENTION_CHECK_CONF = "spark.databricks.delta.retentionDurationCheck.enabled";
+
+    private static final StructType FILE_SIZES = new StructType()
+        .add("min", DataTypes.LongType)
+        .add("max", DataTypes.LongType)
+        .add("avg", DataTypes.DoubleType)
+        .add("totalFiles", DataTypes.LongType)
+        .add("totalSize", DataTypes.LongType);
+
+    /** OPTIMIZE's {@code metrics} column: the fields of Delta's OptimizeMetrics that apply. */
+    private static final StructType OPTIMIZE_METRICS = new StructType()
+        .add("numFilesAdded", DataTypes.LongType)
+        .add("numFilesRemoved", DataTypes.LongType)
+        .add("filesAdded", FILE_SIZES)
+        .add("filesRemoved", FILE_SIZES)
+        .add("partitionsOptimized", DataTypes.LongType)
+        .add("numBatches", DataTypes.LongType)
+        .add("totalConsideredFiles", DataTypes.LongType)
+        .add("totalFilesSkipped", DataTypes.LongType)
+        .add("preserveInsertionOrder", DataTypes.BooleanType)
+        .add("startTimeMs", DataTypes.LongType)
+        .add("endTimeMs", DataTypes.LongType);
+
+    static final StructType OPTIMIZE_SCHEMA = new StructType()
+        .add("path", DataTypes.StringType)
+        .add("metrics", OPTIMIZE_METRICS);
+
+    static final StructType VACUUM_SCHEMA = new StructType().add("path", DataTypes.StringType);
+
+    static final String[] RESTORE_COLUMNS = {"table_size_after_restore", "num_of_files_after_restore",
+        "num_removed_files", "num_restored_files", "removed_files_size", "restored_files_size"};
+
+    static final StructType RESTORE_SCHEMA;
+
+    static {
+        StructType s = new StructType();
+        for (String c : RESTORE_COLUMNS) {
+            s = s.add(c, DataTypes.LongType);
+        }
+        RESTORE_SCHEMA = s;
+    }
+
+    private final String operation;
+    private final String path;
+    private final List<String> name;
+    /** The statement's parameters (what the parser read), by name. */
+    private final Map<String, Object> parameters;
+
+    /** The statement {@code operation} (optimize, vacuum, restore) on a table with its parameters. */
+    public TableOperationCommand(String operation, String path, List<String> name, Map<String, Object> parameters) {
+        super(DescribeHistoryCommand.attributes(schema(operation)));
+        this.operation = operation;
+        this.path = path;
+        this.name = name;
+        this.parameters = parameters;
+    }
+
+    private static StructType schema(String operation) {
+        switch (operation) {
+            case "optimize":
+                return OPTIMIZE_SCHEMA;
+            case "vacuum":
+                return VACUUM_SCHEMA;
+            case "restore":
+                return RESTORE_SCHEMA;
+            default:
+                return new StructType();  // the index statements, as Spark's CREATE / DROP INDEX: no rows
+        }
+    }
+
+    /** {@code OPTIMIZE}: {@code where} (the predicate's text) or {@code zorder} (its columns) may be null. */
+    public static TableOperationCommand optimize(String path, List<String> name, String where, List<String> zorder) {
+        Map<String, Object> p = new LinkedHashMap<>();
+        p.put("where", where);
+        p.put("zorder", zorder);
+        return new TableOperationCommand("optimize", path, name, p);
+    }
+
+    /** {@code VACUUM}: {@code hours} null for the table's retention. */
+    public static TableOperationCommand vacuum(String path, List<String> name, Double hours, boolean dryRun) {
+        Map<String, Object> p = new LinkedHashMap<>();
+        p.put("retentionHours", hours);
+        p.put("dryRun", dryRun);
+        return new TableOperationCommand("vacuum", path, name, p);
+    }
+
+    /** {@code RESTORE}: to {@code version}, or to the version current at {@code timestamp}. */
+    public static TableOperationCommand restore(String path, List<String> name, Long version, String timestamp) {
+        Map<String, Object> p = new LinkedHashMap<>();
+        p.put("version", version);
+        p.put("timestamp", timestamp);
+        return new TableOperationCommand("restore", path, name, p);
+    }
+
+    /**
+     * {@code CREATE INDEX [IF NOT EXISTS] name ON table (columns) [OPTIONS (numBuckets = n)]}:
+     * {@code IndexedTable.create_index}; {@code numBuckets} null for the table's bucket count.
+     */
+    public static TableOperationCommand createIndex(String path, List<String> table, String index,
+                                                    List<String> columns, Integer numBuckets, boolean ifNotExists) {
+        Map<String, Object> p = new LinkedHashMap<>();
+        p.put("name", index);
+        p.put("columns", columns);
+        p.put("numBuckets", numBuckets);
+        p.put("ifNotExists", ifNotExists);
+        return new TableOperationCommand("createIndex", path, table, p);
+    }
+
+    /** {@code DROP INDEX [IF EXISTS] name ON table}: {@code IndexedTable.drop_index}. */
+    public static TableOperationCommand dropIndex(String path, List<String> table, String index, boolean ifExists) {
+        Map<String, Object> p = new LinkedHashMap<>();
+        p.put("name", index);
+        p.put("ifExists", ifExists);
+        return new TableOperationCommand("dropIndex", path, table, p);
+    }
+
+    /** {@code REFRESH INDEX name ON table [INCREMENTAL | FULL | QUICK]}: {@code IndexedTable.refresh}. */
+    public static TableOperationCommand refreshIndex(String path, List<String> table, String index, String mode) {
+        Map<String, Object> p = new LinkedHashMap<>();
+        p.put("name", index);
+        p.put("mode", mode);
+        return new TableOperationCommand("refreshIndex", path, table, p);
+    }
+
+    private String statement() {
+        switch (operation) {
+            case "createIndex":
+                return "CREATE INDEX";
+            case "dropIndex":
+                return "DROP INDEX";
+            case "refreshIndex":
+                return "REFRESH INDEX";
+            default:
+                return operation.toUpperCase(java.util.Locale.ROOT);
+        }
+    }
+
+    @Override
+    public Seq<Row> run(SparkSession session) {
+        SqlTable table = SqlTable.resolve(session, path, name, statement());
+        Map<String, Object> op = new LinkedHashMap<>(parameters);
+        op.put("operation", operation);
+        if ("optimize".equals(operation)) {
+            refuseOptimizeClauses();
+        } else if ("vacuum".equals(operation)) {
+            op.put("enforceRetention",
+                Boolean.parseBoolean(session.conf().get(RETENTION_CHECK_CONF, "true").trim()));
+        } else if ("restore".equals(operation) && op.get("timestamp") != null) {
+            op.put("version", table.log(session).versionAt((String) op.get("timestamp")));
+        }
+        JsonNode result = runInPython(session, table, op);
+        table.invalidate(session);
+        List<Row> rows = new ArrayList<>();
+        if ("optimize".equals(operation)) {
+            JsonNode m = result.path("metrics");
+            rows.add(RowFactory.create(location(session, table, null), RowFactory.create(
+                m.path("numFilesAdded").asLong(), m.path("numFilesRemoved").asLong(),
+                sizes(m.path("filesAdded")), sizes(m.path("filesRemoved")),
+                m.path("partitionsOptimized").asLong(), m.path("numBatches").asLong(),
+                m.path("totalConsideredFiles").asLong(), m.path("totalFilesSkipped").asLong(),
+                m.path("preserveInsertionOrder").asBoolean(), m.path("startTimeMs").asLong(),
+                m.path("endTimeMs").asLong())));
+        } else if ("vacuum".equals(operation)) {
+            if (Boolean.TRUE.equals(parameters.get("dryRun"))) {
+                for (JsonNode f : result.path("files")) {
+                    rows.add(RowFactory.create(location(session, table, f.asText())));
+                }
+            } else {
+                rows.add(RowFactory.create(location(session, table, null)));
+            }
+        } else if ("restore".equals(operation)) {
+            Object[] values = new Object[RESTORE_COLUMNS.length];
+            for (int i = 0; i < values.length; i++) {
+                values[i] = result.path(RESTORE_COLUMNS[i]).asLong();
+            }
+            rows.add(RowFactory.create(values));
+        }
+        return CollectionConverters.asScala(rows).toList();
+    }
+
+    private void refuseOptimizeClauses() {
+        if (parameters.get("zorder") != null) {
+            throw IndexedDFException.option("OPTIMIZE ... ZORDER BY " + parameters.get("zorder") + ": indexeddf "
+                + "does not z-order; each file's rows are clustered by the hash of the table's index columns, and "
+                + "lookups by other columns go through a secondary index: create one with "
+                + "IndexedTable.create_index(name, columns), then run OPTIMIZE without ZORDER BY");
+        }
+        if (parameters.get("where") != null) {
+            throw IndexedDFException.option("OPTIMIZE ... WHERE " + parameters.get("where") + ": indexeddf "
+                + "optimizes the whole table (it compacts only the small files of each bucket and partition, so "
+                + "partitions with nothing to compact are left as they are); run OPTIMIZE without WHERE");
+        }
+    }
+
+    private static Row sizes(JsonNode s) {
+        if (s == null || !s.isObject()) {
+            return null;
+        }
+        return RowFactory.create(s.path("min").asLong(), s.path("max").asLong(), s.path("avg").asDouble(),
+            s.path("totalFiles").asLong(), s.path("totalSize").asLong());
+    }
+
+    /** The table's location (or a file in it) as Delta shows one: a fully qualified URI. */
+    private static String location(SparkSession session, SqlTable table, String relative) {
+        Path root = TableRelation.tableRoot(table.path, session.sessionState().newHadoopConf());
+        return relative == null ? root.toString() : new Path(root, relative).toString();
+    }
+
+    /** Runs the operation through the Python data source; returns the outcome it wrote. */
+    private JsonNode runInPython(SparkSession session, SqlTable table, Map<String, Object> op) {
+        File result;
+        try {
+            result = File.createTempFile("indexeddf-operation-", ".json");
+        } catch (IOException e) {
+            throw new IndexedDFException("IndexedDFError", "cannot create a temporary file for the result of "
+                + statement() + ": " + e, e);
+        }
+        try {
+            Map<String, String> options = new LinkedHashMap<>();
+            options.put("path", table.path);
+            if (table.storageOptions != null) {
+                options.put("storageOptions", table.storageOptions);
+            }
+            options.put("_operation", DeltaLog.JSON.writeValueAsString(op));
+            options.put("_commitResultFile", result.getAbsolutePath());
+            scala.collection.immutable.Map<String, String> params =
+                scala.collection.immutable.Map$.MODULE$.from(CollectionConverters.asScala(options));
+            // One row reaches the writer's commit through one task; it carries nothing.
+            PythonWriter.save(session.sqlContext(), SaveMode.Append, params, session.range(1).toDF());
+            byte[] body = Files.readAllBytes(result.toPath());
+            if (body.length == 0) {
+                throw new IndexedDFException("IndexedDFError", statement() + " left no result in " + result);
+            }
+            return DeltaLog.JSON.readTree(body);
+        } catch (IOException e) {
+            throw new IndexedDFException("IndexedDFError", "cannot read the result of " + statement() + ": " + e, e);
+        } finally {
+            result.delete();
+        }
+    }
+
+    /** The constructor's arguments, in order (TreeNode.makeCopy calls the constructor with them). */
+    @Override
+    Object[] arguments() {
+        return new Object[] {operation, path, name, parameters};
+    }
+}

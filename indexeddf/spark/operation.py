@@ -1,0 +1,189 @@
+"""Delta's maintenance statements and the index statements from Spark SQL, run by the Python
+API in the driver's Python.
+
+``OPTIMIZE``, ``VACUUM`` and ``RESTORE`` on an indexeddf table, and ``CREATE INDEX``,
+``DROP INDEX`` and ``REFRESH INDEX`` (the JVM connector's parser,
+``io.indexeddf.spark.plan.TableOperationCommand``) reach Python as a write through this data
+source with the private option ``_operation``: a JSON object naming the ``operation`` and its
+parameters. The write's tasks carry one empty row and write nothing; its commit, on the
+driver, runs what ``IndexedTable.optimize`` / ``vacuum`` / ``restore`` / ``create_index`` /
+``drop_index`` / ``refresh`` run (the same functions of ``indexeddf.writer``; this module sits
+below ``indexeddf.table``, which imports ``indexeddf.spark``) and leaves Delta's result values
+as JSON in the file ``_commitResultFile`` names, which the command turns into rows. An error is
+the operation's own typed error.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any, Iterator
+
+import pyarrow as pa
+from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
+
+from ..errors import InvalidOptionError
+from . import options as so
+
+OPERATION_OPTION = "_operation"
+"""Private write option: the maintenance statement to run (a JSON object)."""
+
+OPERATION_OPTIONS = ["path", "storageOptions", OPERATION_OPTION, "_commitResultFile"]
+OPERATIONS = ("optimize", "vacuum", "restore", "createIndex", "dropIndex", "refreshIndex")
+
+RETENTION_CHECK_CONF = "spark.databricks.delta.retentionDurationCheck.enabled"
+"""Delta's session conf that lets VACUUM go below the table's retention (the JVM reads it)."""
+
+
+def is_operation(options: Any) -> bool:
+    """Whether a write's options carry a maintenance statement."""
+    return any(k.lower() == OPERATION_OPTION.lower() for k in dict(options))
+
+
+def operation_writer(options: Any) -> "OperationWriter":
+    """The writer that runs the statement at its commit (options checked on the driver)."""
+    opts = so.parse_options(options, OPERATION_OPTIONS, "a maintenance statement")
+    spec = so.json_option(opts, OPERATION_OPTION, OPERATIONS)
+    return OperationWriter(so.option_path(opts), so.storage_options(opts), spec, opts.get("_commitResultFile"))
+
+
+class OperationWriter(DataSourceArrowWriter):
+    """Tasks write nothing; the commit runs the statement's operation once, on the driver."""
+
+    def __init__(self, url: str, storage_options: dict[str, Any], spec: dict, result_file: str | None):
+        self.url, self.storage_options, self.spec, self.result_file = url, storage_options, spec, result_file
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> WriterCommitMessage:
+        for _ in iterator:
+            pass
+        return WriterCommitMessage()
+
+    def commit(self, messages: list[WriterCommitMessage | None]) -> None:
+        result = run_operation(self.url, self.storage_options, self.spec)
+        if self.result_file:
+            with open(self.result_file, "w") as f:
+                json.dump(result, f)
+
+    def abort(self, messages: list[WriterCommitMessage | None]) -> None:
+        pass
+
+
+def run_operation(url: str, storage_options: dict[str, Any], spec: dict) -> dict:
+    """Run ``spec``'s operation on the newest version of the table at ``url``; returns Delta's
+    result values."""
+    from ..format.snapshot import load_snapshot
+    from ..format.storage import TableStorage
+
+    snapshot = load_snapshot(TableStorage(url, storage_options or None))
+    operation = spec["operation"]
+    if operation == "optimize":
+        return _optimize(snapshot)
+    if operation == "vacuum":
+        return _vacuum(snapshot, spec)
+    if operation == "restore":
+        return _restore(snapshot, spec)
+    return _index_statement(snapshot, operation, spec)
+
+
+def _after(snapshot, result):
+    """The newest snapshot after an operation that returned ``result`` (None: it committed nothing)."""
+    from ..format.snapshot import update_snapshot
+
+    return update_snapshot(snapshot) if result is None else result.snapshot
+
+
+def _file_sizes(files) -> dict[str, Any] | None:
+    """Delta's FileSizeMetrics of ``files`` (None when there are none)."""
+    sizes = [a.size for a in files]
+    if not sizes:
+        return None
+    return {"min": min(sizes), "max": max(sizes), "avg": sum(sizes) / len(sizes), "totalFiles": len(sizes),
+            "totalSize": sum(sizes)}
+
+
+def _changed(before, after) -> tuple[list, list]:
+    """The files ``before`` has and ``after`` lacks (removed), and the reverse (added), each a
+    logical file: its path and deletion vector."""
+    def key(a):
+        dv = a.deletionVector
+        return a.path, None if dv is None else (dv.storageType, dv.pathOrInlineDv, dv.offset)
+
+    old = {key(a): a for a in before.live_files()}
+    new = {key(a): a for a in after.live_files()}
+    return [a for k, a in old.items() if k not in new], [a for k, a in new.items() if k not in old]
+
+
+def _optimize(before) -> dict:
+    """``OPTIMIZE``: ``IndexedTable.optimize()`` (mode quick), with Delta's metrics."""
+    from ..writer import maintenance
+
+    start = int(time.time() * 1000)
+    after = _after(before, maintenance.optimize(before, "quick"))
+    removed, added = _changed(before, after)
+    partitions = {tuple(sorted(a.partitionValues.items())) for a in removed}
+    return {"path": before.storage.url, "metrics": {
+        "numFilesAdded": len(added), "numFilesRemoved": len(removed),
+        "filesAdded": _file_sizes(added), "filesRemoved": _file_sizes(removed),
+        "partitionsOptimized": len(partitions), "numBatches": 1 if removed else 0,
+        "totalConsideredFiles": len(before.live_files()),
+        "totalFilesSkipped": len(before.live_files()) - len(removed),
+        "preserveInsertionOrder": False, "startTimeMs": start, "endTimeMs": int(time.time() * 1000),
+    }}
+
+
+def _vacuum(snapshot, spec: dict) -> dict:
+    """``VACUUM``: ``IndexedTable.vacuum``; the files it deleted (or would delete)."""
+    from ..writer import maintenance
+
+    enforce = bool(spec.get("enforceRetention", True))
+    try:
+        result = maintenance.vacuum(snapshot, spec.get("retentionHours"), bool(spec.get("dryRun")), enforce)
+    except InvalidOptionError as e:
+        if enforce and "minRetentionHours" in str(e):
+            raise InvalidOptionError(
+                f"{e} From Spark SQL, as in Delta: SET {RETENTION_CHECK_CONF} = false lets VACUUM go below it."
+            ) from None
+        raise
+    return {"path": snapshot.storage.url, "files": list(result.files), "bytes": result.bytes}
+
+
+def _restore(before, spec: dict) -> dict:
+    """``RESTORE``: ``IndexedTable.restore(version)``, with Delta's result columns."""
+    from ..writer import maintenance
+
+    version = spec.get("version")
+    if isinstance(version, bool) or not isinstance(version, int):
+        raise InvalidOptionError(f"RESTORE needs a version, got {version!r}")
+    after = _after(before, maintenance.restore(before, version))
+    removed, restored = _changed(before, after)
+    return {
+        "table_size_after_restore": after.size_bytes(), "num_of_files_after_restore": len(after.live_files()),
+        "num_removed_files": len(removed), "num_restored_files": len(restored),
+        "removed_files_size": sum(a.size for a in removed), "restored_files_size": sum(a.size for a in restored),
+    }
+
+
+def _index_statement(snapshot, operation: str, spec: dict) -> dict:
+    """``CREATE INDEX [IF NOT EXISTS]``, ``DROP INDEX [IF EXISTS]``, ``REFRESH INDEX``: the
+    Python API's ``create_index``, ``drop_index`` and ``refresh``; the version afterwards."""
+    from ..errors import IndexExistsError, IndexNotFoundError
+    from ..writer import index_ops, lifecycle
+
+    name = spec.get("name")
+    if not isinstance(name, str) or not name:
+        raise InvalidOptionError(f"an index statement needs an index name, got {name!r}")
+    result = None
+    try:
+        if operation == "createIndex":
+            result = index_ops.create_index(snapshot, name, list(spec.get("columns") or []), spec.get("numBuckets"))
+        elif operation == "dropIndex":
+            result = lifecycle.drop_index(snapshot, name)
+        else:
+            result = index_ops.refresh_index(snapshot, name, spec.get("mode") or "incremental")
+    except IndexExistsError:
+        if not spec.get("ifNotExists"):
+            raise
+    except IndexNotFoundError:
+        if not spec.get("ifExists"):
+            raise
+    return {"version": _after(snapshot, result).version}

@@ -1,0 +1,357 @@
+"""Delta's SQL statements on indexeddf tables, typed as a Delta user types them: ``DESCRIBE
+HISTORY``, ``DESCRIBE DETAIL``, ``OPTIMIZE``, ``VACUUM`` and ``RESTORE``, on a catalog entry
+(``CREATE TABLE ... USING indexeddf LOCATION``), on ``indexeddf.`/path``` and on ``'/path'``;
+and errors a user causes in SQL writes arriving as the typed error, not wrapped in Spark's
+``PYTHON_DATA_SOURCE_ERROR``.
+
+Every answer is checked against indexeddf's Python API and a reader nobody here wrote: delta-rs
+(``DeltaTable.history()``, ``metadata()``, ``protocol()``, ``get_add_actions()``, its rows of
+an older version), or the raw log where delta-rs cannot open the table (deletion vectors).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+from deltalake import DeltaTable
+
+import indexeddf
+from indexeddf import IndexedTable
+from indexeddf.errors import (
+    IndexExistsError,
+    IndexNotFoundError,
+    InvalidOptionError,
+    SchemaMismatchError,
+    TableNotFoundError,
+    VersionNotFoundError,
+)
+
+pytestmark = pytest.mark.spark
+
+HISTORY_COLUMNS = [
+    ("version", "bigint"), ("timestamp", "timestamp"), ("userId", "string"), ("userName", "string"),
+    ("operation", "string"), ("operationParameters", "map<string,string>"),
+    ("job", "struct<jobId:string,jobName:string,runId:string,jobOwnerId:string,triggerType:string>"),
+    ("notebook", "struct<notebookId:string>"), ("clusterId", "string"), ("readVersion", "bigint"),
+    ("isolationLevel", "string"), ("isBlindAppend", "boolean"), ("operationMetrics", "map<string,string>"),
+    ("userMetadata", "string"), ("engineInfo", "string"),
+]
+DETAIL_COLUMNS = [
+    ("format", "string"), ("id", "string"), ("name", "string"), ("description", "string"), ("location", "string"),
+    ("createdAt", "timestamp"), ("lastModified", "timestamp"), ("partitionColumns", "array<string>"),
+    ("clusteringColumns", "array<string>"), ("numFiles", "bigint"), ("sizeInBytes", "bigint"),
+    ("properties", "map<string,string>"), ("minReaderVersion", "int"), ("minWriterVersion", "int"),
+    ("tableFeatures", "array<string>"),
+]
+RESTORE_COLUMNS = ["table_size_after_restore", "num_of_files_after_restore", "num_removed_files",
+                   "num_restored_files", "removed_files_size", "restored_files_size"]
+
+
+@pytest.fixture
+def sql(spark):
+    """``sql(statement)``: the statement's rows as dicts; an indexeddf error it fails with is
+    raised again as the typed Python error. ``sql.columns``: the (name, type)s of the last
+    statement's result (a statement runs once: Spark runs a command when it is parsed)."""
+    assert indexeddf.register(spark) == indexeddf.spark.CONNECTOR
+    made = []
+
+    def run(statement: str) -> list[dict]:
+        if statement.upper().startswith("CREATE TABLE"):
+            made.append(statement.split()[2])
+        try:
+            frame = spark.sql(statement)
+            run.columns = [(f.name, f.dataType.simpleString()) for f in frame.schema]
+            return [r.asDict(recursive=True) for r in frame.collect()]
+        except Exception as e:  # noqa: BLE001 - the typed error the statement failed with
+            typed = indexeddf.spark.typed_error(e)
+            if typed is None:
+                raise
+            raise typed from None
+
+    run.columns = []
+    yield run
+    for name in made:
+        spark.sql(f"DROP TABLE IF EXISTS {name}")
+
+
+def rows(keys, tag: str = "a") -> pa.Table:
+    return pa.table({"k": pa.array(keys, pa.int64()), "v": pa.array([f"{tag}{k}" for k in keys])})
+
+
+def ms(value: dt.datetime) -> int:
+    """A timestamp column's value (PySpark gives it in local time, naive) as ms since the epoch."""
+    return round(value.timestamp() * 1000)
+
+
+def as_text(value) -> str:
+    """A commitInfo value as Delta's history shows it: a string's text, anything else its JSON."""
+    return value if isinstance(value, str) else json.dumps(value, separators=(",", ":"))
+
+
+def sorted_rows(table: pa.Table) -> list[dict]:
+    return sorted(table.select(["k", "v"]).to_pylist(), key=lambda r: r["k"])
+
+
+def test_describe_history_is_the_logs_commit_info_newest_first(sql, tmp_path):
+    path = str(tmp_path / "h")
+    t = IndexedTable.create(path, rows(range(10)), ["k"], 4)
+    t.append(rows([100, 101], "b"))
+    t.set_properties({"indexeddf.checkpointInterval": "5"})
+    t.delete("k < 3")
+    sql(f"CREATE TABLE hist USING indexeddf LOCATION '{path}'")
+
+    ours = sql("DESCRIBE HISTORY hist")
+    assert sql.columns == HISTORY_COLUMNS
+    assert [r["version"] for r in ours] == [3, 2, 1, 0]
+    # The same rows by path, in both of Delta's spellings, and LIMIT keeps the newest.
+    assert sql(f"DESC HISTORY indexeddf.`{path}`") == ours
+    assert sql(f"DESCRIBE HISTORY '{path}' LIMIT 2;") == ours[:2]
+    assert sql("DESCRIBE HISTORY hist LIMIT 0") == []
+
+    python = t.history()
+    theirs = DeltaTable(path).history()
+    assert [h.version for h in python] == [r["version"] for r in theirs] == [r["version"] for r in ours]
+    for row, py, rs in zip(ours, python, theirs):
+        assert row["operation"] == py.operation == rs["operation"]
+        assert ms(row["timestamp"]) == round(py.timestamp.timestamp() * 1000) == rs["timestamp"]
+        assert row["readVersion"] == py.read_version == rs.get("readVersion")
+        assert row["isBlindAppend"] == py.is_blind_append == rs["isBlindAppend"]
+        assert row["engineInfo"] == py.engine_info == rs["engineInfo"]
+        assert row["isolationLevel"] == rs["isolationLevel"]
+        assert row["operationParameters"] == {k: as_text(v) for k, v in rs["operationParameters"].items()}
+        assert row["operationMetrics"] == {k: as_text(v) for k, v in rs["operationMetrics"].items()}
+        assert row["job"] is None and row["notebook"] is None and row["userId"] is None
+    assert [r["operation"] for r in ours] == ["DELETE", "SET TBLPROPERTIES", "WRITE", "CREATE TABLE"]
+
+
+def test_describe_detail_is_the_newest_versions_metadata(sql, tmp_path):
+    path = str(tmp_path / "d")
+    t = IndexedTable.create(path, rows(range(20)), ["k"], 4, description="orders", partition_by=[])
+    t.append(rows([100, 101], "b"))
+    sql(f"CREATE TABLE detail USING indexeddf LOCATION '{path}'")
+
+    [row] = sql("DESCRIBE DETAIL detail")
+    assert sql.columns == DETAIL_COLUMNS
+    theirs = DeltaTable(path)
+    meta, protocol = theirs.metadata(), theirs.protocol()
+    adds = theirs.get_add_actions(flatten=True)
+    assert row["format"] == "indexeddf"
+    assert row["id"] == meta.id == t.table_id
+    assert row["name"] == "spark_catalog.default.detail"
+    assert row["description"] == meta.description == "orders"
+    assert row["location"] == Path(path).as_uri().replace("file:///", "file:/")
+    assert ms(row["createdAt"]) == meta.created_time
+    last_commit = Path(path) / "_delta_log" / f"{theirs.version():020d}.json"
+    assert ms(row["lastModified"]) == int(os.stat(last_commit).st_mtime * 1000)
+    assert row["partitionColumns"] == meta.partition_columns == []
+    assert row["clusteringColumns"] == []
+    assert row["numFiles"] == adds.num_rows == len(t.snapshot.live_files())
+    assert row["sizeInBytes"] == sum(adds.column("size_bytes").to_pylist())
+    assert row["properties"] == meta.configuration
+    assert (row["minReaderVersion"], row["minWriterVersion"]) == (protocol.min_reader_version,
+                                                                  protocol.min_writer_version)
+    assert row["tableFeatures"] == sorted({*(protocol.reader_features or []), *(protocol.writer_features or [])})
+
+    # By path: the log's name (none here); a partitioned table with deletion vectors (a
+    # protocol that names its features), checked against the raw log.
+    p2 = str(tmp_path / "d2")
+    IndexedTable.create(p2, rows(range(6)).append_column("p", pa.array(["x", "y"] * 3)), ["k"], 2,
+                        name="named", partition_by=["p"], properties={"delta.enableDeletionVectors": "true"})
+    [row2] = sql(f"DESCRIBE DETAIL indexeddf.`{p2}`")
+    log = [json.loads(line) for line in (Path(p2) / "_delta_log" / f"{0:020d}.json").read_text().splitlines()]
+    proto = next(a["protocol"] for a in log if "protocol" in a)
+    assert row2["name"] == "named"
+    assert row2["partitionColumns"] == ["p"]
+    assert (row2["minReaderVersion"], row2["minWriterVersion"]) == (proto["minReaderVersion"], proto["minWriterVersion"])
+    assert row2["tableFeatures"] == sorted({*proto.get("readerFeatures", []), *proto.get("writerFeatures", [])})
+    assert "deletionVectors" in row2["tableFeatures"]
+
+
+def test_statements_on_a_table_that_is_not_there_are_typed_errors(sql, spark, tmp_path):
+    with pytest.raises(TableNotFoundError, match="no table nothere in the catalog"):
+        sql("DESCRIBE HISTORY nothere")
+    with pytest.raises(TableNotFoundError, match="no indexeddf table"):
+        sql(f"DESCRIBE DETAIL '{tmp_path / 'empty'}'")
+    spark.sql("CREATE TABLE plainpq (id INT) USING parquet")
+    try:
+        with pytest.raises(TableNotFoundError, match="not an indexeddf table .*parquet"):
+            sql("DESCRIBE DETAIL plainpq")
+    finally:
+        spark.sql("DROP TABLE plainpq")
+    # Spark's own statements still parse: DESCRIBE of a table, a query.
+    assert sql("SELECT 1 AS one") == [{"one": 1}]
+
+
+def test_optimize_compacts_through_the_python_api(sql, tmp_path):
+    path = str(tmp_path / "o")
+    t = IndexedTable.create(path, rows(range(0, 40, 4)), ["k"], 2)
+    for i in range(1, 4):
+        t.append(rows(range(i, 40, 4), f"x{i}"))
+    before = DeltaTable(path)
+    expected = sorted_rows(before.to_pyarrow_table())
+    files_before = before.get_add_actions(flatten=True)
+    sql(f"CREATE TABLE opt USING indexeddf LOCATION '{path}'")
+
+    [row] = sql("OPTIMIZE opt")
+    assert [c for c, _ in sql.columns] == ["path", "metrics"]
+    after = DeltaTable(path)
+    assert sorted_rows(after.to_pyarrow_table()) == expected  # the same rows, fewer files
+    files_after = after.get_add_actions(flatten=True)
+    removed = set(files_before.column("path").to_pylist()) - set(files_after.column("path").to_pylist())
+    added = set(files_after.column("path").to_pylist()) - set(files_before.column("path").to_pylist())
+    m = row["metrics"]
+    assert row["path"] == Path(path).as_uri().replace("file:///", "file:/")
+    assert (m["numFilesRemoved"], m["numFilesAdded"]) == (len(removed), len(added)) == (8, 2)
+    assert m["filesRemoved"]["totalSize"] == sum(
+        s for p, s in zip(files_before.column("path").to_pylist(), files_before.column("size_bytes").to_pylist())
+        if p in removed)
+    assert m["totalConsideredFiles"] == files_before.num_rows
+    assert after.history(1)[0]["operation"] == "OPTIMIZE"
+    # Nothing left to compact: no commit, no files.
+    [again] = sql(f"OPTIMIZE indexeddf.`{path}`")
+    assert again["metrics"]["numFilesRemoved"] == 0 and DeltaTable(path).version() == after.version()
+
+
+def test_optimize_refuses_zorder_and_where_saying_what_to_use(sql, tmp_path):
+    path = str(tmp_path / "z")
+    IndexedTable.create(path, rows(range(5)), ["k"], 2)
+    with pytest.raises(InvalidOptionError, match="does not z-order.*create_index"):
+        sql(f"OPTIMIZE '{path}' ZORDER BY (v)")
+    with pytest.raises(InvalidOptionError, match="does not z-order"):
+        sql(f"OPTIMIZE '{path}' WHERE k > 1 ZORDER BY v, k")
+    with pytest.raises(InvalidOptionError, match="WHERE k > 1: .*run OPTIMIZE without WHERE"):
+        sql(f"OPTIMIZE indexeddf.`{path}` WHERE k > 1")
+    assert IndexedTable.for_path(path).version == 0
+
+
+def test_vacuum_keeps_deltas_retention_check(sql, conf, tmp_path):
+    path = str(tmp_path / "vac")
+    t = IndexedTable.create(path, rows(range(10)), ["k"], 2)
+    t.overwrite(rows(range(5), "b"))
+    sql(f"CREATE TABLE vac USING indexeddf LOCATION '{path}'")
+    with pytest.raises(InvalidOptionError, match="spark.databricks.delta.retentionDurationCheck.enabled = false"):
+        sql("VACUUM vac RETAIN 0 HOURS")
+    # Inside the retention nothing goes: one row, the table's location.
+    location = Path(path).as_uri().replace("file:///", "file:/")
+    assert sql("VACUUM vac") == [{"path": location}]
+    assert sql.columns == [("path", "string")]
+
+    conf("spark.databricks.delta.retentionDurationCheck.enabled", "false")
+    python = IndexedTable.for_path(path).vacuum(0, dry_run=True, enforce_retention=False)
+    dry = sql("VACUUM vac RETAIN 0 HOURS DRY RUN")
+    assert sorted(r["path"] for r in dry) == sorted(f"{location}/{f}" for f in python.files)
+    # delta-rs names the same data files (indexeddf also deletes the index files beside them).
+    theirs = DeltaTable(path).vacuum(retention_hours=0, dry_run=True, enforce_retention_duration=False)
+    assert {Path(f).name for f in theirs} == {Path(f).name for f in python.files if f.startswith("data/")}
+    assert theirs and all((Path(path) / f).exists() for f in python.files)
+
+    assert sql(f"VACUUM '{path}' RETAIN 0 HOURS") == [{"path": location}]
+    assert not any((Path(path) / f).exists() for f in python.files)
+    assert sorted_rows(DeltaTable(path).to_pyarrow_table()) == sorted_rows(rows(range(5), "b"))
+
+
+def test_restore_to_a_version_and_to_a_timestamp(sql, tmp_path):
+    path = str(tmp_path / "r")
+    t = IndexedTable.create(path, rows(range(10)), ["k"], 2)
+    t.append(rows([20, 21], "b"))
+    t.delete("k < 5")
+    sql(f"CREATE TABLE rest USING indexeddf LOCATION '{path}'")
+    before = DeltaTable(path).get_add_actions(flatten=True)
+
+    [row] = sql("RESTORE TABLE rest TO VERSION AS OF 0")
+    assert [c for c, _ in sql.columns] == RESTORE_COLUMNS
+    assert sorted_rows(DeltaTable(path).to_pyarrow_table()) == sorted_rows(DeltaTable(path, version=0).to_pyarrow_table())
+    assert sql("SELECT count(*) AS n FROM rest") == [{"n": 10}]
+    now = DeltaTable(path).get_add_actions(flatten=True)
+    assert row["num_of_files_after_restore"] == now.num_rows
+    assert row["table_size_after_restore"] == sum(now.column("size_bytes").to_pylist())
+    removed = set(before.column("path").to_pylist()) - set(now.column("path").to_pylist())
+    restored = set(now.column("path").to_pylist()) - set(before.column("path").to_pylist())
+    assert (row["num_removed_files"], row["num_restored_files"]) == (len(removed), len(restored))
+    assert removed and restored
+
+    # RESTORE by timestamp: the version committed at or before it (version 2's time).
+    v2 = next(h for h in DeltaTable(path).history() if h["version"] == 2)
+    at = dt.datetime.fromtimestamp(v2["timestamp"] / 1000, dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3]
+    [row] = sql(f"RESTORE indexeddf.`{path}` TO TIMESTAMP AS OF '{at}'")
+    assert sorted_rows(DeltaTable(path).to_pyarrow_table()) == sorted_rows(DeltaTable(path, version=2).to_pyarrow_table())
+    after = DeltaTable(path).get_add_actions(flatten=True)
+    sizes_now = dict(zip(now.column("path").to_pylist(), now.column("size_bytes").to_pylist()))
+    sizes_after = dict(zip(after.column("path").to_pylist(), after.column("size_bytes").to_pylist()))
+    removed = set(sizes_now) - set(sizes_after)
+    restored = set(sizes_after) - set(sizes_now)
+    assert (row["num_removed_files"], row["num_restored_files"]) == (len(removed), len(restored))
+    assert row["removed_files_size"] == sum(sizes_now[p] for p in removed)
+    assert row["restored_files_size"] == sum(sizes_after[p] for p in restored)
+    assert set(sizes_after) == set(before.column("path").to_pylist())
+    assert DeltaTable(path).history(1)[0]["operation"] == "RESTORE"
+
+    with pytest.raises(VersionNotFoundError):
+        sql("RESTORE rest TO VERSION AS OF 99")
+
+
+def test_errors_of_sql_writes_are_the_typed_error(spark, tmp_path):
+    """A write's typed error arrives as itself: its name and message first, no Spark wrapper,
+    no Python traceback (Spark's exception stays its cause)."""
+    assert indexeddf.register(spark) == indexeddf.spark.CONNECTOR
+    path = str(tmp_path / "e")
+    IndexedTable.create(path, rows(range(5)), ["k"], 2)
+
+    def message(run) -> str:
+        with pytest.raises(Exception) as info:  # noqa: PT011 - the message is what is checked
+            run()
+        return str(info.value)
+
+    spark.sql(f"CREATE TABLE errs USING indexeddf LOCATION '{path}'")
+    try:
+        bad_property = message(lambda: spark.sql("ALTER TABLE errs SET TBLPROPERTIES ('indexeddf.bogus' = '1')"))
+        assert bad_property.startswith("indexeddf.errors.InvalidOptionError: unknown table property 'indexeddf.bogus'")
+        frame = spark.createDataFrame([(1, "x", 3)], "k long, v string, w long")
+        mismatch = message(lambda: frame.write.format("indexeddf").mode("append").save(path))
+        assert mismatch.startswith("indexeddf.errors.SchemaMismatchError: data does not match the table schema")
+        assert "'w' is not in the table" in mismatch
+        missing = message(lambda: spark.sql(f"INSERT INTO indexeddf.`{tmp_path / 'none'}` VALUES (1, 'x')"))
+        assert missing.startswith("indexeddf.errors.TableNotFoundError: no indexeddf table")
+        for text in (bad_property, mismatch, missing):
+            assert "PYTHON_DATA_SOURCE_ERROR" not in text and "Traceback" not in text
+        assert isinstance(indexeddf.spark.typed_error(Exception(mismatch)), SchemaMismatchError)
+    finally:
+        spark.sql("DROP TABLE errs")
+    assert IndexedTable.for_path(path).version == 0
+
+
+def test_index_statements_run_the_python_apis_index_operations(sql, tmp_path):
+    path = str(tmp_path / "ix")
+    t = IndexedTable.create(path, rows(range(20)), ["k"], 2)
+    sql(f"CREATE TABLE ix USING indexeddf LOCATION '{path}'")
+
+    assert sql("CREATE INDEX by_v ON ix (v) OPTIONS (numBuckets = 4)") == []
+    [info] = [i for i in IndexedTable.for_path(path).indexes() if i.name == "by_v"]
+    assert (info.columns, info.state, info.num_buckets, info.num_entries) == (["v"], "ACTIVE", 4, 20)
+    with pytest.raises(IndexExistsError):
+        sql(f"CREATE INDEX by_v ON TABLE indexeddf.`{path}` (v)")
+    version = IndexedTable.for_path(path).version
+    sql("CREATE INDEX IF NOT EXISTS by_v ON ix (v)")
+    assert IndexedTable.for_path(path).version == version
+
+    t.append(rows([100, 101], "b"))
+    sql(f"REFRESH INDEX by_v ON '{path}'")
+    [info] = [i for i in IndexedTable.for_path(path).indexes() if i.name == "by_v"]
+    assert (info.covered_version, info.num_entries) == (IndexedTable.for_path(path).version, 22)
+    # The index answers: the rows a lookup by v finds are the rows delta-rs reads.
+    found = IndexedTable.for_path(path).lookup(["b100", "a3"], index="by_v").to_pylist()
+    theirs = [r for r in DeltaTable(path).to_pyarrow_table().to_pylist() if r["v"] in ("b100", "a3")]
+    assert sorted(r["k"] for r in found) == sorted(r["k"] for r in theirs) == [3, 100]
+
+    sql("DROP INDEX by_v ON ix")
+    assert [i.state for i in IndexedTable.for_path(path).indexes() if i.name == "by_v"] == ["DELETED"]
+    with pytest.raises(IndexNotFoundError):
+        sql("DROP INDEX nothing ON ix")
+    sql("DROP INDEX IF EXISTS nothing ON ix")
+    with pytest.raises(InvalidOptionError, match="the only option is numBuckets"):
+        sql("CREATE INDEX other ON ix (v) OPTIONS ('bloom' = '1')")
