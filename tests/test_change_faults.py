@@ -2,8 +2,8 @@
 what it wrote and never committed is removed by ``abort`` or, when the process died, by
 ``vacuum``; what it committed is never removed.
 
-The Spark side runs in real processes: an executor SIGKILLed in the middle of a MERGE and a
-DELETE on the standalone cluster (Spark reruns the lost tasks; the lost attempts' files
+The Spark side runs in real processes: an executor SIGKILLed in the middle of a MERGE on the
+standalone cluster (Spark reruns the lost tasks; the lost attempts' files
 become orphans), and a driver SIGKILLed while its tasks write (the table stays at its
 version for indexeddf, delta-rs and DuckDB, and a later MERGE works).
 """
@@ -234,7 +234,7 @@ def _kill_an_executor_mid_write(path: str, known: set[str], worker_dir: str, pat
 @pytest.mark.spark
 @pytest.mark.slow
 def test_a_change_survives_lost_executors(cluster, tmp_path):
-    """A MERGE and then a DELETE (deletion vectors: each task writes its rows' files and
+    """A MERGE (deletion vectors: each task writes its rows' new data and index files and
     one DV file) on the standalone cluster, an executor SIGKILLed while its task has one
     of the change's files open (or, failing such a moment, once the first file is on disk): Spark reruns the lost tasks on new executors, the
     version equals DuckDB's answer with every key once (a lost attempt's files are never
@@ -246,12 +246,14 @@ def test_a_change_survives_lost_executors(cluster, tmp_path):
     t = _table(path, rows, vectors=True)
     versions, expected = [t.version], [t.to_arrow(columns=["k", "v"])]
     err = open(tmp_path / "driver.err", "w")
-    driver = subprocess.Popen([sys.executable, WORKER, url, path, *map(str, src), "0", MERGE, DELETE],
+    # One statement: a DELETE's tasks write the same DV files as the MERGE's, and each lost
+    # executor costs the suite a relaunch.
+    driver = subprocess.Popen([sys.executable, WORKER, url, path, *map(str, src), "0", MERGE],
                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err, text=True, env=env)
     out = _Lines(driver.stdout)
     lost = []  # the files the killed attempts had open
     try:
-        for i, statement in enumerate((MERGE, DELETE)):
+        for i, statement in enumerate((MERGE,)):
             known = _on_disk(path)
             driver.stdin.write("go\n")
             driver.stdin.flush()
@@ -275,7 +277,7 @@ def test_a_change_survives_lost_executors(cluster, tmp_path):
         if driver.poll() is None:
             driver.kill()
         err.close()
-    assert len(versions) == 3, (tmp_path / "driver.err").read_text()[-3000:]  # both statements survived
+    assert len(versions) == 2, (tmp_path / "driver.err").read_text()[-3000:]  # the statement survived
     orphans = _vacuum_leaves_the_live_files(path, expected[-1])
     half_written = {f for f in lost if f is not None}
     print(f"lost attempts' open files: {lost}; vacuumed orphans: {len(orphans)}")

@@ -93,7 +93,7 @@ queries = st.lists(
 )
 
 
-@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(ops, st.integers(1, 4), st.data())
 def test_every_version_reads_as_to_arrow_on_one_reused_dataframe(spark, tmp_path_factory, sequence, checkpoint_every,
                                                                   data):

@@ -23,7 +23,8 @@ import org.apache.hadoop.fs.Path;
  * bucket and file id, and, when it has one, its {@code deletionVector}: unique id and
  * cardinality) and {@code indexes} (by name: columns, kind, state, numBuckets, index
  * file paths sorted; null when the log leaves them unknown). A typed refusal prints
- * {@code {"error": name, "message": ...}} and exits with status 2.
+ * {@code {"error": name, "message": ...}} and exits with status 2. {@code --all}: every
+ * version in one run, a JSON array.
  */
 public final class LogDump {
     private LogDump() {
@@ -31,8 +32,11 @@ public final class LogDump {
 
     public static void main(String[] args) throws Exception {
         if (args.length < 1 || args.length > 3) {
-            System.err.println("usage: LogDump PATH [VERSION | --timestamp TS]");
+            System.err.println("usage: LogDump PATH [VERSION | --timestamp TS | --all]");
             System.exit(64);
+        }
+        if (args.length == 2 && args[1].equals("--all")) {
+            System.exit(dumpAll(args[0]));
         }
         ObjectNode out = JsonNodeFactory.instance.objectNode();
         int status = 0;
@@ -55,6 +59,38 @@ public final class LogDump {
         }
         System.out.println(DeltaLog.JSON.writerWithDefaultPrettyPrinter().writeValueAsString(out));
         System.exit(status);
+    }
+
+    /**
+     * {@code --all}: every version from 0 to the newest in one run, as a JSON array of what a
+     * run for each version prints (a refused version: its error object). One JVM instead of one
+     * a version: a check of a long log starts Java once.
+     */
+    private static int dumpAll(String path) throws Exception {
+        ArrayNode all = JsonNodeFactory.instance.arrayNode();
+        int status = 0;
+        try {
+            Path p = new Path(path);
+            Configuration conf = new Configuration();
+            DeltaLog log = DeltaLog.open(p.getFileSystem(conf).makeQualified(p), conf);
+            long latest = log.latestVersion();
+            for (long v = 0; v <= latest; v++) {
+                ObjectNode out = all.addObject();
+                try {
+                    dump(log.snapshot(v), latest, out);
+                } catch (IndexedDFException e) {
+                    out.put("error", e.errorName);
+                    out.put("message", e.getMessage());
+                }
+            }
+        } catch (IndexedDFException e) {
+            ObjectNode out = all.addObject();
+            out.put("error", e.errorName);
+            out.put("message", e.getMessage());
+            status = 2;
+        }
+        System.out.println(DeltaLog.JSON.writerWithDefaultPrettyPrinter().writeValueAsString(all));
+        return status;
     }
 
     private static void dump(Snapshot s, long latest, ObjectNode out) {
