@@ -1,7 +1,8 @@
 """Reads of a table with deletion vectors through the JVM connector, against the same rows
 without deletion vectors and against Spark's plain read of the DV table's files.
 
-The tables (generated once under benchmarks/data/, ``dv_tables(rows)``): ``rows`` rows of
+The tables (generated once under benchmarks/data/, ``dv_tables(rows)``): 2M rows (``--rows``
+when smaller) of
 ``k`` bigint (0 .. rows-1, shuffled), ``v`` bigint and ``s`` a 64-character string, indexed
 on ``k`` into 32 buckets, one file per bucket. The DV table (``delta.enableDeletionVectors``)
 then loses every row with ``k % 100 = 7`` (1 %) to Spark SQL's ``DELETE FROM``, which gives
@@ -84,8 +85,13 @@ def _scan_kind(df) -> str:
     return "no file scan"
 
 
+ROWS = 2_000_000
+"""The tables' rows (``--rows`` when smaller)."""
+
+
 def _scenario(args, name: str, text: str, run, prepare) -> Scenario:
-    dv, plain = dv_tables(args.rows)
+    rows = min(args.rows, ROWS)
+    dv, plain = dv_tables(rows)
     deleted = IndexedTable.for_path(dv)
     with_dv = spark().read.format("indexeddf").load(dv)
     without = spark().read.format("indexeddf").load(plain)
@@ -95,7 +101,7 @@ def _scenario(args, name: str, text: str, run, prepare) -> Scenario:
                       for label, df in (("without DVs", without), ("DV table", with_dv), ("parquet", floor)))
     return Scenario(
         name=name,
-        description=f"{text} over {args.rows:,} rows (k, v, s of 64 characters), 1 % deleted by deletion vectors",
+        description=f"{text} over {rows:,} rows (k, v, s of 64 characters), 1 % deleted by deletion vectors",
         baseline=(NO_DV, lambda: run(without)),
         candidates=[(WITH_DV, lambda: run(with_dv)), (FLOOR, lambda: run(floor))],
         target=f"the DV table within {WITHIN}x of the same rows without DVs",
