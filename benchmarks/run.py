@@ -21,6 +21,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 import scenarios_admin  # noqa: E402
 import scenarios_connector  # noqa: E402
+import scenarios_dv  # noqa: E402
 import scenarios_floor  # noqa: E402
 import scenarios_format  # noqa: E402
 import scenarios_hybrid  # noqa: E402
@@ -41,6 +42,7 @@ GROUPS = {
     **scenarios_connector.SCENARIOS,
     **scenarios_floor.SCENARIOS,
     **scenarios_probe.SCENARIOS,
+    **scenarios_dv.SCENARIOS,
 }
 
 

@@ -20,6 +20,10 @@ import org.apache.spark.sql.types.LongType$;
 import org.apache.spark.sql.types.Metadata;
 import org.apache.spark.sql.types.StructField;
 import org.apache.spark.sql.types.StructType;
+import org.apache.spark.sql.execution.vectorized.ConstantColumnVector;
+import org.apache.spark.sql.internal.SQLConf;
+import org.apache.spark.sql.vectorized.ColumnVector;
+import org.apache.spark.sql.vectorized.ColumnarBatch;
 import org.apache.spark.util.SerializableConfiguration;
 import scala.Function1;
 import scala.Option;
@@ -43,9 +47,15 @@ import scala.runtime.AbstractFunction1;
  * ({@link ColumnMapping}): it names the columns as the files do and, in {@code id} mode, picks
  * per file a reader by field id or, for a file without field ids, by physical name.
  *
- * <p>The cost: rows, not columnar batches ({@link #supportBatch} is false: a batch cannot drop
- * rows), and one copy of each row of a file with a DV. Versions without any DV keep the plain
- * {@link ParquetFileFormat} ({@link TableRelation#read}) and its batches.
+ * <p>Scans stay columnar wherever Spark's vectorized reader is ({@link #supportBatch}): a batch
+ * of a file with a DV is handed on with every data column narrowed to the batch's kept rows by
+ * {@link SelectedVector} (an index per kept row, no copy of the values), so the plan is the one
+ * Spark gives a Parquet scan: the same pushed filters, pruned columns and buckets, and
+ * {@code ColumnarToRow} above the scan. (delta-spark instead adds a column saying whether a row
+ * is deleted and a {@code Filter} over the scan; narrowing the batch keeps the plan and the
+ * relation's output untouched.) Read as rows (the vectorized reader off, or a caller that asks
+ * for rows), a file with a DV costs one copy of each kept row. Versions without any DV keep
+ * the plain {@link ParquetFileFormat} ({@link TableRelation#read}).
  */
 public final class DeletionVectorFormat extends ParquetFileFormat {
     private static final long serialVersionUID = 1L;
@@ -64,9 +74,40 @@ public final class DeletionVectorFormat extends ParquetFileFormat {
         return v.isDefined() ? (DeletionVectorDescriptor) v.get() : null;
     }
 
+    /**
+     * Spark's answer for the columns the reader gives, the row index it adds to read a file with
+     * a DV included: batches whenever Spark's vectorized reader can give them.
+     */
     @Override
     public boolean supportBatch(SparkSession session, StructType schema) {
-        return false;
+        return super.supportBatch(session, withRowIndex(schema));
+    }
+
+    /**
+     * Spark's vector classes for the columns, except that a data column is any
+     * {@link ColumnVector}: a batch of a file with a DV hands on {@link SelectedVector}s.
+     */
+    @Override
+    public Option<Seq<String>> vectorTypes(StructType requiredSchema, StructType partitionSchema, SQLConf conf) {
+        Option<Seq<String>> types = super.vectorTypes(requiredSchema, partitionSchema, conf);
+        if (types.isEmpty()) {
+            return types;
+        }
+        List<String> out = new ArrayList<>(CollectionConverters.asJava(types.get()));
+        for (int i = 0; i < requiredSchema.size() && i < out.size(); i++) {
+            out.set(i, ColumnVector.class.getName());
+        }
+        return Option.apply(CollectionConverters.asScala(out).toList());
+    }
+
+    /** {@code schema} with Spark's row-index column added, unless it has it. */
+    private static StructType withRowIndex(StructType schema) {
+        String rowIndex = ParquetFileFormat$.MODULE$.ROW_INDEX_TEMPORARY_COLUMN_NAME();
+        if (java.util.Arrays.asList(schema.fieldNames()).contains(rowIndex)) {
+            return schema;
+        }
+        // Nullable: the reader refuses a required column that the file lacks.
+        return schema.add(new StructField(rowIndex, LongType$.MODULE$, true, Metadata.empty()));
     }
 
     @Override
@@ -79,23 +120,21 @@ public final class DeletionVectorFormat extends ParquetFileFormat {
             requiredSchema = ColumnMapping.physical(requiredSchema, dataSchema);
             dataSchema = ColumnMapping.physical(dataSchema, dataSchema);
         }
-        scala.collection.immutable.Map<String, String> rows = options.updated("returning_batch", "false");
         String rowIndex = ParquetFileFormat$.MODULE$.ROW_INDEX_TEMPORARY_COLUMN_NAME();
         int at = java.util.Arrays.asList(requiredSchema.fieldNames()).indexOf(rowIndex);
-        StructType withIndex = requiredSchema;
-        if (at < 0) {  // the query did not ask for _metadata.row_index itself: add it, and drop it after
+        // When the query did not ask for _metadata.row_index itself, it is added, and dropped after.
+        StructType withIndex = withRowIndex(requiredSchema);
+        if (at < 0) {
             at = requiredSchema.size();
-            // Nullable: the reader refuses a required column that the file lacks.
-            withIndex = requiredSchema.add(new StructField(rowIndex, LongType$.MODULE$, true, Metadata.empty()));
         }
         // In id mode the readers find columns by field id (set in their configuration only);
         // a file without field ids is read by a second pair that matches physical names.
         Configuration readConf = byId ? ColumnMapping.readingFieldIds(hadoopConf) : hadoopConf;
         Function1<PartitionedFile, Iterator<InternalRow>>[] readers = pair(session, dataSchema, partitionSchema,
-            requiredSchema, withIndex, filters, rows, readConf);
+            requiredSchema, withIndex, filters, options, readConf);
         Function1<PartitionedFile, Iterator<InternalRow>>[] byName = !byId ? null : pair(session,
             ColumnMapping.withoutFieldIds(dataSchema), partitionSchema, ColumnMapping.withoutFieldIds(requiredSchema),
-            ColumnMapping.withoutFieldIds(withIndex), filters, rows, hadoopConf);
+            ColumnMapping.withoutFieldIds(withIndex), filters, options, hadoopConf);
         // The output: the required columns, then the partition columns (the reader's order),
         // without the added row index.
         List<Expression> keep = new ArrayList<>();
@@ -174,19 +213,27 @@ public final class DeletionVectorFormat extends ParquetFileFormat {
             Iterator<InternalRow> rows = use[1].apply(file);
             UnsafeProjection project = keep == null ? null
                 : UnsafeProjection.create(CollectionConverters.asScala(keep).toList());
-            return new Kept(rows, deleted, rowIndex, project);
+            // Batches pass as rows, as from Spark's own reader: its scan casts them back.
+            @SuppressWarnings("unchecked")
+            Iterator<InternalRow> kept = (Iterator<InternalRow>) (Iterator<?>) new Kept(rows, deleted, rowIndex, project);
+            return kept;
         }
     }
 
-    /** The rows of {@code rows} whose row index {@code deleted} does not hold, projected. */
-    static final class Kept extends scala.collection.AbstractIterator<InternalRow> {
-        private final Iterator<InternalRow> rows;
+    /**
+     * The rows of {@code rows} whose row index {@code deleted} does not hold: rows, projected
+     * (when {@code project} is not null), or columnar batches, each narrowed to its kept rows by
+     * {@link SelectedVector}s (no copy) and without the row-index column when {@code project} is
+     * not null (the reader added it). A batch whose rows are all deleted is skipped.
+     */
+    static final class Kept extends scala.collection.AbstractIterator<Object> {
+        private final Iterator<?> rows;
         private final DeletionVectors.Rows deleted;
         private final int rowIndex;
         private final UnsafeProjection project;
-        private InternalRow next;
+        private Object next;
 
-        Kept(Iterator<InternalRow> rows, DeletionVectors.Rows deleted, int rowIndex, UnsafeProjection project) {
+        Kept(Iterator<?> rows, DeletionVectors.Rows deleted, int rowIndex, UnsafeProjection project) {
             this.rows = rows;
             this.deleted = deleted;
             this.rowIndex = rowIndex;
@@ -196,22 +243,62 @@ public final class DeletionVectorFormat extends ParquetFileFormat {
         @Override
         public boolean hasNext() {
             while (next == null && rows.hasNext()) {
-                InternalRow r = rows.next();
-                if (!deleted.contains(r.getLong(rowIndex))) {
-                    next = r;
+                Object r = rows.next();  // a ColumnarBatch when the reader returns batches
+                if (r instanceof ColumnarBatch) {
+                    next = kept((ColumnarBatch) r);
+                } else if (!deleted.contains(((InternalRow) r).getLong(rowIndex))) {
+                    next = project == null ? r : project.apply((InternalRow) r);
                 }
             }
             return next != null;
         }
 
         @Override
-        public InternalRow next() {
+        public Object next() {
             if (!hasNext()) {
                 throw new java.util.NoSuchElementException();
             }
-            InternalRow r = next;
+            Object r = next;
             next = null;
-            return project == null ? r : project.apply(r);
+            return r;
+        }
+
+        /** {@code batch}'s kept rows as a batch (null when none is), without an added row index. */
+        private ColumnarBatch kept(ColumnarBatch batch) {
+            int n = batch.numRows();
+            ColumnVector ordinals = batch.column(rowIndex);
+            int[] selected = null;
+            int count = 0;
+            for (int i = 0; i < n; i++) {
+                if (deleted.contains(ordinals.getLong(i))) {
+                    if (selected == null) {
+                        selected = new int[n];
+                        for (int j = 0; j < i; j++) {
+                            selected[j] = j;
+                        }
+                        count = i;
+                    }
+                } else if (selected != null) {
+                    selected[count++] = i;
+                }
+            }
+            if (selected != null && count == 0) {
+                return null;
+            }
+            int cols = batch.numCols() - (project == null ? 0 : 1);
+            if (selected == null && project == null) {
+                return batch;
+            }
+            ColumnVector[] out = new ColumnVector[cols];
+            for (int c = 0, o = 0; c < batch.numCols(); c++) {
+                if (c == rowIndex && project != null) {
+                    continue;
+                }
+                ColumnVector v = batch.column(c);
+                // A partition value's vector is the same at every row.
+                out[o++] = selected == null || v instanceof ConstantColumnVector ? v : new SelectedVector(v, selected, count);
+            }
+            return new ColumnarBatch(out, selected == null ? n : count);
         }
     }
 
