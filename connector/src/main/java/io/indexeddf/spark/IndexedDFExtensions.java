@@ -9,6 +9,7 @@ import io.indexeddf.spark.plan.MergeStars;
 import io.indexeddf.spark.plan.ResolveChanges;
 import io.indexeddf.spark.plan.ResolveInsert;
 import io.indexeddf.spark.plan.ResolvePath;
+import io.indexeddf.spark.plan.TableStatements;
 import io.indexeddf.spark.plan.UnneededBuckets;
 import io.indexeddf.spark.plan.V1Fallback;
 import org.apache.spark.sql.SparkSession;
@@ -30,7 +31,7 @@ import scala.runtime.BoxedUnit;
  * (DELETE, UPDATE and MERGE INTO planned by Spark, written by its tasks), {@link CreateEmptyTable} (CREATE TABLE with columns),
  * {@link CatalogTables} (catalog entries read the newest version with the log's schema; ALTER TABLE ADD COLUMNS
  * commits the new columns, on {@code indexeddf.`/path`} too: {@link AddColumnsCommand.OnPath}; SET / UNSET / SHOW
- * TBLPROPERTIES are the log's). The
+ * TBLPROPERTIES are the log's), {@link TableStatements} (TRUNCATE TABLE, SHOW PARTITIONS). The
  * optimizer rules: {@link DriverLookup}, which answers index lookups on the driver with no
  * Spark job, and {@link IndexedJoin}, which answers the table's side of a join with a small
  * other side as an index lookup of that side's keys. The query-stage preparation rule
@@ -51,6 +52,7 @@ public final class IndexedDFExtensions extends AbstractFunction1<SparkSessionExt
         extensions.injectResolutionRule(rule(CatalogTables.FreshReads::new));
         extensions.injectResolutionRule(rule(CatalogTables.SchemaFromLog::new));
         extensions.injectResolutionRule(rule(CatalogTables.TableProperties::new));
+        extensions.injectResolutionRule(rule(TableStatements::new));
         extensions.injectResolutionRule(rule(CatalogTables.RefuseAddColumns::new));
         extensions.injectResolutionRule(rule(AddColumnsCommand.OnPath::new));
         extensions.injectResolutionRule(rule(session -> new CreateEmptyTable()));

@@ -19,10 +19,18 @@ import org.apache.hadoop.conf.Configuration;
 import org.apache.spark.sql.SparkSession;
 import org.apache.spark.sql.catalyst.catalog.CatalogTable;
 import org.apache.spark.sql.catalyst.expressions.AttributeReference;
+import org.apache.spark.sql.connector.catalog.SupportsWrite;
 import org.apache.spark.sql.connector.catalog.TableCapability;
 import org.apache.spark.sql.connector.catalog.V2TableWithV1Fallback;
 import org.apache.spark.sql.connector.expressions.Expressions;
 import org.apache.spark.sql.connector.expressions.Transform;
+import org.apache.spark.sql.connector.expressions.filter.Predicate;
+import org.apache.spark.sql.connector.write.LogicalWriteInfo;
+import org.apache.spark.sql.connector.write.SupportsOverwriteV2;
+import org.apache.spark.sql.connector.write.V1Write;
+import org.apache.spark.sql.connector.write.WriteBuilder;
+import org.apache.spark.sql.SaveMode;
+import io.indexeddf.spark.exec.PythonWriter;
 import org.apache.spark.sql.execution.datasources.LogicalRelation;
 import org.apache.spark.sql.sources.BaseRelation;
 import org.apache.spark.sql.types.StructType;
@@ -45,7 +53,7 @@ import scala.jdk.javaapi.CollectionConverters;
  * ({@link #relation}), the one every read rule and change path knows (driver lookups, indexed
  * joins, bucketed scans, deletion vectors, {@link ResolveInsert}, {@link ResolveChanges}).
  */
-public final class IndexedDFTable implements V2TableWithV1Fallback {
+public final class IndexedDFTable implements V2TableWithV1Fallback, SupportsWrite {
     /**
      * A session catalog that resolves {@code indexeddf.`/path`} itself ({@code IndexedDFCatalog}):
      * with one, {@link ResolvePath} leaves such names to it, so time travel on paths goes
@@ -224,9 +232,74 @@ public final class IndexedDFTable implements V2TableWithV1Fallback {
         return out;
     }
 
+    /**
+     * Batch reads (through {@link V1Fallback}, never a V2 scan) and the writes of
+     * {@code df.writeTo(name)}: {@code append()}, {@code overwrite(condition)} and
+     * {@code overwritePartitions()} through the Python writer ({@link #newWriteBuilder}).
+     */
     @Override
     public Set<TableCapability> capabilities() {
-        return EnumSet.of(TableCapability.BATCH_READ);
+        return EnumSet.of(TableCapability.BATCH_READ, TableCapability.V1_BATCH_WRITE, TableCapability.TRUNCATE,
+            TableCapability.OVERWRITE_BY_FILTER);
+    }
+
+    /**
+     * A write of {@code df.writeTo(name)} (Spark's {@code AppendData} / {@code
+     * OverwriteByExpression}), as Delta's {@code WriteIntoDeltaBuilder}: a {@code V1Write}
+     * whose insert is one commit of the Python writer, as {@code write.format("indexeddf")}
+     * makes it: an append; an overwrite of every row ({@code overwrite(lit(True))}); or an
+     * overwrite of the rows a condition selects (the {@code replaceWhere} option, with the
+     * condition as Spark's SQL of it). The write's options ({@code .option(...)}) are the
+     * writer's ({@code mergeSchema}, ...).
+     */
+    @Override
+    public WriteBuilder newWriteBuilder(LogicalWriteInfo info) {
+        Map<String, String> options = new LinkedHashMap<>(info.options().asCaseSensitiveMap());
+        options.put("path", path);
+        if (storageOptions != null) {
+            options.put("storageOptions", storageOptions);
+        }
+        return new Writes(options);
+    }
+
+    /** What {@link #newWriteBuilder} builds: the write's mode and options. */
+    private final class Writes implements SupportsOverwriteV2 {
+        private final Map<String, String> options;
+        private SaveMode mode = SaveMode.Append;
+
+        Writes(Map<String, String> options) {
+            this.options = options;
+        }
+
+        @Override
+        public WriteBuilder truncate() {
+            mode = SaveMode.Overwrite;
+            return this;
+        }
+
+        @Override
+        public WriteBuilder overwrite(Predicate[] predicates) {
+            List<String> sql = new ArrayList<>();
+            for (Predicate p : predicates) {
+                String text = new org.apache.spark.sql.connector.util.V2ExpressionSQLBuilder().build(p);
+                if (!"TRUE".equalsIgnoreCase(text.trim())) {
+                    sql.add("(" + text + ")");
+                }
+            }
+            mode = SaveMode.Overwrite;
+            if (!sql.isEmpty()) {
+                options.put("replaceWhere", String.join(" AND ", sql));
+            }
+            return this;
+        }
+
+        @Override
+        public V1Write build() {
+            return () -> (data, overwrite) -> {
+                PythonWriter.save(data.sparkSession().sqlContext(), overwrite ? SaveMode.Overwrite : mode,
+                    scala.collection.immutable.Map$.MODULE$.from(CollectionConverters.asScala(options)), data);
+            };
+        }
     }
 
     /**
