@@ -97,3 +97,28 @@ def test_show_partitions_and_describe_a_path(spark, tmp_path):
         assert described["Part 0"] == "day" and described["Part 1"] == "bucket(16, id)"
     finally:
         spark.sql("DROP TABLE IF EXISTS v2_parts")
+
+
+def test_spark_bucketing_clauses_are_the_index_columns_and_bucket_count(spark):
+    names = ("v2_clustered", "v2_bucketed")
+    for name in names:
+        spark.sql(f"DROP TABLE IF EXISTS {name}")
+    try:
+        spark.sql("CREATE TABLE v2_clustered USING indexeddf CLUSTERED BY (id) INTO 8 BUCKETS "
+                  "AS SELECT id, id % 3 AS k FROM range(20)")
+        spark.range(20).selectExpr("id", "id % 3 AS k").write.format("indexeddf").bucketBy(8, "id").saveAsTable(
+            "v2_bucketed")
+        for name in names:
+            described = {r[0]: r[1] for r in spark.sql(f"DESCRIBE TABLE EXTENDED {name}").collect()}
+            assert described["Part 0"] == "bucket(8, id)"
+            path = described["Location"].removeprefix("file:")
+            t = IndexedTable.for_path(path)
+            assert (t.index_columns, t.num_buckets) == (["id"], 8)
+            assert duckdb_delta().execute(f"SELECT count(*) FROM delta_scan('{path}')").fetchone()[0] == 20
+        with pytest.raises(Exception) as twice:
+            spark.sql("CREATE TABLE v2_clash USING indexeddf OPTIONS (indexColumns 'k') CLUSTERED BY (id) INTO 8 "
+                      "BUCKETS AS SELECT id, id % 3 AS k FROM range(20)")
+        assert isinstance(indexeddf.spark.typed_error(twice.value), InvalidOptionError)
+    finally:
+        for name in (*names, "v2_clash"):
+            spark.sql(f"DROP TABLE IF EXISTS {name}")
