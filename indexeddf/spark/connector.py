@@ -149,7 +149,8 @@ def configure(builder, build: bool = True):
     Appends the jar to ``spark.jars`` and the connector's session extensions (for
     ``SELECT ... FROM indexeddf.`/path```) to ``spark.sql.extensions``, keeping any values
     already set on the builder, as delta-spark's ``configure_spark_with_delta_pip`` does, and
-    sets :data:`ORDERED_BUCKETS` unless the builder has a value for it. With ``build`` the jar is
+    sets :data:`ORDERED_BUCKETS` and the session catalog (:data:`CATALOG`) unless the builder has a
+    value for them. With ``build`` the jar is
     built first when missing or stale; when it cannot be (no JDK), the builder is
     returned unchanged with a warning, and ``indexeddf.register(spark)`` then registers
     the Python data source as ``indexeddf``.
@@ -181,8 +182,8 @@ tables with one file per bucket, whose files Spark sorted when writing them."""
 
 def spark_conf(build: bool = True) -> dict[str, str]:
     """The Spark settings that put the connector on a session, as a dict:
-    ``{"spark.jars": <the jar>, "spark.sql.extensions": EXTENSIONS, ORDERED_BUCKETS: "true"}``
-    (:data:`ORDERED_BUCKETS`).
+    ``{"spark.jars": <the jar>, "spark.sql.extensions": EXTENSIONS, ORDERED_BUCKETS: "true",
+    SESSION_CATALOG: CATALOG}`` (:data:`ORDERED_BUCKETS`, :data:`CATALOG`).
 
     For anything that takes Spark settings rather than a ``SparkSession.Builder``: a
     Spark Connect server (:func:`submit_args`), ``spark-defaults.conf``, a cluster's
@@ -192,7 +193,8 @@ def spark_conf(build: bool = True) -> dict[str, str]:
     jar = build_jar() if build else jar_path()
     if not jar.is_file():
         raise ConnectorBuildError(f"no connector jar at {jar}; run indexeddf.spark.connector.build_jar()")
-    return {"spark.jars": str(jar), "spark.sql.extensions": EXTENSIONS, ORDERED_BUCKETS: "true"}
+    return {"spark.jars": str(jar), "spark.sql.extensions": EXTENSIONS, ORDERED_BUCKETS: "true",
+            SESSION_CATALOG: CATALOG}
 
 
 def submit_args(build: bool = True) -> list[str]:
@@ -212,6 +214,12 @@ def submit_args(build: bool = True) -> list[str]:
     return args
 
 
+SESSION_CATALOG = "spark.sql.catalog.spark_catalog"
+"""Spark's setting naming the session catalog's implementation."""
+CATALOG = "io.indexeddf.spark.IndexedDFCatalog"
+"""The connector's session catalog (:data:`SESSION_CATALOG`), as delta-spark's ``DeltaCatalog``: catalog
+entries with provider ``indexeddf`` and ``indexeddf.`/path``` are loaded from the table's log, with
+Spark's time travel (``VERSION AS OF``, ``TIMESTAMP AS OF``, ``@v`` suffixes)."""
 EXTENSIONS = "io.indexeddf.spark.IndexedDFExtensions"
 """The connector's session extensions (``SELECT ... FROM indexeddf.`/path```)."""
 

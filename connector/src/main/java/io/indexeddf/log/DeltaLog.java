@@ -71,7 +71,7 @@ public final class DeltaLog {
         Path root = listing.root;
         if (target > latest || target < 0) {
             throw new IndexedDFException("VersionNotFoundError",
-                root + " has no version " + target + "; its newest version is " + latest);
+                root + " has versions up to " + latest + "; version " + target + " does not exist");
         }
         String key = root + "|" + listing.stamp(target) + "|" + listing.stamp(latest);
         synchronized (SNAPSHOTS) {

@@ -9,7 +9,9 @@ import io.indexeddf.spark.plan.MergeStars;
 import io.indexeddf.spark.plan.ResolveChanges;
 import io.indexeddf.spark.plan.ResolveInsert;
 import io.indexeddf.spark.plan.ResolvePath;
+import io.indexeddf.spark.plan.TableStatements;
 import io.indexeddf.spark.plan.UnneededBuckets;
+import io.indexeddf.spark.plan.V1Fallback;
 import org.apache.spark.sql.SparkSession;
 import org.apache.spark.sql.SparkSessionExtensions;
 import org.apache.spark.sql.catalyst.plans.logical.LogicalPlan;
@@ -23,12 +25,13 @@ import scala.runtime.BoxedUnit;
  * which {@code indexeddf.configure(builder)} sets): resolves
  * {@code SELECT ... FROM indexeddf.`/path`} to the table at that path ({@link ResolvePath}, a
  * hint-resolution rule, so it runs before Spark's SQL-on-files rule, which gives a V1 provider
- * no path). The Catalyst rules are in {@code io.indexeddf.spark.plan}. The analyzer rules for
+ * no path) when the session catalog is not {@link IndexedDFCatalog}; {@link V1Fallback} reads the tables that
+ * catalog loads through the connector's V1 relation. The Catalyst rules are in {@code io.indexeddf.spark.plan}. The analyzer rules for
  * SQL commands: {@link ResolveInsert} (inserts commit through the writer), {@link ResolveChanges}
  * (DELETE, UPDATE and MERGE INTO planned by Spark, written by its tasks), {@link CreateEmptyTable} (CREATE TABLE with columns),
  * {@link CatalogTables} (catalog entries read the newest version with the log's schema; ALTER TABLE ADD COLUMNS
  * commits the new columns, on {@code indexeddf.`/path`} too: {@link AddColumnsCommand.OnPath}; SET / UNSET / SHOW
- * TBLPROPERTIES are the log's). The
+ * TBLPROPERTIES are the log's), {@link TableStatements} (TRUNCATE TABLE, SHOW PARTITIONS). The
  * optimizer rules: {@link DriverLookup}, which answers index lookups on the driver with no
  * Spark job, and {@link IndexedJoin}, which answers the table's side of a join with a small
  * other side as an index lookup of that side's keys. The parser {@link IndexedDFSqlParser} adds Delta's
@@ -56,11 +59,13 @@ public final class IndexedDFExtensions extends AbstractFunction1<SparkSessionExt
         // Before Spark expands a MERGE's * clauses: which ones evolve the schema.
         extensions.injectHintResolutionRule(rule(MergeStars::new));
         extensions.injectResolutionRule(rule(ResolvePath::new));
+        extensions.injectResolutionRule(rule(V1Fallback::new));
         extensions.injectResolutionRule(rule(ResolveInsert::new));
         extensions.injectResolutionRule(rule(ResolveChanges::new));
         extensions.injectResolutionRule(rule(CatalogTables.FreshReads::new));
         extensions.injectResolutionRule(rule(CatalogTables.SchemaFromLog::new));
         extensions.injectResolutionRule(rule(CatalogTables.TableProperties::new));
+        extensions.injectResolutionRule(rule(TableStatements::new));
         extensions.injectResolutionRule(rule(CatalogTables.RefuseAddColumns::new));
         extensions.injectResolutionRule(rule(AddColumnsCommand.OnPath::new));
         extensions.injectResolutionRule(rule(session -> new CreateEmptyTable()));

@@ -97,7 +97,7 @@ public final class AddColumnsCommand extends JavaCommand {
             return plan;
         }
 
-        private static StructType fields(Seq<QualifiedColType> columns) {
+        static StructType fields(Seq<QualifiedColType> columns) {
             List<StructField> out = new ArrayList<>();
             for (QualifiedColType c : CollectionConverters.asJava(columns)) {
                 String name = String.join(".", CollectionConverters.asJava(c.name()));

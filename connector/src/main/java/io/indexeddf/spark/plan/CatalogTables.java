@@ -125,6 +125,10 @@ public final class CatalogTables {
 
         @Override
         public LogicalPlan apply(LogicalPlan plan) {
+            LogicalPlan loaded = ofLoadedTable(plan);
+            if (loaded != null) {
+                return loaded;
+            }
             if (plan instanceof AlterTableSetPropertiesCommand && !((AlterTableSetPropertiesCommand) plan).isView()) {
                 AlterTableSetPropertiesCommand set = (AlterTableSetPropertiesCommand) plan;
                 CatalogTable entry = entryOf(session, set.tableName());
@@ -186,6 +190,57 @@ public final class CatalogTables {
                 }
             }
             return plan;
+        }
+
+        /**
+         * The statement on a table {@code IndexedDFCatalog} loaded ({@link IndexedDFTable}: a
+         * catalog entry or a path), or null when {@code plan} is no such statement.
+         */
+        private static LogicalPlan ofLoadedTable(LogicalPlan plan) {
+            if (plan instanceof SetTableProperties) {
+                IndexedDFTable t = loaded(((SetTableProperties) plan).table());
+                return t == null ? null : PropertiesCommand.set(t.path(), t.storageOptions(),
+                    CollectionConverters.asJava(((SetTableProperties) plan).properties()), identifier(t));
+            } else if (plan instanceof UnsetTableProperties) {
+                UnsetTableProperties unset = (UnsetTableProperties) plan;
+                IndexedDFTable t = loaded(unset.table());
+                return t == null ? null : PropertiesCommand.unset(t.path(), t.storageOptions(),
+                    CollectionConverters.asJava(unset.propertyKeys()), unset.ifExists(), identifier(t));
+            } else if (plan instanceof ShowTableProperties) {
+                ShowTableProperties show = (ShowTableProperties) plan;
+                IndexedDFTable t = loaded(show.table());
+                return t == null ? null : new ShowPropertiesCommand(CollectionConverters.asJava(show.output()),
+                    t.path(), show.propertyKey().isDefined() ? show.propertyKey().get() : null, t.name());
+            } else if (plan instanceof CommentOnTable) {
+                CommentOnTable comment = (CommentOnTable) plan;
+                IndexedDFTable t = loaded(comment.table());
+                if (t == null) {
+                    return null;
+                }
+                return comment.comment() == null
+                    ? PropertiesCommand.unset(t.path(), t.storageOptions(), java.util.List.of("comment"), true,
+                        identifier(t))
+                    : PropertiesCommand.set(t.path(), t.storageOptions(), java.util.Map.of("comment",
+                        comment.comment()), identifier(t));
+            } else if (plan instanceof org.apache.spark.sql.catalyst.plans.logical.AddColumns) {
+                org.apache.spark.sql.catalyst.plans.logical.AddColumns add =
+                    (org.apache.spark.sql.catalyst.plans.logical.AddColumns) plan;
+                IndexedDFTable t = loaded(add.table());
+                return t == null ? null
+                    : new AddColumnsCommand(AddColumnsCommand.OnPath.fields(add.columnsToAdd()), t.path(),
+                        t.storageOptions(), null);
+            }
+            return null;
+        }
+
+        /** The table under a resolved statement's target, when the catalog loaded an indexeddf table. */
+        private static IndexedDFTable loaded(LogicalPlan table) {
+            return table instanceof ResolvedTable && ((ResolvedTable) table).table() instanceof IndexedDFTable
+                ? (IndexedDFTable) ((ResolvedTable) table).table() : null;
+        }
+
+        private static org.apache.spark.sql.catalyst.TableIdentifier identifier(IndexedDFTable t) {
+            return t.entry() == null ? null : t.entry().identifier();
         }
 
         /** The path of {@code indexeddf.`/path`} as a statement names its table, or null. */

@@ -31,6 +31,9 @@ import scala.jdk.javaapi.CollectionConverters;
  * entry itself then names none: the table's log decides its partitioning and schema, and a
  * partitioned entry would make Spark move those columns to the end of its schema.
  *
+ * <p>Spark's bucketing clause ({@code CLUSTERED BY (c) INTO n BUCKETS}, {@code bucketBy(n, "c")}) is the
+ * table's index columns and bucket count ({@link #bucketsAsOptions}).
+ *
  * <p>{@code TBLPROPERTIES (...)} go to the table's log too, never to the entry
  * ({@link #propertiesToLog}): into the create commit's {@code metaData.configuration} when the
  * statement creates the table, and refused unless they are the table's when it registers an
@@ -50,6 +53,14 @@ public final class CreateEmptyTable extends Rule<LogicalPlan> {
             return plan;
         }
         CreateTable ct = given;
+        if (ct.tableDesc().bucketSpec().isDefined()) {
+            if (ct.query().isEmpty() && ct.tableDesc().schema().isEmpty()) {
+                throw IndexedDFException.option("CREATE TABLE " + ct.tableDesc().identifier().unquotedString()
+                    + " USING indexeddf LOCATION ... CLUSTERED BY registers an existing table, whose index columns "
+                    + "and bucket count are its log's: drop CLUSTERED BY");
+            }
+            ct = new CreateTable(bucketsAsOptions(ct.tableDesc()), ct.mode(), ct.query());
+        }
         if (!ct.tableDesc().properties().isEmpty()) {
             ct = new CreateTable(propertiesToLog(ct.tableDesc(), ct.query().isDefined()
                 || !ct.tableDesc().schema().isEmpty()), ct.mode(), ct.query());
@@ -143,6 +154,57 @@ public final class CreateEmptyTable extends Rule<LogicalPlan> {
             throw IndexedDFException.option("option tableProperties must be a JSON object, got " + json);
         }
         return out;
+    }
+
+    /**
+     * {@code t} with Spark's bucketing clause ({@code CLUSTERED BY (c) INTO n BUCKETS},
+     * {@code df.write.bucketBy(n, "c").saveAsTable(name)}) as the writer's options
+     * {@code indexColumns} and {@code numBuckets}: the table's index columns and bucket count,
+     * which its log keeps (the entry names no bucketing). {@code SORTED BY} may name only the
+     * bucket columns (every file is sorted by them anyway); an {@code OPTIONS} value that
+     * differs from the clause's is refused.
+     */
+    private static CatalogTable bucketsAsOptions(CatalogTable t) {
+        org.apache.spark.sql.catalyst.catalog.BucketSpec spec = t.bucketSpec().get();
+        java.util.List<String> columns = CollectionConverters.asJava(spec.bucketColumnNames());
+        java.util.List<String> sorted = CollectionConverters.asJava(spec.sortColumnNames());
+        String name = t.identifier().unquotedString();
+        if (!sorted.isEmpty() && !sorted.equals(columns.subList(0, Math.min(sorted.size(), columns.size())))) {
+            throw IndexedDFException.option("CREATE TABLE " + name + " USING indexeddf: SORTED BY (" + String.join(", ",
+                sorted) + ") is not supported: an indexeddf table's files are sorted by its index columns (the "
+                + "CLUSTERED BY columns); drop SORTED BY");
+        }
+        java.util.Map<String, String> wanted = new java.util.LinkedHashMap<>();
+        wanted.put("indexColumns", String.join(",", columns));
+        wanted.put("numBuckets", Integer.toString(spec.numBuckets()));
+        CatalogStorageFormat s = t.storage();
+        scala.collection.immutable.Map<String, String> storage = s.properties();
+        for (java.util.Map.Entry<String, String> e : CollectionConverters.asJava(s.properties()).entrySet()) {
+            String want = null;
+            for (java.util.Map.Entry<String, String> w : wanted.entrySet()) {
+                if (w.getKey().equalsIgnoreCase(e.getKey())) {
+                    want = w.getValue();
+                }
+            }
+            if (want != null && !want.equals(e.getValue().replace(" ", ""))) {
+                throw IndexedDFException.option("CREATE TABLE " + name + " USING indexeddf: OPTIONS " + e.getKey()
+                    + " '" + e.getValue() + "' is not what CLUSTERED BY / bucketBy says ('" + want + "'); give it once");
+            }
+            if (want != null) {
+                storage = storage.removed(e.getKey());
+            }
+        }
+        for (java.util.Map.Entry<String, String> w : wanted.entrySet()) {
+            storage = storage.updated(w.getKey(), w.getValue());
+        }
+        CatalogStorageFormat newStorage = s.copy(s.copy$default$1(), s.copy$default$2(), s.copy$default$3(),
+            s.copy$default$4(), s.copy$default$5(), storage, s.copy$default$7());
+        return t.copy(t.copy$default$1(), t.copy$default$2(), newStorage, t.copy$default$4(),
+            t.copy$default$5(), t.copy$default$6(), Option.empty(), t.copy$default$8(), t.copy$default$9(),
+            t.copy$default$10(), t.copy$default$11(), t.copy$default$12(), t.copy$default$13(),
+            t.copy$default$14(), t.copy$default$15(), t.copy$default$16(), t.copy$default$17(),
+            t.copy$default$18(), t.copy$default$19(), t.copy$default$20(), t.copy$default$21(),
+            t.copy$default$22());
     }
 
     /** {@code t} with its partition columns moved into its options ({@link #PARTITION_COLUMNS}). */

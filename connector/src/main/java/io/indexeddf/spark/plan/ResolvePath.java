@@ -24,6 +24,10 @@ import scala.runtime.AbstractPartialFunction;
  * relation before Spark's rule could see it (views and subqueries are analysed by the same
  * batches). Also injected as a resolution rule, for names a later rule brings in. The target of
  * an insert is not a child of the insert: {@link ResolveInsert} resolves it with {@link #relation}.
+ *
+ * <p>When the session catalog is {@code IndexedDFCatalog} (as {@code indexeddf.configure} sets
+ * it), the catalog loads such names ({@link IndexedDFTable}, read through {@link V1Fallback}),
+ * which gives them Spark's time travel; this rule then leaves them alone.
  */
 public final class ResolvePath extends Rule<LogicalPlan> {
     private final SparkSession session;
@@ -34,6 +38,9 @@ public final class ResolvePath extends Rule<LogicalPlan> {
 
     @Override
     public LogicalPlan apply(LogicalPlan plan) {
+        if (session.sessionState().catalogManager().v2SessionCatalog() instanceof IndexedDFTable.PathCatalog) {
+            return plan;  // the session catalog loads indexeddf.`/path` (time travel included)
+        }
         return plan.resolveOperatorsDown(new AbstractPartialFunction<LogicalPlan, LogicalPlan>() {
             @Override
             public boolean isDefinedAt(LogicalPlan p) {

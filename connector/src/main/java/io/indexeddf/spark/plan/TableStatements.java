@@ -1,0 +1,157 @@
+package io.indexeddf.spark.plan;
+
+import io.indexeddf.log.AddFile;
+import io.indexeddf.log.IndexedDFException;
+
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import java.util.TreeSet;
+
+import org.apache.spark.sql.Row;
+import org.apache.spark.sql.RowFactory;
+import org.apache.spark.sql.SparkSession;
+import org.apache.spark.sql.catalyst.analysis.ResolvedTable;
+import org.apache.spark.sql.catalyst.analysis.UnresolvedPartitionSpec;
+import org.apache.spark.sql.catalyst.catalog.ExternalCatalogUtils;
+import org.apache.spark.sql.catalyst.expressions.Attribute;
+import org.apache.spark.sql.catalyst.expressions.AttributeReference;
+import org.apache.spark.sql.catalyst.plans.logical.LogicalPlan;
+import org.apache.spark.sql.catalyst.plans.logical.ShowPartitions;
+import org.apache.spark.sql.catalyst.plans.logical.TruncateTable;
+import org.apache.spark.sql.catalyst.rules.Rule;
+import org.apache.spark.sql.catalyst.types.DataTypeUtils;
+import org.apache.spark.sql.execution.datasources.LogicalRelation;
+import scala.collection.immutable.Seq;
+import scala.jdk.javaapi.CollectionConverters;
+
+/**
+ * Statements on a table {@code IndexedDFCatalog} loaded ({@link IndexedDFTable}) that Spark
+ * would run only on a V1 table or one that manages its partitions: {@code TRUNCATE TABLE}
+ * ({@link Truncate}) and {@code SHOW PARTITIONS} ({@link Partitions}).
+ */
+public final class TableStatements extends Rule<LogicalPlan> {
+    private final SparkSession session;
+
+    public TableStatements(SparkSession session) {
+        this.session = session;
+    }
+
+    @Override
+    public LogicalPlan apply(LogicalPlan plan) {
+        if (plan instanceof TruncateTable && loaded(((TruncateTable) plan).table()) != null) {
+            IndexedDFTable t = loaded(((TruncateTable) plan).table());
+            Seq<AttributeReference> columns = DataTypeUtils.toAttributes(t.schema());
+            LogicalRelation target = t.relation(session, columns, Map.of());
+            return new Truncate(SparkChange.of(target, "DELETE", null, null));
+        }
+        if (plan instanceof ShowPartitions && loaded(((ShowPartitions) plan).table()) != null) {
+            ShowPartitions show = (ShowPartitions) plan;
+            IndexedDFTable t = loaded(show.table());
+            Map<String, String> spec = new java.util.LinkedHashMap<>();
+            if (show.pattern().isDefined()) {
+                if (!(show.pattern().get() instanceof UnresolvedPartitionSpec)) {
+                    return plan;
+                }
+                spec.putAll(CollectionConverters.asJava(((UnresolvedPartitionSpec) show.pattern().get()).spec()));
+            }
+            return new Partitions(CollectionConverters.asJava(show.output()), partitions(t, spec));
+        }
+        return plan;
+    }
+
+    private static IndexedDFTable loaded(LogicalPlan table) {
+        return table instanceof ResolvedTable && ((ResolvedTable) table).table() instanceof IndexedDFTable
+            ? (IndexedDFTable) ((ResolvedTable) table).table() : null;
+    }
+
+    /**
+     * The partitions of the table's version that hold a live file, as Spark names them
+     * ({@code day=2024-01-01/kind=a}, escaped as in a path), sorted; only those whose values
+     * are {@code spec}'s (a {@code PARTITION (...)} clause).
+     */
+    static List<String> partitions(IndexedDFTable t, Map<String, String> spec) {
+        List<String> columns = t.snapshot().partitionColumns();
+        if (columns.isEmpty()) {
+            throw IndexedDFException.option("SHOW PARTITIONS " + t.name() + ": the table is not partitioned");
+        }
+        for (String k : spec.keySet()) {
+            if (columns.stream().noneMatch(c -> c.equalsIgnoreCase(k))) {
+                throw IndexedDFException.option("SHOW PARTITIONS " + t.name() + " PARTITION (" + k + " = ...): " + k
+                    + " is not a partition column; the table's are " + String.join(", ", columns));
+            }
+        }
+        TreeSet<String> out = new TreeSet<>();
+        for (AddFile a : t.snapshot().files) {
+            List<String> parts = new ArrayList<>();
+            boolean keep = true;
+            for (String c : columns) {
+                String value = a.partitionValues.get(c);
+                for (Map.Entry<String, String> e : spec.entrySet()) {
+                    if (e.getKey().equalsIgnoreCase(c) && !java.util.Objects.equals(e.getValue(), value)) {
+                        keep = false;
+                    }
+                }
+                parts.add(ExternalCatalogUtils.escapePathName(c) + "="
+                    + (value == null ? ExternalCatalogUtils.DEFAULT_PARTITION_NAME()
+                        : ExternalCatalogUtils.escapePathName(value)));
+            }
+            if (keep) {
+                out.add(String.join("/", parts));
+            }
+        }
+        return new ArrayList<>(out);
+    }
+
+    /**
+     * {@code TRUNCATE TABLE name}: one commit that removes every row, as
+     * {@code DELETE FROM name} makes it ({@link SparkChange}); no result rows.
+     */
+    public static final class Truncate extends JavaCommand {
+        private static final long serialVersionUID = 1L;
+        private final SparkChange delete;
+
+        public Truncate(SparkChange delete) {
+            super(List.of());
+            this.delete = delete;
+        }
+
+        @Override
+        public Seq<Row> run(SparkSession session) {
+            delete.run(session);
+            return CollectionConverters.asScala(List.<Row>of()).toList();
+        }
+
+        @Override
+        Object[] arguments() {
+            return new Object[] {delete};
+        }
+    }
+
+    /** {@code SHOW PARTITIONS name [PARTITION (...)]}: the partitions {@link #partitions} lists. */
+    public static final class Partitions extends JavaCommand {
+        private static final long serialVersionUID = 1L;
+        private final List<Attribute> columns;
+        private final List<String> partitions;
+
+        public Partitions(List<Attribute> columns, List<String> partitions) {
+            super(columns);
+            this.columns = columns;
+            this.partitions = partitions;
+        }
+
+        @Override
+        public Seq<Row> run(SparkSession session) {
+            List<Row> rows = new ArrayList<>();
+            for (String p : partitions) {
+                rows.add(RowFactory.create(p));
+            }
+            return CollectionConverters.asScala(rows).toList();
+        }
+
+        @Override
+        Object[] arguments() {
+            return new Object[] {columns, partitions};
+        }
+    }
+}
