@@ -31,6 +31,9 @@ def main() -> None:
              .config("spark.executor.cores", "1").config("spark.driver.memory", "1g")
              .config("spark.task.maxFailures", "4").config("spark.sql.shuffle.partitions", "8")
              .config("spark.sql.adaptive.enabled", "false")  # eight write tasks, never coalesced into one
+             # Every MERGE through Spark's plan, whose tasks write: a small one would go to the
+             # Python engine, which writes in the driver.
+             .config("spark.indexeddf.merge.engineMaxSourceBytes", "-1")
              ).getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     indexeddf.register(spark)
