@@ -10,7 +10,8 @@ process's peak RSS. The source: half existing random keys (updated), half new ke
 (inserted). The anchor is delta-rs's ``DeltaTable.merge(...).when_matched_update_all()
 .when_not_matched_insert_all()`` on a copy of the very same table (it is a Delta table).
 A ``sql:N`` run times the same upsert as Spark SQL's ``MERGE INTO`` (copy on write and with
-deletion vectors) in one Spark session (started before the clock), against delta-rs's MERGE
+deletion vectors, as the connector routes it, and with deletion vectors forced through Spark's
+plan) in one Spark session (started before the clock), against delta-rs's MERGE
 and the Python API's merge in the same process, and the connector's floor for a query
 (``SELECT count(*)`` of an empty indexeddf table).
 A ``delete:N`` run deletes the N/2 existing keys instead (``k IN (...)``); a ``reads:N``
@@ -344,7 +345,11 @@ def sql_child(table: str, work: str, source_path: str, rounds: int) -> None:
             os.sync()
             t0 = time.perf_counter()
             if how.startswith("sql"):
+                # sql-plan: Spark's plan even for a source the Python engine would take
+                spark.conf.set("spark.indexeddf.merge.engineMaxSourceBytes", "-1" if how.startswith("sql-plan")
+                               else spark.conf.get("spark.sql.autoBroadcastJoinThreshold"))
                 spark.sql(SQL_MERGE.format(path=copy)).collect()
+                spark.conf.unset("spark.indexeddf.merge.engineMaxSourceBytes")
             elif how.startswith("python"):
                 IndexedTable.for_path(str(copy)).merge(src, "t.k = s.k", source_alias="s", target_alias="t") \
                     .when_matched_update_all().when_not_matched_insert_all().execute()
@@ -366,11 +371,15 @@ def sql_child(table: str, work: str, source_path: str, rounds: int) -> None:
     spark.stop()
 
 
-SQL_ENGINES = ("delta-rs", "sql", "sql-dv", "python-dv")
+SQL_ENGINES = ("delta-rs", "sql", "sql-dv", "sql-plan-dv", "python-dv")
 """The upserts a ``sql:N`` run times, the anchor first: delta-rs's MERGE, Spark SQL's MERGE
-INTO copy on write and with deletion vectors, the Python API's merge with deletion vectors."""
+INTO copy on write and with deletion vectors (a small source goes to the Python engine), the
+same with deletion vectors always through Spark's plan, the Python API's merge with deletion
+vectors."""
 SQL_NAMES = {"delta-rs": "delta-rs MERGE (anchor)", "sql": "Spark SQL MERGE INTO, copy on write",
-             "sql-dv": "Spark SQL MERGE INTO, deletion vectors", "python-dv": "Python API merge, deletion vectors",
+             "sql-dv": "Spark SQL MERGE INTO, deletion vectors",
+             "sql-plan-dv": "Spark SQL MERGE INTO, DV, Spark's plan",
+             "python-dv": "Python API merge, deletion vectors",
              "floor": "connector query floor (empty table)"}
 
 

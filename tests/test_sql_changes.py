@@ -366,15 +366,30 @@ def test_a_small_source_runs_through_the_index_and_equals_sparks_plan(registered
     assert tables[0] == tables[1] == ordered(duck.rows())
 
 
+def _executions(spark) -> list:
+    """The SQL executions the session's status store keeps (the newest
+    ``spark.sql.ui.retainedExecutions``: a long test run drops the oldest)."""
+    runs = spark._jsparkSession.sharedState().statusStore().executionsList()
+    return [runs.apply(i) for i in range(runs.size())]
+
+
+def last_execution(spark) -> int:
+    """The id of the newest SQL execution so far (-1: none)."""
+    return max((e.executionId() for e in _executions(spark)), default=-1)
+
+
+def plans_since(spark, after: int) -> list[str]:
+    """The physical plans of the SQL executions after the one of id ``after``."""
+    return [e.physicalPlanDescription() for e in _executions(spark) if e.executionId() > after]
+
+
 def scans_of(spark, statement: str, path: str) -> tuple[int, set[str]]:
     """Runs ``statement``; returns how many file scans of the table at ``path`` the physical
     plans Spark ran for it hold (its SQL executions, from the session's status store: the
     change's outcome plan is one of them), and all their operators."""
-    store = spark._jsparkSession.sharedState().statusStore()
-    before = store.executionsList().size()
+    before = last_execution(spark)
     run_sql(spark, statement)
-    runs = store.executionsList()
-    plans = [runs.apply(i).physicalPlanDescription() for i in range(before, runs.size())]
+    plans = plans_since(spark, before)
     nodes = {m.group(1).strip() for d in plans for m in re.finditer(r"^\(\d+\) (\S+(?: \S+)?)", d, re.M)}
     details = [part for d in plans for part in re.split(r"\n(?=\(\d+\) )", d)]
     return sum(1 for part in details if re.match(r"\(\d+\) Scan parquet", part) and path in part), nodes
@@ -442,13 +457,10 @@ def test_a_merge_of_a_large_source_shuffles_only_the_source(registered, tmp_path
     source = rows(list(range(0, 6000, 3)), 7, "w")
     spark_rows(spark, source).write.parquet(str(tmp_path / "src"))
     spark.read.parquet(str(tmp_path / "src")).createOrReplaceTempView("big_src")
-    store = spark._jsparkSession.sharedState().statusStore()
-    before = store.executionsList().size()
+    before = last_execution(spark)
     run_sql(spark, f"MERGE INTO indexeddf.`{path}` t USING big_src s ON t.k = s.k "
                    "WHEN MATCHED THEN UPDATE SET v = t.v + s.v WHEN NOT MATCHED THEN INSERT *")
-    runs = store.executionsList()
-    parts = [part for i in range(before, runs.size())
-             for part in re.split(r"\n(?=\(\d+\) )", runs.apply(i).physicalPlanDescription())]
+    parts = [part for plan in plans_since(spark, before) for part in re.split(r"\n(?=\(\d+\) )", plan)]
     target = [p for p in parts if re.match(r"\(\d+\) Scan parquet", p) and path in p]
     assert target and all("Bucketed: true" in p for p in target), target
     assert any(re.match(r"\(\d+\) SortMergeJoin", p) for p in parts)
