@@ -53,6 +53,7 @@ def main() -> None:
             print(f"done {i} {json.dumps(row)}", flush=True)
         except Exception as e:  # the statement failed as a whole: the test checks nothing was committed
             print(f"failed {i} {type(e).__name__}: {str(e)[:500]!r}", flush=True)
+    sys.stdin.readline()  # the executors stay until the test is done with them (it closes stdin)
     spark.stop()
 
 
