@@ -22,9 +22,7 @@ import org.apache.spark.sql.SaveMode;
 import org.apache.spark.sql.SparkSession;
 import org.apache.spark.sql.catalyst.expressions.Alias;
 import org.apache.spark.sql.catalyst.expressions.Attribute;
-import org.apache.spark.sql.catalyst.expressions.AttributeReference;
 import org.apache.spark.sql.catalyst.expressions.Expression;
-import org.apache.spark.sql.catalyst.expressions.FileSourceMetadataAttribute$;
 import org.apache.spark.sql.catalyst.expressions.GetStructField;
 import org.apache.spark.sql.catalyst.expressions.Literal;
 import org.apache.spark.sql.catalyst.expressions.NamedExpression;
@@ -178,12 +176,8 @@ public final class SparkChange extends JavaCommand {
     /** {@link #FILE} and {@link #ROW} of a relation with its metadata columns: Spark's
      * {@code _metadata.file_path} and {@code _metadata.row_index}. */
     static List<Alias> rowId(LogicalRelation withMeta) {
-        AttributeReference meta = null;
-        for (AttributeReference a : CollectionConverters.asJava(withMeta.metadataOutput())) {
-            if (FileSourceMetadataAttribute$.MODULE$.isValid(a.metadata())) {
-                meta = a;
-            }
-        }
+        Attribute meta = DriverLookup.metadataColumn(
+            new ArrayList<Attribute>(CollectionConverters.asJava(withMeta.metadataOutput())));
         if (meta == null) {
             throw new IndexedDFException("IndexedDFError", "the table's relation gives no _metadata column; "
                 + "a change cannot name the rows it changes");
