@@ -217,10 +217,12 @@ def test_a_statement_from_an_interpreter_run_without_pyspark_python(tmp_path):
     assert done.stdout.strip().splitlines()[-1] == "6"
 
 
-def test_a_merge_source_is_staged_by_bucket_and_read_a_bucket_at_a_time(tmp_path):
+@pytest.mark.parametrize("inline", [True, False])
+def test_a_merge_source_is_staged_by_bucket_and_read_a_bucket_at_a_time(tmp_path, monkeypatch, inline):
     """The tasks' side and the commit's side of a SQL MERGE's write, called as Spark calls
-    them: each task stages its rows a file per bucket (the table's bucketing of the source
-    keys), the commit reads a bucket's part at a time, and the result is DuckDB's."""
+    them: each task stages its rows a piece per bucket (the table's bucketing of the source
+    keys) in its message (small rows) or as files, the commit reads a bucket's part at a
+    time, and the result is DuckDB's."""
     import json
 
     from indexeddf.changes.parts import PartedSource
@@ -240,11 +242,16 @@ def test_a_merge_source_is_staged_by_bucket_and_read_a_bucket_at_a_time(tmp_path
     schema = StructType([StructField("k", LongType()), StructField("v", LongType()), StructField("s", StringType())])
     writer = sql_change.change_writer({"path": path, sql_change.CHANGE_OPTION: json.dumps(spec)}, schema)
     assert writer.staging is not None and writer.staging.num_buckets == 8
+    if not inline:
+        monkeypatch.setattr(sql_change, "INLINE_BYTES", 0)
     tasks = [rows(list(range(1, 300, 3)), 7, "x"), rows(list(range(300, 500, 5)), 9, "y")]
     messages = [writer.write(iter(task.to_batches(max_chunksize=17))) for task in tasks]
+    staged = os.path.join(path, "data", "_staging", writer.write_id)
     for task, m in zip(tasks, messages):
         assert sorted(set(m.buckets)) == sorted(set(bucket_ids([task.column("k")], 8).tolist()))
         assert sum(m.rows) == m.num_rows == task.num_rows
+        assert set(m.inline) == (set(m.paths) if inline else set())
+    assert len(os.listdir(staged) if os.path.exists(staged) else []) == (0 if inline else sum(len(m.paths) for m in messages))
     source = writer._source(t.snapshot.storage, t.snapshot, messages)
     assert isinstance(source, PartedSource) and all(len(p.buckets) == 1 for p in source.parts)
     assert len(source.parts) == 8
@@ -254,7 +261,6 @@ def test_a_merge_source_is_staged_by_bucket_and_read_a_bucket_at_a_time(tmp_path
     duck.run("MERGE INTO target AS t USING source_rows AS s ON t.k = s.k WHEN MATCHED THEN UPDATE SET v = s.v, "
              "s = s.s WHEN NOT MATCHED THEN INSERT VALUES (s.k, s.v, s.s)", both)
     assert ordered(IndexedTable.for_path(path).to_arrow()) == ordered(duck.rows())
-    staged = os.path.join(path, "data", "_staging", writer.write_id)
     assert not os.path.exists(staged) or not os.listdir(staged)  # the staged source is gone
 
 
