@@ -29,6 +29,7 @@ from ..changes.model import ChangeMetrics
 from ..errors import InvalidOptionError
 from ..format.log import list_log, read_commit_info
 from ..format.snapshot import Snapshot
+from ..spec.delta import TXN_APP_ID_CONF, TXN_VERSION_CONF
 from .native import hadoop_path, reads_through_connector
 
 _WHEN = {MATCHED: "WHEN MATCHED", NOT_MATCHED: "WHEN NOT MATCHED", NOT_MATCHED_BY_SOURCE: "WHEN NOT MATCHED BY SOURCE"}
@@ -129,7 +130,7 @@ def merge(snapshot: Snapshot, df, predicate: str, clauses: list[Clause], source_
 
 
 # Delta's session confs that make a statement idempotent (the connector's changes read them).
-TXN_CONFS = ("spark.databricks.delta.write.txnAppId", "spark.databricks.delta.write.txnVersion")
+TXN_CONFS = (TXN_APP_ID_CONF, TXN_VERSION_CONF)
 
 
 def run(spark, snapshot: Snapshot, operation: str, sql: str, txn: tuple[str, int] | None = None) -> dict:

@@ -58,6 +58,12 @@ CONF_INDEX_COLUMNS = "indexeddf.indexColumns"
 """``metaData.configuration`` key: the table's index (bucketing) columns, a JSON array."""
 CONF_NUM_BUCKETS = "indexeddf.numBuckets"
 """``metaData.configuration`` key: the table's bucket count (decimal)."""
+TXN_APP_ID_CONF = "spark.databricks.delta.write.txnAppId"
+"""Delta's Spark session conf that, with :data:`TXN_VERSION_CONF`, makes a SQL change
+idempotent: its commit carries ``txn(appId, version)`` and is skipped when the table has
+one of that app id at that version or later."""
+TXN_VERSION_CONF = "spark.databricks.delta.write.txnVersion"
+"""Delta's Spark session conf of the version of :data:`TXN_APP_ID_CONF`'s ``txn``."""
 COMMIT_INFO_KEY = "indexeddf"
 """``commitInfo`` key whose value ``{"indexes": [...]}`` holds the commit's index actions."""
 

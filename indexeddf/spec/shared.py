@@ -42,6 +42,8 @@ def shared_constants() -> dict:
         "tagBucket": delta.TAG_BUCKET,
         "tagFileId": delta.TAG_FILE_ID,
         "tagSorted": delta.TAG_SORTED,
+        "confTxnAppId": delta.TXN_APP_ID_CONF,
+        "confTxnVersion": delta.TXN_VERSION_CONF,
         "dvMagicNumber": deletion_vectors.MAGIC_NUMBER,
         "dvNativeMagicNumber": deletion_vectors.NATIVE_MAGIC_NUMBER,
     }

@@ -45,6 +45,10 @@ public final class Spec {
     public static final String TAG_FILE_ID = text("tagFileId");
     /** {@code add.tags} key that says a file's rows are in index-column order. */
     public static final String TAG_SORTED = text("tagSorted");
+    /** Delta's session conf of an idempotent change's {@code txn} app id. */
+    public static final String CONF_TXN_APP_ID = text("confTxnAppId");
+    /** Delta's session conf of an idempotent change's {@code txn} version. */
+    public static final String CONF_TXN_VERSION = text("confTxnVersion");
     /** The magic number of a deletion vector in Delta's portable layout. */
     public static final int DV_MAGIC = (int) DOC.path("dvMagicNumber").asLong();
     /** The magic number of the native layout, which Delta does not define for files. */

@@ -63,8 +63,8 @@ final class ChangeSpec {
     /** Delta's session confs that make a change idempotent: its commit carries
      * {@code txn(appId, version)}, and a change whose app already committed that version (or a
      * later one) changes nothing. */
-    static final String TXN_APP_ID = "spark.databricks.delta.write.txnAppId";
-    static final String TXN_VERSION = "spark.databricks.delta.write.txnVersion";
+    static final String TXN_APP_ID = io.indexeddf.log.Spec.CONF_TXN_APP_ID;
+    static final String TXN_VERSION = io.indexeddf.log.Spec.CONF_TXN_VERSION;
 
     /** Adds the session's {@link #TXN_APP_ID} and {@link #TXN_VERSION} (both or neither) to a change's JSON. */
     static void idempotency(org.apache.spark.sql.SparkSession session, ObjectNode into) {
