@@ -12,6 +12,11 @@ from standalone_cluster import cluster  # noqa: F401  (a session fixture: one cl
 # they will not find the package.
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+# Every JVM of the run (this session's, the Spark applications and the standalone cluster the
+# tests start, their executors) compiles with C1 only: the suite runs thousands of short
+# queries, and on a two-core machine C2's compiler threads take the cores from them (the
+# Spark-heavy test files ran in about half the time). The benchmarks keep the JVM's default.
+os.environ.setdefault("JAVA_TOOL_OPTIONS", "-XX:TieredStopAtLevel=1")
 
 
 @pytest.fixture(scope="session")
