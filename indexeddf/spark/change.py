@@ -17,8 +17,9 @@ conditions and assignments as Spark SQL text (a MERGE's names qualified ``target
 2. driver (:meth:`ChangeWriter.commit`): the change engine runs the statement on the
    newest version, the same engine as ``IndexedTable.merge / update / delete``: the index
    finds the rows where it can, copy-on-write or deletion vectors, one commit. A source
-   staged by bucket is read one bucket's part at a time (never whole in the driver), as
-   long as the newest version still allows it (else it is read whole). The staged files
+   staged by bucket in files is read one bucket's part at a time (never whole in the
+   driver), as long as the newest version still allows it (else it is read whole); a
+   source carried whole in the messages runs in one pass. The staged files
    are deleted whatever happens (also on :meth:`ChangeWriter.abort`).
 """
 
@@ -198,12 +199,15 @@ class ChangeWriter(DataSourceArrowWriter):
             drop_staging(storage, self.write_id)
 
     def _source(self, storage, snapshot: Snapshot, staged: list[StagedSource]) -> PartedSource | pa.Table:
-        """The staged source: a part a bucket when every task staged by bucket and the
-        newest version still buckets the source the same way, else the rows, read whole."""
+        """The staged source: a part a bucket when every task staged by bucket, the newest
+        version still buckets the source the same way and some piece is a file, else the
+        rows, read whole (pieces carried in the messages are in memory already, and the
+        engine runs a whole small source in one pass, as the Python API's merge does)."""
         files = [(b, p, n) for m in staged for b, p, n in zip(m.buckets, m.paths, m.rows)]
         inline = {p: data for m in staged for p, data in m.inline.items()}
         read = functools.partial(_read_pieces, storage, inline, self.schema)
         parted = (self.staging is not None and files and all(b >= 0 for b, _, _ in files)
+                  and len(inline) < len(files)
                   and staging_buckets(snapshot, self.spec, self.schema) == self.staging)
         if not parted:
             return read([p for _, p, _ in files])
