@@ -228,6 +228,11 @@ public final class TableOperationCommand extends JavaCommand {
 
     @Override
     public Seq<Row> run(SparkSession session) {
+        if ("dropColumns".equals(operation) && ((List<?>) parameters.get("columns")).isEmpty()
+                && Boolean.TRUE.equals(parameters.get("ifExists"))) {
+            // DROP COLUMNS IF EXISTS of columns Spark found none of: nothing to drop, no commit.
+            return CollectionConverters.asScala(List.<Row>of()).toList();
+        }
         SqlTable table = SqlTable.resolve(session, path, name, statement());
         Map<String, Object> op = new LinkedHashMap<>(parameters);
         op.put("operation", operation);
