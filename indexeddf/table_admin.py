@@ -175,9 +175,10 @@ class TableAdmin:
         on for an existing table): one metadata commit, no file rewritten; the files keep the
         column under its physical name, and earlier versions keep the old name. ``old``: a
         column, or a field of a struct column as ``"s.a"`` or ``("s", "a")`` (``new`` is then
-        the field's new name). Columns that bucket, index or partition the table are refused
-        (``IndexColumnChangeError`` / ``SchemaEvolutionError``), and so is a table without
-        column mapping (``InvalidOptionError`` saying how to turn it on). Returns the new
+        the field's new name). Columns that bucket or index the table are refused
+        (``IndexColumnChangeError``), and so is a table without column mapping
+        (``InvalidOptionError`` saying how to turn it on); a partition column is renamed as
+        Delta renames it (its files keep its physical name). Returns the new
         version."""
         from .writer import columns
 
@@ -189,7 +190,8 @@ class TableAdmin:
         """``ALTER TABLE DROP COLUMNS`` on a column-mapped table: one metadata commit, the
         files keep the data and no reader sees it (earlier versions still do). ``names``:
         columns, or struct fields as ``"s.a"`` / ``("s", "a")``. Columns that bucket, index or
-        partition the table, every column of the table and a struct's only field are refused.
+        partition the table, every column of the table and a struct's only field are refused
+        (as Delta refuses dropping a partition column).
         Returns the new version."""
         from .writer import columns
 

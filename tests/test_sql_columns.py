@@ -4,8 +4,9 @@
   Delta's own statement for that (``'delta.columnMapping.mode' = 'name'`` with
   ``'delta.minReaderVersion' = '2'``, ``'delta.minWriterVersion' = '5'``) turns it on without
   rewriting a file, each existing column (and struct field) keeping its name as its physical name.
-- A rename changes only the logical name, a drop only the schema; files are untouched. Index,
-  bucketing and partition columns are refused with the reason.
+- A rename changes only the logical name, a drop only the schema; files are untouched. Index
+  and bucketing columns are refused with the reason; a partition column is renamed (Delta's
+  rule), never dropped.
 - Afterwards reads by name and by path, time travel to the old names, index lookups and joins,
   MERGE / UPDATE / DELETE and inserts of the new schema all work, and a catalog table sees the
   change at its next query.
@@ -160,7 +161,7 @@ def test_catalog_table_needs_column_mapping_then_renames_and_drops(sql, spark, t
 
 
 @pytest.mark.spark
-def test_index_bucketing_and_partition_columns_are_refused(sql, tmp_path):
+def test_index_columns_are_refused_and_a_partition_column_is_renamed_not_dropped(sql, tmp_path):
     path = str(tmp_path / "t")
     data = rows(4).append_column("day", pa.array(["d1", "d2", "d1", "d2"]))
     t = IndexedTable.create(path, data, index_columns=["k"], num_buckets=2, partition_by=["day"], properties=MAPPED)
@@ -172,9 +173,13 @@ def test_index_bucketing_and_partition_columns_are_refused(sql, tmp_path):
         sql(f"ALTER TABLE {name} DROP COLUMN a")
     with pytest.raises(SchemaEvolutionError, match="partitioned by them"):
         sql(f"ALTER TABLE {name} DROP COLUMN day")
-    with pytest.raises(SchemaEvolutionError, match="does not rename partition columns"):
-        t.rename_column("day", "dt")
     assert IndexedTable.for_path(path).version == t.version  # nothing committed
+    # Delta renames a partition column under column mapping: partitionValues keep its physical name.
+    sql(f"ALTER TABLE {name} RENAME COLUMN day TO dt")
+    assert DeltaTable(path).metadata().partition_columns == ["dt"]
+    assert sql(f"SHOW PARTITIONS {name}") == [("dt=d1",), ("dt=d2",)]
+    want = [(0, "d1"), (2, "d1")]
+    assert sql(f"SELECT k, dt FROM {name} WHERE dt = 'd1'") == [r for r in delta_rs(path, "k, dt") if r[1] == "d1"] == want
 
 
 @pytest.mark.spark

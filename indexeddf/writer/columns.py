@@ -6,9 +6,10 @@ With column mapping (``delta.columnMapping.mode`` = ``name`` or ``id``) files na
 by its physical name, which a rename keeps and a drop retires (a later column with the
 dropped name gets a new physical name, ``spec/column_mapping.py``), so every Delta reader
 that reads column mapping reads the new schema from the old files. Columns that bucket or
-index the table, or partition it, are refused: index definitions and the bucketing name
-them, and a dropped partition column would leave its ``partitionValues`` behind (Delta refuses
-that drop too; it allows renaming a partition column, which indexeddf does not do yet). Fields
+index the table are refused: index definitions and the bucketing name them. A partition
+column is renamed as Delta renames it (``partitionColumns`` takes the new name, files and
+``partitionValues`` keep the physical one) and never dropped (its ``partitionValues`` would be
+left behind; Delta refuses that drop too). Fields
 nested in struct columns are renamed and dropped the same way (:func:`column_path`).
 """
 
@@ -103,7 +104,9 @@ def rename_column(snapshot: Snapshot, old: str | Sequence[str], new: str) -> Com
     _check_free(snapshot, [old], "rename")
     fields = tuple(f.model_copy(update={"name": new, "metadata": _renamed_metadata(f.metadata, old, new)})
                    if f.name == old else f for f in meta.schema_)
-    metadata = evolve(meta, fields)
+    # A partition column keeps its physical name, which partitionValues (and folders) use.
+    parts = tuple(new if c == old else c for c in meta.partitionColumns)
+    metadata = evolve(meta.model_copy(update={"partitionColumns": parts}), fields)
     return Transaction(snapshot, "RENAME COLUMN", {"oldColumnPath": old, "newColumnPath": new},
                        read_buckets=()).commit([metadata])
 
@@ -186,14 +189,9 @@ def _check_free(snapshot: Snapshot, columns: list[str], verb: str) -> None:
         raise IndexColumnChangeError(f"cannot {verb} {bound}: the table is bucketed or indexed by them; drop the "
                                      "index first (the bucketing columns stay for the table's life)", bound)
     parted = [c for c in columns if c in meta.partitionColumns]
-    if parted and verb == "drop":
+    if parted and verb == "drop":  # a rename keeps the physical name partitionValues use
         raise SchemaEvolutionError(f"cannot drop {parted}: the table is partitioned by them (Delta refuses it too: "
                                    "every file's partitionValues name them)", parted)
-    if parted:
-        raise SchemaEvolutionError(
-            f"cannot rename {parted}: the table is partitioned by them, and indexeddf does not rename partition "
-            "columns (Delta does under column mapping); write the rows into a new table partitioned by the new "
-            "name instead", parted)
 
 
 def _renamed_metadata(metadata: dict, old: str, new: str) -> dict:

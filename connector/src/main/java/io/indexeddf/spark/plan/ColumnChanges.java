@@ -25,8 +25,9 @@ import scala.jdk.javaapi.CollectionConverters;
  * catalog's {@code alterTable} and wrap its typed errors, never sees them). Delta's rules, checked
  * there: the table needs column mapping ({@code delta.columnMapping.mode} = {@code name} or
  * {@code id}; without it the error says how to turn it on), a rename changes only the logical
- * name, a drop removes the field from the schema and leaves every file as it is; index,
- * bucketing and partition columns are refused with the reason. Nested struct fields
+ * name (a partition column's too: files and {@code partitionValues} keep its physical name), a
+ * drop removes the field from the schema and leaves every file as it is; index and bucketing
+ * columns are refused with the reason, and so is dropping a partition column. Nested struct fields
  * ({@code RENAME COLUMN s.a TO b}, {@code DROP COLUMN s.a}) too.
  *
  * <p>On a table the catalog loaded ({@code IndexedDFCatalog}: a catalog entry or
