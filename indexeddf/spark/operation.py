@@ -23,7 +23,7 @@ from typing import Any, Iterator
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
 
-from ..errors import InvalidOptionError
+from ..errors import InvalidOptionError, SchemaMismatchError
 from . import options as so
 
 OPERATION_OPTION = "_operation"
@@ -209,7 +209,7 @@ def _column_statement(snapshot, operation: str, spec: dict) -> dict:
     for c in spec.get("columns") or []:
         try:
             paths.append(columns.column_path(snapshot, c))
-        except columns.ColumnNotFound:
+        except SchemaMismatchError:  # column_path's only error for a column the table lacks
             if not spec.get("ifExists"):
                 raise
     if not paths:

@@ -34,17 +34,13 @@ from ..spec.types import type_text, type_value
 from .operations import indexed_columns
 
 
-class ColumnNotFound(SchemaMismatchError):
-    """A column path names no column or field of the table (``SchemaMismatchError``)."""
-
-
 def column_path(snapshot: Snapshot, column: str | Sequence[str]) -> tuple[str, ...]:
     """The table's field that ``column`` names, as its path of names in the table's own case:
     a top-level column's name, ``"s.a"`` (a field of struct column ``s``; a top-level name
     with a dot in it wins) or a sequence of names (``("s", "a")``; Spark's ``element``,
     ``key`` and ``value`` step into an array's elements and a map's keys and values). Names
-    match exactly, else without case (as Spark resolves them); :class:`ColumnNotFound` when
-    nothing matches."""
+    match exactly, else without case (as Spark resolves them); ``SchemaMismatchError`` naming
+    the column when nothing matches."""
     fields = snapshot.metadata.schema_
     names = [f.name for f in fields]
     if isinstance(column, str):
@@ -55,13 +51,13 @@ def column_path(snapshot: Snapshot, column: str | Sequence[str]) -> tuple[str, .
         raise InvalidOptionError(f"a column is a name, a dotted path or a sequence of names, not {column!r}")
     top = _match(parts[0], names)
     if top is None:
-        raise ColumnNotFound(f"the table has no column {parts[0]!r} (columns: {names})", [parts[0]])
+        raise SchemaMismatchError(f"the table has no column {parts[0]!r} (columns: {names})", [parts[0]])
     out = [top]
     value = type_value(next(f.type for f in fields if f.name == top))
     for part in parts[1:]:
         value, name = _step(value, part)
         if name is None:
-            raise ColumnNotFound(f"{'.'.join(out)} has no field {part!r}", [".".join(parts)])
+            raise SchemaMismatchError(f"{'.'.join(out)} has no field {part!r}", [".".join(parts)])
         out.append(name)
     return tuple(out)
 
