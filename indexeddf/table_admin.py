@@ -169,21 +169,30 @@ class TableAdmin:
         return result.version
 
     # -- renaming and dropping columns (writer/columns.py; column-mapped tables) -----------
-    def rename_column(self, old: str, new: str) -> int:
+    def rename_column(self, old: str | Sequence[str], new: str) -> int:
         """``ALTER TABLE RENAME COLUMN old TO new`` on a column-mapped table
-        (``delta.columnMapping.mode`` = ``name`` or ``id``): one metadata commit, no file
-        rewritten. Columns that bucket, index or partition the table are refused. Returns
-        the new version."""
+        (``delta.columnMapping.mode`` = ``name`` or ``id``; ``set_properties`` turns ``name``
+        on for an existing table): one metadata commit, no file rewritten; the files keep the
+        column under its physical name, and earlier versions keep the old name. ``old``: a
+        column, or a field of a struct column as ``"s.a"`` or ``("s", "a")`` (``new`` is then
+        the field's new name). Columns that bucket or index the table are refused
+        (``IndexColumnChangeError``), and so is a table without column mapping
+        (``InvalidOptionError`` saying how to turn it on); a partition column is renamed as
+        Delta renames it (its files keep its physical name). Returns the new
+        version."""
         from .writer import columns
 
         result = columns.rename_column(update_snapshot(self._snapshot), old, new)
         self._snapshot = result.snapshot
         return result.version
 
-    def drop_columns(self, names: Sequence[str]) -> int:
+    def drop_columns(self, names: Sequence[str] | str) -> int:
         """``ALTER TABLE DROP COLUMNS`` on a column-mapped table: one metadata commit, the
-        files keep the data and no reader sees it. Columns that bucket, index or partition
-        the table are refused. Returns the new version."""
+        files keep the data and no reader sees it (earlier versions still do). ``names``:
+        columns, or struct fields as ``"s.a"`` / ``("s", "a")``. Columns that bucket, index or
+        partition the table, every column of the table and a struct's only field are refused
+        (as Delta refuses dropping a partition column).
+        Returns the new version."""
         from .writer import columns
 
         result = columns.drop_columns(update_snapshot(self._snapshot), names)

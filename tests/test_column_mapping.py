@@ -330,7 +330,7 @@ def test_rename_and_drop_columns(tmp_path, mode):
 
 def test_rename_needs_column_mapping(tmp_path):
     t = IndexedTable.create(str(tmp_path / "t"), rows(range(5)), index_columns=["k"], num_buckets=2)
-    with pytest.raises(InvalidOptionError, match="without column mapping.*columnMapping.mode = name first"):
+    with pytest.raises(InvalidOptionError, match="without column mapping.*Enable column mapping with mode .name. first"):
         t.rename_column("a b", "x")
     t.set_properties({"delta.columnMapping.mode": "name"})
     t.rename_column("a b", "x")

@@ -1,9 +1,10 @@
 """Delta's maintenance statements and the index statements from Spark SQL, run by the Python
 API in the driver's Python.
 
-``OPTIMIZE``, ``VACUUM`` and ``RESTORE`` on an indexeddf table, and ``CREATE INDEX``,
+``OPTIMIZE``, ``VACUUM`` and ``RESTORE`` on an indexeddf table, ``CREATE INDEX``,
 ``DROP INDEX`` and ``REFRESH INDEX`` (the JVM connector's parser,
-``io.indexeddf.spark.plan.TableOperationCommand``) reach Python as a write through this data
+``io.indexeddf.spark.plan.TableOperationCommand``), and ``ALTER TABLE ... RENAME COLUMN`` /
+``DROP COLUMNS`` (``io.indexeddf.spark.plan.ColumnChanges``) reach Python as a write through this data
 source with the private option ``_operation``: a JSON object naming the ``operation`` and its
 parameters. The write's tasks carry one empty row and write nothing; its commit, on the
 driver, runs what ``IndexedTable.optimize`` / ``vacuum`` / ``restore`` / ``create_index`` /
@@ -22,14 +23,15 @@ from typing import Any, Iterator
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
 
-from ..errors import InvalidOptionError
+from ..errors import InvalidOptionError, SchemaMismatchError
 from . import options as so
 
 OPERATION_OPTION = "_operation"
 """Private write option: the maintenance statement to run (a JSON object)."""
 
 OPERATION_OPTIONS = ["path", "storageOptions", OPERATION_OPTION, "_commitResultFile"]
-OPERATIONS = ("optimize", "vacuum", "restore", "createIndex", "dropIndex", "refreshIndex")
+OPERATIONS = ("optimize", "vacuum", "restore", "createIndex", "dropIndex", "refreshIndex", "renameColumn",
+              "dropColumns")
 
 RETENTION_CHECK_CONF = "spark.databricks.delta.retentionDurationCheck.enabled"
 """Delta's session conf that lets VACUUM go below the table's retention (the JVM reads it)."""
@@ -82,6 +84,8 @@ def run_operation(url: str, storage_options: dict[str, Any], spec: dict) -> dict
         return _vacuum(snapshot, spec)
     if operation == "restore":
         return _restore(snapshot, spec)
+    if operation in ("renameColumn", "dropColumns"):
+        return _column_statement(snapshot, operation, spec)
     return _index_statement(snapshot, operation, spec)
 
 
@@ -187,3 +191,29 @@ def _index_statement(snapshot, operation: str, spec: dict) -> dict:
         if not spec.get("ifExists"):
             raise
     return {"version": _after(snapshot, result).version}
+
+
+def _column_statement(snapshot, operation: str, spec: dict) -> dict:
+    """``ALTER TABLE ... RENAME COLUMN a TO b`` and ``DROP COLUMN[S] [IF EXISTS] (c, ...)``: the
+    Python API's ``rename_column`` / ``drop_columns`` (``writer/columns.py``), each column a
+    field's path (names as Spark resolved them, or as written on ``indexeddf.`/path``` without
+    the catalog: matched without case then, as Spark matches them). ``IF EXISTS`` leaves out
+    columns the table lacks (nothing to drop: no commit); the version afterwards."""
+    from ..writer import columns
+
+    if operation == "renameColumn":
+        new = spec.get("newName")
+        result = columns.rename_column(snapshot, columns.column_path(snapshot, spec.get("column")), new)
+        return {"version": result.version}
+    paths = []
+    for c in spec.get("columns") or []:
+        try:
+            paths.append(columns.column_path(snapshot, c))
+        except SchemaMismatchError:  # column_path's only error for a column the table lacks
+            if not spec.get("ifExists"):
+                raise
+    if not paths:
+        if spec.get("ifExists"):  # every column named is missing (Spark leaves them out): nothing to drop
+            return {"version": snapshot.version}
+        raise InvalidOptionError("ALTER TABLE ... DROP COLUMNS needs at least one column")
+    return {"version": columns.drop_columns(snapshot, paths).version}

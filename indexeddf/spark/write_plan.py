@@ -250,7 +250,7 @@ def _plan_properties(snapshot: Snapshot, changes: tuple[dict[str, str], list[str
                 f"cannot unset {absent}: not set on this table (set: {sorted(conf)}); UNSET TBLPROPERTIES IF EXISTS "
                 "ignores names that are not set")
         names = [n for n in names if n not in absent]
-    validated = config.validate({k: v for k, v in updates.items() if k != "comment"})
+    validated = config.validate({k: v for k, v in updates.items() if k != "comment"}, protocol=True)
     if "comment" in updates:
         validated["comment"] = updates["comment"]
     if not validated and not names:  # UNSET IF EXISTS of names that are not set: nothing to commit

@@ -148,9 +148,12 @@ def assign(fields: tuple[Field, ...], configuration: Mapping[str, str]) -> tuple
     used += [nested_mapping.max_id(type_value(f.type)) for f in fields if f.nested]
     top = max([int(configuration.get(MAX_COLUMN_ID, 0))] + used)
     out = []
+    name_mode = mapping_mode(configuration) == "name"
     for f in fields:
-        new = f.metadata.get(PHYSICAL_NAME) is None or f.metadata.get(COLUMN_ID) is None
-        if new:  # a column's id before its nested fields' (Delta's order)
+        # A new column has no physical name yet; a column of a table that just turned mapping
+        # on has its name as its physical name (check_mode_change) and no id yet.
+        new = f.metadata.get(PHYSICAL_NAME) is None
+        if new or f.metadata.get(COLUMN_ID) is None:  # a column's id before its nested fields' (Delta's order)
             meta = dict(f.metadata)
             if meta.get(COLUMN_ID) is None:
                 top += 1
@@ -158,7 +161,7 @@ def assign(fields: tuple[Field, ...], configuration: Mapping[str, str]) -> tuple
             meta.setdefault(PHYSICAL_NAME, f"col-{uuid.uuid4()}")
             f = f.model_copy(update={"metadata": meta})
         if f.nested:  # nested fields: Delta's names and ids in a new column (spec/nested_mapping.py)
-            inner, top = nested_mapping.assign(type_value(f.type), top, new)
+            inner, top = nested_mapping.assign(type_value(f.type), top, new, ids=name_mode)
             if inner != type_value(f.type):
                 f = f.model_copy(update={"type": type_text(inner)})
         out.append(f)

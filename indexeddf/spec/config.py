@@ -130,7 +130,13 @@ outside this set are refused. indexeddf acts on those :data:`PROPERTIES` lists a
 ``delta.appendOnly`` and ``delta.columnMapping.*``; it refuses to write a table whose
 ``delta.enableChangeDataFeed`` is true; the others are kept for the Delta engines that read them."""
 
-_PROTOCOL_PROPERTIES = ("delta.minReaderVersion", "delta.minWriterVersion")
+PROTOCOL_PROPERTIES = {"delta.minReaderVersion": 3, "delta.minWriterVersion": 7}
+"""Delta's protocol properties and the highest version indexeddf reads / writes. ``ALTER TABLE
+SET TBLPROPERTIES`` takes them (``validate(..., protocol=True)``) when the protocol the change
+gives the table already has those versions, as with Delta's advice for column mapping
+(``'delta.columnMapping.mode' = 'name', 'delta.minReaderVersion' = '2', 'delta.minWriterVersion'
+= '5'``); they are never stored in the configuration (Delta keeps them out too)."""
+_PROTOCOL_PROPERTIES = tuple(PROTOCOL_PROPERTIES)
 
 
 def known_names() -> list[str]:
@@ -139,8 +145,12 @@ def known_names() -> list[str]:
     return sorted(set(PROPERTIES) | DELTA_PROPERTIES)
 
 
-def validate(configuration: dict[str, str]) -> dict[str, str]:
+def validate(configuration: dict[str, str], protocol: bool = False) -> dict[str, str]:
     """Check names and values; returns the configuration with values as strings.
+
+    ``protocol`` (``set_properties``): Delta's ``delta.minReaderVersion`` /
+    ``delta.minWriterVersion`` are taken (a version indexeddf handles) and returned with the
+    rest; the caller checks them against the protocol it commits (:data:`PROTOCOL_PROPERTIES`).
 
     Unknown ``indexeddf.*`` and ``delta.*`` names raise ``InvalidOptionError`` listing the
     known ones; so do Delta's protocol properties (``delta.minReaderVersion``,
@@ -153,6 +163,13 @@ def validate(configuration: dict[str, str]) -> dict[str, str]:
         value = str(value).lower() if isinstance(value, bool) else str(value)
         prop = PROPERTIES.get(key)
         if prop is None:
+            if protocol and key in PROTOCOL_PROPERTIES:
+                top = PROTOCOL_PROPERTIES[key]
+                if not value.strip().isdigit() or not 1 <= int(value) <= top:
+                    raise InvalidOptionError(f"table property {key}={value!r} must be a version from 1 to {top} "
+                                             "(the highest indexeddf handles)")
+                out[key] = value.strip()
+                continue
             if key in _PROTOCOL_PROPERTIES or key.startswith("delta.feature."):
                 raise InvalidOptionError(
                     f"table property {key!r} sets the table's protocol, which indexeddf derives from the "

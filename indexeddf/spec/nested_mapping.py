@@ -149,12 +149,14 @@ def to_physical(column, value: Any):
     return column.view(target)
 
 
-def assign(value: Any, top: int, new: bool) -> tuple[Any, int]:
+def assign(value: Any, top: int, new: bool, ids: bool = False) -> tuple[Any, int]:
     """Type ``value`` with a physical name and an id for each nested field without them, and
     the largest id given (from ``top``). In a column that is ``new`` they are Delta's
     (``col-<uuid>``, the next id); in an existing column a field without them (written
-    before nested fields were mapped) keeps its name as its physical name and gets no id,
-    so the files that hold it by that name are read as before."""
+    before the table turned mapping on, or before nested fields were mapped) keeps its name
+    as its physical name, so the files that hold it by that name are read as before, and gets
+    the next id when ``ids`` (``name`` mode, where ids never decide a read: Delta's upgrade
+    gives every field one)."""
     if isinstance(value, str):
         return value, top
     kind = value.get("type")
@@ -169,15 +171,18 @@ def assign(value: Any, top: int, new: bool) -> tuple[Any, int]:
                     meta[PHYSICAL_NAME] = f"col-{uuid.uuid4()}"
                 else:
                     meta[PHYSICAL_NAME] = f["name"]
-            inner, top = assign(f["type"], top, new)
+            if ids and meta.get(COLUMN_ID) is None:
+                top += 1
+                meta[COLUMN_ID] = top
+            inner, top = assign(f["type"], top, new, ids)
             fields.append({**f, "type": inner, "metadata": meta})
         return {**value, "fields": fields}, top
     if kind == "array":
-        inner, top = assign(value["elementType"], top, new)
+        inner, top = assign(value["elementType"], top, new, ids)
         return {**value, "elementType": inner}, top
     if kind == "map":
-        key, top = assign(value["keyType"], top, new)
-        item, top = assign(value["valueType"], top, new)
+        key, top = assign(value["keyType"], top, new, ids)
+        item, top = assign(value["valueType"], top, new, ids)
         return {**value, "keyType": key, "valueType": item}, top
     return value, top
 

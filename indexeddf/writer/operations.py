@@ -283,7 +283,9 @@ def set_properties(snapshot: Snapshot, updates: dict[str, str] | None = None, re
     if not updates and not removals and description is KEEP:
         raise InvalidOptionError("set_properties needs at least one property (unset_properties at least one name)")
     conf = dict(snapshot.metadata.configuration)
-    conf.update(config.validate(updates or {}))
+    updates = config.validate(updates or {}, protocol=True)
+    asked = {k: int(updates.pop(k)) for k in config.PROTOCOL_PROPERTIES if k in updates}
+    conf.update(updates)
     unknown = [k for k in (removals or []) if k not in conf]
     if unknown:
         raise InvalidOptionError(f"cannot unset {unknown}: not set on this table (set: {sorted(conf)})")
@@ -292,16 +294,32 @@ def set_properties(snapshot: Snapshot, updates: dict[str, str] | None = None, re
     fields = check_mode_change(snapshot.metadata.configuration, conf, snapshot.metadata.schema_)
     changed = {"configuration": conf} if description is KEEP else {"configuration": conf, "description": description}
     metadata = evolve(snapshot.metadata.model_copy(update=changed), fields)
-    params: dict[str, Any] = {"properties": dict(updates or {})} if updates else {"removed": list(removals or [])}
+    shown = {**updates, **{k: str(v) for k, v in asked.items()}}
+    params: dict[str, Any] = {"properties": shown} if shown else {"removed": list(removals or [])}
     if description is not KEEP:
         params.setdefault("properties", {})["comment"] = description
-    op = "SET TBLPROPERTIES" if updates or (description is not KEEP and description is not None) \
+    op = "SET TBLPROPERTIES" if shown or (description is not KEEP and description is not None) \
         else "UNSET TBLPROPERTIES"
     # A property that needs a table feature upgrades the protocol in the same commit, as
     # Delta does (unsetting it keeps the feature: dropping one is Delta's DROP FEATURE).
     protocol = with_table_features(snapshot.protocol, required_features(conf))
+    _check_asked_protocol(protocol, asked)
     upgrade: list[Action] = [protocol] if protocol != snapshot.protocol else []
     return Transaction(snapshot, op, params, read_buckets=()).commit([*upgrade, metadata])
+
+
+def _check_asked_protocol(protocol, asked: dict[str, int]) -> None:
+    """Delta's ``delta.minReaderVersion`` / ``delta.minWriterVersion`` in a ``SET TBLPROPERTIES``:
+    taken when the protocol the commit gives the table (``protocol``) has those versions already,
+    refused otherwise (indexeddf upgrades a protocol only for a property that needs a feature)."""
+    have = {"delta.minReaderVersion": protocol.minReaderVersion, "delta.minWriterVersion": protocol.minWriterVersion}
+    above = {k: v for k, v in asked.items() if v > have[k]}
+    if above:
+        raise InvalidOptionError(
+            f"{', '.join(f'{k} = {v}' for k, v in above.items())}: the table's protocol would be reader "
+            f"{protocol.minReaderVersion} / writer {protocol.minWriterVersion}. indexeddf raises a protocol only "
+            "for a property that needs a table feature (delta.columnMapping.mode = name: reader 2 / writer 5; "
+            "delta.enableDeletionVectors = true: reader 3 / writer 7); set that property, with or without these")
 
 
 def delete_rows(snapshot: Snapshot, predicate, buckets: set[int] | None = None) -> CommitResult | None:

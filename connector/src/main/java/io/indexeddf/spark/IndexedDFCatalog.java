@@ -96,9 +96,10 @@ public class IndexedDFCatalog extends DelegatingCatalogExtension implements Inde
     /**
      * Changes to an indexeddf table's entry are refused: its log holds its schema and
      * properties. The statements that change them ({@code ALTER TABLE ... SET / UNSET
-     * TBLPROPERTIES}, {@code ADD COLUMNS}, {@code COMMENT ON TABLE}) commit to the log
-     * ({@code CatalogTables.TableProperties}) and never come here; any other would change the
-     * entry alone. Other tables' changes are the session catalog's.
+     * TBLPROPERTIES}, {@code ADD COLUMNS}, {@code COMMENT ON TABLE}, {@code RENAME COLUMN},
+     * {@code DROP COLUMNS}) commit to the log ({@code CatalogTables.TableProperties},
+     * {@code ColumnChanges}) and never come here; any other would change the entry alone.
+     * Other tables' changes are the session catalog's.
      */
     @Override
     public Table alterTable(Identifier ident, TableChange... changes) throws NoSuchTableException {
@@ -109,8 +110,8 @@ public class IndexedDFCatalog extends DelegatingCatalogExtension implements Inde
                 what.append(what.length() == 0 ? "" : ", ").append(c.getClass().getSimpleName());
             }
             throw IndexedDFException.option("ALTER TABLE " + table.name() + " (" + what + ") is not supported on "
-                + "indexeddf tables: the table's log holds its schema; ALTER TABLE ... ADD COLUMNS and SET / UNSET "
-                + "TBLPROPERTIES commit to it, other schema changes are not supported");
+                + "indexeddf tables: the table's log holds its schema; ALTER TABLE ... ADD COLUMNS, RENAME COLUMN, DROP "
+                + "COLUMNS and SET / UNSET TBLPROPERTIES commit to it, other schema changes are not supported");
         }
         return super.alterTable(ident, changes);
     }

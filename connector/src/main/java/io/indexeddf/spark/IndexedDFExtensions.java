@@ -2,6 +2,7 @@ package io.indexeddf.spark;
 
 import io.indexeddf.spark.plan.AddColumnsCommand;
 import io.indexeddf.spark.plan.CatalogTables;
+import io.indexeddf.spark.plan.ColumnChanges;
 import io.indexeddf.spark.plan.CreateEmptyTable;
 import io.indexeddf.spark.plan.DriverLookup;
 import io.indexeddf.spark.plan.IndexedJoin;
@@ -31,7 +32,7 @@ import scala.runtime.BoxedUnit;
  * (DELETE, UPDATE and MERGE INTO planned by Spark, written by its tasks), {@link CreateEmptyTable} (CREATE TABLE with columns),
  * {@link CatalogTables} (catalog entries read the newest version with the log's schema; ALTER TABLE ADD COLUMNS
  * commits the new columns, on {@code indexeddf.`/path`} too: {@link AddColumnsCommand.OnPath}; SET / UNSET / SHOW
- * TBLPROPERTIES are the log's), {@link TableStatements} (TRUNCATE TABLE, SHOW PARTITIONS). The
+ * TBLPROPERTIES are the log's), {@link ColumnChanges} (RENAME COLUMN, DROP COLUMNS), {@link TableStatements} (TRUNCATE TABLE, SHOW PARTITIONS). The
  * optimizer rules: {@link DriverLookup}, which answers index lookups on the driver with no
  * Spark job, and {@link IndexedJoin}, which answers the table's side of a join with a small
  * other side as an index lookup of that side's keys. The parser {@link IndexedDFSqlParser} adds Delta's
@@ -68,6 +69,7 @@ public final class IndexedDFExtensions extends AbstractFunction1<SparkSessionExt
         extensions.injectResolutionRule(rule(TableStatements::new));
         extensions.injectResolutionRule(rule(CatalogTables.RefuseAddColumns::new));
         extensions.injectResolutionRule(rule(AddColumnsCommand.OnPath::new));
+        extensions.injectResolutionRule(rule(ColumnChanges::new));
         extensions.injectResolutionRule(rule(session -> new CreateEmptyTable()));
         // Optimizer rules.
         extensions.injectOptimizerRule(rule(DriverLookup::new));

@@ -52,6 +52,9 @@ import scala.jdk.javaapi.CollectionConverters;
  *       (numBuckets = n)]} ({@code IndexedTable.create_index}), {@code DROP INDEX [IF EXISTS]
  *       name ON [TABLE] table} ({@code drop_index}), and {@code REFRESH INDEX name ON [TABLE] table
  *       [INCREMENTAL | FULL | QUICK]} ({@code refresh}). No result rows.</li>
+ *   <li>{@code ALTER TABLE table RENAME COLUMN a TO b} and {@code DROP COLUMN[S] [IF EXISTS] (c, ...)}
+ *       ({@code IndexedTable.rename_column} / {@code drop_columns}; {@link ColumnChanges}). No result
+ *       rows.</li>
  * </ul>
  */
 public final class TableOperationCommand extends JavaCommand {
@@ -124,7 +127,7 @@ public final class TableOperationCommand extends JavaCommand {
             case "restore":
                 return RESTORE_SCHEMA;
             default:
-                return new StructType();  // the index statements, as Spark's CREATE / DROP INDEX: no rows
+                return new StructType();  // the index and column statements, as Spark's: no rows
         }
     }
 
@@ -182,8 +185,36 @@ public final class TableOperationCommand extends JavaCommand {
         return new TableOperationCommand("refreshIndex", path, table, p);
     }
 
+    /**
+     * {@code ALTER TABLE table RENAME COLUMN column TO newName} ({@code column}: the field's path,
+     * one name for a top-level column): {@code IndexedTable.rename_column} ({@link ColumnChanges}).
+     */
+    public static TableOperationCommand renameColumn(String path, List<String> table, List<String> column,
+                                                     String newName) {
+        Map<String, Object> p = new LinkedHashMap<>();
+        p.put("column", column);
+        p.put("newName", newName);
+        return new TableOperationCommand("renameColumn", path, table, p);
+    }
+
+    /**
+     * {@code ALTER TABLE table DROP COLUMN[S] [IF EXISTS] (columns)} (each a field's path):
+     * {@code IndexedTable.drop_columns} ({@link ColumnChanges}).
+     */
+    public static TableOperationCommand dropColumns(String path, List<String> table, List<List<String>> columns,
+                                                    boolean ifExists) {
+        Map<String, Object> p = new LinkedHashMap<>();
+        p.put("columns", columns);
+        p.put("ifExists", ifExists);
+        return new TableOperationCommand("dropColumns", path, table, p);
+    }
+
     private String statement() {
         switch (operation) {
+            case "renameColumn":
+                return "ALTER TABLE ... RENAME COLUMN";
+            case "dropColumns":
+                return "ALTER TABLE ... DROP COLUMNS";
             case "createIndex":
                 return "CREATE INDEX";
             case "dropIndex":
@@ -197,6 +228,11 @@ public final class TableOperationCommand extends JavaCommand {
 
     @Override
     public Seq<Row> run(SparkSession session) {
+        if ("dropColumns".equals(operation) && ((List<?>) parameters.get("columns")).isEmpty()
+                && Boolean.TRUE.equals(parameters.get("ifExists"))) {
+            // DROP COLUMNS IF EXISTS of columns Spark found none of: nothing to drop, no commit.
+            return CollectionConverters.asScala(List.<Row>of()).toList();
+        }
         SqlTable table = SqlTable.resolve(session, path, name, statement());
         Map<String, Object> op = new LinkedHashMap<>(parameters);
         op.put("operation", operation);

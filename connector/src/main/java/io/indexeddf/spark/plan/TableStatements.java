@@ -81,12 +81,16 @@ public final class TableStatements extends Rule<LogicalPlan> {
                     + " is not a partition column; the table's are " + String.join(", ", columns));
             }
         }
+        // partitionValues name a column-mapped table's columns physically.
+        org.apache.spark.sql.types.StructField[] fields = io.indexeddf.spark.exec.Partitions.schema(t.snapshot(),
+            io.indexeddf.spark.exec.ColumnMapping.tableSchema(t.snapshot())).fields();
         TreeSet<String> out = new TreeSet<>();
         for (AddFile a : t.snapshot().files) {
             List<String> parts = new ArrayList<>();
             boolean keep = true;
-            for (String c : columns) {
-                String value = a.partitionValues.get(c);
+            for (int i = 0; i < columns.size(); i++) {
+                String c = columns.get(i);
+                String value = a.partitionValues.get(io.indexeddf.spark.exec.ColumnMapping.physicalName(fields[i]));
                 for (Map.Entry<String, String> e : spec.entrySet()) {
                     if (e.getKey().equalsIgnoreCase(c) && !java.util.Objects.equals(e.getValue(), value)) {
                         keep = false;
