@@ -29,6 +29,13 @@ FEATURE = "checkConstraints"
 """Delta's writer feature for CHECK constraints (implied by writer version 3)."""
 LEGACY_WRITER_VERSION = 3
 """The legacy writer version that implies :data:`FEATURE`."""
+VIOLATION = "DELTA_VIOLATE_CONSTRAINT_WITH_VALUES"
+"""Delta's error class of a written row that breaks a CHECK constraint."""
+NEW_VIOLATION = "DELTA_NEW_CHECK_CONSTRAINT_VIOLATION"
+"""Delta's error class of ``ADD CONSTRAINT`` on a table whose rows break it."""
+CHECKED_OPTION = "_checkedConstraints"
+"""Private write option of the Python data source: the constraints (a JSON object, name -> SQL)
+that Spark's plan already checked with Catalyst, which the tasks then do not check again."""
 
 
 def key(name: str) -> str:
@@ -67,14 +74,13 @@ def with_constraints_feature(p: Protocol) -> Protocol:
 def violation_message(name: str, expression: str, values: Mapping[str, object]) -> str:
     """Delta's ``DELTA_VIOLATE_CONSTRAINT_WITH_VALUES`` message for one row."""
     shown = "".join(f"\n - {c} : {_value(v)}" for c, v in values.items())
-    return f"[DELTA_VIOLATE_CONSTRAINT_WITH_VALUES] CHECK constraint {name} ({expression}) violated by row with values:" \
-        + shown
+    return f"[{VIOLATION}] CHECK constraint {name} ({expression}) violated by row with values:" + shown
 
 
 def new_violation_message(rows: int, table: str, expression: str) -> str:
     """Delta's ``DELTA_NEW_CHECK_CONSTRAINT_VIOLATION`` message (``ADD CONSTRAINT`` on rows that break it)."""
-    return f"[DELTA_NEW_CHECK_CONSTRAINT_VIOLATION] {rows} rows in {table} violate the new CHECK constraint " \
-        f"({expression}). Fix or delete those rows, then add the constraint again."
+    return f"[{NEW_VIOLATION}] {rows} rows in {table} violate the new CHECK constraint ({expression}). Fix or " \
+        "delete those rows, then add the constraint again."
 
 
 def _value(v: object) -> str:
