@@ -44,8 +44,15 @@ def key(name: str) -> str:
 
 
 def constraints(configuration: Mapping[str, str]) -> dict[str, str]:
-    """The table's CHECK constraints, name -> SQL, in configuration order."""
+    """The table's CHECK constraints, name -> SQL, in configuration order (names as stored:
+    Delta stores them in lower case, delta-rs as given)."""
     return {k[len(PREFIX):]: v for k, v in configuration.items() if k.startswith(PREFIX)}
+
+
+def stored_key(configuration: Mapping[str, str], name: str) -> str | None:
+    """The configuration key of constraint ``name`` (names compare without case), or None."""
+    lower = PREFIX + name.lower()
+    return next((k for k in configuration if k.lower() == lower), None)
 
 
 def check_name(name) -> str:
@@ -141,7 +148,7 @@ class ConstraintChecker:
     def __init__(self, configuration: Mapping[str, str], schema: pa.Schema,
                  skip: Mapping[str, str] | None = None):
         done = {k.lower(): v for k, v in (skip or {}).items()}
-        self.pending = {n: t for n, t in constraints(configuration).items() if done.get(n) != t}
+        self.pending = {n: t for n, t in constraints(configuration).items() if done.get(n.lower()) != t}
         self.schema = schema
         self._compiled: list[Constraint] | None = None
 

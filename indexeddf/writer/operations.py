@@ -386,7 +386,7 @@ def add_constraint(snapshot: Snapshot, constraints: dict[str, str], *, checked: 
 
     if not isinstance(constraints, dict) or not constraints:
         raise InvalidOptionError("add_constraint needs a dict of at least one constraint: {name: SQL condition}")
-    existing = cs.constraints(snapshot.metadata.configuration)
+    existing = {n.lower(): t for n, t in cs.constraints(snapshot.metadata.configuration).items()}
     named: dict[str, str] = {}
     for name, text in constraints.items():
         lower = cs.check_name(name)
@@ -437,7 +437,8 @@ def drop_constraint(snapshot: Snapshot, name: str, raise_if_not_exists: bool = T
 
     lower = cs.check_name(name)
     conf = dict(snapshot.metadata.configuration)
-    old = conf.pop(cs.key(lower), None)
+    stored = cs.stored_key(conf, lower)
+    old = None if stored is None else conf.pop(stored)
     if old is None:
         if not raise_if_not_exists:
             return None

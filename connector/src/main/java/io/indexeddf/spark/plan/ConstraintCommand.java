@@ -119,6 +119,14 @@ public final class ConstraintCommand extends JavaCommand {
             op.put("expression", expression);
             op.put("checkedVersion", check(session, t, shown));
         } else {
+            if (!has(t.log(session).snapshot(null), name)) {
+                if (ifExists) {
+                    return CollectionConverters.asScala(List.<Row>of()).toList();  // nothing to drop: no commit
+                }
+                throw new IndexedDFException("ConstraintNotFoundError", "[DELTA_CONSTRAINT_DOES_NOT_EXIST] Cannot drop "
+                    + "nonexistent constraint " + name.toLowerCase(Locale.ROOT) + " from table " + shown + ". To avoid "
+                    + "throwing an error, use DROP CONSTRAINT IF EXISTS.");
+            }
             op.put("operation", "dropConstraint");
             op.put("ifExists", ifExists);
         }
@@ -140,11 +148,26 @@ public final class ConstraintCommand extends JavaCommand {
         return CollectionConverters.asScala(List.<Row>of()).toList();
     }
 
+    /** Whether the table has constraint {@code name} (names compare without case: delta-rs keeps a name's). */
+    private static boolean has(Snapshot snapshot, String name) {
+        for (String c : CheckConstraints.of(snapshot).keySet()) {
+            if (c.equalsIgnoreCase(name)) {
+                return true;
+            }
+        }
+        return false;
+    }
+
     /** Checks the newest version's rows against the new constraint; returns that version. */
     private long check(SparkSession session, SqlTable t, String shown) {
         Snapshot snapshot = t.log(session).snapshot(null);
         String lower = name.toLowerCase(Locale.ROOT);
-        String old = snapshot.configuration(Spec.CONSTRAINT_PREFIX + lower);
+        String old = null;
+        for (Map.Entry<String, String> c : CheckConstraints.of(snapshot).entrySet()) {
+            if (c.getKey().equalsIgnoreCase(lower)) {  // delta-rs keeps the case a name was given in
+                old = c.getValue();
+            }
+        }
         if (old != null) {
             throw new IndexedDFException("ConstraintExistsError", "[DELTA_CONSTRAINT_ALREADY_EXISTS] Constraint '"
                 + lower + "' already exists. Please delete the old constraint first (ALTER TABLE " + shown
