@@ -93,6 +93,25 @@ def test_add_constraint_checks_the_rows_first(tmp_path):
     assert "delta.constraints.positive" not in DeltaTable(str(tmp_path / "t")).metadata().configuration
 
 
+def test_add_constraint_does_not_rebase_over_rows_written_meanwhile(tmp_path):
+    """Two writers, each with the version it read (``writer.operations`` on a snapshot)."""
+    from indexeddf.format.snapshot import load_snapshot
+    from indexeddf.format.storage import TableStorage
+    from indexeddf.writer import operations
+
+    t = _table(tmp_path / "t")
+    read = load_snapshot(TableStorage(str(tmp_path / "t")))
+    t.append(pa.table({"k": [3], "v": [-1], "s": ["c"]}))  # a blind append after the version checked
+    with pytest.raises(indexeddf.errors.ConcurrentAppendError):
+        operations.add_constraint(read, {"positive": "v > 0"})
+    assert t.constraints() == {}
+    read = load_snapshot(TableStorage(str(tmp_path / "t")))
+    t.add_constraint({"below": "v < 100"})
+    with pytest.raises(indexeddf.errors.ConcurrentModificationError):  # a write that read the version before
+        operations.append(read, pa.table({"k": [4], "v": [100], "s": ["d"]}))
+    assert sorted(r[1] for r in _rows(tmp_path / "t")) == [-1, 5, 6]
+
+
 def test_constraints_delta_rs_added_are_enforced(tmp_path):
     path = tmp_path / "t"
     t = _table(path, k=[1, 2], d=pa.array([dt.date(2021, 1, 1), dt.date(2022, 1, 1)]), s=["a", "b"])
@@ -200,4 +219,6 @@ def test_spark_writes_and_changes_check_with_catalyst(spark, sql, tmp_path):
     sql(f"INSERT INTO indexeddf.`{path}` SELECT src.* FROM src JOIN (SELECT 3L AS k) keep ON src.k = keep.k")
     sql(f"MERGE INTO indexeddf.`{path}` t USING (SELECT 1L AS k, 50L AS v, 'z' AS s) src ON t.k = src.k "
         "WHEN MATCHED THEN UPDATE SET *")
-    assert _rows(path) == [(1, 50, "z"), (2, 6, "b"), (3, 7, "c")]
+    # IndexedTable.append of a Spark DataFrame: checked by Catalyst too (md5 is no Python expression)
+    IndexedTable.for_path(path).append(spark.createDataFrame([(5, 1, "e")], "k BIGINT, v BIGINT, s STRING"))
+    assert _rows(path) == [(1, 50, "z"), (2, 6, "b"), (3, 7, "c"), (5, 1, "e")]

@@ -376,8 +376,9 @@ def add_constraint(snapshot: Snapshot, constraints: dict[str, str], *, checked: 
     refused with Delta's ``DELTA_NEW_CHECK_CONSTRAINT_VIOLATION`` (:class:`ConstraintViolationError`,
     naming how many), a name the table has with :class:`ConstraintExistsError`. ``checked``:
     the caller (Spark's ``ADD CONSTRAINT``, with Catalyst) already checked the rows of
-    ``snapshot``'s version. The commit reads every file, so a concurrent write fails it (or it
-    fails that write): no row escapes the check.
+    ``snapshot``'s version. The commit reads every file at Serializable isolation, so a write
+    committed since (a blind append too) fails it with a conflict error, and it fails a write that
+    read the version before it: no row escapes the check.
     """
     import pyarrow.compute as pc
 
@@ -422,8 +423,10 @@ def add_constraint(snapshot: Snapshot, constraints: dict[str, str], *, checked: 
     protocol = cs.with_constraints_feature(snapshot.protocol)
     upgrade: list[Action] = [protocol] if protocol != snapshot.protocol else []
     name, expr = next(iter(named.items())) if len(named) == 1 else (", ".join(named), " AND ".join(named.values()))
-    return Transaction(snapshot, "ADD CONSTRAINT", {"name": name, "expr": expr},
-                       read_buckets=ALL_BUCKETS).commit([*upgrade, metadata])
+    # Serializable: rows any writer (a blind append too) committed after the checked version were not
+    # checked against the new constraint, so the commit does not rebase over them.
+    return Transaction(snapshot, "ADD CONSTRAINT", {"name": name, "expr": expr}, read_buckets=ALL_BUCKETS,
+                       isolation="Serializable").commit([*upgrade, metadata])
 
 
 def drop_constraint(snapshot: Snapshot, name: str, raise_if_not_exists: bool = True,
