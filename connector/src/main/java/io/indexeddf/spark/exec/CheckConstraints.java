@@ -66,17 +66,18 @@ public final class CheckConstraints {
     public static Dataset<Row> forWrite(org.apache.spark.sql.SparkSession session, String path, Dataset<Row> data,
                                         Map<String, String> opts) {
         org.apache.hadoop.conf.Configuration conf = session.sessionState().newHadoopConf();
-        Snapshot snapshot;
+        Map<String, String> constraints;
+        StructType table;
         try {
-            snapshot = DeltaLog.open(TableRelation.tableRoot(path, conf), conf).snapshot(null);
+            Snapshot snapshot = DeltaLog.open(TableRelation.tableRoot(path, conf), conf).snapshot(null);
+            constraints = of(snapshot);
+            if (constraints.isEmpty()) {
+                return data;
+            }
+            table = ColumnMapping.tableSchema(snapshot);
         } catch (RuntimeException e) {
-            return data;  // no table yet (or none the connector reads): the Python writer checks
+            return data;  // no table yet (or none the connector reads): the Python writer's tasks check
         }
-        Map<String, String> constraints = of(snapshot);
-        if (constraints.isEmpty()) {
-            return data;
-        }
-        StructType table = ColumnMapping.tableSchema(snapshot);
         List<Column> original = new ArrayList<>();
         java.util.Set<String> present = new java.util.HashSet<>();
         for (String c : data.columns()) {

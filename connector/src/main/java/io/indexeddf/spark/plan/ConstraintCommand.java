@@ -53,6 +53,10 @@ public final class ConstraintCommand extends JavaCommand {
     private final String expression;
     private final boolean ifExists;
 
+    /**
+     * The statement on the table {@code table} names (its parts): ADD of constraint {@code name}
+     * with the SQL {@code expression}, or DROP ({@code expression} null; {@code ifExists}).
+     */
     public ConstraintCommand(List<String> table, String name, String expression, boolean ifExists) {
         super(List.of());
         this.table = table;
