@@ -86,6 +86,33 @@ class ReplaceWhereMismatchError(InvalidOptionError):
         self.rows = rows
 
 
+class ConstraintViolationError(IndexedDFError):
+    """Rows break a CHECK constraint of the table (``delta.constraints.<name>``): a write gave a
+    row for which the constraint is false or NULL (Delta's ``DELTA_VIOLATE_CONSTRAINT_WITH_VALUES``,
+    ``values`` the row's values of the columns it reads), or ``add_constraint`` found ``rows``
+    rows of the table that break the new one (``DELTA_NEW_CHECK_CONSTRAINT_VIOLATION``).
+    ``constraint`` names it, ``expression`` is its SQL. Nothing was committed."""
+
+    def __init__(self, message: str, constraint: str = "", expression: str = "", values: dict | None = None,
+                 rows: int = 0):
+        super().__init__(message)
+        self.constraint = constraint
+        self.expression = expression
+        self.values = values or {}
+        self.rows = rows
+
+
+class ConstraintExistsError(IndexedDFError):
+    """``add_constraint`` / ``ADD CONSTRAINT`` named a CHECK constraint the table already has
+    (Delta's ``DELTA_CONSTRAINT_ALREADY_EXISTS``): drop it first."""
+
+
+class ConstraintNotFoundError(IndexedDFError):
+    """``drop_constraint`` / ``DROP CONSTRAINT`` named a CHECK constraint the table does not have
+    (Delta's ``DELTA_CONSTRAINT_DOES_NOT_EXIST``); ``IF EXISTS`` / ``raise_if_not_exists=False``
+    makes that a no-op."""
+
+
 class IndexNotFoundError(IndexedDFError):
     """No index of that name exists on the table."""
 
@@ -171,6 +198,16 @@ class UnsupportedFeatureError(UnsupportedProtocolError):
             "read it with a Delta engine that does (delta-rs, Spark with delta-spark), or rewrite "
             "the table without the feature"
         )
+
+
+class ConstraintNotEvaluableError(UnsupportedFeatureError):
+    """A CHECK constraint uses SQL that indexeddf's Python expressions do not evaluate
+    (``indexeddf.spec.expressions``), so a write without Spark cannot check it: write through
+    Spark (``df.write.format("indexeddf")``, ``INSERT``, ``MERGE``), which evaluates every
+    constraint with Catalyst."""
+
+    def __init__(self, message: str):
+        super().__init__("checkConstraints", message)
 
 
 class CorruptDeletionVectorError(CorruptLogError):

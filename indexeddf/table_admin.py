@@ -168,6 +168,39 @@ class TableAdmin:
         self._snapshot = result.snapshot
         return result.version
 
+    # -- CHECK constraints (writer/operations.py; Delta's delta.constraints.*) ------------
+    def add_constraint(self, constraints: dict[str, str]) -> int:
+        """Add CHECK constraints, ``{name: SQL condition}`` (delta-rs's
+        ``DeltaTable.alter.add_constraint``; SQL's ``ALTER TABLE t ADD CONSTRAINT name CHECK
+        (expr)``), in one commit that stores each as the property ``delta.constraints.<name>``
+        (the name in lower case) and upgrades the protocol to Delta's writer 3 (or the feature
+        ``checkConstraints``). The table's rows are checked first: if some break a constraint,
+        ``ConstraintViolationError`` says how many and nothing is committed; a name the table
+        has raises ``ConstraintExistsError``. Every later write (append, overwrite, merge,
+        update) refuses rows for which a constraint is false or NULL. A condition the Python
+        expressions cannot evaluate raises ``ConstraintNotEvaluableError``: add it through
+        Spark SQL instead. Returns the new version."""
+        result = operations.add_constraint(update_snapshot(self._snapshot), constraints)
+        self._snapshot = result.snapshot
+        return result.version
+
+    def drop_constraint(self, name: str, raise_if_not_exists: bool = True) -> int:
+        """Drop the CHECK constraint ``name`` (delta-rs's ``DeltaTable.alter.drop_constraint``;
+        SQL's ``ALTER TABLE t DROP CONSTRAINT [IF EXISTS] name``): one metadata commit.
+        A name the table lacks raises ``ConstraintNotFoundError``, or with
+        ``raise_if_not_exists=False`` changes nothing. Returns the table's version after it."""
+        result = operations.drop_constraint(update_snapshot(self._snapshot), name, raise_if_not_exists)
+        if result is None:
+            return update_snapshot(self._snapshot).version
+        self._snapshot = result.snapshot
+        return result.version
+
+    def constraints(self) -> dict[str, str]:
+        """The table's CHECK constraints, ``{name: SQL condition}`` (its ``delta.constraints.*``)."""
+        from .spec.constraints import constraints
+
+        return constraints(update_snapshot(self._snapshot).metadata.configuration)
+
     # -- renaming and dropping columns (writer/columns.py; column-mapped tables) -----------
     def rename_column(self, old: str | Sequence[str], new: str) -> int:
         """``ALTER TABLE RENAME COLUMN old TO new`` on a column-mapped table

@@ -27,6 +27,7 @@ from ..format.snapshot import Snapshot
 from ..format.transaction import ALL_BUCKETS, CommitResult, Transaction
 from ..spec.actions import Txn
 from ..spec.column_mapping import table_schema
+from ..spec.constraints import checker_for
 from ..spec.replace_where import ReplaceWhere, parse_replace_where
 from ..spec.schema import arrow_schema
 from ..writer.data import conform, to_arrow_table
@@ -55,6 +56,7 @@ def replace_where(snapshot: Snapshot, predicate: str, data: Any = None, written:
     if data is not None:
         rows = conform(to_arrow_table(data), snapshot.metadata.schema_)
         where.check_rows(rows)
+        checker_for(snapshot.metadata).check(rows)
         inserted = Inserted(rows=rows)
     params = {"mode": "Overwrite", "predicate": predicate}
     if txn is not None:

@@ -24,6 +24,7 @@ from ..format.snapshot import Snapshot
 from ..format.transaction import Transaction
 from ..reader import lookup as lookup_mod
 from ..spec.actions import AddFile
+from ..spec.constraints import ConstraintChecker
 from ..writer.operations import maintained_indexes, write_rows
 from ..writer.streamed import copy_kept_rows
 from .expressions import Scope
@@ -61,6 +62,9 @@ def rewrite(snapshot: Snapshot, change: Change, scope: Scope, schema: pa.Schema,
     if source is not None:
         source = source.append_column(SOURCE_ROW, pa.array(np.arange(source.num_rows, dtype=np.int64)))
     write = _Writer(snapshot, tx.written_paths, metadata, schema)
+    # Updated and inserted rows must keep the table's CHECK constraints (Spark's changes check
+    # them in their plan, with Catalyst: apply_outcome leaves the checker out).
+    write.checker = ConstraintChecker(metadata.configuration, schema)
     now = int(time.time() * 1000)
     located = _by_file(found.located)
     # A row group read with no column has no rows: a change that reads nothing of the
@@ -145,6 +149,8 @@ def _apply_file(write: "_Writer", a: AddFile, touched: np.ndarray, updated: pa.T
         return
     # A file without a bucket (another Delta writer's) holds rows of every bucket: its
     # kept rows are bucketed like new ones.
+    if updated is not None and write.checker is not None:
+        write.checker.check(updated)
     rows = _file_rows(snapshot, a, write.schema)
     copied = rows.filter(pc.invert(pc.is_in(rows.column(ROW), pa.array(touched)))).drop_columns([ROW])
     done.metrics.num_target_rows_copied += copied.num_rows
@@ -157,7 +163,10 @@ def _finish(write: "_Writer", results: list[_Written], new_rows: list[pa.Table],
     written, and every result's actions, index files and metrics gathered."""
     new_rows = [r.updated for r in results if r.updated is not None] + new_rows
     if new_rows:
-        write(pa.concat_tables(new_rows), done)
+        rows = pa.concat_tables(new_rows)
+        if write.checker is not None:
+            write.checker.check(rows)
+        write(rows, done)
     results = results + [done]
     actions, index_files = [], {}
     for r in results:
@@ -249,6 +258,8 @@ class _Writer:
         self.snapshot, self.written_paths, self.metadata, self.schema = snapshot, written_paths, metadata, schema
         self.indexes = maintained_indexes(snapshot)
         self.use_threads = True  # pyarrow's threads decode a copied file's row groups
+        self.checker: ConstraintChecker | None = None
+        """The table's CHECK constraints, checked on updated and inserted rows (None: checked elsewhere)."""
 
     def __call__(self, rows: pa.Table, into: _Written) -> None:
         """Write new rows (updated or inserted), bucketed."""

@@ -86,7 +86,10 @@ def write_dataframe(
     if isinstance(num_buckets, bool) or not isinstance(num_buckets, int) or not 1 <= num_buckets <= MAX_BUCKETS:
         raise errors.InvalidOptionError(f"num_buckets must be an integer in 1..{MAX_BUCKETS}, got {num_buckets!r}")
     spark = df.sparkSession
-    register(spark)  # the Python source writes either way; the connector would only pass the write on
+    which = register(spark)  # the Python source writes either way; the connector would only pass the write on
+    checked: dict[str, str] = {}
+    if which == CONNECTOR and not is_connect(spark):
+        df = _constraints_checked(df, path, checked)
     fd, result_file = tempfile.mkstemp(prefix="indexeddf-commit-", suffix=".json")
     os.close(fd)
     try:
@@ -98,7 +101,7 @@ def write_dataframe(
         )
         if storage_options:
             writer = writer.option("storageOptions", json.dumps(storage_options))
-        for key, value in (options or {}).items():
+        for key, value in {**checked, **(options or {})}.items():
             if value is not None:
                 writer = writer.option(key, value)
         try:
@@ -119,3 +122,16 @@ def write_dataframe(
             os.remove(result_file)
         except OSError:
             pass
+
+
+def _constraints_checked(df, path: str, options: dict[str, str]):
+    """``df`` with the table's CHECK constraints checked by Catalyst in its plan (the connector's
+    ``CheckConstraints.forWrite``, as ``df.write.format("indexeddf")`` checks them); the write
+    option that says so goes into ``options``. ``df`` itself when there is nothing to check."""
+    from pyspark.sql import DataFrame
+
+    spark = df.sparkSession
+    jopts = spark._jvm.java.util.HashMap()
+    jdf = spark._jvm.io.indexeddf.spark.exec.CheckConstraints.forWrite(spark._jsparkSession, path, df._jdf, jopts)
+    options.update({str(k): str(v) for k, v in jopts.items()})
+    return DataFrame(jdf, spark)

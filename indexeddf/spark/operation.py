@@ -31,7 +31,7 @@ OPERATION_OPTION = "_operation"
 
 OPERATION_OPTIONS = ["path", "storageOptions", OPERATION_OPTION, "_commitResultFile"]
 OPERATIONS = ("optimize", "vacuum", "restore", "createIndex", "dropIndex", "refreshIndex", "renameColumn",
-              "dropColumns")
+              "dropColumns", "addConstraint", "dropConstraint")
 
 RETENTION_CHECK_CONF = "spark.databricks.delta.retentionDurationCheck.enabled"
 """Delta's session conf that lets VACUUM go below the table's retention (the JVM reads it)."""
@@ -76,8 +76,10 @@ def run_operation(url: str, storage_options: dict[str, Any], spec: dict) -> dict
     from ..format.snapshot import load_snapshot
     from ..format.storage import TableStorage
 
-    snapshot = load_snapshot(TableStorage(url, storage_options or None))
     operation = spec["operation"]
+    if operation in ("addConstraint", "dropConstraint"):
+        return _constraint_statement(TableStorage(url, storage_options or None), operation, spec)
+    snapshot = load_snapshot(TableStorage(url, storage_options or None))
     if operation == "optimize":
         return _optimize(snapshot)
     if operation == "vacuum":
@@ -217,3 +219,27 @@ def _column_statement(snapshot, operation: str, spec: dict) -> dict:
             return {"version": snapshot.version}
         raise InvalidOptionError("ALTER TABLE ... DROP COLUMNS needs at least one column")
     return {"version": columns.drop_columns(snapshot, paths).version}
+
+
+def _constraint_statement(storage, operation: str, spec: dict) -> dict:
+    """``ALTER TABLE ... ADD CONSTRAINT name CHECK (expr)``: ``IndexedTable.add_constraint`` on
+    the version whose rows the connector checked with Catalyst (``checkedVersion``; the commit
+    reads every file, so a write committed since fails it); ``DROP CONSTRAINT [IF EXISTS]``:
+    ``drop_constraint``. The version afterwards."""
+    from ..format.snapshot import load_snapshot
+    from ..writer import operations
+
+    name, table = spec.get("name"), spec.get("table")
+    if not isinstance(name, str) or not name:
+        raise InvalidOptionError(f"a constraint statement needs a constraint name, got {name!r}")
+    if operation == "addConstraint":
+        version = spec.get("checkedVersion")
+        if isinstance(version, bool) or not isinstance(version, int):
+            raise InvalidOptionError(f"ADD CONSTRAINT needs the version whose rows were checked, got {version!r}")
+        snapshot = load_snapshot(storage, version)
+        result = operations.add_constraint(snapshot, {name: str(spec.get("expression") or "")}, checked=True,
+                                           table_name=table)
+        return {"version": result.version}
+    snapshot = load_snapshot(storage)
+    result = operations.drop_constraint(snapshot, name, not spec.get("ifExists"), table_name=table)
+    return {"version": _after(snapshot, result).version}

@@ -15,6 +15,7 @@ import pyarrow as pa
 
 from ..errors import InvalidOptionError, SchemaMismatchError
 from ..spec import config
+from ..spec.constraints import CHECKED_OPTION
 from ..spec.schema import Field, fields_from_arrow
 from ..writer.operations import MAX_BUCKETS  # noqa: F401 - re-exported for the Spark writer
 
@@ -30,8 +31,8 @@ READ_OPTIONS = _COMMON + ["versionAsOf", "timestampAsOf", "maxPartitionBytes"]
 _CREATE = ["indexColumns", "numBuckets", "name", "description", "tableProperties"]
 WRITE_OPTIONS = _COMMON + _CREATE + ["saveMode", "overwriteSchema", "mergeSchema", "replaceWhere", "txnAppId",
                                      "txnVersion", "_commitResultFile", "_addColumns", "_setProperties",
-                                     "_unsetProperties", PARTITION_COLUMNS_OPTION]
-STREAM_OPTIONS = _COMMON + _CREATE + ["mergeSchema", "txnAppId", "checkpointLocation"]
+                                     "_unsetProperties", PARTITION_COLUMNS_OPTION, CHECKED_OPTION]
+STREAM_OPTIONS = _COMMON + _CREATE + ["mergeSchema", "txnAppId", "checkpointLocation", CHECKED_OPTION]
 _PROPERTY_NAMES = {name.lower(): name for name in config.PROPERTIES}
 SAVE_MODES = ("append", "overwrite", "errorifexists", "error", "ignore")
 

@@ -30,6 +30,7 @@ from ..format.storage import TableStorage
 from ..spec import config
 from ..spec.actions import PRIMARY_INDEX, IndexEntry, Metadata
 from ..spec.column_mapping import evolve
+from ..spec.constraints import CHECKED_OPTION, checker_for
 from ..spec.partitions import check_partition_columns
 from ..spec.replace_where import parse_replace_where
 from ..spec.schema import arrow_schema, check_index_types
@@ -70,6 +71,10 @@ class WritePlan:
     replace_where: str | None = None
     """``replaceWhere``: the overwrite replaces only the rows this predicate selects; tasks
     check that each row they write makes it true (``changes/replace.py`` commits)."""
+    checked_constraints: dict[str, str] | None = None
+    """The table's CHECK constraints Spark's plan already checked with Catalyst (the private
+    option ``_checkedConstraints``, name -> SQL); tasks check the others with the Python
+    expressions (``spec/constraints.py``)."""
     write_id: str = field(default_factory=lambda: uuid.uuid4().hex)
     fail_if_exists: bool = False
     skip_if_exists: bool = False
@@ -139,8 +144,10 @@ def plan_write(options: Any, spark_schema, overwrite: bool, streaming: bool) -> 
             raise InvalidOptionError("give txnAppId and txnVersion together (an idempotent batch write)")
         if app_id:
             txn = (app_id, txn_version)
+    checked = _checked_option(opts.get(CHECKED_OPTION))
     common = dict(url=url, storage_options=storage.storage_options, txn=txn,
-                  result_file=opts.get("_commitResultFile") or None, replace_where=replace_where)
+                  result_file=opts.get("_commitResultFile") or None, replace_where=replace_where,
+                  checked_constraints=checked)
 
     snapshot = load_or_none(storage)
     if snapshot is None:
@@ -223,6 +230,7 @@ def plan_write(options: Any, spark_schema, overwrite: bool, streaming: bool) -> 
     conform(data_schema.empty_table(), meta.schema_, merge=merge_schema)
     if replace_where is not None:
         parse_replace_where(replace_where, arrow_schema(meta.schema_), meta.partitionColumns)
+    checker_for(meta, checked).compiled()  # a constraint the tasks cannot evaluate: refused now
     # A selective overwrite keeps the indexes (its rows are added to them as an append's).
     indexes = maintained_indexes(snapshot, rebuild=overwrite and replace_where is None)
     lost = [i.name for i in indexes if any(c not in [f.name for f in meta.schema_] for c in i.columns)]
@@ -259,6 +267,19 @@ def _plan_properties(snapshot: Snapshot, changes: tuple[dict[str, str], list[str
     return WritePlan(action="append", metadata_json=meta.model_dump_json(by_alias=True), indexes_json=[],
                      set_properties=validated if validated else None, unset_properties=names if names else None,
                      parameters={}, **base)
+
+
+def _checked_option(raw: str | None) -> dict[str, str] | None:
+    """The constraints the option ``_checkedConstraints`` says Spark's plan checked (a JSON object)."""
+    if not raw:
+        return None
+    try:
+        value = json.loads(raw)
+    except ValueError as e:
+        raise InvalidOptionError(f"the option {CHECKED_OPTION} is not JSON: {e}") from None
+    if not isinstance(value, dict):
+        raise InvalidOptionError(f"the option {CHECKED_OPTION} is a JSON object (name -> SQL), got {raw!r}")
+    return {str(k): str(v) for k, v in value.items()}
 
 
 def _replace_where_option(opts: dict[str, str], overwrite: bool, schema_change: bool) -> str | None:

@@ -25,6 +25,7 @@ from pyspark.sql.datasource import WriterCommitMessage
 
 from ..errors import IndexedDFError
 from ..spec.actions import AddFile, IndexFile
+from ..spec.constraints import checker_for
 from ..spec.replace_where import parse_replace_where
 from ..spec.schema import arrow_schema
 from ..writer.data import conform
@@ -89,6 +90,7 @@ def write_task(plan: WritePlan, batches: Iterator[pa.RecordBatch]) -> FilesMessa
     metadata, indexes = plan.metadata(), plan.indexes()
     where = None if plan.replace_where is None else parse_replace_where(
         plan.replace_where, arrow_schema(metadata.schema_), metadata.partitionColumns)
+    checker = checker_for(metadata, plan.checked_constraints)  # those Spark's plan did not check
     written: list[str] = []
     adds: list[AddFile] = []
     index_files: dict[str, list[IndexFile]] = {i.name: [] for i in indexes}
@@ -104,6 +106,7 @@ def write_task(plan: WritePlan, batches: Iterator[pa.RecordBatch]) -> FilesMessa
         buffer, size = [], 0
         if where is not None:
             where.check_rows(table)
+        checker.check(table)
         rows += table.num_rows
         new_adds, new_index = write_rows(storage, metadata, indexes, table, written)
         adds.extend(new_adds)

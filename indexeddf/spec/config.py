@@ -156,7 +156,8 @@ def validate(configuration: dict[str, str], protocol: bool = False) -> dict[str,
     known ones; so do Delta's protocol properties (``delta.minReaderVersion``,
     ``delta.minWriterVersion``, ``delta.feature.*``), which Delta turns into a protocol
     change and indexeddf derives from the properties that need a feature, and check
-    constraints (``delta.constraints.*``), which indexeddf does not enforce.
+    constraints (``delta.constraints.*``), which only ``add_constraint`` / ``ADD CONSTRAINT``
+    set (they check the table's rows first), as in Delta.
     """
     out = {}
     for key, value in configuration.items():
@@ -177,8 +178,9 @@ def validate(configuration: dict[str, str], protocol: bool = False) -> dict[str,
                     "delta.columnMapping.mode); set those instead")
             if key.startswith("delta.constraints."):
                 raise InvalidOptionError(
-                    f"table property {key!r} is a CHECK constraint, which indexeddf does not enforce (it refuses "
-                    "to write a table that has one); check rows before writing them instead")
+                    f"[DELTA_ADD_CONSTRAINTS] table property {key!r} is a CHECK constraint: please use ALTER TABLE "
+                    "ADD CONSTRAINT (or IndexedTable.add_constraint), which checks the table's rows first, to add "
+                    "CHECK constraints")
             if key.startswith("indexeddf.") or (key.startswith("delta.") and key not in DELTA_PROPERTIES):
                 known = ", ".join(known_names())
                 raise InvalidOptionError(f"unknown table property {key!r}; known: {known}")

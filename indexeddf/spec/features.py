@@ -17,8 +17,11 @@ deletion vector deletes. It is written as far as indexeddf's writers preserve it
 ``stats`` and ``partitionValues`` use each column's physical name, files carry field ids,
 new columns get a physical name and an id (``spec/column_mapping.py``).
 
+``checkConstraints`` (writer 3) is written: every write checks the table's
+``delta.constraints.*`` (``spec/constraints.py``; Spark's writes with Catalyst).
+
 Anything a feature would change about reading
-or writing (check constraints, generated or identity columns, change data feed, ...)
+or writing (generated or identity columns, change data feed, ...)
 that indexeddf does not implement is refused with :class:`UnsupportedFeatureError`
 naming the feature: never a wrong answer, never a commit that breaks a rule another
 engine relies on.
@@ -44,7 +47,7 @@ V2_CHECKPOINT = "v2Checkpoint"
 WRITE_FEATURES = frozenset({
     "appendOnly",            # honoured: no data-changing remove while delta.appendOnly is true
     "invariants",            # only without invariants (columns with delta.invariants are refused)
-    "checkConstraints",      # only without constraints (delta.constraints.* refused)
+    "checkConstraints",      # every write checks the delta.constraints.* of the table (spec/constraints.py)
     "changeDataFeed",        # only while delta.enableChangeDataFeed is not true
     "generatedColumns",      # only without generated columns (refused in the schema)
     "timestampNtz",
@@ -91,7 +94,6 @@ ENGINES = {
     "icebergCompatV2": "Spark with delta-spark",
     "clustering": "Spark with delta-spark",
     "inCommitTimestamp": "Spark with delta-spark, or delta-rs",
-    "checkConstraints": "Spark with delta-spark, or delta-rs",
     "changeDataFeed": "Spark with delta-spark, or delta-rs",
     "generatedColumns": "Spark with delta-spark, or delta-rs",
 }
@@ -194,8 +196,6 @@ def check_writable(p: Protocol, m: Metadata, where: str) -> None:
             refused.append(feature)
     if refused:
         raise refusal(refused, "write to")
-    if any(k.startswith("delta.constraints.") for k in conf):
-        raise UnsupportedFeatureError("checkConstraints")
     if conf.get("delta.enableChangeDataFeed", "false").lower() == "true":
         raise UnsupportedFeatureError(
             "changeDataFeed",

@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 from typing import get_args
 
-from . import bucketing, config, deletion_vectors, delta, features, states
+from . import bucketing, config, constraints, deletion_vectors, delta, features, states
 from .actions import IndexEntry
 
 RESOURCE = "io/indexeddf/log/spec.json"
@@ -46,6 +46,10 @@ def shared_constants() -> dict:
         "confTxnVersion": delta.TXN_VERSION_CONF,
         "dvMagicNumber": deletion_vectors.MAGIC_NUMBER,
         "dvNativeMagicNumber": deletion_vectors.NATIVE_MAGIC_NUMBER,
+        "constraintPrefix": constraints.PREFIX,
+        "constraintViolation": constraints.VIOLATION,
+        "newConstraintViolation": constraints.NEW_VIOLATION,
+        "checkedConstraintsOption": constraints.CHECKED_OPTION,
     }
 
 

@@ -17,6 +17,7 @@ from ..format.transaction import ALL_BUCKETS, CommitResult, Transaction, commit_
 from ..spec import config
 from ..spec.actions import Action, AddFile, IndexEntry, IndexFile, Metadata, Txn
 from ..spec.column_mapping import check_mode_change, evolve, table_schema
+from ..spec.constraints import checker_for
 from ..spec.features import protocol_for, required_features, with_table_features
 from ..spec.partitions import check_partition_columns
 from ..spec.schema_evolution import added_fields, check_schema_mode, merge_fields, overwrite_fields  # noqa: F401 - check_schema_mode re-exported
@@ -158,6 +159,7 @@ def _write_commit(snapshot, data, operation, params, read_buckets, txn, *, remov
         metadata = new_metadata = evolve(metadata, new_fields)
         params = {**params, "mergeSchema" if merge else "overwriteSchema": True}
     table = conform(to_arrow_table(data), metadata.schema_, merge=merge)
+    checker_for(metadata).check(table)  # the table's CHECK constraints, before anything is written
     transaction = Transaction(snapshot, operation, params, read_buckets=read_buckets)
     indexes = maintained_indexes(snapshot, rebuild=remove_all)
     try:
@@ -380,3 +382,90 @@ def _evaluate(rows: pa.Table, expression):
         return ds.dataset(rows).to_table(columns={"m": expression}).column("m")
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as e:
         raise InvalidOptionError(f"cannot evaluate the predicate on the table's columns: {e}") from None
+
+
+def add_constraint(snapshot: Snapshot, constraints: dict[str, str], *, checked: bool = False,
+                   table_name: str | None = None) -> CommitResult:
+    """``ALTER TABLE ADD CONSTRAINT name CHECK (expr)`` (delta-rs's ``alter.add_constraint``):
+    one commit that sets ``delta.constraints.<name>`` for each of ``constraints`` (name -> SQL)
+    and upgrades the protocol to hold them (writer 3, or the feature ``checkConstraints``).
+
+    The table's rows are checked first, a file at a time: a constraint some rows break is
+    refused with Delta's ``DELTA_NEW_CHECK_CONSTRAINT_VIOLATION`` (:class:`ConstraintViolationError`,
+    naming how many), a name the table has with :class:`ConstraintExistsError`. ``checked``:
+    the caller (Spark's ``ADD CONSTRAINT``, with Catalyst) already checked the rows of
+    ``snapshot``'s version. The commit reads every file at Serializable isolation, so a write
+    committed since (a blind append too) fails it with a conflict error, and it fails a write that
+    read the version before it: no row escapes the check.
+    """
+    import pyarrow.compute as pc
+
+    from ..errors import ConstraintExistsError, ConstraintViolationError
+    from ..spec import constraints as cs
+
+    if not isinstance(constraints, dict) or not constraints:
+        raise InvalidOptionError("add_constraint needs a dict of at least one constraint: {name: SQL condition}")
+    existing = {n.lower(): t for n, t in cs.constraints(snapshot.metadata.configuration).items()}
+    named: dict[str, str] = {}
+    for name, text in constraints.items():
+        lower = cs.check_name(name)
+        if not isinstance(text, str) or not text.strip():
+            raise InvalidOptionError(f"CHECK constraint {name}: give a SQL condition such as 'v > 0', got {text!r}")
+        if lower in existing or lower in named:
+            old = existing.get(lower, named.get(lower))
+            raise ConstraintExistsError(
+                f"[DELTA_CONSTRAINT_ALREADY_EXISTS] Constraint '{lower}' already exists. Please delete the old "
+                f"constraint first (drop_constraint / ALTER TABLE DROP CONSTRAINT).\nOld constraint:\n{old}")
+        named[lower] = text.strip()
+    if not checked:
+        from ..format.datafiles import iter_live_row_groups
+        from ..spec.schema import arrow_schema
+
+        schema = arrow_schema(snapshot.metadata.schema_)
+        compiled = [cs.compile_constraint(n, t, schema) for n, t in named.items()]
+        bad = {c.name: 0 for c in compiled}
+        used = sorted({col for c in compiled for col in c.condition.columns_used})
+        stored = table_schema(snapshot.metadata)
+        for add in snapshot.live_files():  # memory bounded by a row group
+            for _, rows in iter_live_row_groups(snapshot.storage, add, stored, used or None, snapshot.version):
+                for c in compiled:
+                    bad[c.name] += pc.sum(c.violations(rows)).as_py() or 0 if rows.num_rows else 0
+        for c in compiled:
+            if bad[c.name]:
+                where = table_name or snapshot.metadata.name or snapshot.storage.url
+                raise ConstraintViolationError(cs.new_violation_message(bad[c.name], where, c.text), c.name, c.text,
+                                               rows=bad[c.name])
+    conf = dict(snapshot.metadata.configuration)
+    conf.update({cs.key(n): t for n, t in named.items()})
+    metadata = snapshot.metadata.model_copy(update={"configuration": conf})
+    protocol = cs.with_constraints_feature(snapshot.protocol)
+    upgrade: list[Action] = [protocol] if protocol != snapshot.protocol else []
+    name, expr = next(iter(named.items())) if len(named) == 1 else (", ".join(named), " AND ".join(named.values()))
+    # Serializable: rows any writer (a blind append too) committed after the checked version were not
+    # checked against the new constraint, so the commit does not rebase over them.
+    return Transaction(snapshot, "ADD CONSTRAINT", {"name": name, "expr": expr}, read_buckets=ALL_BUCKETS,
+                       isolation="Serializable").commit([*upgrade, metadata])
+
+
+def drop_constraint(snapshot: Snapshot, name: str, raise_if_not_exists: bool = True,
+                    table_name: str | None = None) -> CommitResult | None:
+    """``ALTER TABLE DROP CONSTRAINT [IF EXISTS] name`` (delta-rs's ``alter.drop_constraint``):
+    one metadata commit without ``delta.constraints.<name>`` (the protocol keeps its feature, as
+    in Delta). A name the table lacks raises :class:`ConstraintNotFoundError`, or with
+    ``raise_if_not_exists=False`` commits nothing (None)."""
+    from ..errors import ConstraintNotFoundError
+    from ..spec import constraints as cs
+
+    lower = cs.check_name(name)
+    conf = dict(snapshot.metadata.configuration)
+    stored = cs.stored_key(conf, lower)
+    old = None if stored is None else conf.pop(stored)
+    if old is None:
+        if not raise_if_not_exists:
+            return None
+        where = table_name or snapshot.metadata.name or snapshot.storage.url
+        raise ConstraintNotFoundError(
+            f"[DELTA_CONSTRAINT_DOES_NOT_EXIST] Cannot drop nonexistent constraint {lower} from table {where}. "
+            "To avoid throwing an error, use DROP CONSTRAINT IF EXISTS (raise_if_not_exists=False).")
+    metadata = snapshot.metadata.model_copy(update={"configuration": conf})
+    return Transaction(snapshot, "DROP CONSTRAINT", {"name": lower, "expr": old}, read_buckets=()).commit([metadata])

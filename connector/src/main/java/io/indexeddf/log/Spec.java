@@ -53,6 +53,14 @@ public final class Spec {
     public static final int DV_MAGIC = (int) DOC.path("dvMagicNumber").asLong();
     /** The magic number of the native layout, which Delta does not define for files. */
     public static final int DV_NATIVE_MAGIC = (int) DOC.path("dvNativeMagicNumber").asLong();
+    /** {@code metaData.configuration} key prefix of a CHECK constraint: {@code delta.constraints.<name>}. */
+    public static final String CONSTRAINT_PREFIX = text("constraintPrefix");
+    /** Delta's error class of a written row that breaks a CHECK constraint. */
+    public static final String CONSTRAINT_VIOLATION = text("constraintViolation");
+    /** Delta's error class of {@code ADD CONSTRAINT} on a table whose rows break it. */
+    public static final String NEW_CONSTRAINT_VIOLATION = text("newConstraintViolation");
+    /** The Python writer's option naming the constraints Spark's plan checked (JSON, name to SQL). */
+    public static final String CHECKED_CONSTRAINTS_OPTION = text("checkedConstraintsOption");
 
     private Spec() {
     }

@@ -78,7 +78,7 @@ public final class IndexedDFProvider extends ParquetFileFormat implements DataSo
     @Override
     public BaseRelation createRelation(SQLContext sqlContext, SaveMode mode,
                                        scala.collection.immutable.Map<String, String> parameters, Dataset<Row> data) {
-        return PythonWriter.save(sqlContext, mode, parameters, data, true);
+        return PythonWriter.saveRows(sqlContext, mode, parameters, data, true);
     }
 
     // -- streaming writes -------------------------------------------------------------------

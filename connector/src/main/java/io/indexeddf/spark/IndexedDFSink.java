@@ -32,6 +32,7 @@ final class IndexedDFSink implements Sink {
         Dataset<Row> rows = session.internalCreateDataFrame(data.queryExecution().toRdd(), data.schema(), false);
         Map<String, String> batchOptions = new java.util.LinkedHashMap<>(options);
         PythonWriter.autoMerge(session, batchOptions);
+        rows = io.indexeddf.spark.exec.CheckConstraints.forWrite(session, batchOptions.get("path"), rows, batchOptions);
         try {
             rows.write().format(IndexedDFProvider.PYTHON_NAME)
                 .mode(complete ? "overwrite" : "append")

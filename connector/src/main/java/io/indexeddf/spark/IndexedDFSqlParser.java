@@ -1,6 +1,7 @@
 package io.indexeddf.spark;
 
 import io.indexeddf.log.IndexedDFException;
+import io.indexeddf.spark.plan.ConstraintCommand;
 import io.indexeddf.spark.plan.DescribeDetailCommand;
 import io.indexeddf.spark.plan.DescribeHistoryCommand;
 import io.indexeddf.spark.plan.TableOperationCommand;
@@ -40,6 +41,10 @@ import scala.collection.immutable.Seq;
  *       ({@link TableOperationCommand}, the Python API's {@code create_index}, {@code drop_index},
  *       {@code refresh}).</li>
  * </ul>
+ * Spark's own {@code ALTER TABLE ... ADD CONSTRAINT name CHECK (expr)} and {@code ALTER TABLE ...
+ * DROP CONSTRAINT [IF EXISTS] name}, parsed by the delegate, become a {@link ConstraintCommand}
+ * when they name an indexeddf table (Spark's analyzer would refuse them for a table of its
+ * session catalog before any rule of the connector runs).
  * A text that starts like one of these but does not follow its syntax goes to Spark's parser,
  * which says where it fails. OPTIMIZE's predicate is parsed by the delegate's
  * {@code parseExpression}. The parser is hand-written (a tokenizer and a few rules): the
@@ -56,13 +61,13 @@ public final class IndexedDFSqlParser implements ParserInterface {
     @Override
     public LogicalPlan parsePlan(String sqlText) throws ParseException {
         LogicalPlan ours = parseOurs(sqlText);
-        return ours != null ? ours : delegate.parsePlan(sqlText);
+        return ours != null ? ours : ConstraintCommand.ofStatement(delegate.parsePlan(sqlText));
     }
 
     @Override
     public LogicalPlan parsePlanWithParameters(String sqlText, ParameterContext context) throws ParseException {
         LogicalPlan ours = parseOurs(sqlText);
-        return ours != null ? ours : delegate.parsePlanWithParameters(sqlText, context);
+        return ours != null ? ours : ConstraintCommand.ofStatement(delegate.parsePlanWithParameters(sqlText, context));
     }
 
     @Override

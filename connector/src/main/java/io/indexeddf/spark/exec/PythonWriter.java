@@ -44,6 +44,25 @@ public final class PythonWriter {
     public static BaseRelation save(SQLContext sqlContext, SaveMode mode,
                                     scala.collection.immutable.Map<String, String> parameters, Dataset<Row> data,
                                     boolean autoMerge) {
+        return save(sqlContext, mode, parameters, data, autoMerge, false);
+    }
+
+    /**
+     * A write of table rows ({@code df.write}, {@code INSERT}, {@code writeTo}, {@code
+     * saveAsTable}): as {@link #save(SQLContext, SaveMode, scala.collection.immutable.Map,
+     * Dataset, boolean)}, the table's CHECK constraints checked in the written plan by Catalyst
+     * ({@link CheckConstraints}). Statements that pass other rows (a change's source, the one
+     * empty row of an {@code ALTER TABLE}) use the other overloads.
+     */
+    public static BaseRelation saveRows(SQLContext sqlContext, SaveMode mode,
+                                        scala.collection.immutable.Map<String, String> parameters, Dataset<Row> data,
+                                        boolean autoMerge) {
+        return save(sqlContext, mode, parameters, data, autoMerge, true);
+    }
+
+    private static BaseRelation save(SQLContext sqlContext, SaveMode mode,
+                                     scala.collection.immutable.Map<String, String> parameters, Dataset<Row> data,
+                                     boolean autoMerge, boolean tableRows) {
         org.apache.spark.sql.classic.SparkSession session = TableRelation.classic(sqlContext);
         Map<String, String> opts = passThrough(parameters);
         String path = opts.get("path");
@@ -83,6 +102,9 @@ public final class PythonWriter {
                 }
                 break;
             }
+        }
+        if (tableRows && tableExists(path, session.sessionState().newHadoopConf())) {
+            data = CheckConstraints.forWrite(session, path, data, opts);
         }
         try {
             data.write().format(TableRelation.PYTHON_NAME).mode(pyMode).options(opts).save();
@@ -201,6 +223,9 @@ public final class PythonWriter {
         String message = null;
         java.util.Set<Throwable> seen = java.util.Collections.newSetFromMap(new java.util.IdentityHashMap<>());
         for (Throwable t = e; t != null && seen.add(t); t = t.getCause()) {
+            if (t instanceof IndexedDFException && name == null) {
+                return (IndexedDFException) t;  // thrown by the connector in a task (a CHECK constraint), whole
+            }
             if (t.getMessage() == null) {
                 continue;
             }

@@ -296,8 +296,8 @@ public final class IndexedDFTable implements V2TableWithV1Fallback, SupportsWrit
         @Override
         public V1Write build() {
             return () -> (data, overwrite) -> {
-                PythonWriter.save(data.sparkSession().sqlContext(), overwrite ? SaveMode.Overwrite : mode,
-                    scala.collection.immutable.Map$.MODULE$.from(CollectionConverters.asScala(options)), data);
+                PythonWriter.saveRows(data.sparkSession().sqlContext(), overwrite ? SaveMode.Overwrite : mode,
+                    scala.collection.immutable.Map$.MODULE$.from(CollectionConverters.asScala(options)), data, false);
             };
         }
     }

@@ -148,7 +148,9 @@ public final class ResolveChanges extends Rule<LogicalPlan> {
             }
             merge = engineMerge(lr, m, stars);
         } else {
-            merge = smallSource(m) ? engineMergeOrNull(lr, m) : null;
+            // A table with CHECK constraints: Spark's plan, which checks them with Catalyst.
+            boolean constrained = !io.indexeddf.spark.exec.CheckConstraints.of(DriverLookup.snapshotOf(lr)).isEmpty();
+            merge = smallSource(m) && !constrained ? engineMergeOrNull(lr, m) : null;
             if (merge == null || !merge.evaluable) {
                 return SparkChange.merge(lr, m);
             }
@@ -217,7 +219,7 @@ public final class ResolveChanges extends Rule<LogicalPlan> {
 
         @Override
         public void insert(Dataset<Row> data, boolean overwrite) {
-            save(data, SaveMode.Append);
+            save(data, SaveMode.Append, false);  // the source's rows: the change engine checks what it writes
         }
     }
 }

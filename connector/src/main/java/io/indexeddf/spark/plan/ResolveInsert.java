@@ -97,7 +97,7 @@ public final class ResolveInsert extends Rule<LogicalPlan> {
 
         @Override
         public void insert(Dataset<Row> data, boolean overwrite) {
-            save(data, overwrite || replace ? SaveMode.Overwrite : SaveMode.Append);
+            save(data, overwrite || replace ? SaveMode.Overwrite : SaveMode.Append, true);
         }
     }
 }

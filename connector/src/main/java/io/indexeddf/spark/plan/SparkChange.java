@@ -14,6 +14,7 @@ import com.fasterxml.jackson.databind.node.JsonNodeFactory;
 import com.fasterxml.jackson.databind.node.ObjectNode;
 import io.indexeddf.log.IndexedDFException;
 import io.indexeddf.log.Snapshot;
+import io.indexeddf.spark.exec.CheckConstraints;
 import io.indexeddf.spark.exec.PythonWriter;
 import io.indexeddf.spark.exec.TableRelation;
 import org.apache.spark.sql.Dataset;
@@ -109,6 +110,11 @@ public final class SparkChange extends JavaCommand {
         PythonWriter.requirePythonSource((org.apache.spark.sql.classic.SparkSession) session);
         Dataset<Row> rows = org.apache.spark.sql.classic.Dataset.ofRows(
             (org.apache.spark.sql.classic.SparkSession) session, outcome);
+        Map<String, String> constraints = CheckConstraints.of(snapshot);
+        if (!constraints.isEmpty() && !"DELETE".equals(operation)) {
+            // Updated and inserted rows keep the table's CHECK constraints, evaluated by Catalyst.
+            rows = rows.filter(CheckConstraints.check(rows, constraints, rows.col(OP).isin("update", "insert")));
+        }
         try {
             rows.write().format(TableRelation.PYTHON_NAME).mode(SaveMode.Append).options(options).save();
         } catch (Exception e) {  // Spark's AnalysisException is a checked exception to Java

@@ -70,11 +70,18 @@ abstract class TableWriter extends BaseRelation implements InsertableRelation {
         return session;
     }
 
-    /** Writes {@code rows} in {@code mode} through the Python writer. */
-    void save(Dataset<Row> rows, SaveMode mode) {
+    /**
+     * Writes {@code rows} in {@code mode} through the Python writer; {@code tableRows}: they are
+     * rows of the table (an insert), checked against its CHECK constraints in the plan.
+     */
+    void save(Dataset<Row> rows, SaveMode mode, boolean tableRows) {
         scala.collection.immutable.Map<String, String> params =
             scala.collection.immutable.Map$.MODULE$.from(CollectionConverters.asScala(options));
-        PythonWriter.save(sqlContext, mode, params, rows);
+        if (tableRows) {
+            PythonWriter.saveRows(sqlContext, mode, params, rows, false);
+        } else {
+            PythonWriter.save(sqlContext, mode, params, rows);
+        }
         if (catalogTable.isDefined()) {  // the next query of the table reads the new version
             session.sessionState().catalog().invalidateCachedTable(catalogTable.get().identifier());
         }
