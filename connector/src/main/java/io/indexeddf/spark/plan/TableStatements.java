@@ -17,6 +17,7 @@ import org.apache.spark.sql.catalyst.catalog.ExternalCatalogUtils;
 import org.apache.spark.sql.catalyst.expressions.Attribute;
 import org.apache.spark.sql.catalyst.expressions.AttributeReference;
 import org.apache.spark.sql.catalyst.plans.logical.LogicalPlan;
+import org.apache.spark.sql.catalyst.plans.logical.OverwritePartitionsDynamic;
 import org.apache.spark.sql.catalyst.plans.logical.ShowPartitions;
 import org.apache.spark.sql.catalyst.plans.logical.TruncateTable;
 import org.apache.spark.sql.catalyst.rules.Rule;
@@ -28,7 +29,10 @@ import scala.jdk.javaapi.CollectionConverters;
 /**
  * Statements on a table {@code IndexedDFCatalog} loaded ({@link IndexedDFTable}) that Spark
  * would run only on a V1 table or one that manages its partitions: {@code TRUNCATE TABLE}
- * ({@link Truncate}) and {@code SHOW PARTITIONS} ({@link Partitions}).
+ * ({@link Truncate}) and {@code SHOW PARTITIONS} ({@link Partitions}); and
+ * {@code df.writeTo(name).overwritePartitions()} (Delta's dynamic partition overwrite), refused
+ * with {@code InvalidOptionError} naming {@code overwrite(condition)} instead of Spark's untyped
+ * refusal of a V1 write.
  */
 public final class TableStatements extends Rule<LogicalPlan> {
     private final SparkSession session;
@@ -39,6 +43,14 @@ public final class TableStatements extends Rule<LogicalPlan> {
 
     @Override
     public LogicalPlan apply(LogicalPlan plan) {
+        if (plan instanceof OverwritePartitionsDynamic
+                && V1Fallback.tableOf((LogicalPlan) ((OverwritePartitionsDynamic) plan).table()) != null) {
+            String name = V1Fallback.tableOf((LogicalPlan) ((OverwritePartitionsDynamic) plan).table()).name();
+            throw IndexedDFException.option("writeTo(" + name + ").overwritePartitions() (dynamic partition "
+                + "overwrite) is not supported on indexeddf tables: use writeTo(" + name + ").overwrite(condition) "
+                + "with a condition on the partition columns naming the partitions to replace (e.g. col('day') == "
+                + "'2026-11-01'), or write.format('indexeddf').mode('overwrite').option('replaceWhere', ...)");
+        }
         if (plan instanceof TruncateTable && loaded(((TruncateTable) plan).table()) != null) {
             IndexedDFTable t = loaded(((TruncateTable) plan).table());
             Seq<AttributeReference> columns = DataTypeUtils.toAttributes(t.schema());
