@@ -355,3 +355,24 @@ def test_index_statements_run_the_python_apis_index_operations(sql, tmp_path):
     sql("DROP INDEX IF EXISTS nothing ON ix")
     with pytest.raises(InvalidOptionError, match="the only option is numBuckets"):
         sql("CREATE INDEX other ON ix (v) OPTIONS ('bloom' = '1')")
+
+
+def test_convert_to_indexeddf_indexes_a_delta_table_in_place(sql, spark, tmp_path):
+    from deltalake import write_deltalake
+
+    path = str(tmp_path / "foreign")
+    write_deltalake(path, rows(range(12)))
+    write_deltalake(path, rows([20, 21], "b"), mode="append")
+    assert sql(f"CONVERT TO INDEXEDDF delta.`{path}` INDEX BY (k) BUCKETS 4") == [] and sql.columns == []
+    dt = DeltaTable(path)
+    assert dt.version() == 2 and dt.history(1)[0]["operation"] == "CONVERT"
+    t = IndexedTable.for_path(path)
+    assert (t.index_columns, t.num_buckets) == (["k"], 4)
+    ours = [r.asDict() for r in spark.read.format("indexeddf").load(path).collect()]
+    assert sorted(ours, key=lambda r: r["k"]) == sorted_rows(dt.to_pyarrow_table())
+    assert t.lookup([21]).to_pylist() == [{"k": 21, "v": "b21"}]
+    # As Delta's CONVERT: converting again changes nothing.
+    assert sql(f"CONVERT TO INDEXEDDF '{path}' INDEX BY (k)") == [] and DeltaTable(path).version() == 2
+    with pytest.raises(InvalidOptionError, match="CONVERT TO INDEXEDDF delta"):
+        sql(f"CONVERT TO DELTA parquet.`{tmp_path}`")
+

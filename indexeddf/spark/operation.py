@@ -1,8 +1,9 @@
 """Delta's maintenance statements and the index statements from Spark SQL, run by the Python
 API in the driver's Python.
 
-``OPTIMIZE``, ``VACUUM`` and ``RESTORE`` on an indexeddf table, and ``CREATE INDEX``,
-``DROP INDEX`` and ``REFRESH INDEX`` (the JVM connector's parser,
+``OPTIMIZE``, ``VACUUM`` and ``RESTORE`` on an indexeddf table, ``CREATE INDEX``,
+``DROP INDEX`` and ``REFRESH INDEX``, and ``CONVERT TO INDEXEDDF`` of a Delta table (the JVM
+connector's parser,
 ``io.indexeddf.spark.plan.TableOperationCommand``) reach Python as a write through this data
 source with the private option ``_operation``: a JSON object naming the ``operation`` and its
 parameters. The write's tasks carry one empty row and write nothing; its commit, on the
@@ -29,7 +30,7 @@ OPERATION_OPTION = "_operation"
 """Private write option: the maintenance statement to run (a JSON object)."""
 
 OPERATION_OPTIONS = ["path", "storageOptions", OPERATION_OPTION, "_commitResultFile"]
-OPERATIONS = ("optimize", "vacuum", "restore", "createIndex", "dropIndex", "refreshIndex")
+OPERATIONS = ("optimize", "vacuum", "restore", "createIndex", "dropIndex", "refreshIndex", "convert")
 
 RETENTION_CHECK_CONF = "spark.databricks.delta.retentionDurationCheck.enabled"
 """Delta's session conf that lets VACUUM go below the table's retention (the JVM reads it)."""
@@ -74,8 +75,10 @@ def run_operation(url: str, storage_options: dict[str, Any], spec: dict) -> dict
     from ..format.snapshot import load_snapshot
     from ..format.storage import TableStorage
 
-    snapshot = load_snapshot(TableStorage(url, storage_options or None))
     operation = spec["operation"]
+    if operation == "convert":
+        return _convert(load_snapshot(TableStorage(url, storage_options or None), unindexed_ok=True), spec)
+    snapshot = load_snapshot(TableStorage(url, storage_options or None))
     if operation == "optimize":
         return _optimize(snapshot)
     if operation == "vacuum":
@@ -161,6 +164,21 @@ def _restore(before, spec: dict) -> dict:
         "num_removed_files": len(removed), "num_restored_files": len(restored),
         "removed_files_size": sum(a.size for a in removed), "restored_files_size": sum(a.size for a in restored),
     }
+
+
+def _convert(snapshot, spec: dict) -> dict:
+    """``CONVERT TO INDEXEDDF``: ``IndexedTable.convert`` (the Delta table indexed in place, in one
+    commit). Idempotent as Delta's ``CONVERT TO DELTA``: a table indexed by the same columns
+    already is left as it is; by other columns it is ``TableExistsError``."""
+    from ..writer.convert import convert_table
+
+    columns = list(spec.get("columns") or [])
+    if not columns:
+        raise InvalidOptionError("CONVERT TO INDEXEDDF needs INDEX BY (columns)")
+    if list(snapshot.metadata.indexColumns) == columns:
+        return {"version": snapshot.version}
+    num_buckets = spec.get("numBuckets") or so.DEFAULT_NUM_BUCKETS
+    return {"version": convert_table(snapshot, columns, num_buckets).version}
 
 
 def _index_statement(snapshot, operation: str, spec: dict) -> dict:

@@ -39,6 +39,10 @@ import scala.collection.immutable.Seq;
  *       {@code REFRESH INDEX name ON [TABLE] table [INCREMENTAL | FULL | QUICK]}
  *       ({@link TableOperationCommand}, the Python API's {@code create_index}, {@code drop_index},
  *       {@code refresh}).</li>
+ *   <li>{@code CONVERT TO INDEXEDDF table INDEX BY (c, ...) [BUCKETS n]} ({@code table}:
+ *       {@code delta.`/path`}, {@code indexeddf.`/path`} or {@code '/path'}): the Python API's
+ *       {@code IndexedTable.convert} ({@link TableOperationCommand}); {@code CONVERT TO DELTA} is
+ *       refused with a typed error.</li>
  * </ul>
  * A text that starts like one of these but does not follow its syntax goes to Spark's parser,
  * which says where it fails. OPTIMIZE's predicate is parsed by the delegate's
@@ -155,6 +159,9 @@ public final class IndexedDFSqlParser implements ParserInterface {
             }
             if (c.word("REFRESH")) {
                 return c.word("INDEX") ? refreshIndex(c) : null;
+            }
+            if (c.word("CONVERT")) {
+                return c.word("TO") ? convert(c) : null;
             }
         } catch (NumberFormatException e) {
             return null;
@@ -396,6 +403,47 @@ public final class IndexedDFSqlParser implements ParserInterface {
             }
         }
         return c.end() ? TableOperationCommand.refreshIndex(t.path, t.name, index, mode) : null;
+    }
+
+    /**
+     * {@code CONVERT TO INDEXEDDF table INDEX BY (c, ...) [BUCKETS n]}; {@code CONVERT TO DELTA
+     * parquet.`/path` ...} is refused with {@code InvalidOptionError} (indexeddf indexes Delta
+     * tables; a Delta engine makes one of Parquet files first).
+     */
+    private static LogicalPlan convert(Cursor c) {
+        if (c.word("DELTA")) {
+            throw IndexedDFException.option("CONVERT TO DELTA is not supported by indexeddf: convert the Parquet "
+                + "files with a Delta engine first (Spark with delta-spark, or delta-rs's "
+                + "deltalake.convert_to_deltalake), then index the Delta table with CONVERT TO INDEXEDDF "
+                + "delta.`/path` INDEX BY (columns) [BUCKETS n]");
+        }
+        if (!c.word("INDEXEDDF")) {
+            return null;
+        }
+        TableName t = tableName(c);
+        if (t == null || !c.word("INDEX") || !c.word("BY") || !c.symbol("(")) {
+            return null;
+        }
+        List<String> columns = new ArrayList<>();
+        do {
+            List<String> col = qualifiedName(c);
+            if (col == null) {
+                return null;
+            }
+            columns.add(String.join(".", col));
+        } while (c.symbol(","));
+        if (!c.symbol(")")) {
+            return null;
+        }
+        Integer buckets = null;
+        if (c.word("BUCKETS")) {
+            Token n = c.next();
+            if (n == null || n.kind != Token.NUMBER) {
+                return null;
+            }
+            buckets = Integer.valueOf(n.text);
+        }
+        return c.end() ? TableOperationCommand.convert(t.path, t.name, columns, buckets) : null;
     }
 
     /** One identifier (a word or a quoted name), or null. */

@@ -52,6 +52,10 @@ import scala.jdk.javaapi.CollectionConverters;
  *       (numBuckets = n)]} ({@code IndexedTable.create_index}), {@code DROP INDEX [IF EXISTS]
  *       name ON [TABLE] table} ({@code drop_index}), and {@code REFRESH INDEX name ON [TABLE] table
  *       [INCREMENTAL | FULL | QUICK]} ({@code refresh}). No result rows.</li>
+ *   <li>{@code CONVERT TO INDEXEDDF delta.`/path` INDEX BY (c, ...) [BUCKETS n]}:
+ *       {@code IndexedTable.convert} of the Delta table there; no result rows, as Delta's
+ *       {@code CONVERT TO DELTA}, and, as it, nothing done when the table is already indexed
+ *       by those columns.</li>
  * </ul>
  */
 public final class TableOperationCommand extends JavaCommand {
@@ -182,8 +186,22 @@ public final class TableOperationCommand extends JavaCommand {
         return new TableOperationCommand("refreshIndex", path, table, p);
     }
 
+    /**
+     * {@code CONVERT TO INDEXEDDF table INDEX BY (columns) [BUCKETS n]}: {@code IndexedTable.convert}
+     * of the Delta table at the path (the data untouched); {@code numBuckets} null for 16.
+     */
+    public static TableOperationCommand convert(String path, List<String> table, List<String> columns,
+                                                Integer numBuckets) {
+        Map<String, Object> p = new LinkedHashMap<>();
+        p.put("columns", columns);
+        p.put("numBuckets", numBuckets);
+        return new TableOperationCommand("convert", path, table, p);
+    }
+
     private String statement() {
         switch (operation) {
+            case "convert":
+                return "CONVERT TO INDEXEDDF";
             case "createIndex":
                 return "CREATE INDEX";
             case "dropIndex":
@@ -197,7 +215,8 @@ public final class TableOperationCommand extends JavaCommand {
 
     @Override
     public Seq<Row> run(SparkSession session) {
-        SqlTable table = SqlTable.resolve(session, path, name, statement());
+        SqlTable table = "convert".equals(operation) ? SqlTable.resolve(session, convertedPath(), null, statement())
+            : SqlTable.resolve(session, path, name, statement());
         Map<String, Object> op = new LinkedHashMap<>(parameters);
         op.put("operation", operation);
         if ("optimize".equals(operation)) {
@@ -236,6 +255,19 @@ public final class TableOperationCommand extends JavaCommand {
             rows.add(RowFactory.create(values));
         }
         return CollectionConverters.asScala(rows).toList();
+    }
+
+    /** The path {@code CONVERT TO INDEXEDDF} names: {@code '/path'}, {@code delta.`/path`} or {@code indexeddf.`/path`}. */
+    private String convertedPath() {
+        if (path != null) {
+            return path;
+        }
+        if (name.size() == 2 && (name.get(0).equalsIgnoreCase("delta")
+                || name.get(0).equalsIgnoreCase(TableRelation.NAME))) {
+            return name.get(1);
+        }
+        throw IndexedDFException.option("CONVERT TO INDEXEDDF " + String.join(".", name) + ": name the Delta table "
+            + "by its path, delta.`/path` (a catalog entry is not converted)");
     }
 
     private void refuseOptimizeClauses() {
