@@ -48,6 +48,10 @@ DETAIL_COLUMNS = [
     ("properties", "map<string,string>"), ("minReaderVersion", "int"), ("minWriterVersion", "int"),
     ("tableFeatures", "array<string>"),
 ]
+SHOW_INDEXES_COLUMNS = [
+    ("name", "string"), ("columns", "array<string>"), ("kind", "string"), ("state", "string"), ("numBuckets", "int"),
+    ("coveredVersion", "bigint"), ("numFiles", "bigint"), ("sizeInBytes", "bigint"), ("numEntries", "bigint"),
+]
 RESTORE_COLUMNS = ["table_size_after_restore", "num_of_files_after_restore", "num_removed_files",
                    "num_restored_files", "removed_files_size", "restored_files_size"]
 
@@ -355,6 +359,16 @@ def test_index_statements_run_the_python_apis_index_operations(sql, tmp_path):
     sql("DROP INDEX IF EXISTS nothing ON ix")
     with pytest.raises(InvalidOptionError, match="the only option is numBuckets"):
         sql("CREATE INDEX other ON ix (v) OPTIONS ('bloom' = '1')")
+
+    # SHOW INDEXES: one row per index, what IndexedTable.indexes() reads from the log.
+    shown = sql(f"SHOW INDEXES IN indexeddf.`{path}`")
+    assert [c for c, _ in sql.columns] == [c for c, _ in SHOW_INDEXES_COLUMNS] and sql.columns == SHOW_INDEXES_COLUMNS
+    assert shown == [{"name": i.name, "columns": i.columns, "kind": i.kind, "state": i.state,
+                      "numBuckets": i.num_buckets, "coveredVersion": i.covered_version, "numFiles": i.num_files,
+                      "sizeInBytes": i.size_bytes, "numEntries": i.num_entries}
+                     for i in IndexedTable.for_path(path).indexes()]
+    assert [(r["name"], r["state"]) for r in shown] == [("by_v", "DELETED"), ("primary", "ACTIVE")]
+    assert sql("SHOW INDEXES FROM ix") == shown
 
 
 def test_convert_to_indexeddf_indexes_a_delta_table_in_place(sql, spark, tmp_path):

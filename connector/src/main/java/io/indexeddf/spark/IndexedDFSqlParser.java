@@ -39,6 +39,8 @@ import scala.collection.immutable.Seq;
  *       {@code REFRESH INDEX name ON [TABLE] table [INCREMENTAL | FULL | QUICK]}
  *       ({@link TableOperationCommand}, the Python API's {@code create_index}, {@code drop_index},
  *       {@code refresh}).</li>
+ *   <li>{@code SHOW INDEXES [IN | FROM] table}: {@link io.indexeddf.spark.plan.ShowIndexesCommand}, one row
+ *       per index;</li>
  *   <li>{@code CONVERT TO INDEXEDDF table INDEX BY (c, ...) [BUCKETS n]} ({@code table}:
  *       {@code delta.`/path`}, {@code indexeddf.`/path`} or {@code '/path'}): the Python API's
  *       {@code IndexedTable.convert} ({@link TableOperationCommand}); {@code CONVERT TO DELTA} is
@@ -159,6 +161,16 @@ public final class IndexedDFSqlParser implements ParserInterface {
             }
             if (c.word("REFRESH")) {
                 return c.word("INDEX") ? refreshIndex(c) : null;
+            }
+            if (c.word("SHOW")) {
+                if (!c.word("INDEXES") && !c.word("INDEX")) {
+                    return null;
+                }
+                if (!c.word("IN")) {
+                    c.word("FROM");
+                }
+                TableName t = tableName(c);
+                return t != null && c.end() ? new io.indexeddf.spark.plan.ShowIndexesCommand(t.path, t.name) : null;
             }
             if (c.word("CONVERT")) {
                 return c.word("TO") ? convert(c) : null;
