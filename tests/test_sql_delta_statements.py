@@ -221,16 +221,30 @@ def test_optimize_compacts_through_the_python_api(sql, tmp_path):
     assert again["metrics"]["numFilesRemoved"] == 0 and DeltaTable(path).version() == after.version()
 
 
-def test_optimize_refuses_zorder_and_where_saying_what_to_use(sql, tmp_path):
+def test_optimize_where_compacts_the_partitions_it_selects(sql, tmp_path):
     path = str(tmp_path / "z")
-    IndexedTable.create(path, rows(range(5)), ["k"], 2)
+    data = rows(range(8)).append_column("p", pa.array(["a", "b"] * 4))
+    t = IndexedTable.create(path, data, ["k"], 1, partition_by=["p"])
+    for i in range(2):
+        t.append(rows([100 + i, 200 + i], "c").append_column("p", pa.array(["a", "b"])))
+    before = pa.table(DeltaTable(path).get_add_actions(flatten=True)).to_pylist()
+    [row] = sql(f"OPTIMIZE indexeddf.`{path}` WHERE p = 'a'")
+    after = pa.table(DeltaTable(path).get_add_actions(flatten=True)).to_pylist()
+    # Partition a's three files became one; partition b's are the same files.
+    assert sorted(r["path"] for r in after if r["partition.p"] == "b") == sorted(
+        r["path"] for r in before if r["partition.p"] == "b")
+    assert [len([r for r in files if r["partition.p"] == "a"]) for files in (before, after)] == [3, 1]
+    m = row["metrics"]
+    assert (m["numFilesRemoved"], m["numFilesAdded"], m["totalConsideredFiles"]) == (3, 1, 3)
+    assert sorted_rows(DeltaTable(path).to_pyarrow_table()) == sorted_rows(t.to_arrow())
+    # Delta's rule: the predicate may name partition columns only; ZORDER BY stays refused.
+    with pytest.raises(InvalidOptionError, match=r"non-partition column\(s\) \['k'\]"):
+        sql(f"OPTIMIZE '{path}' WHERE k > 1")
     with pytest.raises(InvalidOptionError, match="does not z-order.*create_index"):
         sql(f"OPTIMIZE '{path}' ZORDER BY (v)")
     with pytest.raises(InvalidOptionError, match="does not z-order"):
-        sql(f"OPTIMIZE '{path}' WHERE k > 1 ZORDER BY v, k")
-    with pytest.raises(InvalidOptionError, match="WHERE k > 1: .*run OPTIMIZE without WHERE"):
-        sql(f"OPTIMIZE indexeddf.`{path}` WHERE k > 1")
-    assert IndexedTable.for_path(path).version == 0
+        sql(f"OPTIMIZE '{path}' WHERE p = 'b' ZORDER BY v, k")
+    assert IndexedTable.for_path(path).version == 3
 
 
 def test_vacuum_keeps_deltas_retention_check(sql, conf, tmp_path):

@@ -80,7 +80,7 @@ def run_operation(url: str, storage_options: dict[str, Any], spec: dict) -> dict
         return _convert(load_snapshot(TableStorage(url, storage_options or None), unindexed_ok=True), spec)
     snapshot = load_snapshot(TableStorage(url, storage_options or None))
     if operation == "optimize":
-        return _optimize(snapshot)
+        return _optimize(snapshot, spec.get("where"))
     if operation == "vacuum":
         return _vacuum(snapshot, spec)
     if operation == "restore":
@@ -116,20 +116,22 @@ def _changed(before, after) -> tuple[list, list]:
     return [a for k, a in old.items() if k not in new], [a for k, a in new.items() if k not in old]
 
 
-def _optimize(before) -> dict:
-    """``OPTIMIZE``: ``IndexedTable.optimize()`` (mode quick), with Delta's metrics."""
+def _optimize(before, where: str | None = None) -> dict:
+    """``OPTIMIZE [WHERE partition predicate]``: ``IndexedTable.optimize()`` (mode quick) of the
+    partitions the predicate selects (all without one), with Delta's metrics."""
     from ..writer import maintenance
 
     start = int(time.time() * 1000)
-    after = _after(before, maintenance.optimize(before, "quick"))
+    considered = maintenance.optimized_files(before, where)
+    after = _after(before, maintenance.optimize(before, "quick", where=where))
     removed, added = _changed(before, after)
     partitions = {tuple(sorted(a.partitionValues.items())) for a in removed}
     return {"path": before.storage.url, "metrics": {
         "numFilesAdded": len(added), "numFilesRemoved": len(removed),
         "filesAdded": _file_sizes(added), "filesRemoved": _file_sizes(removed),
         "partitionsOptimized": len(partitions), "numBatches": 1 if removed else 0,
-        "totalConsideredFiles": len(before.live_files()),
-        "totalFilesSkipped": len(before.live_files()) - len(removed),
+        "totalConsideredFiles": len(considered),
+        "totalFilesSkipped": len(considered) - len(removed),
         "preserveInsertionOrder": False, "startTimeMs": start, "endTimeMs": int(time.time() * 1000),
     }}
 

@@ -35,9 +35,11 @@ import scala.jdk.javaapi.CollectionConverters;
  *       fields of Delta's optimize metrics that apply: files added and removed with their size
  *       statistics, partitions optimized, batches, files considered and skipped, start and end
  *       time). {@code IndexedTable.optimize()} compacts each bucket's small files (mode
- *       {@code quick}). A {@code WHERE} predicate is refused, and so is {@code ZORDER BY}: the
- *       rows of an indexeddf file are clustered by the hash of the index columns, and a
- *       secondary index is what finds rows by other columns.</li>
+ *       {@code quick}); with {@code WHERE}, only the partitions the predicate selects (a
+ *       predicate on partition columns only, Delta's rule; another column is
+ *       {@code InvalidOptionError}). {@code ZORDER BY} is refused: the rows of an indexeddf file
+ *       are clustered by the hash of the index columns, and a secondary index is what finds rows
+ *       by other columns.</li>
  *   <li>{@code VACUUM table [RETAIN n HOURS] [DRY RUN]}: {@code path}: the table's location,
  *       or with {@code DRY RUN} one row for each file vacuum would delete. A retention below
  *       the table's {@code indexeddf.vacuum.minRetentionHours} (168 by default, Delta's 7 days)
@@ -276,11 +278,6 @@ public final class TableOperationCommand extends JavaCommand {
                 + "does not z-order; each file's rows are clustered by the hash of the table's index columns, and "
                 + "lookups by other columns go through a secondary index: create one with "
                 + "IndexedTable.create_index(name, columns), then run OPTIMIZE without ZORDER BY");
-        }
-        if (parameters.get("where") != null) {
-            throw IndexedDFException.option("OPTIMIZE ... WHERE " + parameters.get("where") + ": indexeddf "
-                + "optimizes the whole table (it compacts only the small files of each bucket and partition, so "
-                + "partitions with nothing to compact are left as they are); run OPTIMIZE without WHERE");
         }
     }
 
