@@ -2,8 +2,8 @@
 API in the driver's Python.
 
 ``OPTIMIZE``, ``VACUUM`` and ``RESTORE`` on an indexeddf table, ``CREATE INDEX``,
-``DROP INDEX`` and ``REFRESH INDEX``, and ``CONVERT TO INDEXEDDF`` of a Delta table (the JVM
-connector's parser,
+``DROP INDEX`` and ``REFRESH INDEX``, ``TRUNCATE TABLE``, and ``CONVERT TO INDEXEDDF`` of a Delta
+table (the JVM connector's parser,
 ``io.indexeddf.spark.plan.TableOperationCommand``) reach Python as a write through this data
 source with the private option ``_operation``: a JSON object naming the ``operation`` and its
 parameters. The write's tasks carry one empty row and write nothing; its commit, on the
@@ -30,7 +30,7 @@ OPERATION_OPTION = "_operation"
 """Private write option: the maintenance statement to run (a JSON object)."""
 
 OPERATION_OPTIONS = ["path", "storageOptions", OPERATION_OPTION, "_commitResultFile"]
-OPERATIONS = ("optimize", "vacuum", "restore", "createIndex", "dropIndex", "refreshIndex", "convert")
+OPERATIONS = ("optimize", "vacuum", "restore", "createIndex", "dropIndex", "refreshIndex", "convert", "truncate")
 
 RETENTION_CHECK_CONF = "spark.databricks.delta.retentionDurationCheck.enabled"
 """Delta's session conf that lets VACUUM go below the table's retention (the JVM reads it)."""
@@ -85,6 +85,8 @@ def run_operation(url: str, storage_options: dict[str, Any], spec: dict) -> dict
         return _vacuum(snapshot, spec)
     if operation == "restore":
         return _restore(snapshot, spec)
+    if operation == "truncate":
+        return _truncate(snapshot)
     return _index_statement(snapshot, operation, spec)
 
 
@@ -166,6 +168,24 @@ def _restore(before, spec: dict) -> dict:
         "num_removed_files": len(removed), "num_restored_files": len(restored),
         "removed_files_size": sum(a.size for a in removed), "restored_files_size": sum(a.size for a in restored),
     }
+
+
+def _truncate(snapshot) -> dict:
+    """``TRUNCATE TABLE``, as Delta commits it: one commit (operation ``TRUNCATE``, no parameters,
+    metrics ``numRemovedFiles`` and ``executionTimeMs``) that removes every live file; every
+    ACTIVE index starts afresh, empty, as after an overwrite with no rows. An empty table gets no
+    commit. ``delta.appendOnly`` refuses it (``UnsupportedFeatureError``)."""
+    from ..format.transaction import ALL_BUCKETS, Transaction
+    from ..writer.operations import maintained_indexes, replace_all_actions
+
+    start = time.monotonic()
+    live = snapshot.live_files()
+    if not live:
+        return {"version": snapshot.version}
+    actions = replace_all_actions(snapshot, maintained_indexes(snapshot, rebuild=True), {})
+    metrics = {"numRemovedFiles": len(live), "executionTimeMs": int((time.monotonic() - start) * 1000)}
+    result = Transaction(snapshot, "TRUNCATE", {}, read_buckets=ALL_BUCKETS).commit(actions, metrics)
+    return {"version": result.version}
 
 
 def _convert(snapshot, spec: dict) -> dict:

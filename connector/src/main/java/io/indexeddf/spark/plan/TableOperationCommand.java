@@ -200,8 +200,15 @@ public final class TableOperationCommand extends JavaCommand {
         return new TableOperationCommand("convert", path, table, p);
     }
 
+    /** {@code TRUNCATE TABLE}: one commit removing every file, recorded as Delta's {@code TRUNCATE}. */
+    public static TableOperationCommand truncate(String path, List<String> table) {
+        return new TableOperationCommand("truncate", path, table, new LinkedHashMap<>());
+    }
+
     private String statement() {
         switch (operation) {
+            case "truncate":
+                return "TRUNCATE TABLE";
             case "convert":
                 return "CONVERT TO INDEXEDDF";
             case "createIndex":

@@ -15,21 +15,18 @@ import org.apache.spark.sql.catalyst.analysis.ResolvedTable;
 import org.apache.spark.sql.catalyst.analysis.UnresolvedPartitionSpec;
 import org.apache.spark.sql.catalyst.catalog.ExternalCatalogUtils;
 import org.apache.spark.sql.catalyst.expressions.Attribute;
-import org.apache.spark.sql.catalyst.expressions.AttributeReference;
 import org.apache.spark.sql.catalyst.plans.logical.LogicalPlan;
 import org.apache.spark.sql.catalyst.plans.logical.OverwritePartitionsDynamic;
 import org.apache.spark.sql.catalyst.plans.logical.ShowPartitions;
 import org.apache.spark.sql.catalyst.plans.logical.TruncateTable;
 import org.apache.spark.sql.catalyst.rules.Rule;
-import org.apache.spark.sql.catalyst.types.DataTypeUtils;
-import org.apache.spark.sql.execution.datasources.LogicalRelation;
 import scala.collection.immutable.Seq;
 import scala.jdk.javaapi.CollectionConverters;
 
 /**
  * Statements on a table {@code IndexedDFCatalog} loaded ({@link IndexedDFTable}) that Spark
  * would run only on a V1 table or one that manages its partitions: {@code TRUNCATE TABLE}
- * ({@link Truncate}) and {@code SHOW PARTITIONS} ({@link Partitions}); and
+ * (Delta's {@code TRUNCATE} commit, run by the Python API through {@link TableOperationCommand}) and {@code SHOW PARTITIONS} ({@link Partitions}); and
  * {@code df.writeTo(name).overwritePartitions()} (Delta's dynamic partition overwrite), refused
  * with {@code InvalidOptionError} naming {@code overwrite(condition)} instead of Spark's untyped
  * refusal of a V1 write.
@@ -53,9 +50,13 @@ public final class TableStatements extends Rule<LogicalPlan> {
         }
         if (plan instanceof TruncateTable && loaded(((TruncateTable) plan).table()) != null) {
             IndexedDFTable t = loaded(((TruncateTable) plan).table());
-            Seq<AttributeReference> columns = DataTypeUtils.toAttributes(t.schema());
-            LogicalRelation target = t.relation(session, columns, Map.of());
-            return new Truncate(SparkChange.of(target, "DELETE", null, null));
+            if (t.entry() == null) {
+                return TableOperationCommand.truncate(t.path(), null);
+            }
+            org.apache.spark.sql.catalyst.TableIdentifier id = t.entry().identifier();
+            List<String> name = id.database().isDefined() ? List.of(id.database().get(), id.table())
+                : List.of(id.table());
+            return TableOperationCommand.truncate(null, name);
         }
         if (plan instanceof ShowPartitions && loaded(((ShowPartitions) plan).table()) != null) {
             ShowPartitions show = (ShowPartitions) plan;
@@ -113,31 +114,6 @@ public final class TableStatements extends Rule<LogicalPlan> {
             }
         }
         return new ArrayList<>(out);
-    }
-
-    /**
-     * {@code TRUNCATE TABLE name}: one commit that removes every row, as
-     * {@code DELETE FROM name} makes it ({@link SparkChange}); no result rows.
-     */
-    public static final class Truncate extends JavaCommand {
-        private static final long serialVersionUID = 1L;
-        private final SparkChange delete;
-
-        public Truncate(SparkChange delete) {
-            super(List.of());
-            this.delete = delete;
-        }
-
-        @Override
-        public Seq<Row> run(SparkSession session) {
-            delete.run(session);
-            return CollectionConverters.asScala(List.<Row>of()).toList();
-        }
-
-        @Override
-        Object[] arguments() {
-            return new Object[] {delete};
-        }
     }
 
     /** {@code SHOW PARTITIONS name [PARTITION (...)]}: the partitions {@link #partitions} lists. */
