@@ -2,7 +2,8 @@
 TABLE t (...) USING indexeddf``, ``REPLACE TABLE t ... [AS SELECT]``, ``CREATE OR REPLACE TABLE t
 ... AS SELECT`` and ``df.writeTo(t).createOrReplace()`` / ``.replace()``. A replace is a new
 version of the table (its history and older versions stay), with Delta's operation name; a
-missing table is created by ``CREATE OR REPLACE`` and refused by ``REPLACE``.
+missing table is created by ``CREATE OR REPLACE`` and refused by ``REPLACE``. ``writeTo(t)
+.overwritePartitions()`` is Delta's dynamic partition overwrite.
 
 Rows, schema, partitioning, properties and history are checked with delta-rs and DuckDB's delta
 extension, older versions with delta-rs's time travel.
@@ -140,8 +141,19 @@ def test_replace_refusals_are_typed(spark, entry, tmp_path):
     error = typed(spark, f"CREATE OR REPLACE TABLE rep USING indexeddf LOCATION '{tmp_path / 'elsewhere'}' "
                          "AS SELECT 1 AS k")
     assert isinstance(error, InvalidOptionError) and "LOCATION" in str(error)
-    with pytest.raises(Exception) as refused:
-        spark.createDataFrame([(1, "z")], "k long, v string").writeTo("rep").overwritePartitions()
-    error = indexeddf.spark.typed_error(refused.value)
-    assert isinstance(error, InvalidOptionError) and "overwrite(condition)" in str(error)
     assert DeltaTable(entry).version() == version  # nothing committed
+
+
+def test_write_to_overwrite_partitions_replaces_the_partitions_it_writes(spark, tmp_path):
+    assert indexeddf.register(spark) == indexeddf.spark.CONNECTOR
+    path = str(tmp_path / "dpo")
+    data = pa.table({"k": [1, 2, 3, 4], "v": ["a", "b", "c", "d"], "day": ["x", "y", "x", "z"]})
+    IndexedTable.create(path, data, ["k"], 2, partition_by=["day"])
+    (spark.createDataFrame([(9, "n", "y"), (8, "m", "w")], "k long, v string, day string")
+     .writeTo(f"indexeddf.`{path}`").overwritePartitions())
+    # Delta's dynamic partition overwrite: partitions y (replaced) and w (new); x and z untouched.
+    rows = sorted(duckdb_delta().execute(f"SELECT k, v, day FROM delta_scan('{path}')").fetchall())
+    assert rows == [(1, "a", "x"), (3, "c", "x"), (4, "d", "z"), (8, "m", "w"), (9, "n", "y")]
+    last = DeltaTable(path).history(1)[0]
+    assert last["operation"] == "WRITE" and last["operationParameters"]["isDynamicPartitionOverwrite"] == "true"
+    assert IndexedTable.for_path(path).lookup([9, 2]).to_pylist() == [{"k": 9, "v": "n", "day": "y"}]

@@ -110,6 +110,8 @@ def _commit(plan: WritePlan, storage: TableStorage, adds, index_files, written, 
         return Transaction(base, "ADD COLUMNS", params, read_buckets=()).commit([plan.metadata()])
     if plan.set_properties is not None or plan.unset_properties is not None:
         return _commit_properties(base, plan.set_properties or {}, plan.unset_properties or [])
+    if plan.dynamic_partitions:
+        return _commit_dynamic(base, adds, index_files, written, operation, params, txn_actions)
     if plan.replace_where is not None:  # the tasks checked their rows against it
         from ..changes.model import Inserted
         from ..changes.replace import replace_where
@@ -148,6 +150,21 @@ def _commit_replace(base: Snapshot, plan: WritePlan, adds, index_files, written,
     transaction = Transaction(base, operation, params, read_buckets=ALL_BUCKETS)
     transaction.written_paths = list(written)
     return transaction.commit([*actions, *adds], metrics)
+
+
+def _commit_dynamic(base: Snapshot, adds, index_files, written, operation, params, txn_actions) -> CommitResult:
+    """Delta's dynamic partition overwrite: one commit that removes every live file of the
+    partitions the new files are in (NULL partitions included, Delta's null-tolerant equality)
+    and adds the new files, whose index entries are appended as an append's. It read those
+    partitions: a concurrent change to the table fails it."""
+    touched = {tuple(sorted(a.partitionValues.items())) for a in adds}
+    now = int(time.time() * 1000)
+    removes = [a.removal(now) for a in base.live_files() if tuple(sorted(a.partitionValues.items())) in touched]
+    metrics = write_metrics(adds)
+    metrics["numRemovedFiles"] = len(removes)
+    transaction = Transaction(base, operation, params, read_buckets=ALL_BUCKETS)
+    transaction.written_paths = list(written)
+    return transaction.commit([*removes, *adds, *txn_actions], metrics, index_files)
 
 
 def _commit_properties(base: Snapshot, updates: dict[str, str], names: list[str]) -> CommitResult:

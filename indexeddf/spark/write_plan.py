@@ -76,6 +76,10 @@ class WritePlan:
     txn: tuple[str, int] | None = None
     result_file: str | None = None
     parameters: dict[str, Any] = field(default_factory=dict)
+    dynamic_partitions: bool = False
+    """Delta's dynamic partition overwrite (``writeTo(t).overwritePartitions()``, the private option
+    ``_dynamicPartitionOverwrite``): the commit removes the live files of the partitions the
+    tasks wrote rows into, and no other."""
     operation: str | None = None
     """The commit's operation name when the write is a statement of its own (Delta's
     ``REPLACE TABLE AS SELECT``, ...); None: the caller's (``WRITE``, ``STREAMING UPDATE``)."""
@@ -228,15 +232,23 @@ def plan_write(options: Any, spark_schema, overwrite: bool, streaming: bool) -> 
     conform(data_schema.empty_table(), meta.schema_, merge=merge_schema)
     if replace_where is not None:
         parse_replace_where(replace_where, arrow_schema(meta.schema_), meta.partitionColumns)
+    # Delta ignores dynamic partition overwrite on an unpartitioned table: a plain overwrite.
+    dynamic = overwrite and so.bool_option(opts, "_dynamicPartitionOverwrite") and bool(meta.partitionColumns)
+    if dynamic and (new_metadata or replace_where is not None):
+        raise InvalidOptionError("overwritePartitions() (dynamic partition overwrite) replaces the partitions its "
+                                 "rows fall in: it takes no replaceWhere, overwriteSchema or mergeSchema")
     # A selective overwrite keeps the indexes (its rows are added to them as an append's).
-    indexes = maintained_indexes(snapshot, rebuild=overwrite and replace_where is None)
+    indexes = maintained_indexes(snapshot, rebuild=overwrite and replace_where is None and not dynamic)
     lost = [i.name for i in indexes if any(c not in [f.name for f in meta.schema_] for c in i.columns)]
     if lost:
         raise SchemaMismatchError(f"the new schema drops columns of the indexes {lost}; delete those indexes first", lost)
     return WritePlan(
         action="overwrite" if overwrite else "append", metadata_json=meta.model_dump_json(by_alias=True),
         indexes_json=[i.model_dump_json() for i in indexes], new_metadata=new_metadata, merge_schema=merge_schema,
+        dynamic_partitions=dynamic,
         parameters={"mode": "Overwrite" if overwrite else "Append",
+                    **({"partitionBy": json.dumps(list(meta.partitionColumns)), "isDynamicPartitionOverwrite": "true"}
+                       if dynamic else {}),
                     **({"mergeSchema" if merge_schema else "overwriteSchema": True} if new_metadata else {})},
         **base,
     )

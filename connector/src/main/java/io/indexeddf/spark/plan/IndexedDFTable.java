@@ -235,8 +235,8 @@ public final class IndexedDFTable implements V2TableWithV1Fallback, SupportsWrit
     /**
      * Batch reads (through {@link V1Fallback}, never a V2 scan) and the writes of
      * {@code df.writeTo(name)}: {@code append()} and {@code overwrite(condition)} through the
-     * Python writer ({@link #newWriteBuilder}); {@code overwritePartitions()} is refused with a
-     * typed error ({@link TableStatements}).
+     * Python writer ({@link #newWriteBuilder}); {@code overwritePartitions()} is written by
+     * {@link TableStatements.DynamicOverwrite}.
      */
     @Override
     public Set<TableCapability> capabilities() {

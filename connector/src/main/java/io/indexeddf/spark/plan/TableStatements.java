@@ -27,9 +27,8 @@ import scala.jdk.javaapi.CollectionConverters;
  * Statements on a table {@code IndexedDFCatalog} loaded ({@link IndexedDFTable}) that Spark
  * would run only on a V1 table or one that manages its partitions: {@code TRUNCATE TABLE}
  * (Delta's {@code TRUNCATE} commit, run by the Python API through {@link TableOperationCommand}) and {@code SHOW PARTITIONS} ({@link Partitions}); and
- * {@code df.writeTo(name).overwritePartitions()} (Delta's dynamic partition overwrite), refused
- * with {@code InvalidOptionError} naming {@code overwrite(condition)} instead of Spark's untyped
- * refusal of a V1 write.
+ * {@code df.writeTo(name).overwritePartitions()} (Delta's dynamic partition overwrite,
+ * {@link DynamicOverwrite}), which Spark would refuse for a V1 write.
  */
 public final class TableStatements extends Rule<LogicalPlan> {
     private final SparkSession session;
@@ -42,11 +41,18 @@ public final class TableStatements extends Rule<LogicalPlan> {
     public LogicalPlan apply(LogicalPlan plan) {
         if (plan instanceof OverwritePartitionsDynamic
                 && V1Fallback.tableOf((LogicalPlan) ((OverwritePartitionsDynamic) plan).table()) != null) {
-            String name = V1Fallback.tableOf((LogicalPlan) ((OverwritePartitionsDynamic) plan).table()).name();
-            throw IndexedDFException.option("writeTo(" + name + ").overwritePartitions() (dynamic partition "
-                + "overwrite) is not supported on indexeddf tables: use writeTo(" + name + ").overwrite(condition) "
-                + "with a condition on the partition columns naming the partitions to replace (e.g. col('day') == "
-                + "'2026-11-01'), or write.format('indexeddf').mode('overwrite').option('replaceWhere', ...)");
+            OverwritePartitionsDynamic o = (OverwritePartitionsDynamic) plan;
+            if (!o.query().resolved()) {
+                return plan;
+            }
+            IndexedDFTable t = V1Fallback.tableOf((LogicalPlan) o.table());
+            Map<String, String> options = new java.util.LinkedHashMap<>(CollectionConverters.asJava(o.writeOptions()));
+            options.put("path", t.path());
+            if (t.storageOptions() != null) {
+                options.put("storageOptions", t.storageOptions());
+            }
+            options.put("_dynamicPartitionOverwrite", "true");
+            return new DynamicOverwrite(options, o.query(), t.entry() == null ? null : t.entry().identifier());
         }
         if (plan instanceof TruncateTable && loaded(((TruncateTable) plan).table()) != null) {
             IndexedDFTable t = loaded(((TruncateTable) plan).table());
@@ -114,6 +120,44 @@ public final class TableStatements extends Rule<LogicalPlan> {
             }
         }
         return new ArrayList<>(out);
+    }
+
+    /**
+     * {@code df.writeTo(name).overwritePartitions()}: Delta's dynamic partition overwrite, one
+     * commit of the Python writer that replaces the partitions the rows fall in (the whole table
+     * when it is not partitioned, as Delta ignores the mode there). Spark plans no V1 write for
+     * it, so this command writes the query itself.
+     */
+    public static final class DynamicOverwrite extends JavaCommand {
+        private static final long serialVersionUID = 1L;
+        private final Map<String, String> options;
+        private final LogicalPlan query;
+        private final org.apache.spark.sql.catalyst.TableIdentifier entry;
+
+        public DynamicOverwrite(Map<String, String> options, LogicalPlan query,
+                                org.apache.spark.sql.catalyst.TableIdentifier entry) {
+            super(List.of());
+            this.options = options;
+            this.query = query;
+            this.entry = entry;
+        }
+
+        @Override
+        public Seq<Row> run(SparkSession session) {
+            org.apache.spark.sql.classic.SparkSession classic = (org.apache.spark.sql.classic.SparkSession) session;
+            io.indexeddf.spark.exec.PythonWriter.save(session.sqlContext(), org.apache.spark.sql.SaveMode.Overwrite,
+                scala.collection.immutable.Map$.MODULE$.from(CollectionConverters.asScala(options)),
+                org.apache.spark.sql.classic.Dataset.ofRows(classic, query));
+            if (entry != null) {
+                session.sessionState().catalog().invalidateCachedTable(entry);
+            }
+            return CollectionConverters.asScala(List.<Row>of()).toList();
+        }
+
+        @Override
+        Object[] arguments() {
+            return new Object[] {options, query, entry};
+        }
     }
 
     /** {@code SHOW PARTITIONS name [PARTITION (...)]}: the partitions {@link #partitions} lists. */
