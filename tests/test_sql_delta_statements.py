@@ -401,6 +401,28 @@ def test_convert_to_indexeddf_indexes_a_delta_table_in_place(sql, spark, tmp_pat
     assert t.lookup([21]).to_pylist() == [{"k": 21, "v": "b21"}]
     # As Delta's CONVERT: converting again changes nothing.
     assert sql(f"CONVERT TO INDEXEDDF '{path}' INDEX BY (k)") == [] and DeltaTable(path).version() == 2
-    with pytest.raises(InvalidOptionError, match="CONVERT TO INDEXEDDF delta"):
-        sql(f"CONVERT TO DELTA parquet.`{tmp_path}`")
 
+
+
+def test_convert_to_delta_makes_a_delta_table_of_parquet_files_and_indexes_it(sql, spark, tmp_path):
+    import pyarrow.parquet as pq
+
+    path = str(tmp_path / "pq")
+    data = rows(range(9)).append_column("day", pa.array(["x", "y", "z"] * 3))
+    pq.write_to_dataset(data, path, partition_cols=["day"])
+    with pytest.raises(InvalidOptionError, match=r"expecting 0 partition column\(s\)"):
+        sql(f"CONVERT TO DELTA parquet.`{path}`")
+    assert sql(f"CONVERT TO DELTA parquet.`{path}` PARTITIONED BY (day STRING) INDEX BY (k) BUCKETS 2") == []
+    dt = DeltaTable(path)
+    assert [h["operation"] for h in dt.history()] == ["CONVERT", "CONVERT"]
+    first = dt.history()[-1]["operationParameters"]
+    assert (first["numFiles"], first["partitionedBy"], first["sourceFormat"]) in [
+        (3, '["day"]', "parquet"), ("3", '["day"]', "parquet")]
+    assert dt.metadata().partition_columns == ["day"]
+    theirs = sorted(dt.to_pyarrow_table().to_pylist(), key=lambda r: r["k"])
+    assert theirs == sorted(data.to_pylist(), key=lambda r: r["k"])
+    ours = [r.asDict() for r in spark.read.format("indexeddf").load(path).collect()]
+    assert sorted(ours, key=lambda r: r["k"]) == theirs
+    assert IndexedTable.for_path(path).lookup([4]).to_pylist() == [{"k": 4, "v": "a4", "day": "y"}]
+    # As Delta's: converting a Delta table again changes nothing.
+    assert sql(f"CONVERT TO DELTA parquet.`{path}` PARTITIONED BY (day STRING)") == [] and DeltaTable(path).version() == 1

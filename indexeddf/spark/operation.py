@@ -30,7 +30,8 @@ OPERATION_OPTION = "_operation"
 """Private write option: the maintenance statement to run (a JSON object)."""
 
 OPERATION_OPTIONS = ["path", "storageOptions", OPERATION_OPTION, "_commitResultFile"]
-OPERATIONS = ("optimize", "vacuum", "restore", "createIndex", "dropIndex", "refreshIndex", "convert", "truncate")
+OPERATIONS = ("optimize", "vacuum", "restore", "createIndex", "dropIndex", "refreshIndex", "convert", "convertParquet",
+              "truncate")
 
 RETENTION_CHECK_CONF = "spark.databricks.delta.retentionDurationCheck.enabled"
 """Delta's session conf that lets VACUUM go below the table's retention (the JVM reads it)."""
@@ -76,6 +77,14 @@ def run_operation(url: str, storage_options: dict[str, Any], spec: dict) -> dict
     from ..format.storage import TableStorage
 
     operation = spec["operation"]
+    if operation == "convertParquet":
+        from ..writer.convert import convert_parquet
+
+        storage = TableStorage(url, storage_options or None)
+        convert_parquet(storage, [(c, t) for c, t in spec.get("partitions") or []], bool(spec.get("collectStats")))
+        if not spec.get("columns"):
+            return {}
+        operation = "convert"
     if operation == "convert":
         return _convert(load_snapshot(TableStorage(url, storage_options or None), unindexed_ok=True), spec)
     snapshot = load_snapshot(TableStorage(url, storage_options or None))

@@ -39,7 +39,7 @@ import scala.runtime.BoxedUnit;
  * Spark job, and {@link IndexedJoin}, which answers the table's side of a join with a small
  * other side as an index lookup of that side's keys. The parser {@link IndexedDFSqlParser} adds Delta's
  * statements ({@code DESCRIBE HISTORY}, {@code DESCRIBE DETAIL}, {@code OPTIMIZE}, {@code VACUUM},
- * {@code RESTORE}) and the index statements ({@code CREATE INDEX}, {@code DROP INDEX}, {@code REFRESH INDEX}),
+ * {@code RESTORE}, {@code CONVERT TO DELTA}, {@code CONVERT TO INDEXEDDF}, {@code SHOW INDEXES}) and the index statements ({@code CREATE INDEX}, {@code DROP INDEX}, {@code REFRESH INDEX}),
  * and hands every other text to Spark's. The query-stage preparation rule
  * {@link UnneededBuckets} reads a table's scan unbucketed where nothing uses its bucketing.
  */

@@ -43,8 +43,9 @@ import scala.collection.immutable.Seq;
  *       per index;</li>
  *   <li>{@code CONVERT TO INDEXEDDF table INDEX BY (c, ...) [BUCKETS n]} ({@code table}:
  *       {@code delta.`/path`}, {@code indexeddf.`/path`} or {@code '/path'}): the Python API's
- *       {@code IndexedTable.convert} ({@link TableOperationCommand}); {@code CONVERT TO DELTA} is
- *       refused with a typed error.</li>
+ *       {@code IndexedTable.convert} ({@link TableOperationCommand}); Delta's {@code CONVERT TO
+ *       DELTA parquet.`/path` [NO STATISTICS] [PARTITIONED BY (c type, ...)]}, which may add
+ *       {@code INDEX BY (c, ...) [BUCKETS n]} to index the new table too.</li>
  * </ul>
  * A text that starts like one of these but does not follow its syntax goes to Spark's parser,
  * which says where it fails. OPTIMIZE's predicate is parsed by the delegate's
@@ -424,10 +425,7 @@ public final class IndexedDFSqlParser implements ParserInterface {
      */
     private static LogicalPlan convert(Cursor c) {
         if (c.word("DELTA")) {
-            throw IndexedDFException.option("CONVERT TO DELTA is not supported by indexeddf: convert the Parquet "
-                + "files with a Delta engine first (Spark with delta-spark, or delta-rs's "
-                + "deltalake.convert_to_deltalake), then index the Delta table with CONVERT TO INDEXEDDF "
-                + "delta.`/path` INDEX BY (columns) [BUCKETS n]");
+            return convertParquet(c);
         }
         if (!c.word("INDEXEDDF")) {
             return null;
@@ -456,6 +454,83 @@ public final class IndexedDFSqlParser implements ParserInterface {
             buckets = Integer.valueOf(n.text);
         }
         return c.end() ? TableOperationCommand.convert(t.path, t.name, columns, buckets) : null;
+    }
+
+    /**
+     * {@code CONVERT TO DELTA parquet.`/path` [NO STATISTICS] [PARTITIONED BY (c type, ...)] [INDEX BY
+     * (c, ...) [BUCKETS n]]}: Delta's statement (the Parquet files become a Delta table in place),
+     * and with {@code INDEX BY} indexeddf's {@code CONVERT TO INDEXEDDF} of it in the same statement.
+     */
+    private static LogicalPlan convertParquet(Cursor c) {
+        TableName t = tableName(c);
+        if (t == null) {
+            return null;
+        }
+        boolean stats = true;
+        if (c.word("NO")) {
+            if (!c.word("STATISTICS")) {
+                return null;
+            }
+            stats = false;
+        }
+        List<List<String>> partitions = new ArrayList<>();
+        if (c.word("PARTITIONED")) {
+            if (!c.word("BY") || !c.symbol("(")) {
+                return null;
+            }
+            do {
+                String column = identifier(c);
+                String type = identifier(c);
+                if (column == null || type == null) {
+                    return null;
+                }
+                if (c.symbol("(")) {  // decimal(p, s)
+                    StringBuilder args = new StringBuilder();
+                    do {
+                        Token n = c.next();
+                        if (n == null || n.kind != Token.NUMBER) {
+                            return null;
+                        }
+                        args.append(args.length() == 0 ? "" : ",").append(n.text);
+                    } while (c.symbol(","));
+                    if (!c.symbol(")")) {
+                        return null;
+                    }
+                    type = type + "(" + args + ")";
+                }
+                partitions.add(List.of(column, type));
+            } while (c.symbol(","));
+            if (!c.symbol(")")) {
+                return null;
+            }
+        }
+        List<String> columns = null;
+        Integer buckets = null;
+        if (c.word("INDEX")) {
+            if (!c.word("BY") || !c.symbol("(")) {
+                return null;
+            }
+            columns = new ArrayList<>();
+            do {
+                List<String> col = qualifiedName(c);
+                if (col == null) {
+                    return null;
+                }
+                columns.add(String.join(".", col));
+            } while (c.symbol(","));
+            if (!c.symbol(")")) {
+                return null;
+            }
+            if (c.word("BUCKETS")) {
+                Token n = c.next();
+                if (n == null || n.kind != Token.NUMBER) {
+                    return null;
+                }
+                buckets = Integer.valueOf(n.text);
+            }
+        }
+        return c.end() ? TableOperationCommand.convertParquet(t.path, t.name, partitions, stats, columns, buckets)
+            : null;
     }
 
     /** One identifier (a word or a quoted name), or null. */

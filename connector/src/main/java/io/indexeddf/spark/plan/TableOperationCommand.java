@@ -54,6 +54,9 @@ import scala.jdk.javaapi.CollectionConverters;
  *       (numBuckets = n)]} ({@code IndexedTable.create_index}), {@code DROP INDEX [IF EXISTS]
  *       name ON [TABLE] table} ({@code drop_index}), and {@code REFRESH INDEX name ON [TABLE] table
  *       [INCREMENTAL | FULL | QUICK]} ({@code refresh}). No result rows.</li>
+ *   <li>{@code CONVERT TO DELTA parquet.`/path` [NO STATISTICS] [PARTITIONED BY (c type, ...)]
+ *       [INDEX BY (c, ...) [BUCKETS n]]}: Delta's conversion of Parquet files into a Delta table in
+ *       place (then indexed, with {@code INDEX BY}); no result rows.</li>
  *   <li>{@code CONVERT TO INDEXEDDF delta.`/path` INDEX BY (c, ...) [BUCKETS n]}:
  *       {@code IndexedTable.convert} of the Delta table there; no result rows, as Delta's
  *       {@code CONVERT TO DELTA}, and, as it, nothing done when the table is already indexed
@@ -200,6 +203,21 @@ public final class TableOperationCommand extends JavaCommand {
         return new TableOperationCommand("convert", path, table, p);
     }
 
+    /**
+     * {@code CONVERT TO DELTA parquet.`/path` [NO STATISTICS] [PARTITIONED BY (c type, ...)] [INDEX BY
+     * (columns) [BUCKETS n]]}: the Parquet files there become a Delta table (version 0, operation
+     * {@code CONVERT}); with {@code columns}, indexed as {@link #convert} indexes one.
+     */
+    public static TableOperationCommand convertParquet(String path, List<String> table, List<List<String>> partitions,
+                                                       boolean collectStats, List<String> columns, Integer numBuckets) {
+        Map<String, Object> p = new LinkedHashMap<>();
+        p.put("partitions", partitions);
+        p.put("collectStats", collectStats);
+        p.put("columns", columns);
+        p.put("numBuckets", numBuckets);
+        return new TableOperationCommand("convertParquet", path, table, p);
+    }
+
     /** {@code TRUNCATE TABLE}: one commit removing every file, recorded as Delta's {@code TRUNCATE}. */
     public static TableOperationCommand truncate(String path, List<String> table) {
         return new TableOperationCommand("truncate", path, table, new LinkedHashMap<>());
@@ -211,6 +229,8 @@ public final class TableOperationCommand extends JavaCommand {
                 return "TRUNCATE TABLE";
             case "convert":
                 return "CONVERT TO INDEXEDDF";
+            case "convertParquet":
+                return "CONVERT TO DELTA";
             case "createIndex":
                 return "CREATE INDEX";
             case "dropIndex":
@@ -224,7 +244,7 @@ public final class TableOperationCommand extends JavaCommand {
 
     @Override
     public Seq<Row> run(SparkSession session) {
-        SqlTable table = "convert".equals(operation) ? SqlTable.resolve(session, convertedPath(), null, statement())
+        SqlTable table = operation.startsWith("convert") ? SqlTable.resolve(session, convertedPath(), null, statement())
             : SqlTable.resolve(session, path, name, statement());
         Map<String, Object> op = new LinkedHashMap<>(parameters);
         op.put("operation", operation);
@@ -271,12 +291,13 @@ public final class TableOperationCommand extends JavaCommand {
         if (path != null) {
             return path;
         }
-        if (name.size() == 2 && (name.get(0).equalsIgnoreCase("delta")
+        String format = "convertParquet".equals(operation) ? "parquet" : "delta";
+        if (name.size() == 2 && (name.get(0).equalsIgnoreCase(format)
                 || name.get(0).equalsIgnoreCase(TableRelation.NAME))) {
             return name.get(1);
         }
-        throw IndexedDFException.option("CONVERT TO INDEXEDDF " + String.join(".", name) + ": name the Delta table "
-            + "by its path, delta.`/path` (a catalog entry is not converted)");
+        throw IndexedDFException.option(statement() + " " + String.join(".", name) + ": name the table by its path, "
+            + format + ".`/path` (a catalog entry is not converted)");
     }
 
     private void refuseOptimizeClauses() {
