@@ -48,6 +48,10 @@ DETAIL_COLUMNS = [
     ("properties", "map<string,string>"), ("minReaderVersion", "int"), ("minWriterVersion", "int"),
     ("tableFeatures", "array<string>"),
 ]
+SHOW_INDEXES_COLUMNS = [
+    ("name", "string"), ("columns", "array<string>"), ("kind", "string"), ("state", "string"), ("numBuckets", "int"),
+    ("coveredVersion", "bigint"), ("numFiles", "bigint"), ("sizeInBytes", "bigint"), ("numEntries", "bigint"),
+]
 RESTORE_COLUMNS = ["table_size_after_restore", "num_of_files_after_restore", "num_removed_files",
                    "num_restored_files", "removed_files_size", "restored_files_size"]
 
@@ -217,16 +221,30 @@ def test_optimize_compacts_through_the_python_api(sql, tmp_path):
     assert again["metrics"]["numFilesRemoved"] == 0 and DeltaTable(path).version() == after.version()
 
 
-def test_optimize_refuses_zorder_and_where_saying_what_to_use(sql, tmp_path):
+def test_optimize_where_compacts_the_partitions_it_selects(sql, tmp_path):
     path = str(tmp_path / "z")
-    IndexedTable.create(path, rows(range(5)), ["k"], 2)
+    data = rows(range(8)).append_column("p", pa.array(["a", "b"] * 4))
+    t = IndexedTable.create(path, data, ["k"], 1, partition_by=["p"])
+    for i in range(2):
+        t.append(rows([100 + i, 200 + i], "c").append_column("p", pa.array(["a", "b"])))
+    before = pa.table(DeltaTable(path).get_add_actions(flatten=True)).to_pylist()
+    [row] = sql(f"OPTIMIZE indexeddf.`{path}` WHERE p = 'a'")
+    after = pa.table(DeltaTable(path).get_add_actions(flatten=True)).to_pylist()
+    # Partition a's three files became one; partition b's are the same files.
+    assert sorted(r["path"] for r in after if r["partition.p"] == "b") == sorted(
+        r["path"] for r in before if r["partition.p"] == "b")
+    assert [len([r for r in files if r["partition.p"] == "a"]) for files in (before, after)] == [3, 1]
+    m = row["metrics"]
+    assert (m["numFilesRemoved"], m["numFilesAdded"], m["totalConsideredFiles"]) == (3, 1, 3)
+    assert sorted_rows(DeltaTable(path).to_pyarrow_table()) == sorted_rows(t.to_arrow())
+    # Delta's rule: the predicate may name partition columns only; ZORDER BY stays refused.
+    with pytest.raises(InvalidOptionError, match=r"non-partition column\(s\) \['k'\]"):
+        sql(f"OPTIMIZE '{path}' WHERE k > 1")
     with pytest.raises(InvalidOptionError, match="does not z-order.*create_index"):
         sql(f"OPTIMIZE '{path}' ZORDER BY (v)")
     with pytest.raises(InvalidOptionError, match="does not z-order"):
-        sql(f"OPTIMIZE '{path}' WHERE k > 1 ZORDER BY v, k")
-    with pytest.raises(InvalidOptionError, match="WHERE k > 1: .*run OPTIMIZE without WHERE"):
-        sql(f"OPTIMIZE indexeddf.`{path}` WHERE k > 1")
-    assert IndexedTable.for_path(path).version == 0
+        sql(f"OPTIMIZE '{path}' WHERE p = 'b' ZORDER BY v, k")
+    assert IndexedTable.for_path(path).version == 3
 
 
 def test_vacuum_keeps_deltas_retention_check(sql, conf, tmp_path):
@@ -355,3 +373,56 @@ def test_index_statements_run_the_python_apis_index_operations(sql, tmp_path):
     sql("DROP INDEX IF EXISTS nothing ON ix")
     with pytest.raises(InvalidOptionError, match="the only option is numBuckets"):
         sql("CREATE INDEX other ON ix (v) OPTIONS ('bloom' = '1')")
+
+    # SHOW INDEXES: one row per index, what IndexedTable.indexes() reads from the log.
+    shown = sql(f"SHOW INDEXES IN indexeddf.`{path}`")
+    assert [c for c, _ in sql.columns] == [c for c, _ in SHOW_INDEXES_COLUMNS] and sql.columns == SHOW_INDEXES_COLUMNS
+    assert shown == [{"name": i.name, "columns": i.columns, "kind": i.kind, "state": i.state,
+                      "numBuckets": i.num_buckets, "coveredVersion": i.covered_version, "numFiles": i.num_files,
+                      "sizeInBytes": i.size_bytes, "numEntries": i.num_entries}
+                     for i in IndexedTable.for_path(path).indexes()]
+    assert [(r["name"], r["state"]) for r in shown] == [("by_v", "DELETED"), ("primary", "ACTIVE")]
+    assert sql("SHOW INDEXES FROM ix") == shown
+
+
+def test_convert_to_indexeddf_indexes_a_delta_table_in_place(sql, spark, tmp_path):
+    from deltalake import write_deltalake
+
+    path = str(tmp_path / "foreign")
+    write_deltalake(path, rows(range(12)))
+    write_deltalake(path, rows([20, 21], "b"), mode="append")
+    assert sql(f"CONVERT TO INDEXEDDF delta.`{path}` INDEX BY (k) BUCKETS 4") == [] and sql.columns == []
+    dt = DeltaTable(path)
+    assert dt.version() == 2 and dt.history(1)[0]["operation"] == "CONVERT"
+    t = IndexedTable.for_path(path)
+    assert (t.index_columns, t.num_buckets) == (["k"], 4)
+    ours = [r.asDict() for r in spark.read.format("indexeddf").load(path).collect()]
+    assert sorted(ours, key=lambda r: r["k"]) == sorted_rows(dt.to_pyarrow_table())
+    assert t.lookup([21]).to_pylist() == [{"k": 21, "v": "b21"}]
+    # As Delta's CONVERT: converting again changes nothing.
+    assert sql(f"CONVERT TO INDEXEDDF '{path}' INDEX BY (k)") == [] and DeltaTable(path).version() == 2
+
+
+
+def test_convert_to_delta_makes_a_delta_table_of_parquet_files_and_indexes_it(sql, spark, tmp_path):
+    import pyarrow.parquet as pq
+
+    path = str(tmp_path / "pq")
+    data = rows(range(9)).append_column("day", pa.array(["x", "y", "z"] * 3))
+    pq.write_to_dataset(data, path, partition_cols=["day"])
+    with pytest.raises(InvalidOptionError, match=r"expecting 0 partition column\(s\)"):
+        sql(f"CONVERT TO DELTA parquet.`{path}`")
+    assert sql(f"CONVERT TO DELTA parquet.`{path}` PARTITIONED BY (day STRING) INDEX BY (k) BUCKETS 2") == []
+    dt = DeltaTable(path)
+    assert [h["operation"] for h in dt.history()] == ["CONVERT", "CONVERT"]
+    first = dt.history()[-1]["operationParameters"]
+    assert (first["numFiles"], first["partitionedBy"], first["sourceFormat"]) in [
+        (3, '["day"]', "parquet"), ("3", '["day"]', "parquet")]
+    assert dt.metadata().partition_columns == ["day"]
+    theirs = sorted(dt.to_pyarrow_table().to_pylist(), key=lambda r: r["k"])
+    assert theirs == sorted(data.to_pylist(), key=lambda r: r["k"])
+    ours = [r.asDict() for r in spark.read.format("indexeddf").load(path).collect()]
+    assert sorted(ours, key=lambda r: r["k"]) == theirs
+    assert IndexedTable.for_path(path).lookup([4]).to_pylist() == [{"k": 4, "v": "a4", "day": "y"}]
+    # As Delta's: converting a Delta table again changes nothing.
+    assert sql(f"CONVERT TO DELTA parquet.`{path}` PARTITIONED BY (day STRING)") == [] and DeltaTable(path).version() == 1

@@ -1,6 +1,6 @@
 """Statements on tables ``IndexedDFCatalog`` loads (``IndexedDFTable``), as Delta users type them:
-``df.writeTo(name).append()`` / ``.overwrite(condition)``, ``TRUNCATE TABLE`` (one commit removing
-every row), ``SHOW PARTITIONS`` of a partitioned table, ``DESCRIBE TABLE indexeddf.`/path```, and
+``df.writeTo(name).append()`` / ``.overwrite(condition)``, ``TRUNCATE TABLE`` (Delta's ``TRUNCATE``
+commit, removing every row), ``SHOW PARTITIONS`` of a partitioned table, ``DESCRIBE TABLE indexeddf.`/path```, and
 reads that keep the version a DataFrame loaded. Rows are checked with delta-rs and DuckDB's delta
 extension.
 """
@@ -75,10 +75,15 @@ def test_write_to_create_makes_a_table(spark, tmp_path):
 def test_truncate_table_is_one_commit_removing_every_row(spark, table):
     path = table
     before = IndexedTable.for_path(path).version
-    spark.sql("TRUNCATE TABLE v2_rows")
+    assert spark.sql("TRUNCATE TABLE v2_rows").collect() == []
     t = IndexedTable.for_path(path)
     assert t.version == before + 1 and t.to_arrow().num_rows == 0
-    assert DeltaTable(path).to_pyarrow_table().num_rows == 0
+    dt = DeltaTable(path)
+    assert dt.to_pyarrow_table().num_rows == 0
+    # Delta's TRUNCATE commit: no parameters, the files it removed.
+    last = dt.history(1)[0]
+    assert (last["operation"], last.get("operationParameters", {})) == ("TRUNCATE", {})
+    assert int(last["operationMetrics"]["numRemovedFiles"]) == DeltaTable(path, version=before).get_add_actions().num_rows
     assert spark.sql("SELECT count(*) FROM v2_rows VERSION AS OF 0").first()[0] == 3
 
 

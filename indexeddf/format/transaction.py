@@ -296,10 +296,13 @@ def _touches(bucket: int | None, read: set[int] | None) -> bool:
 
 
 def commit_create(storage: TableStorage, actions: list[Action], parameters: dict[str, Any],
-                  written_paths: list[str], metrics: dict[str, Any] | None = None) -> CommitResult:
-    """Commit version 0 of a new table; ``TableExistsError`` when another writer has one."""
+                  written_paths: list[str], metrics: dict[str, Any] | None = None,
+                  operation: str = "CREATE TABLE") -> CommitResult:
+    """Commit version 0 of a new table; ``TableExistsError`` when another writer has one.
+    ``operation``: the commit's operation name (Delta's ``CREATE OR REPLACE TABLE AS SELECT``
+    when that statement creates the table)."""
     info = CommitInfo(
-        timestamp=int(time.time() * 1000), operation="CREATE TABLE", operationParameters=parameters,
+        timestamp=int(time.time() * 1000), operation=operation, operationParameters=parameters,
         isolationLevel="WriteSerializable",
         isBlindAppend=True, engineInfo=f"indexeddf/{__version__}", operationMetrics=metrics or {},
     )

@@ -2,9 +2,10 @@
 API in the driver's Python.
 
 ``OPTIMIZE``, ``VACUUM`` and ``RESTORE`` on an indexeddf table, ``CREATE INDEX``,
-``DROP INDEX`` and ``REFRESH INDEX`` (the JVM connector's parser,
-``io.indexeddf.spark.plan.TableOperationCommand``), and ``ALTER TABLE ... RENAME COLUMN`` /
-``DROP COLUMNS`` (``io.indexeddf.spark.plan.ColumnChanges``) reach Python as a write through this data
+``DROP INDEX`` and ``REFRESH INDEX``, ``TRUNCATE TABLE``, and ``CONVERT TO INDEXEDDF`` of a Delta
+table (the JVM connector's parser, ``io.indexeddf.spark.plan.TableOperationCommand``), and
+``ALTER TABLE ... RENAME COLUMN`` / ``DROP COLUMNS`` (``io.indexeddf.spark.plan.ColumnChanges``) reach
+Python as a write through this data
 source with the private option ``_operation``: a JSON object naming the ``operation`` and its
 parameters. The write's tasks carry one empty row and write nothing; its commit, on the
 driver, runs what ``IndexedTable.optimize`` / ``vacuum`` / ``restore`` / ``create_index`` /
@@ -31,7 +32,7 @@ OPERATION_OPTION = "_operation"
 
 OPERATION_OPTIONS = ["path", "storageOptions", OPERATION_OPTION, "_commitResultFile"]
 OPERATIONS = ("optimize", "vacuum", "restore", "createIndex", "dropIndex", "refreshIndex", "renameColumn",
-              "dropColumns", "addConstraint", "dropConstraint")
+              "dropColumns", "addConstraint", "dropConstraint", "convert", "convertParquet", "truncate")
 
 RETENTION_CHECK_CONF = "spark.databricks.delta.retentionDurationCheck.enabled"
 """Delta's session conf that lets VACUUM go below the table's retention (the JVM reads it)."""
@@ -79,15 +80,27 @@ def run_operation(url: str, storage_options: dict[str, Any], spec: dict) -> dict
     operation = spec["operation"]
     if operation in ("addConstraint", "dropConstraint"):
         return _constraint_statement(TableStorage(url, storage_options or None), operation, spec)
+    if operation == "convertParquet":
+        from ..writer.convert import convert_parquet
+
+        storage = TableStorage(url, storage_options or None)
+        convert_parquet(storage, [(c, t) for c, t in spec.get("partitions") or []], bool(spec.get("collectStats")))
+        if not spec.get("columns"):
+            return {}
+        operation = "convert"
+    if operation == "convert":
+        return _convert(load_snapshot(TableStorage(url, storage_options or None), unindexed_ok=True), spec)
     snapshot = load_snapshot(TableStorage(url, storage_options or None))
     if operation == "optimize":
-        return _optimize(snapshot)
+        return _optimize(snapshot, spec.get("where"))
     if operation == "vacuum":
         return _vacuum(snapshot, spec)
     if operation == "restore":
         return _restore(snapshot, spec)
     if operation in ("renameColumn", "dropColumns"):
         return _column_statement(snapshot, operation, spec)
+    if operation == "truncate":
+        return _truncate(snapshot)
     return _index_statement(snapshot, operation, spec)
 
 
@@ -119,20 +132,22 @@ def _changed(before, after) -> tuple[list, list]:
     return [a for k, a in old.items() if k not in new], [a for k, a in new.items() if k not in old]
 
 
-def _optimize(before) -> dict:
-    """``OPTIMIZE``: ``IndexedTable.optimize()`` (mode quick), with Delta's metrics."""
+def _optimize(before, where: str | None = None) -> dict:
+    """``OPTIMIZE [WHERE partition predicate]``: ``IndexedTable.optimize()`` (mode quick) of the
+    partitions the predicate selects (all without one), with Delta's metrics."""
     from ..writer import maintenance
 
     start = int(time.time() * 1000)
-    after = _after(before, maintenance.optimize(before, "quick"))
+    considered = maintenance.optimized_files(before, where)
+    after = _after(before, maintenance.optimize(before, "quick", where=where))
     removed, added = _changed(before, after)
     partitions = {tuple(sorted(a.partitionValues.items())) for a in removed}
     return {"path": before.storage.url, "metrics": {
         "numFilesAdded": len(added), "numFilesRemoved": len(removed),
         "filesAdded": _file_sizes(added), "filesRemoved": _file_sizes(removed),
         "partitionsOptimized": len(partitions), "numBatches": 1 if removed else 0,
-        "totalConsideredFiles": len(before.live_files()),
-        "totalFilesSkipped": len(before.live_files()) - len(removed),
+        "totalConsideredFiles": len(considered),
+        "totalFilesSkipped": len(considered) - len(removed),
         "preserveInsertionOrder": False, "startTimeMs": start, "endTimeMs": int(time.time() * 1000),
     }}
 
@@ -167,6 +182,39 @@ def _restore(before, spec: dict) -> dict:
         "num_removed_files": len(removed), "num_restored_files": len(restored),
         "removed_files_size": sum(a.size for a in removed), "restored_files_size": sum(a.size for a in restored),
     }
+
+
+def _truncate(snapshot) -> dict:
+    """``TRUNCATE TABLE``, as Delta commits it: one commit (operation ``TRUNCATE``, no parameters,
+    metrics ``numRemovedFiles`` and ``executionTimeMs``) that removes every live file; every
+    ACTIVE index starts afresh, empty, as after an overwrite with no rows. An empty table gets no
+    commit. ``delta.appendOnly`` refuses it (``UnsupportedFeatureError``)."""
+    from ..format.transaction import ALL_BUCKETS, Transaction
+    from ..writer.operations import maintained_indexes, replace_all_actions
+
+    start = time.monotonic()
+    live = snapshot.live_files()
+    if not live:
+        return {"version": snapshot.version}
+    actions = replace_all_actions(snapshot, maintained_indexes(snapshot, rebuild=True), {})
+    metrics = {"numRemovedFiles": len(live), "executionTimeMs": int((time.monotonic() - start) * 1000)}
+    result = Transaction(snapshot, "TRUNCATE", {}, read_buckets=ALL_BUCKETS).commit(actions, metrics)
+    return {"version": result.version}
+
+
+def _convert(snapshot, spec: dict) -> dict:
+    """``CONVERT TO INDEXEDDF``: ``IndexedTable.convert`` (the Delta table indexed in place, in one
+    commit). Idempotent as Delta's ``CONVERT TO DELTA``: a table indexed by the same columns
+    already is left as it is; by other columns it is ``TableExistsError``."""
+    from ..writer.convert import convert_table
+
+    columns = list(spec.get("columns") or [])
+    if not columns:
+        raise InvalidOptionError("CONVERT TO INDEXEDDF needs INDEX BY (columns)")
+    if list(snapshot.metadata.indexColumns) == columns:
+        return {"version": snapshot.version}
+    num_buckets = spec.get("numBuckets") or so.DEFAULT_NUM_BUCKETS
+    return {"version": convert_table(snapshot, columns, num_buckets).version}
 
 
 def _index_statement(snapshot, operation: str, spec: dict) -> dict:

@@ -31,7 +31,8 @@ READ_OPTIONS = _COMMON + ["versionAsOf", "timestampAsOf", "maxPartitionBytes"]
 _CREATE = ["indexColumns", "numBuckets", "name", "description", "tableProperties"]
 WRITE_OPTIONS = _COMMON + _CREATE + ["saveMode", "overwriteSchema", "mergeSchema", "replaceWhere", "txnAppId",
                                      "txnVersion", "_commitResultFile", "_addColumns", "_setProperties",
-                                     "_unsetProperties", PARTITION_COLUMNS_OPTION, CHECKED_OPTION]
+                                     "_unsetProperties", "_replaceTable", "_dynamicPartitionOverwrite",
+                                     PARTITION_COLUMNS_OPTION, CHECKED_OPTION]
 STREAM_OPTIONS = _COMMON + _CREATE + ["mergeSchema", "txnAppId", "checkpointLocation", CHECKED_OPTION]
 _PROPERTY_NAMES = {name.lower(): name for name in config.PROPERTIES}
 SAVE_MODES = ("append", "overwrite", "errorifexists", "error", "ignore")

@@ -20,7 +20,7 @@ from ..format.snapshot import Snapshot, load_snapshot
 from ..format.storage import TableStorage
 from ..format.transaction import ALL_BUCKETS, CommitResult, Transaction, commit_create
 from ..spec.actions import Action, AddFile, IndexEntry, IndexFile, Metadata, Txn
-from ..spec.features import protocol_for
+from ..spec.features import protocol_for, with_table_features
 from ..writer.operations import KEEP, commit_files, set_properties, write_metrics
 from .write_plan import WritePlan, load_or_none
 from .write_task import ABORTED, FilesMessage, staging_path
@@ -51,6 +51,7 @@ def commit_plan(plan: WritePlan, messages: list[Any], operation: str = "WRITE",
     msgs = files_messages(messages)
     adds, index_files, written = gather_files(msgs)
     storage = plan.storage()
+    operation = plan.operation or operation
     try:
         result = _commit(plan, storage, adds, index_files, written, operation, txn or plan.txn, commit_empty)
     except BaseException:
@@ -83,7 +84,7 @@ def _commit(plan: WritePlan, storage: TableStorage, adds, index_files, written, 
         primary = primary.model_copy(update={"files": tuple(index_files.get(primary.name, ()))})
         try:
             return commit_create(storage, [protocol_for(plan.metadata().schema_, plan.metadata().configuration), plan.metadata(), *adds, primary, *txn_actions],
-                                 params, [], write_metrics(adds))
+                                 params, [], write_metrics(adds), operation=plan.operation or "CREATE TABLE")
         except TableExistsError:
             existing = load_snapshot(storage)
             if plan.skip_if_exists:
@@ -103,10 +104,14 @@ def _commit(plan: WritePlan, storage: TableStorage, adds, index_files, written, 
                                     params, txn_actions, txn, commit_empty)
 
     base = load_snapshot(storage, plan.read_version)
+    if plan.action == "replace":
+        return _commit_replace(base, plan, adds, index_files, written, operation, params)
     if plan.add_columns:  # a metadata-only commit, as IndexedTable.add_columns makes
         return Transaction(base, "ADD COLUMNS", params, read_buckets=()).commit([plan.metadata()])
     if plan.set_properties is not None or plan.unset_properties is not None:
         return _commit_properties(base, plan.set_properties or {}, plan.unset_properties or [])
+    if plan.dynamic_partitions:
+        return _commit_dynamic(base, adds, index_files, written, operation, params, txn_actions)
     if plan.replace_where is not None:  # the tasks checked their rows against it
         from ..changes.model import Inserted
         from ..changes.replace import replace_where
@@ -115,6 +120,51 @@ def _commit(plan: WritePlan, storage: TableStorage, adds, index_files, written, 
                                                                         written=list(written)), txn=txn)
     return _commit_existing(base, plan.action, plan.metadata() if plan.new_metadata else None, plan.indexes(),
                             adds, index_files, written, operation, params, txn_actions, txn, commit_empty)
+
+
+def _commit_replace(base: Snapshot, plan: WritePlan, adds, index_files, written, operation, params) -> CommitResult:
+    """``REPLACE TABLE`` / ``CREATE OR REPLACE TABLE`` of an existing table, as Delta commits
+    it: the new ``metaData`` (schema, partitioning, index columns, properties), a ``remove`` of
+    every live file, the new rows; the primary index (with the new index columns) and the kept
+    secondary indexes start afresh with the tasks' entries, the other ACTIVE indexes are
+    dropped. The protocol is upgraded when the new properties or types need it, never
+    downgraded. It read the whole table: a concurrent change fails it."""
+    metadata = plan.metadata()
+    new = protocol_for(metadata.schema_, metadata.configuration)
+    wanted = set(new.readerFeatures or ()) | set(new.writerFeatures or ())
+    protocol = with_table_features(base.protocol, wanted) if wanted else base.protocol
+    now = int(time.time() * 1000)
+    actions: list[Action] = [protocol] if protocol != base.protocol else []
+    actions += [metadata, *(a.removal(now) for a in base.live_files())]
+    rebuilt = plan.indexes()
+    for i in rebuilt:
+        old = base.indexes.get(i.name)
+        actions.append(i.model_copy(update={
+            "files": tuple(index_files.get(i.name, ())), "coveredVersion": -1,
+            "removedFiles": tuple(f.path for f in old.files) if old is not None else ()}))
+    names = {i.name for i in rebuilt}
+    actions += [i.model_copy(update={"state": "DELETED", "files": (), "removedFiles": ()})
+                for i in base.indexes.values() if i.name not in names and i.state == "ACTIVE"]
+    metrics = write_metrics(adds)
+    metrics["numRemovedFiles"] = len(base.files)
+    transaction = Transaction(base, operation, params, read_buckets=ALL_BUCKETS)
+    transaction.written_paths = list(written)
+    return transaction.commit([*actions, *adds], metrics)
+
+
+def _commit_dynamic(base: Snapshot, adds, index_files, written, operation, params, txn_actions) -> CommitResult:
+    """Delta's dynamic partition overwrite: one commit that removes every live file of the
+    partitions the new files are in (NULL partitions included, Delta's null-tolerant equality)
+    and adds the new files, whose index entries are appended as an append's. It read those
+    partitions: a concurrent change to the table fails it."""
+    touched = {tuple(sorted(a.partitionValues.items())) for a in adds}
+    now = int(time.time() * 1000)
+    removes = [a.removal(now) for a in base.live_files() if tuple(sorted(a.partitionValues.items())) in touched]
+    metrics = write_metrics(adds)
+    metrics["numRemovedFiles"] = len(removes)
+    transaction = Transaction(base, operation, params, read_buckets=ALL_BUCKETS)
+    transaction.written_paths = list(written)
+    return transaction.commit([*removes, *adds, *txn_actions], metrics, index_files)
 
 
 def _commit_properties(base: Snapshot, updates: dict[str, str], names: list[str]) -> CommitResult:

@@ -81,6 +81,13 @@ class WritePlan:
     txn: tuple[str, int] | None = None
     result_file: str | None = None
     parameters: dict[str, Any] = field(default_factory=dict)
+    dynamic_partitions: bool = False
+    """Delta's dynamic partition overwrite (``writeTo(t).overwritePartitions()``, the private option
+    ``_dynamicPartitionOverwrite``): the commit removes the live files of the partitions the
+    tasks wrote rows into, and no other."""
+    operation: str | None = None
+    """The commit's operation name when the write is a statement of its own (Delta's
+    ``REPLACE TABLE AS SELECT``, ...); None: the caller's (``WRITE``, ``STREAMING UPDATE``)."""
 
     @property
     def metadata_only(self) -> bool:
@@ -150,6 +157,8 @@ def plan_write(options: Any, spark_schema, overwrite: bool, streaming: bool) -> 
                   checked_constraints=checked)
 
     snapshot = load_or_none(storage)
+    if opts.get(REPLACE_TABLE_OPTION):
+        return _plan_replace(opts, spark_schema, snapshot, props, common)
     if snapshot is None:
         raw_cols = opts.get("indexColumns")
         if not raw_cols:
@@ -231,18 +240,93 @@ def plan_write(options: Any, spark_schema, overwrite: bool, streaming: bool) -> 
     if replace_where is not None:
         parse_replace_where(replace_where, arrow_schema(meta.schema_), meta.partitionColumns)
     checker_for(meta, checked).compiled()  # a constraint the tasks cannot evaluate: refused now
+    # Delta ignores dynamic partition overwrite on an unpartitioned table: a plain overwrite.
+    dynamic = overwrite and so.bool_option(opts, "_dynamicPartitionOverwrite") and bool(meta.partitionColumns)
+    if dynamic and (new_metadata or replace_where is not None):
+        raise InvalidOptionError("overwritePartitions() (dynamic partition overwrite) replaces the partitions its "
+                                 "rows fall in: it takes no replaceWhere, overwriteSchema or mergeSchema")
     # A selective overwrite keeps the indexes (its rows are added to them as an append's).
-    indexes = maintained_indexes(snapshot, rebuild=overwrite and replace_where is None)
+    indexes = maintained_indexes(snapshot, rebuild=overwrite and replace_where is None and not dynamic)
     lost = [i.name for i in indexes if any(c not in [f.name for f in meta.schema_] for c in i.columns)]
     if lost:
         raise SchemaMismatchError(f"the new schema drops columns of the indexes {lost}; delete those indexes first", lost)
     return WritePlan(
         action="overwrite" if overwrite else "append", metadata_json=meta.model_dump_json(by_alias=True),
         indexes_json=[i.model_dump_json() for i in indexes], new_metadata=new_metadata, merge_schema=merge_schema,
+        dynamic_partitions=dynamic,
         parameters={"mode": "Overwrite" if overwrite else "Append",
+                    **({"partitionBy": json.dumps(list(meta.partitionColumns)), "isDynamicPartitionOverwrite": "true"}
+                       if dynamic else {}),
                     **({"mergeSchema" if merge_schema else "overwriteSchema": True} if new_metadata else {})},
         **base,
     )
+
+
+REPLACE_TABLE_OPTION = "_replaceTable"
+"""Private write option of ``REPLACE TABLE`` / ``CREATE OR REPLACE TABLE`` (the connector's
+staged table): a JSON object with ``operation`` (Delta's operation name), ``orCreate`` and
+``isManaged``."""
+
+
+def _plan_replace(opts: dict[str, str], spark_schema, snapshot: Snapshot | None, props: dict[str, str],
+                  common: dict) -> WritePlan:
+    """Delta's ``REPLACE TABLE`` / ``CREATE OR REPLACE TABLE [AS SELECT]``: the DataFrame's
+    rows, schema, partitioning and the statement's properties replace the table's in one new
+    version (the history, and time travel to older versions, stay), with Delta's operation
+    name. The index columns and bucket count are the statement's (``CLUSTERED BY``,
+    ``OPTIONS``), else the table's. A missing table is created (``CREATE OR REPLACE``) or is
+    ``TableNotFoundError`` (``REPLACE``). ACTIVE secondary indexes whose columns remain are
+    rebuilt with the new rows; the others are dropped (``DELETED``, as ``drop_index``)."""
+    try:
+        spec = json.loads(opts[REPLACE_TABLE_OPTION])
+    except ValueError as e:
+        raise InvalidOptionError(f"the option {REPLACE_TABLE_OPTION} is not JSON: {e}") from None
+    operation = str(spec.get("operation") or "REPLACE TABLE")
+    url = common["url"]
+    if snapshot is None and not spec.get("orCreate"):
+        raise TableNotFoundError(f"{operation}: there is no table at {url} to replace; CREATE OR REPLACE TABLE "
+                                 "creates it")
+    fields = so.fields_of(spark_schema)
+    names = [f.name for f in fields]
+    raw_cols = opts.get("indexColumns")
+    if raw_cols:
+        index_columns = so.index_columns_option(raw_cols)
+    elif snapshot is not None and all(c in names for c in snapshot.metadata.indexColumns):
+        index_columns = list(snapshot.metadata.indexColumns)
+    else:
+        raise InvalidOptionError(
+            f"{operation} of {url} needs the columns to bucket by" + (
+                f" (the table's index columns {list(snapshot.metadata.indexColumns)} are not in the new schema)"
+                if snapshot is not None else "")
+            + ": add CLUSTERED BY (col) INTO n BUCKETS, or OPTIONS (indexColumns 'col')")
+    missing = [c for c in index_columns if c not in names]
+    if missing:
+        raise SchemaMismatchError(f"index columns {missing} are not in the new schema (columns: {names})", missing)
+    check_index_types(fields, index_columns)
+    default_buckets = snapshot.metadata.numBuckets if snapshot is not None else so.DEFAULT_NUM_BUCKETS
+    num_buckets = so.int_option(opts, "numBuckets", default_buckets, 1, so.MAX_BUCKETS)
+    partition_by = check_partition_columns(so.partition_by_option(opts) or (), names)
+    metadata = evolve(Metadata(
+        id=str(uuid.uuid4()), name=opts.get("name"), description=opts.get("description"),
+        schema=fields, indexColumns=tuple(index_columns), numBuckets=num_buckets,
+        configuration=props, createdTime=int(time.time() * 1000), partitionColumns=partition_by,
+    ))
+    # Delta's parameters of CREATE / REPLACE TABLE, and the index's.
+    parameters = {"isManaged": "true" if spec.get("isManaged") else "false", "description": metadata.description,
+                  "partitionBy": json.dumps(list(partition_by)), "clusterBy": "[]",
+                  "properties": json.dumps(props, separators=(",", ":")),
+                  "indexColumns": index_columns, "numBuckets": num_buckets}
+    primary = IndexEntry(name=PRIMARY_INDEX, columns=tuple(index_columns), kind="primary", state="ACTIVE",
+                         numBuckets=num_buckets, coveredVersion=0 if snapshot is None else -1)
+    if snapshot is None:
+        return WritePlan(action="create", metadata_json=metadata.model_dump_json(by_alias=True),
+                         indexes_json=[primary.model_dump_json()], parameters=parameters, operation=operation,
+                         **common)
+    kept = [i for i in maintained_indexes(snapshot, rebuild=True)
+            if i.name != PRIMARY_INDEX and all(c in names for c in i.columns)]
+    return WritePlan(action="replace", metadata_json=metadata.model_dump_json(by_alias=True),
+                     indexes_json=[i.model_dump_json() for i in [primary, *kept]], read_version=snapshot.version,
+                     new_metadata=True, parameters=parameters, operation=operation, **common)
 
 
 def _plan_properties(snapshot: Snapshot, changes: tuple[dict[str, str], list[str], bool], base: dict) -> WritePlan:

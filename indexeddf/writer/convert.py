@@ -1,4 +1,5 @@
-"""Indexing a Delta table that another engine wrote, in place (``IndexedTable.convert``).
+"""Indexing a Delta table that another engine wrote, in place (``IndexedTable.convert``), and
+making a Delta table of Parquet files in place (Delta's ``CONVERT TO DELTA``).
 
 Nothing of the data is rewritten. One commit adds indexeddf's settings to the table's
 ``metaData.configuration`` (index columns, bucket count, any properties given) and the
@@ -11,8 +12,11 @@ appending; their files are unindexed appends, found by hybrid scans and indexed 
 
 from __future__ import annotations
 
+import json
+
 from ..errors import TableExistsError
 from ..format.snapshot import Snapshot
+from ..format.storage import TableStorage
 from ..format.transaction import CommitResult, Transaction
 from ..spec import config
 from ..spec.actions import IndexEntry
@@ -51,3 +55,92 @@ def convert_table(snapshot: Snapshot, index_columns: list[str], num_buckets: int
         raise
     entry = entry.model_copy(update={"files": tuple(files)})
     return tx.commit([metadata, entry], {"numIndexFiles": len(files), "numIndexedRows": sum(f.numEntries for f in files)})
+
+
+SPARK_TYPES = {"int": "integer", "integer": "integer", "bigint": "long", "long": "long", "smallint": "short",
+               "short": "short", "tinyint": "byte", "byte": "byte", "string": "string", "boolean": "boolean",
+               "double": "double", "float": "float", "date": "date", "timestamp": "timestamp",
+               "timestamp_ntz": "timestamp_ntz", "binary": "binary"}
+"""Spark SQL type names of ``PARTITIONED BY (c type)`` as the log's type names."""
+
+
+def convert_parquet(storage: TableStorage, partitions: list[tuple[str, str]], collect_stats: bool = True) -> None:
+    """Delta's ``CONVERT TO DELTA parquet.`/path```: version 0 of a Delta table over the Parquet
+    files under ``storage``'s root, in place (no file is rewritten; names starting with ``_`` or
+    ``.`` are skipped, as Spark skips them). ``partitions``: the partition columns and their Spark
+    types (``PARTITIONED BY``), which the folders name (``c=value``); a folder layout that names
+    other columns is ``InvalidOptionError``, as in Delta. ``collect_stats``: per-file statistics
+    (``NO STATISTICS``: the row count only). One commit, operation ``CONVERT`` with Delta's
+    parameters; nothing when there is a Delta table already (Delta's convert does nothing then).
+    The table has no index columns until ``convert_table`` indexes it."""
+    import secrets
+    import time
+    import uuid
+    from urllib.parse import unquote
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from ..errors import InvalidOptionError, NotIndexedError, TableNotFoundError
+    from ..format.snapshot import load_snapshot
+    from ..format.transaction import commit_create
+    from ..spec.actions import AddFile, FileStats, Metadata
+    from ..spec.features import protocol_for
+    from ..spec.schema import Field, fields_from_arrow
+    from .files import file_stats
+
+    try:
+        load_snapshot(storage, unindexed_ok=True)
+        return
+    except TableNotFoundError:
+        pass
+    names = [c for c, _ in partitions]
+    types = {}
+    for c, t in partitions:
+        kind = SPARK_TYPES.get(t.strip().lower())
+        if kind is None and not t.strip().lower().startswith("decimal("):
+            raise InvalidOptionError(f"CONVERT TO DELTA ... PARTITIONED BY ({c} {t}): type {t} is not supported for "
+                                     f"a partition column; use one of {sorted(SPARK_TYPES)} or decimal(p, s)")
+        types[c] = kind or t.strip().lower().replace(" ", "")
+    root = storage.root.rstrip("/")
+    found = sorted(p for p in storage.fs.find(root) if p.endswith(".parquet"))
+    rels = [p[len(root):].lstrip("/") for p in found]
+    rels = [r for r in rels if not any(part.startswith(("_", ".")) for part in r.split("/"))]
+    if not rels:
+        raise TableNotFoundError(f"CONVERT TO DELTA: there are no Parquet files under {storage.url}")
+    adds, schema = [], None
+    for rel in rels:
+        dirs = [d.split("=", 1) for d in rel.split("/")[:-1]]
+        if [d[0] for d in dirs] != names or any(len(d) != 2 for d in dirs):
+            raise InvalidOptionError(
+                f"CONVERT TO DELTA: expecting {len(names)} partition column(s) {names} (PARTITIONED BY), but the "
+                f"file {rel} is in the folders {rel.split('/')[:-1]}; name the partition columns, in folder order")
+        values = {k: (None if v == "__HIVE_DEFAULT_PARTITION__" else unquote(v)) for k, v in dirs}
+        with storage.fs.open(storage.full(rel), "rb") as f:
+            pf = pq.ParquetFile(f)
+            file_schema = pf.schema_arrow
+            rows = pf.read() if collect_stats else None
+            num_rows = pf.metadata.num_rows
+        if schema is None:
+            schema = file_schema
+        elif not file_schema.equals(schema):
+            raise InvalidOptionError(f"CONVERT TO DELTA: {rel} has the schema {file_schema}, other files {schema}: "
+                                     "convert files of one schema")
+        stats = file_stats(rows) if rows is not None else FileStats(numRecords=num_rows)
+        adds.append(AddFile(path=rel, size=storage.fs.size(storage.full(rel)),
+                            modificationTime=storage.modified_ms(rel) or int(time.time() * 1000), bucket=None,
+                            fileId=secrets.randbits(63), stats=stats, partitionValues=values))
+    fields = fields_from_arrow(pa.schema([f.with_nullable(True) for f in schema]))
+    clash = [c for c in names if c in [f.name for f in fields]]
+    if clash:
+        raise InvalidOptionError(f"CONVERT TO DELTA: the partition columns {clash} are also columns of the files")
+    fields = (*fields, *(Field(name=c, type=types[c], nullable=True) for c in names))
+    metadata = Metadata(id=str(uuid.uuid4()), schema=fields, indexColumns=(), numBuckets=1,
+                        createdTime=int(time.time() * 1000), partitionColumns=tuple(names))
+    params = {"numFiles": len(adds), "partitionedBy": json.dumps(names), "collectStats": collect_stats,
+              "sourceFormat": "parquet"}
+    try:
+        commit_create(storage, [protocol_for(fields, {}), metadata, *adds], params, [],
+                      {"numConvertedFiles": len(adds)}, operation="CONVERT")
+    except NotIndexedError:
+        pass  # committed: a Delta table without index columns, which indexeddf's snapshot refuses to hold

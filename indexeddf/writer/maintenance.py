@@ -45,7 +45,7 @@ OPTIMIZE_MODES = ("quick", "full")
 
 # -- optimize --------------------------------------------------------------------------------
 def optimize(snapshot: Snapshot, mode: str = "quick", small_file_bytes: int = SMALL_FILE_BYTES,
-             progress: Progress = None) -> CommitResult | None:
+             progress: Progress = None, where: str | None = None) -> CommitResult | None:
     """Compact each bucket's data files, and the index files that point at them.
 
     ``quick``: in each bucket, the files under ``small_file_bytes`` (when there are two
@@ -60,15 +60,20 @@ def optimize(snapshot: Snapshot, mode: str = "quick", small_file_bytes: int = SM
     and the index files that named the removed files are rewritten without their
     entries, one file per index bucket (``full`` also merges every other index bucket
     that has several files). Returns the last commit, or None when nothing needed it.
+
+    ``where``: a predicate (Spark SQL) on partition columns only, as Delta's ``OPTIMIZE ...
+    WHERE``: only the files of the partitions it selects are considered. A predicate that
+    names another column is ``InvalidOptionError`` (Delta's rule).
     """
     if mode not in OPTIMIZE_MODES:
         raise InvalidOptionError(f"optimize mode {mode!r}: use one of {list(OPTIMIZE_MODES)}")
-    foreign = [a for a in snapshot.live_files() if a.bucket is None]
+    live = optimized_files(snapshot, where)
+    foreign = [a for a in live if a.bucket is None]
     if mode == "full" and foreign:
         first = _compact(snapshot, mode, {FOREIGN: foreign}, progress)
-        return optimize(first.snapshot, mode, small_file_bytes, progress) or first
+        return optimize(first.snapshot, mode, small_file_bytes, progress, where) or first
     groups: dict = defaultdict(list)
-    for a in snapshot.live_files():
+    for a in live:
         # A file with a deletion vector is always rewritten: that purges its deleted rows.
         if mode == "full" or a.size < small_file_bytes or a.deletionVector is not None:
             groups[_group(a)].append(a)
@@ -79,6 +84,25 @@ def optimize(snapshot: Snapshot, mode: str = "quick", small_file_bytes: int = SM
         say(progress, "optimize: nothing to compact")
         return None
     return _compact(snapshot, mode, groups, progress)
+
+
+def optimized_files(snapshot: Snapshot, where: str | None) -> list:
+    """The live files ``optimize`` considers: all, or those of the partitions ``where`` selects."""
+    live = snapshot.live_files()
+    if where is None:
+        return live
+    from ..spec.column_mapping import table_schema
+    from ..spec.partition_filter import files_where, split_filter
+
+    columns = list(snapshot.metadata.partitionColumns)
+    schema = table_schema(snapshot.metadata)
+    split = split_filter(where, schema, columns, context="OPTIMIZE WHERE predicate")
+    if not split.partition_only:
+        others = sorted(c for c in split.condition.columns_used if c not in columns)
+        raise InvalidOptionError(
+            f"OPTIMIZE ... WHERE {where}: the predicate references non-partition column(s) {others}; only the "
+            f"partition columns may be referenced: {columns} (Delta's rule: OPTIMIZE selects whole partitions)")
+    return files_where(live, split.condition, schema)
 
 
 FOREIGN = -1

@@ -60,14 +60,18 @@ public final class IndexLog {
         public final String state;
         public final int numBuckets;
         public final List<IndexFile> files;
+        /** The table version whose live files the index covers ({@code coveredVersion}; -1 when not given). */
+        public final long coveredVersion;
 
-        Entry(String name, List<String> columns, String kind, String state, int numBuckets, List<IndexFile> files) {
+        Entry(String name, List<String> columns, String kind, String state, int numBuckets, List<IndexFile> files,
+              long coveredVersion) {
             this.name = name;
             this.columns = columns;
             this.kind = kind;
             this.state = state;
             this.numBuckets = numBuckets;
             this.files = files;
+            this.coveredVersion = coveredVersion;
         }
 
         /** Whether readers may use it. */
@@ -120,7 +124,8 @@ public final class IndexLog {
             throw IndexedDFException.corrupt(source, "index action " + name + " has no integer numBuckets");
         }
         return new Entry(name, Collections.unmodifiableList(columns), text(change, "kind", source),
-            text(change, "state", source), nb.asInt(), Collections.unmodifiableList(files));
+            text(change, "state", source), nb.asInt(), Collections.unmodifiableList(files),
+            change.path("coveredVersion").asLong(-1));
     }
 
     /** The indexes of a state file ({@code _indexes/_state/<v>.json}). */

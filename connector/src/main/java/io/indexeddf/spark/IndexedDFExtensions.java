@@ -9,6 +9,7 @@ import io.indexeddf.spark.plan.IndexedJoin;
 import io.indexeddf.spark.plan.MergeStars;
 import io.indexeddf.spark.plan.ResolveChanges;
 import io.indexeddf.spark.plan.ResolveInsert;
+import io.indexeddf.spark.plan.ReplaceTables;
 import io.indexeddf.spark.plan.ResolvePath;
 import io.indexeddf.spark.plan.TableStatements;
 import io.indexeddf.spark.plan.UnneededBuckets;
@@ -32,12 +33,14 @@ import scala.runtime.BoxedUnit;
  * (DELETE, UPDATE and MERGE INTO planned by Spark, written by its tasks), {@link CreateEmptyTable} (CREATE TABLE with columns),
  * {@link CatalogTables} (catalog entries read the newest version with the log's schema; ALTER TABLE ADD COLUMNS
  * commits the new columns, on {@code indexeddf.`/path`} too: {@link AddColumnsCommand.OnPath}; SET / UNSET / SHOW
- * TBLPROPERTIES are the log's), {@link ColumnChanges} (RENAME COLUMN, DROP COLUMNS), {@link TableStatements} (TRUNCATE TABLE, SHOW PARTITIONS). The
+ * TBLPROPERTIES are the log's), {@link ColumnChanges} (RENAME COLUMN, DROP COLUMNS), {@link TableStatements} (TRUNCATE TABLE, SHOW PARTITIONS), and the
+ * hint-resolution rule {@link ReplaceTables} (REPLACE TABLE, CREATE OR REPLACE TABLE and
+ * {@code writeTo().replace()} / {@code createOrReplace()} through Spark's staging catalog API). The
  * optimizer rules: {@link DriverLookup}, which answers index lookups on the driver with no
  * Spark job, and {@link IndexedJoin}, which answers the table's side of a join with a small
  * other side as an index lookup of that side's keys. The parser {@link IndexedDFSqlParser} adds Delta's
  * statements ({@code DESCRIBE HISTORY}, {@code DESCRIBE DETAIL}, {@code OPTIMIZE}, {@code VACUUM},
- * {@code RESTORE}) and the index statements ({@code CREATE INDEX}, {@code DROP INDEX}, {@code REFRESH INDEX}),
+ * {@code RESTORE}, {@code CONVERT TO DELTA}, {@code CONVERT TO INDEXEDDF}, {@code SHOW INDEXES}) and the index statements ({@code CREATE INDEX}, {@code DROP INDEX}, {@code REFRESH INDEX}),
  * and hands every other text to Spark's. The query-stage preparation rule
  * {@link UnneededBuckets} reads a table's scan unbucketed where nothing uses its bucketing.
  */
@@ -59,6 +62,8 @@ public final class IndexedDFExtensions extends AbstractFunction1<SparkSessionExt
         extensions.injectHintResolutionRule(rule(ResolvePath::new));
         // Before Spark expands a MERGE's * clauses: which ones evolve the schema.
         extensions.injectHintResolutionRule(rule(MergeStars::new));
+        // REPLACE TABLE / CREATE OR REPLACE TABLE: before ResolveSessionCatalog refuses them.
+        extensions.injectHintResolutionRule(rule(ReplaceTables::new));
         extensions.injectResolutionRule(rule(ResolvePath::new));
         extensions.injectResolutionRule(rule(V1Fallback::new));
         extensions.injectResolutionRule(rule(ResolveInsert::new));

@@ -40,6 +40,13 @@ import scala.collection.immutable.Seq;
  *       {@code REFRESH INDEX name ON [TABLE] table [INCREMENTAL | FULL | QUICK]}
  *       ({@link TableOperationCommand}, the Python API's {@code create_index}, {@code drop_index},
  *       {@code refresh}).</li>
+ *   <li>{@code SHOW INDEXES [IN | FROM] table}: {@link io.indexeddf.spark.plan.ShowIndexesCommand}, one row
+ *       per index;</li>
+ *   <li>{@code CONVERT TO INDEXEDDF table INDEX BY (c, ...) [BUCKETS n]} ({@code table}:
+ *       {@code delta.`/path`}, {@code indexeddf.`/path`} or {@code '/path'}): the Python API's
+ *       {@code IndexedTable.convert} ({@link TableOperationCommand}); Delta's {@code CONVERT TO
+ *       DELTA parquet.`/path` [NO STATISTICS] [PARTITIONED BY (c type, ...)]}, which may add
+ *       {@code INDEX BY (c, ...) [BUCKETS n]} to index the new table too.</li>
  * </ul>
  * Spark's own {@code ALTER TABLE ... ADD CONSTRAINT name CHECK (expr)} and {@code ALTER TABLE ...
  * DROP CONSTRAINT [IF EXISTS] name}, parsed by the delegate, become a {@link ConstraintCommand}
@@ -160,6 +167,19 @@ public final class IndexedDFSqlParser implements ParserInterface {
             }
             if (c.word("REFRESH")) {
                 return c.word("INDEX") ? refreshIndex(c) : null;
+            }
+            if (c.word("SHOW")) {
+                if (!c.word("INDEXES") && !c.word("INDEX")) {
+                    return null;
+                }
+                if (!c.word("IN")) {
+                    c.word("FROM");
+                }
+                TableName t = tableName(c);
+                return t != null && c.end() ? new io.indexeddf.spark.plan.ShowIndexesCommand(t.path, t.name) : null;
+            }
+            if (c.word("CONVERT")) {
+                return c.word("TO") ? convert(c) : null;
             }
         } catch (NumberFormatException e) {
             return null;
@@ -401,6 +421,121 @@ public final class IndexedDFSqlParser implements ParserInterface {
             }
         }
         return c.end() ? TableOperationCommand.refreshIndex(t.path, t.name, index, mode) : null;
+    }
+
+    /**
+     * {@code CONVERT TO INDEXEDDF table INDEX BY (c, ...) [BUCKETS n]}; {@code CONVERT TO DELTA
+     * parquet.`/path` ...} is refused with {@code InvalidOptionError} (indexeddf indexes Delta
+     * tables; a Delta engine makes one of Parquet files first).
+     */
+    private static LogicalPlan convert(Cursor c) {
+        if (c.word("DELTA")) {
+            return convertParquet(c);
+        }
+        if (!c.word("INDEXEDDF")) {
+            return null;
+        }
+        TableName t = tableName(c);
+        if (t == null || !c.word("INDEX") || !c.word("BY") || !c.symbol("(")) {
+            return null;
+        }
+        List<String> columns = new ArrayList<>();
+        do {
+            List<String> col = qualifiedName(c);
+            if (col == null) {
+                return null;
+            }
+            columns.add(String.join(".", col));
+        } while (c.symbol(","));
+        if (!c.symbol(")")) {
+            return null;
+        }
+        Integer buckets = null;
+        if (c.word("BUCKETS")) {
+            Token n = c.next();
+            if (n == null || n.kind != Token.NUMBER) {
+                return null;
+            }
+            buckets = Integer.valueOf(n.text);
+        }
+        return c.end() ? TableOperationCommand.convert(t.path, t.name, columns, buckets) : null;
+    }
+
+    /**
+     * {@code CONVERT TO DELTA parquet.`/path` [NO STATISTICS] [PARTITIONED BY (c type, ...)] [INDEX BY
+     * (c, ...) [BUCKETS n]]}: Delta's statement (the Parquet files become a Delta table in place),
+     * and with {@code INDEX BY} indexeddf's {@code CONVERT TO INDEXEDDF} of it in the same statement.
+     */
+    private static LogicalPlan convertParquet(Cursor c) {
+        TableName t = tableName(c);
+        if (t == null) {
+            return null;
+        }
+        boolean stats = true;
+        if (c.word("NO")) {
+            if (!c.word("STATISTICS")) {
+                return null;
+            }
+            stats = false;
+        }
+        List<List<String>> partitions = new ArrayList<>();
+        if (c.word("PARTITIONED")) {
+            if (!c.word("BY") || !c.symbol("(")) {
+                return null;
+            }
+            do {
+                String column = identifier(c);
+                String type = identifier(c);
+                if (column == null || type == null) {
+                    return null;
+                }
+                if (c.symbol("(")) {  // decimal(p, s)
+                    StringBuilder args = new StringBuilder();
+                    do {
+                        Token n = c.next();
+                        if (n == null || n.kind != Token.NUMBER) {
+                            return null;
+                        }
+                        args.append(args.length() == 0 ? "" : ",").append(n.text);
+                    } while (c.symbol(","));
+                    if (!c.symbol(")")) {
+                        return null;
+                    }
+                    type = type + "(" + args + ")";
+                }
+                partitions.add(List.of(column, type));
+            } while (c.symbol(","));
+            if (!c.symbol(")")) {
+                return null;
+            }
+        }
+        List<String> columns = null;
+        Integer buckets = null;
+        if (c.word("INDEX")) {
+            if (!c.word("BY") || !c.symbol("(")) {
+                return null;
+            }
+            columns = new ArrayList<>();
+            do {
+                List<String> col = qualifiedName(c);
+                if (col == null) {
+                    return null;
+                }
+                columns.add(String.join(".", col));
+            } while (c.symbol(","));
+            if (!c.symbol(")")) {
+                return null;
+            }
+            if (c.word("BUCKETS")) {
+                Token n = c.next();
+                if (n == null || n.kind != Token.NUMBER) {
+                    return null;
+                }
+                buckets = Integer.valueOf(n.text);
+            }
+        }
+        return c.end() ? TableOperationCommand.convertParquet(t.path, t.name, partitions, stats, columns, buckets)
+            : null;
     }
 
     /** One identifier (a word or a quoted name), or null. */

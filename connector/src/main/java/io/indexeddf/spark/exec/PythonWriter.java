@@ -162,7 +162,7 @@ public final class PythonWriter {
         if (given == null) {
             return;
         }
-        if (!tableExists(path, conf)) {
+        if (lookup(opts, "_replaceTable") != null || !tableExists(path, conf)) {  // a replace sets them anew
             opts.put("__partition_columns", given);
             return;
         }

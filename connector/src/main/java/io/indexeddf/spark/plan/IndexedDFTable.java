@@ -234,8 +234,9 @@ public final class IndexedDFTable implements V2TableWithV1Fallback, SupportsWrit
 
     /**
      * Batch reads (through {@link V1Fallback}, never a V2 scan) and the writes of
-     * {@code df.writeTo(name)}: {@code append()}, {@code overwrite(condition)} and
-     * {@code overwritePartitions()} through the Python writer ({@link #newWriteBuilder}).
+     * {@code df.writeTo(name)}: {@code append()} and {@code overwrite(condition)} through the
+     * Python writer ({@link #newWriteBuilder}); {@code overwritePartitions()} is written by
+     * {@link TableStatements.DynamicOverwrite}.
      */
     @Override
     public Set<TableCapability> capabilities() {

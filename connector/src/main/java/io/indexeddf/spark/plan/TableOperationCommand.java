@@ -35,9 +35,11 @@ import scala.jdk.javaapi.CollectionConverters;
  *       fields of Delta's optimize metrics that apply: files added and removed with their size
  *       statistics, partitions optimized, batches, files considered and skipped, start and end
  *       time). {@code IndexedTable.optimize()} compacts each bucket's small files (mode
- *       {@code quick}). A {@code WHERE} predicate is refused, and so is {@code ZORDER BY}: the
- *       rows of an indexeddf file are clustered by the hash of the index columns, and a
- *       secondary index is what finds rows by other columns.</li>
+ *       {@code quick}); with {@code WHERE}, only the partitions the predicate selects (a
+ *       predicate on partition columns only, Delta's rule; another column is
+ *       {@code InvalidOptionError}). {@code ZORDER BY} is refused: the rows of an indexeddf file
+ *       are clustered by the hash of the index columns, and a secondary index is what finds rows
+ *       by other columns.</li>
  *   <li>{@code VACUUM table [RETAIN n HOURS] [DRY RUN]}: {@code path}: the table's location,
  *       or with {@code DRY RUN} one row for each file vacuum would delete. A retention below
  *       the table's {@code indexeddf.vacuum.minRetentionHours} (168 by default, Delta's 7 days)
@@ -55,6 +57,13 @@ import scala.jdk.javaapi.CollectionConverters;
  *   <li>{@code ALTER TABLE table RENAME COLUMN a TO b} and {@code DROP COLUMN[S] [IF EXISTS] (c, ...)}
  *       ({@code IndexedTable.rename_column} / {@code drop_columns}; {@link ColumnChanges}). No result
  *       rows.</li>
+ *   <li>{@code CONVERT TO DELTA parquet.`/path` [NO STATISTICS] [PARTITIONED BY (c type, ...)]
+ *       [INDEX BY (c, ...) [BUCKETS n]]}: Delta's conversion of Parquet files into a Delta table in
+ *       place (then indexed, with {@code INDEX BY}); no result rows.</li>
+ *   <li>{@code CONVERT TO INDEXEDDF delta.`/path` INDEX BY (c, ...) [BUCKETS n]}:
+ *       {@code IndexedTable.convert} of the Delta table there; no result rows, as Delta's
+ *       {@code CONVERT TO DELTA}, and, as it, nothing done when the table is already indexed
+ *       by those columns.</li>
  * </ul>
  */
 public final class TableOperationCommand extends JavaCommand {
@@ -209,12 +218,50 @@ public final class TableOperationCommand extends JavaCommand {
         return new TableOperationCommand("dropColumns", path, table, p);
     }
 
+    /**
+     * {@code CONVERT TO INDEXEDDF table INDEX BY (columns) [BUCKETS n]}: {@code IndexedTable.convert}
+     * of the Delta table at the path (the data untouched); {@code numBuckets} null for 16.
+     */
+    public static TableOperationCommand convert(String path, List<String> table, List<String> columns,
+                                                Integer numBuckets) {
+        Map<String, Object> p = new LinkedHashMap<>();
+        p.put("columns", columns);
+        p.put("numBuckets", numBuckets);
+        return new TableOperationCommand("convert", path, table, p);
+    }
+
+    /**
+     * {@code CONVERT TO DELTA parquet.`/path` [NO STATISTICS] [PARTITIONED BY (c type, ...)] [INDEX BY
+     * (columns) [BUCKETS n]]}: the Parquet files there become a Delta table (version 0, operation
+     * {@code CONVERT}); with {@code columns}, indexed as {@link #convert} indexes one.
+     */
+    public static TableOperationCommand convertParquet(String path, List<String> table, List<List<String>> partitions,
+                                                       boolean collectStats, List<String> columns, Integer numBuckets) {
+        Map<String, Object> p = new LinkedHashMap<>();
+        p.put("partitions", partitions);
+        p.put("collectStats", collectStats);
+        p.put("columns", columns);
+        p.put("numBuckets", numBuckets);
+        return new TableOperationCommand("convertParquet", path, table, p);
+    }
+
+    /** {@code TRUNCATE TABLE}: one commit removing every file, recorded as Delta's {@code TRUNCATE}. */
+    public static TableOperationCommand truncate(String path, List<String> table) {
+        return new TableOperationCommand("truncate", path, table, new LinkedHashMap<>());
+    }
+
     private String statement() {
         switch (operation) {
             case "renameColumn":
                 return "ALTER TABLE ... RENAME COLUMN";
             case "dropColumns":
                 return "ALTER TABLE ... DROP COLUMNS";
+            case "truncate":
+                return "TRUNCATE TABLE";
+            case "convert":
+                return "CONVERT TO INDEXEDDF";
+            case "convertParquet":
+                return "CONVERT TO DELTA";
             case "createIndex":
                 return "CREATE INDEX";
             case "dropIndex":
@@ -233,7 +280,8 @@ public final class TableOperationCommand extends JavaCommand {
             // DROP COLUMNS IF EXISTS of columns Spark found none of: nothing to drop, no commit.
             return CollectionConverters.asScala(List.<Row>of()).toList();
         }
-        SqlTable table = SqlTable.resolve(session, path, name, statement());
+        SqlTable table = operation.startsWith("convert") ? SqlTable.resolve(session, convertedPath(), null, statement())
+            : SqlTable.resolve(session, path, name, statement());
         Map<String, Object> op = new LinkedHashMap<>(parameters);
         op.put("operation", operation);
         if ("optimize".equals(operation)) {
@@ -274,17 +322,26 @@ public final class TableOperationCommand extends JavaCommand {
         return CollectionConverters.asScala(rows).toList();
     }
 
+    /** The path {@code CONVERT TO INDEXEDDF} names: {@code '/path'}, {@code delta.`/path`} or {@code indexeddf.`/path`}. */
+    private String convertedPath() {
+        if (path != null) {
+            return path;
+        }
+        String format = "convertParquet".equals(operation) ? "parquet" : "delta";
+        if (name.size() == 2 && (name.get(0).equalsIgnoreCase(format)
+                || name.get(0).equalsIgnoreCase(TableRelation.NAME))) {
+            return name.get(1);
+        }
+        throw IndexedDFException.option(statement() + " " + String.join(".", name) + ": name the table by its path, "
+            + format + ".`/path` (a catalog entry is not converted)");
+    }
+
     private void refuseOptimizeClauses() {
         if (parameters.get("zorder") != null) {
             throw IndexedDFException.option("OPTIMIZE ... ZORDER BY " + parameters.get("zorder") + ": indexeddf "
                 + "does not z-order; each file's rows are clustered by the hash of the table's index columns, and "
                 + "lookups by other columns go through a secondary index: create one with "
                 + "IndexedTable.create_index(name, columns), then run OPTIMIZE without ZORDER BY");
-        }
-        if (parameters.get("where") != null) {
-            throw IndexedDFException.option("OPTIMIZE ... WHERE " + parameters.get("where") + ": indexeddf "
-                + "optimizes the whole table (it compacts only the small files of each bucket and partition, so "
-                + "partitions with nothing to compact are left as they are); run OPTIMIZE without WHERE");
         }
     }
 

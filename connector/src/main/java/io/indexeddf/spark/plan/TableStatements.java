@@ -15,20 +15,20 @@ import org.apache.spark.sql.catalyst.analysis.ResolvedTable;
 import org.apache.spark.sql.catalyst.analysis.UnresolvedPartitionSpec;
 import org.apache.spark.sql.catalyst.catalog.ExternalCatalogUtils;
 import org.apache.spark.sql.catalyst.expressions.Attribute;
-import org.apache.spark.sql.catalyst.expressions.AttributeReference;
 import org.apache.spark.sql.catalyst.plans.logical.LogicalPlan;
+import org.apache.spark.sql.catalyst.plans.logical.OverwritePartitionsDynamic;
 import org.apache.spark.sql.catalyst.plans.logical.ShowPartitions;
 import org.apache.spark.sql.catalyst.plans.logical.TruncateTable;
 import org.apache.spark.sql.catalyst.rules.Rule;
-import org.apache.spark.sql.catalyst.types.DataTypeUtils;
-import org.apache.spark.sql.execution.datasources.LogicalRelation;
 import scala.collection.immutable.Seq;
 import scala.jdk.javaapi.CollectionConverters;
 
 /**
  * Statements on a table {@code IndexedDFCatalog} loaded ({@link IndexedDFTable}) that Spark
  * would run only on a V1 table or one that manages its partitions: {@code TRUNCATE TABLE}
- * ({@link Truncate}) and {@code SHOW PARTITIONS} ({@link Partitions}).
+ * (Delta's {@code TRUNCATE} commit, run by the Python API through {@link TableOperationCommand}) and {@code SHOW PARTITIONS} ({@link Partitions}); and
+ * {@code df.writeTo(name).overwritePartitions()} (Delta's dynamic partition overwrite,
+ * {@link DynamicOverwrite}), which Spark would refuse for a V1 write.
  */
 public final class TableStatements extends Rule<LogicalPlan> {
     private final SparkSession session;
@@ -39,11 +39,30 @@ public final class TableStatements extends Rule<LogicalPlan> {
 
     @Override
     public LogicalPlan apply(LogicalPlan plan) {
+        if (plan instanceof OverwritePartitionsDynamic
+                && V1Fallback.tableOf((LogicalPlan) ((OverwritePartitionsDynamic) plan).table()) != null) {
+            OverwritePartitionsDynamic o = (OverwritePartitionsDynamic) plan;
+            if (!o.query().resolved()) {
+                return plan;
+            }
+            IndexedDFTable t = V1Fallback.tableOf((LogicalPlan) o.table());
+            Map<String, String> options = new java.util.LinkedHashMap<>(CollectionConverters.asJava(o.writeOptions()));
+            options.put("path", t.path());
+            if (t.storageOptions() != null) {
+                options.put("storageOptions", t.storageOptions());
+            }
+            options.put("_dynamicPartitionOverwrite", "true");
+            return new DynamicOverwrite(options, o.query(), t.entry() == null ? null : t.entry().identifier());
+        }
         if (plan instanceof TruncateTable && loaded(((TruncateTable) plan).table()) != null) {
             IndexedDFTable t = loaded(((TruncateTable) plan).table());
-            Seq<AttributeReference> columns = DataTypeUtils.toAttributes(t.schema());
-            LogicalRelation target = t.relation(session, columns, Map.of());
-            return new Truncate(SparkChange.of(target, "DELETE", null, null));
+            if (t.entry() == null) {
+                return TableOperationCommand.truncate(t.path(), null);
+            }
+            org.apache.spark.sql.catalyst.TableIdentifier id = t.entry().identifier();
+            List<String> name = id.database().isDefined() ? List.of(id.database().get(), id.table())
+                : List.of(id.table());
+            return TableOperationCommand.truncate(null, name);
         }
         if (plan instanceof ShowPartitions && loaded(((ShowPartitions) plan).table()) != null) {
             ShowPartitions show = (ShowPartitions) plan;
@@ -108,27 +127,40 @@ public final class TableStatements extends Rule<LogicalPlan> {
     }
 
     /**
-     * {@code TRUNCATE TABLE name}: one commit that removes every row, as
-     * {@code DELETE FROM name} makes it ({@link SparkChange}); no result rows.
+     * {@code df.writeTo(name).overwritePartitions()}: Delta's dynamic partition overwrite, one
+     * commit of the Python writer that replaces the partitions the rows fall in (the whole table
+     * when it is not partitioned, as Delta ignores the mode there). Spark plans no V1 write for
+     * it, so this command writes the query itself.
      */
-    public static final class Truncate extends JavaCommand {
+    public static final class DynamicOverwrite extends JavaCommand {
         private static final long serialVersionUID = 1L;
-        private final SparkChange delete;
+        private final Map<String, String> options;
+        private final LogicalPlan query;
+        private final org.apache.spark.sql.catalyst.TableIdentifier entry;
 
-        public Truncate(SparkChange delete) {
+        public DynamicOverwrite(Map<String, String> options, LogicalPlan query,
+                                org.apache.spark.sql.catalyst.TableIdentifier entry) {
             super(List.of());
-            this.delete = delete;
+            this.options = options;
+            this.query = query;
+            this.entry = entry;
         }
 
         @Override
         public Seq<Row> run(SparkSession session) {
-            delete.run(session);
+            org.apache.spark.sql.classic.SparkSession classic = (org.apache.spark.sql.classic.SparkSession) session;
+            io.indexeddf.spark.exec.PythonWriter.save(session.sqlContext(), org.apache.spark.sql.SaveMode.Overwrite,
+                scala.collection.immutable.Map$.MODULE$.from(CollectionConverters.asScala(options)),
+                org.apache.spark.sql.classic.Dataset.ofRows(classic, query));
+            if (entry != null) {
+                session.sessionState().catalog().invalidateCachedTable(entry);
+            }
             return CollectionConverters.asScala(List.<Row>of()).toList();
         }
 
         @Override
         Object[] arguments() {
-            return new Object[] {delete};
+            return new Object[] {options, query, entry};
         }
     }
 
