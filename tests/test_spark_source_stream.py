@@ -17,6 +17,8 @@ from oracles import duckdb_delta
 
 import indexeddf
 from indexeddf import IndexedTable
+from indexeddf.errors import InvalidOptionError
+from indexeddf.spark.source import PythonNamedDataSource
 
 pytestmark = pytest.mark.spark
 
@@ -30,10 +32,12 @@ def rows(n0: int, n1: int) -> pa.Table:
     return pa.table({"id": pa.array(range(n0, n1), pa.int64()), "v": [f"r{i}" for i in range(n0, n1)]})
 
 
-def run(spark, source: str, checkpoint, table: bool = False, **options) -> list[list[tuple]]:
+def run(spark, source: str, checkpoint, table: bool = False, batches: list | None = None,
+        **options) -> list[list[tuple]]:
     """One ``availableNow`` run of a stream of ``source`` (a path, or a catalog name with
-    ``table``): the rows of each micro-batch, sorted."""
-    batches: list[list[tuple]] = []
+    ``table``): the rows of each micro-batch, sorted (also put in ``batches``, kept when the
+    run fails)."""
+    batches = [] if batches is None else batches
     reader = spark.readStream.format("indexeddf")
     for k, v in options.items():
         reader = reader.option(k, str(v))
@@ -91,6 +95,10 @@ def test_starting_version_and_latest(spark, tmp_path):
     t.append(rows(10, 15))
     t.append(rows(15, 20))
     assert flat(run(spark, path, tmp_path / "ck1", startingVersion=1)) == added(path, 0, 2)
+    # startingTimestamp: the first version committed at or after it.
+    at_1 = next(c.timestamp for c in t.history() if c.version == 1)
+    since_1 = run(spark, path, tmp_path / "ck5", startingTimestamp=f"{at_1:%Y-%m-%d %H:%M:%S.%f}")
+    assert flat(since_1) == added(path, 0, 2)
     assert run(spark, path, tmp_path / "ck2", startingVersion="latest") == []
     t.append(rows(20, 23))
     assert flat(run(spark, path, tmp_path / "ck2", startingVersion="latest")) == added(path, 2, 3)
@@ -104,12 +112,22 @@ def test_a_delete_stops_the_stream_unless_skipped(spark, tmp_path):
     path, ck = str(tmp_path / "t"), tmp_path / "ck"
     t = IndexedTable.create(path, rows(0, 10), ["id"], 2)
     assert flat(run(spark, path, ck)) == added(path, None, 0)
-    t.delete("id < 3")
-    with pytest.raises(Exception, match="SourceChangedError.*DELTA_SOURCE_TABLE_IGNORE_CHANGES.*skipChangeCommits"):
-        run(spark, path, ck)
     t.append(rows(10, 12))
+    t.delete("id < 3")
+    before: list = []
+    with pytest.raises(Exception, match="SourceChangedError.*DELTA_SOURCE_TABLE_IGNORE_CHANGES.*skipChangeCommits"):
+        run(spark, path, ck, batches=before)
+    # The rows committed before the DELETE arrived first.
+    assert flat(before) == added(path, 0, 1)
+    t.append(rows(12, 14))
     # Skipped: the DELETE's rewritten files are not read again; the append after it is.
-    assert flat(run(spark, path, ck, skipChangeCommits="true")) == added(path, 1, 2)
+    assert flat(run(spark, path, ck, skipChangeCommits="true")) == added(path, 2, 3)
+    # A commit that only removes files: Delta's other error, and ignoreDeletes skips it.
+    t.delete("id >= 0")
+    with pytest.raises(Exception, match="SourceChangedError.*DELTA_SOURCE_IGNORE_DELETE.*ignoreDeletes"):
+        run(spark, path, ck)
+    t.append(rows(20, 21))
+    assert flat(run(spark, path, ck, ignoreDeletes="true")) == [(20, "r20")]
 
 
 def test_deletion_vectors(spark, tmp_path):
@@ -172,5 +190,7 @@ def test_options_are_checked(spark, tmp_path):
     with pytest.raises(Exception, match="InvalidOptionError.*startingVersion or startingTimestamp"):
         (spark.readStream.format("indexeddf").option("startingVersion", "0")
          .option("startingTimestamp", "2020-01-01").load(path))
-    with pytest.raises(Exception, match="InvalidOptionError.*JVM connector"):
-        spark.readStream.format("indexeddf_python").load(path).writeStream.format("noop").start().awaitTermination(30)
+    # The Python data source (a session without the connector) refuses, naming the connector
+    # (called directly: Spark's Python streaming worker takes seconds to start).
+    with pytest.raises(InvalidOptionError, match="JVM connector"):
+        PythonNamedDataSource({"path": path}).streamReader(None)

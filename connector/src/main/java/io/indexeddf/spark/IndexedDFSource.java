@@ -140,7 +140,8 @@ public final class IndexedDFSource implements Source, SupportsTriggerAvailableNo
             startingTimestamp = present(st) ? st.trim() : null;
             String mf = opts.get("maxFilesPerTrigger");
             String mb = opts.get("maxBytesPerTrigger");
-            maxFiles = present(mf) ? (int) (long) number(mf, "maxFilesPerTrigger", 1, "a number of files >= 1") : null;
+            maxFiles = present(mf)
+                ? (int) Math.min(Integer.MAX_VALUE, number(mf, "maxFilesPerTrigger", 1, "a number of files >= 1")) : null;
             maxBytes = present(mb) ? bytes(mb) : null;
             ignoreDeletes = bool(opts, "ignoreDeletes");
             ignoreChanges = bool(opts, "ignoreChanges");
@@ -248,7 +249,7 @@ public final class IndexedDFSource implements Source, SupportsTriggerAvailableNo
             org.apache.spark.sql.connector.read.streaming.Offset startOffset, ReadLimit limit) {
         IndexedDFSourceOffset start = startOffset == null ? initial() : parse(startOffset);
         long[] limits = limits(limit);
-        Scan scan = scan(start, availableNowEnd, limits[0], limits[1]);
+        Scan scan = scan(start, availableNowEnd, limits[0], limits[1], false);
         if (!scan.end.after(start)) {
             return startOffset == null ? null : startOffset;
         }
@@ -259,7 +260,7 @@ public final class IndexedDFSource implements Source, SupportsTriggerAvailableNo
     public Dataset<Row> getBatch(Option<Offset> start, Offset end) {
         IndexedDFSourceOffset from = start.isDefined() ? parse(start.get()) : initial();
         IndexedDFSourceOffset to = parse(end);
-        Scan scan = scan(from, to, Long.MAX_VALUE, Long.MAX_VALUE);
+        Scan scan = scan(from, to, Long.MAX_VALUE, Long.MAX_VALUE, true);
         HadoopFsRelation relation = TableRelation.files(session, readSnapshot, scan.files);
         return org.apache.spark.sql.classic.Dataset.ofRows(session, LogicalRelation$.MODULE$.apply(relation, true));
     }
@@ -389,8 +390,11 @@ public final class IndexedDFSource implements Source, SupportsTriggerAvailableNo
      * at most {@code maxFiles} of them and at most the first to reach {@code maxBytes} (at least
      * one). The end is normalised: when a version's last file is taken, or a version has none to
      * take, the end moves to ({@code v + 1}, -1), so one position has one spelling.
+     * {@code admittedBefore}: the range is one an earlier offset admitted (a batch's, see
+     * {@link #admitted}).
      */
-    private Scan scan(IndexedDFSourceOffset from, IndexedDFSourceOffset until, long maxFiles, long maxBytes) {
+    private Scan scan(IndexedDFSourceOffset from, IndexedDFSourceOffset until, long maxFiles, long maxBytes,
+                      boolean admittedBefore) {
         DeltaLog log = DeltaLog.open(root, conf);
         long latest = log.latestVersion();
         Scan scan = new Scan();
@@ -422,7 +426,18 @@ public final class IndexedDFSource implements Source, SupportsTriggerAvailableNo
             if (until != null && new IndexedDFSourceOffset(tableId, v, after + 1, false).after(until)) {
                 return scan;
             }
-            List<AddFile> adds = admitted(commit(log, v));
+            if (scan.files.size() >= maxFiles || bytes >= maxBytes) {
+                return scan;  // full: the next commit is the next batch's to read (or to refuse)
+            }
+            List<AddFile> adds;
+            try {
+                adds = admitted(commit(log, v), admittedBefore);
+            } catch (IndexedDFException refused) {
+                if (scan.end.after(from)) {
+                    return scan;  // the rows before the commit first; the next offset refuses it
+                }
+                throw refused;
+            }
             for (int i = (int) after + 1; i < adds.size(); i++) {
                 IndexedDFSourceOffset pos = new IndexedDFSourceOffset(tableId, v, i, false);
                 if (until != null && pos.after(until) || scan.files.size() >= maxFiles || bytes >= maxBytes) {
@@ -466,8 +481,14 @@ public final class IndexedDFSource implements Source, SupportsTriggerAvailableNo
         }
     }
 
-    /** The files of a commit the stream reads: its added files, unless it removed rows (see the class). */
-    private List<AddFile> admitted(CommitActions c) {
+    /**
+     * The files of a commit the stream reads: its added files, unless it removed rows (see the
+     * class). A commit that removed rows inside a range an offset already admitted (Spark asks
+     * for the last committed batch again when a query restarts, and replays an uncommitted one)
+     * was skipped or read by an option of the run that admitted it; when the options no longer
+     * say which, it is skipped rather than refused: the error is for commits no offset covers yet.
+     */
+    private List<AddFile> admitted(CommitActions c, boolean admittedBefore) {
         if (c.metadata != null) {
             checkSchema(c);
         }
@@ -480,10 +501,10 @@ public final class IndexedDFSource implements Source, SupportsTriggerAvailableNo
         if (options.ignoreChanges) {
             return c.adds;
         }
+        if (admittedBefore || c.adds.isEmpty() && options.ignoreDeletes) {
+            return List.of();
+        }
         if (c.adds.isEmpty()) {
-            if (options.ignoreDeletes) {
-                return List.of();
-            }
             throw new IndexedDFException("SourceChangedError", "[DELTA_SOURCE_IGNORE_DELETE] Detected deleted data "
                 + "(for example " + c.firstRemoved + ") from streaming source at version " + c.version + ". This is "
                 + "not supported. If you'd like to ignore deletes, set the option 'ignoreDeletes' to 'true' (or "
