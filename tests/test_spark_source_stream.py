@@ -12,7 +12,7 @@ from __future__ import annotations
 import duckdb
 import pyarrow as pa
 import pytest
-from deltalake import DeltaTable
+from deltalake import DeltaTable, QueryBuilder
 from oracles import duckdb_delta
 
 import indexeddf
@@ -194,3 +194,18 @@ def test_options_are_checked(spark, tmp_path):
     # (called directly: Spark's Python streaming worker takes seconds to start).
     with pytest.raises(InvalidOptionError, match="JVM connector"):
         PythonNamedDataSource({"path": path}).streamReader(None)
+
+
+def test_a_column_mapped_partitioned_table(spark, tmp_path):
+    path, ck = str(tmp_path / "t"), tmp_path / "ck"
+    data = pa.table({"id": pa.array(range(6), pa.int64()), "v": [f"r{i}" for i in range(6)],
+                     "p": ["a", "b", "a", "b", "a", "b"]})
+    t = IndexedTable.create(path, data, ["id"], 2, partition_by=["p"],
+                            properties={"delta.columnMapping.mode": "name"})
+    t.rename_column("v", "w")
+    t.append(pa.table({"id": pa.array([6], pa.int64()), "w": ["r6"], "p": ["c"]}))
+    # Files written before and after the rename, read by their physical names, with their
+    # partition values; checked against delta-rs's DataFusion reader (it resolves physical names).
+    qb = QueryBuilder().register("t", DeltaTable(path))
+    expected = sorted(tuple(r.values()) for r in pa.table(qb.execute("SELECT id, w, p FROM t").read_all()).to_pylist())
+    assert flat(run(spark, path, ck, maxFilesPerTrigger=3)) == expected
