@@ -129,6 +129,20 @@ class VersionNotFoundError(IndexedDFError):
     """Time travel asked for a version or timestamp the log does not hold."""
 
 
+class SourceChangedError(IndexedDFError):
+    """A table read as a stream (``spark.readStream.format("indexeddf")``) had rows removed or
+    changed (DELETE, UPDATE, MERGE, an overwrite, deletion vectors given) at a version the
+    stream reached, and the stream was not told to skip such commits: Delta's
+    ``DELTA_SOURCE_TABLE_IGNORE_CHANGES`` / ``DELTA_SOURCE_IGNORE_DELETE``. Set
+    ``skipChangeCommits`` (or ``ignoreDeletes`` for commits that only delete), or start the
+    query again with a new checkpoint location."""
+
+
+class SourceSchemaChangedError(IndexedDFError):
+    """The schema of a table read as a stream changed after the stream started (Delta's
+    ``DELTA_SCHEMA_CHANGED``): restart the query, which then reads on with the new schema."""
+
+
 class ConcurrentModificationError(IndexedDFError):
     """A commit lost a race against another writer and could not be rebased.
 

@@ -429,9 +429,10 @@ def test_the_jar_is_built_from_the_current_sources():
     assert Path(str(jar_path()) .replace(".jar", ".sha256")).read_text().strip() == sources_hash()
 
 
-def test_streaming_reads_are_refused(spark, bucketed):
-    with pytest.raises(Exception, match="readStream.format\\('indexeddf'\\) is not supported"):
-        spark.readStream.format("indexeddf").load(bucketed)
+def test_a_path_identifier_is_read_as_a_stream_by_load(spark, bucketed):
+    # readStream.format('indexeddf').load(path) is the streaming source (test_spark_source_stream.py).
+    with pytest.raises(Exception, match="InvalidOptionError.*readStream.format\\('indexeddf'\\).load\\(path\\)"):
+        spark.readStream.table(f"indexeddf.`{bucketed}`")
 
 
 @pytest.mark.slow

@@ -124,6 +124,14 @@ class IndexedDataSource(DataSource):
         """The exactly-once streaming sink (:mod:`indexeddf.spark.write`)."""
         return sw.stream_writer(self.options, schema, overwrite)
 
+    def streamReader(self, schema: StructType):
+        """Refused: a table is read as a stream by the JVM connector (Delta's streaming source,
+        ``io.indexeddf.spark.IndexedDFSource``), not by this Python source."""
+        raise InvalidOptionError(
+            "streaming reads of an indexeddf table are the JVM connector's: use "
+            "spark.readStream.format('indexeddf').load(path) in a session with the connector "
+            "(indexeddf.configure(builder) or indexeddf.local_session(), docs/spark.md)")
+
 
 class PythonNamedDataSource(IndexedDataSource):
     """The same source under the name ``indexeddf_python``: next to the JVM connector (which

@@ -161,4 +161,19 @@ public final class DeltaLog {
     public long versionAt(String timestamp) {
         return TimeTravel.versionAt(listing, timestamp);
     }
+
+    /** What commit {@code version} added and removed (a streaming read's unit, {@link CommitActions}). */
+    public CommitActions commitActions(long version) {
+        return CommitActions.read(listing, version);
+    }
+
+    /** The oldest version whose JSON commit the log still holds, or -1 when it holds none. */
+    public long oldestCommit() {
+        return listing.commits.isEmpty() ? -1 : listing.commits.firstKey();
+    }
+
+    /** The oldest version committed at or after {@code timestamp}, or the newest plus one (a stream's start). */
+    public long versionFrom(String timestamp) {
+        return TimeTravel.versionFrom(listing, timestamp);
+    }
 }

@@ -109,25 +109,9 @@ final class Replay {
                     metadata = body;
                     break;
                 case "add": {
-                    String encoded = body.path("path").asText();
-                    String path = DeltaPaths.decode(encoded, source);
-                    JsonNode tags = body.path("tags");
-                    Integer bucket = null;
-                    JsonNode b = tags.get(DeltaLog.TAG_BUCKET);
-                    if (b != null && !b.isNull()) {
-                        try {
-                            bucket = Integer.parseInt(b.asText().trim());
-                        } catch (NumberFormatException ex) {
-                            throw IndexedDFException.corrupt(root,
-                                source + ": tag " + DeltaLog.TAG_BUCKET + " must be a decimal string");
-                        }
-                    }
-                    DeletionVectorDescriptor dv = DeletionVectorDescriptor.of(body, root, source);
-                    adds.put(key(path, dv), new AddFile(path, DeltaPaths.location(root, encoded, source), body.path("size").asLong(),
-                        body.path("modificationTime").asLong(), bucket, FileIds.fileId(tags, path, source),
-                        "true".equals(tags.path(DeltaLog.TAG_SORTED).asText(null)), dv,
-                        ProtocolCheck.partitionValues(body, root, source)));
-                    Long was = tombstoneIds.remove(path);
+                    AddFile a = addFile(body, root, source);
+                    adds.put(key(a.path, a.deletionVector), a);
+                    Long was = tombstoneIds.remove(a.path);
                     if (was != null) {
                         tombstones.remove(was);
                     }
@@ -153,6 +137,28 @@ final class Replay {
                     break;  // txn, commitInfo, cdc, domainMetadata, ...: nothing a scan needs
             }
         }
+    }
+
+    /** The live file an {@code add} action of {@code source} (a commit or checkpoint of the table at {@code root}) names. */
+    static AddFile addFile(JsonNode body, Path root, Path source) {
+        String encoded = body.path("path").asText();
+        String path = DeltaPaths.decode(encoded, source);
+        JsonNode tags = body.path("tags");
+        Integer bucket = null;
+        JsonNode b = tags.get(DeltaLog.TAG_BUCKET);
+        if (b != null && !b.isNull()) {
+            try {
+                bucket = Integer.parseInt(b.asText().trim());
+            } catch (NumberFormatException ex) {
+                throw IndexedDFException.corrupt(root,
+                    source + ": tag " + DeltaLog.TAG_BUCKET + " must be a decimal string");
+            }
+        }
+        DeletionVectorDescriptor dv = DeletionVectorDescriptor.of(body, root, source);
+        return new AddFile(path, DeltaPaths.location(root, encoded, source), body.path("size").asLong(),
+            body.path("modificationTime").asLong(), bucket, FileIds.fileId(tags, path, source),
+            "true".equals(tags.path(DeltaLog.TAG_SORTED).asText(null)), dv,
+            ProtocolCheck.partitionValues(body, root, source));
     }
 
     /** A file's key in the set of live files: its path, and its DV's unique id when it has one. */

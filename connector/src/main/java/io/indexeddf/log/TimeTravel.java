@@ -47,6 +47,26 @@ final class TimeTravel {
         return versions.get(lo);
     }
 
+    /**
+     * The oldest version of {@code log} committed at or after {@code timestamp}, or the newest
+     * version plus one when none was (a stream's {@code startingTimestamp}, Delta's rule).
+     */
+    static long versionFrom(LogListing log, String timestamp) {
+        long ms = toMillis(timestamp);
+        List<Long> versions = new ArrayList<>(log.commits.keySet());
+        int lo = 0;
+        int hi = versions.size();
+        while (lo < hi) {
+            int mid = (lo + hi) / 2;
+            if (commitTime(log, versions.get(mid)) >= ms) {
+                hi = mid;
+            } else {
+                lo = mid + 1;
+            }
+        }
+        return lo < versions.size() ? versions.get(lo) : log.latestVersion() + 1;
+    }
+
     /** A commit's time: {@code commitInfo.timestamp} (or inCommitTimestamp), else the file's modification time. */
     static long commitTime(LogListing log, long version) {
         FileStatus st = log.commits.get(version);

@@ -7,6 +7,8 @@ import java.util.Map;
 import io.indexeddf.log.IndexedDFException;
 import io.indexeddf.spark.exec.PythonWriter;
 import io.indexeddf.spark.exec.TableRelation;
+import org.apache.hadoop.conf.Configuration;
+import org.apache.hadoop.fs.Path;
 import org.apache.spark.sql.Dataset;
 import org.apache.spark.sql.Row;
 import org.apache.spark.sql.SQLContext;
@@ -35,6 +37,10 @@ import scala.collection.immutable.Seq;
  * {@code timestampAsOf}, and {@code SELECT ... FROM indexeddf.`/path`}, which
  * {@link IndexedDFExtensions} resolves) are {@link TableRelation}s: Spark's own Parquet scan of
  * exactly the version's live files, bucketed when the files allow it.
+ *
+ * <p>Streaming reads ({@code spark.readStream.format("indexeddf").load(path)}, and
+ * {@code readStream.table(name)} of a catalog entry, which Spark turns into this provider) are
+ * an {@link IndexedDFSource}, Delta's streaming source.
  *
  * <p>Writes and streaming writes are done by the Python data source registered as
  * {@code indexeddf_python} ({@code indexeddf.register(spark)}), through {@link PythonWriter},
@@ -110,25 +116,31 @@ public final class IndexedDFProvider extends ParquetFileFormat implements DataSo
         return new IndexedDFSink(opts, outputMode == OutputMode.Complete());
     }
 
-    // -- streaming reads: refused ------------------------------------------------------------
-    // Without this, Spark would treat the provider (a ParquetFileFormat, for SQL on paths) as
+    // -- streaming reads ----------------------------------------------------------------------
+    // Without these, Spark would treat the provider (a ParquetFileFormat, for SQL on paths) as
     // a file stream source and read every Parquet file under the folder, of every version.
     @Override
     public Tuple2<String, StructType> sourceSchema(SQLContext sqlContext, Option<StructType> schema,
                                                    String providerName,
                                                    scala.collection.immutable.Map<String, String> parameters) {
-        throw streamingReads();
+        Map<String, String> opts = TableRelation.canonical(parameters, IndexedDFSource.OPTIONS,
+            "readStream.format('indexeddf')", false);
+        new IndexedDFSource.Options(opts);
+        Configuration conf = TableRelation.classic(sqlContext).sessionState().newHadoopConf();
+        Path root = TableRelation.tableRoot(TableRelation.requirePath(opts), conf);
+        // The log decides the schema, as for batch reads; a catalog entry hands its copy here.
+        StructType table = IndexedDFSource.schemaOf(root, conf);
+        return new Tuple2<>(NAME, table);
     }
 
     @Override
     public Source createSource(SQLContext sqlContext, String metadataPath, Option<StructType> schema,
                                String providerName, scala.collection.immutable.Map<String, String> parameters) {
-        throw streamingReads();
+        Map<String, String> opts = TableRelation.canonical(parameters, IndexedDFSource.OPTIONS,
+            "readStream.format('indexeddf')", false);
+        org.apache.spark.sql.classic.SparkSession session = TableRelation.classic(sqlContext);
+        Configuration conf = session.sessionState().newHadoopConf();
+        Path root = TableRelation.tableRoot(TableRelation.requirePath(opts), conf);
+        return new IndexedDFSource(session, root, conf, metadataPath, opts);
     }
-
-    private static IndexedDFException streamingReads() {
-        return new IndexedDFException("IndexedDFError", "readStream.format('indexeddf') is not supported: "
-            + "read a version with spark.read.format('indexeddf') (versionAsOf / timestampAsOf)");
-    }
-
 }

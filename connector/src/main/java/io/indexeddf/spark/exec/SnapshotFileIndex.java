@@ -45,15 +45,32 @@ public final class SnapshotFileIndex implements FileIndex {
      */
     private volatile String refusedSchema;
 
+    /**
+     * The files a stream's micro-batch reads ({@code null}: the snapshot's live files), part of
+     * {@link #equals}: two batches of one version are different data.
+     */
+    private final List<AddFile> chosen;
+
     /** The index of a snapshot's live files. */
     public SnapshotFileIndex(Snapshot snapshot, StructType schema) {
+        this(snapshot, schema, null);
+    }
+
+    /**
+     * The index of {@code chosen} files (null: the snapshot's live files), read with the
+     * schema, partitioning and column mapping of {@code snapshot}: a stream's micro-batch
+     * (files some commits added, each with its deletion vector).
+     */
+    public SnapshotFileIndex(Snapshot snapshot, StructType schema, List<AddFile> chosen) {
         this.snapshot = snapshot;
+        this.chosen = chosen;
         this.partitionSchema = Partitions.schema(snapshot, schema);
         this.root = snapshot.root;
         this.version = snapshot.version;
-        List<FileStatusWithMetadata> out = new ArrayList<>(snapshot.files.size());
+        List<AddFile> listed = chosen == null ? snapshot.files : chosen;
+        List<FileStatusWithMetadata> out = new ArrayList<>(listed.size());
         long total = 0;
-        for (AddFile a : snapshot.files) {
+        for (AddFile a : listed) {
             FileStatus st = new FileStatus(a.size, false, 1, BLOCK_SIZE, a.modificationTime, a.location);
             // A file's deletion vector rides with it to the reader (DeletionVectorFormat).
             FileStatusWithMetadata f = new FileStatusWithMetadata(st, DeletionVectorFormat.metadata(a.deletionVector));
@@ -142,7 +159,8 @@ public final class SnapshotFileIndex implements FileIndex {
     public boolean equals(Object other) {
         return other instanceof SnapshotFileIndex && ((SnapshotFileIndex) other).version == version
             && ((SnapshotFileIndex) other).root.equals(root)
-            && java.util.Objects.equals(((SnapshotFileIndex) other).snapshot.identity(), snapshot.identity());
+            && java.util.Objects.equals(((SnapshotFileIndex) other).snapshot.identity(), snapshot.identity())
+            && java.util.Objects.equals(((SnapshotFileIndex) other).chosen, chosen);
     }
 
     @Override
@@ -161,6 +179,7 @@ public final class SnapshotFileIndex implements FileIndex {
 
     @Override
     public String toString() {
-        return "IndexedDFSnapshot[" + root + " v" + version + ", " + files.size() + " files]";
+        return (chosen == null ? "IndexedDFSnapshot[" : "IndexedDFStreamBatch[") + root + " v" + version + ", "
+            + files.size() + " files]";
     }
 }

@@ -109,6 +109,27 @@ public final class TableRelation {
         return new HadoopFsRelation(files, files.partitionSchema(), schema, bucketing, format, noOptions, session);
     }
 
+    /**
+     * The relation over {@code files} (live files some commits added, each with its deletion
+     * vector), read as {@code snapshot}'s table: its schema, partitioning and column mapping.
+     * A stream's micro-batch ({@code io.indexeddf.spark.IndexedDFSource}); not bucketed (a
+     * batch holds any few files of any buckets).
+     */
+    public static HadoopFsRelation files(org.apache.spark.sql.classic.SparkSession session, Snapshot snapshot,
+                                         List<AddFile> files) {
+        StructType schema = ColumnMapping.tableSchema(snapshot);
+        boolean vectors = false;
+        for (AddFile a : files) {
+            vectors |= a.deletionVector != null;
+        }
+        ParquetFileFormat format = vectors || ColumnMapping.mapped(schema)
+            ? new DeletionVectorFormat() : new ParquetFileFormat();
+        SnapshotFileIndex index = new SnapshotFileIndex(snapshot, schema, files);
+        scala.collection.immutable.Map<String, String> noOptions = scala.collection.immutable.Map$.MODULE$.empty();
+        return new HadoopFsRelation(index, index.partitionSchema(), schema, Option.empty(), format, noOptions,
+            session);
+    }
+
     private static Long timeTravel(Map<String, String> opts, DeltaLog log) {
         String v = opts.get("versionAsOf");
         String ts = opts.get("timestampAsOf");
@@ -206,7 +227,8 @@ public final class TableRelation {
         return (org.apache.spark.sql.classic.SparkSession) sqlContext.sparkSession();
     }
 
-    private static String requirePath(Map<String, String> opts) {
+    /** The option {@code path}, refused when absent. */
+    public static String requirePath(Map<String, String> opts) {
         String path = opts.get("path");
         if (path == null || path.trim().isEmpty()) {
             throw IndexedDFException.option("indexeddf reads one table location, given by .load(path) or "

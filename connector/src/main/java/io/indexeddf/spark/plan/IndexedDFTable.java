@@ -304,14 +304,16 @@ public final class IndexedDFTable implements V2TableWithV1Fallback, SupportsWrit
     }
 
     /**
-     * The catalog entry (Spark falls back to it for streaming); {@code indexeddf.`/path`} has
-     * none, and neither is read as a stream.
+     * The catalog entry: Spark falls back to it for {@code readStream.table(name)}, which it
+     * turns into the provider's streaming source ({@code IndexedDFSource}).
+     * {@code indexeddf.`/path`} has none: a path is read as a stream by
+     * {@code spark.readStream.format("indexeddf").load(path)}.
      */
     @Override
     public CatalogTable v1Table() {
         if (entry == null) {
-            throw new IndexedDFException("IndexedDFError", "readStream of " + name + " is not supported: read a "
-                + "version with spark.read.format('indexeddf') (versionAsOf / timestampAsOf)");
+            throw IndexedDFException.option("readStream.table(" + name + ") of a path is not supported: read it "
+                + "as a stream with spark.readStream.format('indexeddf').load(path)");
         }
         return entry;
     }
