@@ -8,7 +8,8 @@ and schemas are the table's log's, never a copy in the metastore.
 - A table made from non-nullable columns (``AS SELECT id FROM range(10)``, ``saveAsTable``)
   reads and takes inserts (its log makes every column nullable).
 - A catalog table reads the schema its log has at each query, after a change of schema made
-  by another route (``IndexedTable.append(..., schema_mode="merge")``, ``mergeSchema``).
+  by another route (``IndexedTable.append(..., schema_mode="merge")``, ``mergeSchema``), and the
+  properties, columns and partitioning another process or a statement by path gave it.
 
 Every check of the log is made through indexeddf's Python API and through a reader nobody
 here wrote: delta-rs (``DeltaTable(path).metadata().configuration``), the raw commit JSON where
@@ -256,3 +257,30 @@ def test_schema_mismatch_is_typed(spark, tmp_path):
     with pytest.raises(Exception) as info:
         spark.read.format("indexeddf").schema("k int").load(path).collect()
     assert isinstance(indexeddf.spark.typed_error(info.value), SchemaMismatchError)
+
+
+def test_a_catalog_table_follows_changes_another_process_and_a_path_make(sql, spark, tmp_path):
+    """Another process (the Python API, no Spark) sets a property and adds a column; a replace
+    by path repartitions the table: the catalog entry shows each at its next statement
+    (properties, columns, partitions, DESCRIBE DETAIL), as delta-rs reads the log."""
+    import subprocess
+
+    path = str(tmp_path / "t")
+    IndexedTable.create(path, pa.table({"k": pa.array([1, 2], pa.int64())}), index_columns=["k"], num_buckets=2)
+    sql(f"CREATE TABLE followed USING indexeddf LOCATION '{path}'")
+    assert "indexeddf.index.autoRefresh" not in shown(sql, "followed")
+    other = ("import sys, pyarrow as pa; from indexeddf import IndexedTable; t = IndexedTable.for_path(sys.argv[1]); "
+             "t.set_properties({'indexeddf.index.autoRefresh': 'false'}); "
+             "t.append(pa.table({'k': pa.array([3], pa.int64()), 'p': ['b']}), schema_mode='merge')")
+    subprocess.run([sys.executable, "-c", other, path], check=True, timeout=120)
+    assert shown(sql, "followed")["indexeddf.index.autoRefresh"] == "false" == delta_rs_configuration(path)[
+        "indexeddf.index.autoRefresh"]
+    assert spark.table("followed").columns == ["k", "p"]
+    assert sql("SELECT k, p FROM followed ORDER BY k") == [{"k": 1, "p": None}, {"k": 2, "p": None}, {"k": 3, "p": "b"}]
+
+    sql(f"REPLACE TABLE indexeddf.`{path}` USING indexeddf PARTITIONED BY (p) CLUSTERED BY (k) INTO 2 BUCKETS "
+        "AS SELECT k, p FROM followed")
+    assert DeltaTable(path).metadata().partition_columns == ["p"]
+    assert sql("DESCRIBE DETAIL followed")[0]["partitionColumns"] == ["p"]
+    assert sorted(r["partition"] for r in sql("SHOW PARTITIONS followed")) == ["p=__HIVE_DEFAULT_PARTITION__", "p=b"]
+    assert sql("SELECT k FROM followed WHERE p = 'b'") == [{"k": 3}]
