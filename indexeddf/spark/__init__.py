@@ -41,7 +41,26 @@ def is_spark_dataframe(data: Any) -> bool:
     return module.startswith("pyspark.sql") and type(data).__name__ == "DataFrame"
 
 
-_TYPED = re.compile(r"indexeddf\.errors\.(\w+): (.*?)(?:\n|$)", re.S)
+_TYPED = re.compile(r"indexeddf\.errors\.(\w+): ([^\n]*(?:\n - [^\n]*)*)")
+"""A typed error in a Spark exception's text: its class and message (the first line, and the
+`` - column : value`` lines that follow it in Delta's constraint violations)."""
+_VALUE_LINE = re.compile(r"^ - (.+?) : (.*)$", re.M)
+
+
+def _texts(exc: BaseException) -> str:
+    """An exception's text and, for one Spark raised from the JVM, the messages of the Java
+    exception's causes (PySpark shows only the first line of a cause's message)."""
+    out = [str(exc)]
+    cause = getattr(exc, "_origin", None)
+    try:
+        for _ in range(20):  # a cause chain is short; a cycle must not hang
+            if cause is None:
+                break
+            out.append(str(cause.getMessage()))
+            cause = cause.getCause()
+    except Exception:  # noqa: BLE001 - a JVM gone or a non-Java origin: the text alone
+        pass
+    return "\n".join(out)
 
 
 def typed_error(exc: BaseException) -> IndexedDFError | None:
@@ -49,14 +68,17 @@ def typed_error(exc: BaseException) -> IndexedDFError | None:
 
     The last one named is the one raised (earlier ones are its context).
     """
-    found = _TYPED.findall(str(exc))
+    found = _TYPED.findall(_texts(exc))
     for name, message in reversed(found):
         cls = getattr(errors, name, None)
         if isinstance(cls, type) and issubclass(cls, IndexedDFError):
             try:
-                return cls(message.strip())
+                typed = cls(message.strip())
             except TypeError:
                 return IndexedDFError(f"{name}: {message.strip()}")
+            if isinstance(typed, errors.ConstraintViolationError):
+                typed.values = dict(_VALUE_LINE.findall(message))
+            return typed
     return None
 
 
