@@ -289,6 +289,8 @@ def test_set_and_unset_properties(table_path):
         t.set_properties({"indexeddf.index.autoRefrsh": "false"})
     with pytest.raises(InvalidOptionError):
         t.unset_properties(["never-set"])
+    with pytest.raises(InvalidOptionError, match="delta.appendOnly='yes': must be 'true' or 'false'"):
+        t.set_properties({"delta.appendOnly": "yes"})  # Delta's boolean, validated as Delta does
 
 
 def test_index_columns_carry_parquet_bloom_filters(table_path):

@@ -105,6 +105,11 @@ PROPERTIES: dict[str, Property] = {
             "read the table). Every indexeddf reader applies deletion vectors either way.",
         ),
         Property(
+            "delta.appendOnly", "false", _bool,
+            "Delta's switch for an append-only table: true refuses every commit that removes data "
+            "(deletes, updates, merges that change rows, overwrites, restores).",
+        ),
+        Property(
             "indexeddf.vacuum.minRetentionHours", "168", _non_negative,
             "vacuum refuses a shorter retention (hours) unless enforce_retention=False.",
         ),
