@@ -49,3 +49,34 @@ def conf(spark):
     yield set_
     for key in changed:
         spark.conf.unset(key)
+
+
+@pytest.fixture
+def sql(spark):
+    """SQL typed as a user types it, on the session with the connector: ``sql(statement)`` is
+    the statement's rows as dicts; an indexeddf error it fails with is raised again as the
+    typed Python error. ``sql.columns``: the (name, type)s of the last statement's result (a
+    statement runs once: Spark runs a command when it is parsed). Catalog entries made by
+    ``CREATE TABLE`` are dropped afterwards."""
+    import indexeddf
+
+    assert indexeddf.register(spark) == indexeddf.spark.CONNECTOR
+    made = []
+
+    def run(statement: str) -> list[dict]:
+        if statement.upper().startswith("CREATE TABLE"):
+            made.append(statement.split()[2])
+        try:
+            frame = spark.sql(statement)
+            run.columns = [(f.name, f.dataType.simpleString()) for f in frame.schema]
+            return [r.asDict(recursive=True) for r in frame.collect()]
+        except Exception as e:  # noqa: BLE001 - the typed error the statement failed with
+            typed = indexeddf.spark.typed_error(e)
+            if typed is None:
+                raise
+            raise typed from None
+
+    run.columns = []
+    yield run
+    for name in made:
+        spark.sql(f"DROP TABLE IF EXISTS {name}")

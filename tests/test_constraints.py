@@ -142,28 +142,6 @@ def test_writer_seven_tables_list_the_feature(tmp_path):
 
 
 # -- Spark --------------------------------------------------------------------------------
-@pytest.fixture
-def sql(spark):
-    """``sql(statement)``: its rows as dicts; an indexeddf error is raised as the typed one."""
-    assert indexeddf.register(spark) == indexeddf.spark.CONNECTOR
-    made = []
-
-    def run(statement: str) -> list[dict]:
-        if statement.upper().startswith("CREATE TABLE"):
-            made.append(statement.split()[2])
-        try:
-            return [r.asDict() for r in spark.sql(statement).collect()]
-        except Exception as e:  # noqa: BLE001 - the typed error the statement failed with
-            typed = indexeddf.spark.typed_error(e)
-            if typed is None:
-                raise
-            raise typed from None
-
-    yield run
-    for name in made:
-        spark.sql(f"DROP TABLE IF EXISTS {name}")
-
-
 @pytest.mark.spark
 def test_sql_add_constraint_as_a_delta_user_types_it(sql, tmp_path):
     path = tmp_path / "orders"

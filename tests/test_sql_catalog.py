@@ -38,29 +38,6 @@ from indexeddf.errors import InvalidOptionError, SchemaMismatchError  # noqa: E4
 pytestmark = pytest.mark.spark
 
 
-@pytest.fixture
-def sql(spark):
-    """``sql(statement)``: the statement's rows as dicts; an indexeddf error it fails with is
-    raised again as the typed Python error (``indexeddf.spark.typed_error``)."""
-    assert indexeddf.register(spark) == indexeddf.spark.CONNECTOR
-    made = []
-
-    def run(statement: str) -> list[dict]:
-        if statement.upper().startswith("CREATE TABLE"):
-            made.append(statement.split()[2])
-        try:
-            return [r.asDict() for r in spark.sql(statement).collect()]
-        except Exception as e:  # noqa: BLE001 - the typed error the statement failed with
-            typed = indexeddf.spark.typed_error(e)
-            if typed is None:
-                raise
-            raise typed from None
-
-    yield run
-    for name in made:
-        spark.sql(f"DROP TABLE IF EXISTS {name}")
-
-
 def configuration(path: str) -> dict[str, str]:
     """The newest version's configuration through indexeddf's Python API."""
     return dict(IndexedTable.for_path(path)._snapshot.metadata.configuration)

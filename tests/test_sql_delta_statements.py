@@ -56,33 +56,6 @@ RESTORE_COLUMNS = ["table_size_after_restore", "num_of_files_after_restore", "nu
                    "num_restored_files", "removed_files_size", "restored_files_size"]
 
 
-@pytest.fixture
-def sql(spark):
-    """``sql(statement)``: the statement's rows as dicts; an indexeddf error it fails with is
-    raised again as the typed Python error. ``sql.columns``: the (name, type)s of the last
-    statement's result (a statement runs once: Spark runs a command when it is parsed)."""
-    assert indexeddf.register(spark) == indexeddf.spark.CONNECTOR
-    made = []
-
-    def run(statement: str) -> list[dict]:
-        if statement.upper().startswith("CREATE TABLE"):
-            made.append(statement.split()[2])
-        try:
-            frame = spark.sql(statement)
-            run.columns = [(f.name, f.dataType.simpleString()) for f in frame.schema]
-            return [r.asDict(recursive=True) for r in frame.collect()]
-        except Exception as e:  # noqa: BLE001 - the typed error the statement failed with
-            typed = indexeddf.spark.typed_error(e)
-            if typed is None:
-                raise
-            raise typed from None
-
-    run.columns = []
-    yield run
-    for name in made:
-        spark.sql(f"DROP TABLE IF EXISTS {name}")
-
-
 def rows(keys, tag: str = "a") -> pa.Table:
     return pa.table({"k": pa.array(keys, pa.int64()), "v": pa.array([f"{tag}{k}" for k in keys])})
 

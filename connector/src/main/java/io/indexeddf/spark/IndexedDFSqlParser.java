@@ -224,16 +224,9 @@ public final class IndexedDFSqlParser implements ParserInterface {
             if (!c.word("BY")) {
                 return null;
             }
-            zorder = new ArrayList<>();
             boolean paren = c.symbol("(");
-            do {
-                List<String> col = qualifiedName(c);
-                if (col == null) {
-                    return null;
-                }
-                zorder.add(String.join(".", col));
-            } while (c.symbol(","));
-            if (paren && !c.symbol(")")) {
+            zorder = columnNames(c);
+            if (zorder == null || (paren && !c.symbol(")"))) {
                 return null;
             }
         }
@@ -337,18 +330,8 @@ public final class IndexedDFSqlParser implements ParserInterface {
                     + "indexeddf's indexes only; leave USING out");
             }
         }
-        if (!c.symbol("(")) {
-            return null;
-        }
-        List<String> columns = new ArrayList<>();
-        do {
-            List<String> col = qualifiedName(c);
-            if (col == null) {
-                return null;
-            }
-            columns.add(String.join(".", col));
-        } while (c.symbol(","));
-        if (!c.symbol(")")) {
+        List<String> columns = columnList(c);
+        if (columns == null) {
             return null;
         }
         Integer numBuckets = null;
@@ -436,29 +419,9 @@ public final class IndexedDFSqlParser implements ParserInterface {
             return null;
         }
         TableName t = tableName(c);
-        if (t == null || !c.word("INDEX") || !c.word("BY") || !c.symbol("(")) {
-            return null;
-        }
-        List<String> columns = new ArrayList<>();
-        do {
-            List<String> col = qualifiedName(c);
-            if (col == null) {
-                return null;
-            }
-            columns.add(String.join(".", col));
-        } while (c.symbol(","));
-        if (!c.symbol(")")) {
-            return null;
-        }
-        Integer buckets = null;
-        if (c.word("BUCKETS")) {
-            Token n = c.next();
-            if (n == null || n.kind != Token.NUMBER) {
-                return null;
-            }
-            buckets = Integer.valueOf(n.text);
-        }
-        return c.end() ? TableOperationCommand.convert(t.path, t.name, columns, buckets) : null;
+        IndexBy index = t != null && c.word("INDEX") ? indexBy(c) : null;
+        return index != null && c.end() ? TableOperationCommand.convert(t.path, t.name, index.columns, index.buckets)
+            : null;
     }
 
     /**
@@ -509,32 +472,15 @@ public final class IndexedDFSqlParser implements ParserInterface {
                 return null;
             }
         }
-        List<String> columns = null;
-        Integer buckets = null;
+        IndexBy index = new IndexBy(null, null);
         if (c.word("INDEX")) {
-            if (!c.word("BY") || !c.symbol("(")) {
+            index = indexBy(c);
+            if (index == null) {
                 return null;
-            }
-            columns = new ArrayList<>();
-            do {
-                List<String> col = qualifiedName(c);
-                if (col == null) {
-                    return null;
-                }
-                columns.add(String.join(".", col));
-            } while (c.symbol(","));
-            if (!c.symbol(")")) {
-                return null;
-            }
-            if (c.word("BUCKETS")) {
-                Token n = c.next();
-                if (n == null || n.kind != Token.NUMBER) {
-                    return null;
-                }
-                buckets = Integer.valueOf(n.text);
             }
         }
-        return c.end() ? TableOperationCommand.convertParquet(t.path, t.name, partitions, stats, columns, buckets)
+        return c.end()
+            ? TableOperationCommand.convertParquet(t.path, t.name, partitions, stats, index.columns, index.buckets)
             : null;
     }
 
@@ -560,6 +506,56 @@ public final class IndexedDFSqlParser implements ParserInterface {
         }
         List<String> name = qualifiedName(c);
         return name == null ? null : new TableName(null, name);
+    }
+
+    /** Column names separated by commas (a nested field's parts joined by dots), or null. */
+    private static List<String> columnNames(Cursor c) {
+        List<String> columns = new ArrayList<>();
+        do {
+            List<String> col = qualifiedName(c);
+            if (col == null) {
+                return null;
+            }
+            columns.add(String.join(".", col));
+        } while (c.symbol(","));
+        return columns;
+    }
+
+    /** {@code (c, ...)}: {@link #columnNames} in parentheses, or null. */
+    private static List<String> columnList(Cursor c) {
+        if (!c.symbol("(")) {
+            return null;
+        }
+        List<String> columns = columnNames(c);
+        return columns != null && c.symbol(")") ? columns : null;
+    }
+
+    /** What {@code INDEX BY (c, ...) [BUCKETS n]} gives: the columns, and the bucket count (null: the default). */
+    private static final class IndexBy {
+        final List<String> columns;
+        final Integer buckets;
+
+        IndexBy(List<String> columns, Integer buckets) {
+            this.columns = columns;
+            this.buckets = buckets;
+        }
+    }
+
+    /** {@code BY (c, ...) [BUCKETS n]} after {@code INDEX}, or null. */
+    private static IndexBy indexBy(Cursor c) {
+        List<String> columns = c.word("BY") ? columnList(c) : null;
+        if (columns == null) {
+            return null;
+        }
+        Integer buckets = null;
+        if (c.word("BUCKETS")) {
+            Token n = c.next();
+            if (n == null || n.kind != Token.NUMBER) {
+                return null;
+            }
+            buckets = Integer.valueOf(n.text);
+        }
+        return new IndexBy(columns, buckets);
     }
 
     private static List<String> qualifiedName(Cursor c) {
