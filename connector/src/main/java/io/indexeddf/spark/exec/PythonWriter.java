@@ -103,7 +103,7 @@ public final class PythonWriter {
                 break;
             }
         }
-        if (tableRows && tableExists(path, session.sessionState().newHadoopConf())) {
+        if (tableRows) {  // a table the connector cannot reach (no table yet, s3:// without hadoop-aws): its tasks check
             data = CheckConstraints.forWrite(session, path, data, opts);
         }
         try {
