@@ -99,7 +99,7 @@ def check_new_writer_and_vacuum(url: str, options: dict | None) -> None:
     assert IndexedTable.for_path(url, storage_options=options).to_arrow().num_rows == before + 1
 
 
-@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize("seed", range(2))  # each seed kills at other moments; more seeds cost ~14 s each
 def test_crash_soak_locally(tmp_path, seed):
     soak(str(tmp_path / "t"), None, seed)
 
@@ -112,6 +112,6 @@ def s3():
     server.stop()
 
 
-@pytest.mark.parametrize("seed", range(2))
+@pytest.mark.parametrize("seed", range(1))
 def test_crash_soak_on_s3(s3, seed):
     soak(f"s3://soak/t{seed}", s3.endpoint.options(), 100 + seed)
