@@ -40,6 +40,7 @@ from ..format.snapshot import Snapshot, load_snapshot
 from ..format.transaction import ALL_BUCKETS, Transaction
 from ..spec.actions import AddFile, IndexFile, RemoveFile, Txn
 from ..spec.column_mapping import file_schema
+from ..spec.delta import LazyStats
 from ..spec.features import deletion_vectors_enabled
 from . import options as so
 from .write_commit import delete_uncommitted
@@ -83,6 +84,15 @@ def committed_before(snapshot: Snapshot, txn: tuple[str, int]) -> bool:
     """Whether the newest version already holds ``txn``'s app at its version or later."""
     done = load_snapshot(snapshot.storage).txn_version(txn[0])
     return done is not None and done >= txn[1]
+
+
+def _add_json(add: AddFile) -> str:
+    """An add as a commit message carries it: the stats a checkpoint left as text (a file
+    given a deletion vector keeps them) parsed first, since the model serializes only parsed
+    statistics."""
+    if isinstance(add.stats, LazyStats):
+        add = add.model_copy(update={"stats": add.stats.parsed()})
+    return add.model_dump_json(by_alias=True)
 
 
 class ApplyWriter(DataSourceArrowWriter):
@@ -129,7 +139,7 @@ class ApplyWriter(DataSourceArrowWriter):
         metrics.num_target_rows_inserted += inserted.num_rows
         metrics.num_source_rows += sum(counted.column(ROW).to_pylist())
         return AppliedMessage(
-            adds=[a.model_dump_json(by_alias=True) for a in actions if isinstance(a, AddFile)],
+            adds=[_add_json(a) for a in actions if isinstance(a, AddFile)],
             removes=[a.model_dump_json(by_alias=True) for a in actions if isinstance(a, RemoveFile)],
             index_files={k: [f.model_dump_json(by_alias=True) for f in fs] for k, fs in index_files.items()},
             written=written, metrics={k: v for k, v in metrics.as_dict().items() if isinstance(v, int)})
