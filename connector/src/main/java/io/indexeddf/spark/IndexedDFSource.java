@@ -383,6 +383,31 @@ public final class IndexedDFSource implements Source, SupportsTriggerAvailableNo
     private static final class Scan {
         final List<AddFile> files = new ArrayList<>();
         IndexedDFSourceOffset end;
+        long bytes;
+    }
+
+    /**
+     * Takes the files of version {@code v} after position {@code after} into {@code scan} while it
+     * has room ({@code maxFiles}, {@code maxBytes}) and stays at or before {@code until}, then moves
+     * its end past the version; false when it stopped first (the batch is complete).
+     */
+    private boolean take(Scan scan, List<AddFile> files, long v, long after, boolean starting,
+                         IndexedDFSourceOffset until, long maxFiles, long maxBytes) {
+        for (int i = (int) after + 1; i < files.size(); i++) {
+            IndexedDFSourceOffset pos = new IndexedDFSourceOffset(tableId, v, i, starting);
+            if (until != null && pos.after(until) || scan.files.size() >= maxFiles || scan.bytes >= maxBytes) {
+                return false;
+            }
+            scan.files.add(files.get(i));
+            scan.bytes += files.get(i).size;
+            scan.end = pos;
+        }
+        IndexedDFSourceOffset next = new IndexedDFSourceOffset(tableId, v + 1, -1, false);
+        if (until != null && next.after(until)) {
+            return false;
+        }
+        scan.end = next;
+        return true;
     }
 
     /**
@@ -399,25 +424,12 @@ public final class IndexedDFSource implements Source, SupportsTriggerAvailableNo
         long latest = log.latestVersion();
         Scan scan = new Scan();
         scan.end = from;
-        long bytes = 0;
         long v = from.reservoirVersion;
         long after = from.index;
         if (from.isStartingVersion) {
-            List<AddFile> files = snapshotFiles(log, v);
-            for (int i = (int) after + 1; i < files.size(); i++) {
-                IndexedDFSourceOffset pos = new IndexedDFSourceOffset(tableId, v, i, true);
-                if (until != null && pos.after(until) || scan.files.size() >= maxFiles || bytes >= maxBytes) {
-                    return scan;
-                }
-                scan.files.add(files.get(i));
-                bytes += files.get(i).size;
-                scan.end = pos;
-            }
-            IndexedDFSourceOffset next = new IndexedDFSourceOffset(tableId, v + 1, -1, false);
-            if (until != null && next.after(until)) {
+            if (!take(scan, snapshotFiles(log, v), v, after, true, until, maxFiles, maxBytes)) {
                 return scan;
             }
-            scan.end = next;
             v++;
             after = -1;
         }
@@ -426,7 +438,7 @@ public final class IndexedDFSource implements Source, SupportsTriggerAvailableNo
             if (until != null && new IndexedDFSourceOffset(tableId, v, after + 1, false).after(until)) {
                 return scan;
             }
-            if (scan.files.size() >= maxFiles || bytes >= maxBytes) {
+            if (scan.files.size() >= maxFiles || scan.bytes >= maxBytes) {
                 return scan;  // full: the next commit is the next batch's to read (or to refuse)
             }
             List<AddFile> adds;
@@ -438,20 +450,9 @@ public final class IndexedDFSource implements Source, SupportsTriggerAvailableNo
                 }
                 throw refused;
             }
-            for (int i = (int) after + 1; i < adds.size(); i++) {
-                IndexedDFSourceOffset pos = new IndexedDFSourceOffset(tableId, v, i, false);
-                if (until != null && pos.after(until) || scan.files.size() >= maxFiles || bytes >= maxBytes) {
-                    return scan;
-                }
-                scan.files.add(adds.get(i));
-                bytes += adds.get(i).size;
-                scan.end = pos;
-            }
-            IndexedDFSourceOffset next = new IndexedDFSourceOffset(tableId, v + 1, -1, false);
-            if (until != null && next.after(until)) {
+            if (!take(scan, adds, v, after, false, until, maxFiles, maxBytes)) {
                 return scan;
             }
-            scan.end = next;
         }
         return scan;
     }
