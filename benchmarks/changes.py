@@ -330,6 +330,7 @@ def sql_child(table: str, work: str, source_path: str, rounds: int) -> None:
     spark.read.parquet(source_path).createOrReplaceTempView("src")
     src = pq.read_table(source_path)
     empty = Path(work) / "empty"
+    shutil.rmtree(empty, ignore_errors=True)  # a run of another size left its own
     IndexedTable.create(str(empty), src.schema.empty_table(), ["k"], num_buckets=2)
     want = (src.num_rows // 2, src.num_rows - src.num_rows // 2)
     out: dict[str, list[float]] = {k: [] for k in SQL_ENGINES}
