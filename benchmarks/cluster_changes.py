@@ -104,6 +104,7 @@ class Sampler(threading.Thread):
         self.driver_pid, self.worker_pids = driver_pid, worker_pids
         self.cpu: dict[str, dict[int, float]] = {"driver": {}, "executors": {}}
         self.peak_rss = 0
+        self.kind: dict[int, str] = {}
         self.done = threading.Event()
 
     def run(self) -> None:
@@ -116,14 +117,35 @@ class Sampler(threading.Thread):
                         if got is None:
                             continue
                         self.cpu[side][pid] = max(self.cpu[side].get(pid, 0.0), got[0])
+                        if side == "driver" and self.kind.get(pid, "other") in ("other", "Python workers"):
+                            self.kind[pid] = _kind(pid, self.driver_pid)  # a launcher script becomes java
                         if side == "driver":
                             self.peak_rss = max(self.peak_rss, got[1])
             time.sleep(0.1)
 
     def totals(self) -> dict[str, float]:
-        """CPU seconds of each side so far."""
+        """CPU seconds of each side so far, and of each kind of the driver's processes."""
         time.sleep(0.15)  # one more sample
-        return {side: sum(v.values()) for side, v in self.cpu.items()}
+        out = {side: sum(v.values()) for side, v in self.cpu.items()}
+        for pid, secs in self.cpu["driver"].items():
+            k = "driver: " + self.kind.get(pid, "other")
+            out[k] = out.get(k, 0.0) + secs
+        return out
+
+
+def _kind(pid: int, driver_pid: int) -> str:
+    """What a driver-side process is: the driver's Python, its JVM, or a Python worker of that
+    JVM by the module it runs (Spark starts planner and commit workers by module name)."""
+    if pid == driver_pid:
+        return "Python"
+    try:
+        argv = open(f"/proc/{pid}/cmdline").read().split("\0")
+    except OSError:
+        return "other"
+    if argv and argv[0].endswith("java"):
+        return "JVM"
+    module = next((a for a in argv if a.startswith("pyspark.sql.worker.")), None)
+    return ("worker " + module.rsplit(".", 1)[1]) if module else "Python workers"
 
 
 def one_round(url: str, env: dict, workers: list, table: Path, work: Path, src: Path) -> dict:
@@ -150,7 +172,7 @@ def one_round(url: str, env: dict, workers: list, table: Path, work: Path, src: 
     if proc.returncode:
         raise SystemExit(err[-3000:])
     out = "".join(lines)
-    cpu = {side: after[side] - before[side] for side in after}
+    cpu = {side: after[side] - before.get(side, 0.0) for side in after}
     result = json.loads(out.strip().splitlines()[-1])
     return {**result, **cpu, "peak_rss": sampler.peak_rss}
 
@@ -200,6 +222,9 @@ def main() -> None:
         medians[n] = statistics.median(secs)
         print(f"{n:>7} {medians[n]:>9.2f} {min(secs):>6.2f}..{max(secs):<6.2f} {drv:>13.1f} {exe:>16.1f} "
               f"{drv / (drv + exe):>12.0%} {max(r['peak_rss'] for r in rounds) / 2**20:>20.0f}")
+        kinds = sorted({k for r in rounds for k in r if k.startswith("driver: ")})
+        print("        driver CPU s by process: " + ", ".join(
+            f"{k[8:]} {statistics.median(r.get(k, 0.0) for r in rounds):.2f}" for k in kinds))
     if len(medians) > 1:
         lo, hi = min(medians), max(medians)
         print(f"{lo} worker(s) / {hi} workers: {medians[lo] / medians[hi]:.2f}x")

@@ -455,27 +455,42 @@ def test_a_change_of_few_keys_reads_its_target_rows_through_the_index(registered
     assert through_index == sorted(spark.sql(f"{query} WHERE {keys}").collect()) and len(through_index) == 5
 
 
-def test_a_merge_of_a_large_source_shuffles_only_the_source(registered, tmp_path, conf):
-    """A source too big to broadcast or to look up: the target is Spark's bucketed scan of the
-    table and the join shuffles only the source to the table's buckets (the scan keeps its
-    bucketing, which the connector drops wherever nothing above uses it)."""
+@pytest.mark.parametrize("source_rows", ["big", "declined"])
+def test_a_merge_of_a_large_source_shuffles_only_the_source(registered, tmp_path, conf, source_rows):
+    """A source too big to broadcast or to look up (``big``), or one whose keys would have the
+    index read too much of the table (``declined``): the target is Spark's bucketed scan of
+    the table and the join shuffles only the source to the table's buckets (the scan keeps its
+    bucketing, which the connector drops wherever nothing above uses it). The outcome is
+    written where the join leaves it, each bucket's changes by one task, with no repartition
+    by file (one new file a touched bucket); with ``bucketedOutcome.enabled=false`` it is
+    repartitioned by file. Both equal DuckDB's MERGE."""
     spark = registered
-    path = str(tmp_path / "t")
-    IndexedTable.create(path, rows(list(range(0, 4000, 2))), ["k"], num_buckets=4,
-                        properties={"delta.enableDeletionVectors": "true"})
-    conf("spark.sql.autoBroadcastJoinThreshold", "-1")
     conf("spark.indexeddf.merge.engineMaxSourceBytes", "-1")
+    conf("spark.sql.autoBroadcastJoinThreshold", "-1")  # the tiny target would be broadcast
+    if source_rows == "declined":
+        conf("spark.indexeddf.indexedJoin.maxProbeBytes", "10m")
+        conf("spark.indexeddf.lookup.maxReadFraction", "0")
     source = rows(list(range(0, 6000, 3)), 7, "w")
     spark_rows(spark, source).write.parquet(str(tmp_path / "src"))
     spark.read.parquet(str(tmp_path / "src")).createOrReplaceTempView("big_src")
-    before = last_execution(spark)
-    run_sql(spark, f"MERGE INTO indexeddf.`{path}` t USING big_src s ON t.k = s.k "
-                   "WHEN MATCHED THEN UPDATE SET v = t.v + s.v WHEN NOT MATCHED THEN INSERT *")
-    parts = [part for plan in plans_since(spark, before) for part in re.split(r"\n(?=\(\d+\) )", plan)]
-    target = [p for p in parts if re.match(r"\(\d+\) Scan parquet", p) and path in p]
-    assert target and all("Bucketed: true" in p for p in target), target
-    assert any(re.match(r"\(\d+\) SortMergeJoin", p) for p in parts)
     duck = Duck(rows(list(range(0, 4000, 2))))
     duck.run("MERGE INTO target t USING source_rows s ON t.k = s.k WHEN MATCHED THEN UPDATE SET v = t.v + s.v "
              "WHEN NOT MATCHED THEN INSERT VALUES (s.k, s.v, s.s)", source)
-    assert ordered(IndexedTable.for_path(path).to_arrow()) == ordered(duck.rows())
+    for bucketed_outcome in ("true", "false"):
+        conf("spark.indexeddf.change.bucketedOutcome.enabled", bucketed_outcome)
+        path = str(tmp_path / f"t-{bucketed_outcome}")
+        IndexedTable.create(path, rows(list(range(0, 4000, 2))), ["k"], num_buckets=4,
+                            properties={"delta.enableDeletionVectors": "true"})
+        before = last_execution(spark)
+        run_sql(spark, f"MERGE INTO indexeddf.`{path}` t USING big_src s ON t.k = s.k "
+                       "WHEN MATCHED THEN UPDATE SET v = t.v + s.v WHEN NOT MATCHED THEN INSERT *")
+        parts = [part for plan in plans_since(spark, before) for part in re.split(r"\n(?=\(\d+\) )", plan)]
+        target = [p for p in parts if re.match(r"\(\d+\) Scan parquet", p) and path in p]
+        assert target and all("Bucketed: true" in p for p in target), "\n".join(target)
+        assert any(re.match(r"\(\d+\) SortMergeJoin", p) for p in parts)
+        by_file = [p for p in parts if re.match(r"\(\d+\) Exchange", p) and "REPARTITION_BY_COL" in p]
+        assert bool(by_file) == (bucketed_outcome == "false"), by_file
+        t = IndexedTable.for_path(path)
+        assert ordered(t.to_arrow()) == ordered(duck.rows())
+        if bucketed_outcome == "true":  # the updated and inserted rows: one file a bucket
+            assert t.history(limit=1)[0].metrics["numTargetFilesAdded"] == 4

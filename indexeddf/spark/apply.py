@@ -49,6 +49,9 @@ APPLY_OPTION = "changeApply"
 """The option that makes a write of ``indexeddf_python`` the outcome of a change Spark planned."""
 APPLY_OPTIONS = ["path", "storageOptions", APPLY_OPTION]
 OP, FILE, ROW = "__indexeddf_op", "__indexeddf_file", "__indexeddf_row"
+_SNAPSHOTS: dict[tuple, Snapshot] = {}
+"""The snapshots this worker process replayed for the statements it wrote, newest last (the
+key holds the statement's own result file, so no two statements share one)."""
 
 
 @dataclass
@@ -102,8 +105,18 @@ class ApplyWriter(DataSourceArrowWriter):
         self.url, self.storage_options, self.spec = url, storage_options, spec
 
     def _snapshot(self) -> Snapshot:
-        storage = so.shared_storage(self.url, self.storage_options)
-        return load_snapshot(storage, int(self.spec["readVersion"]))
+        """The version the plan read, replayed once per statement in each worker process:
+        a statement's tasks (one a bucket when the outcome is written where the join left
+        it) run one after another in Spark's reused Python workers."""
+        key = (self.url, json.dumps(self.storage_options, sort_keys=True, default=str), self.spec.get("resultFile"),
+               int(self.spec["readVersion"]))
+        snapshot = _SNAPSHOTS.pop(key, None)
+        if snapshot is None:
+            snapshot = load_snapshot(so.shared_storage(self.url, self.storage_options), key[3])
+        _SNAPSHOTS[key] = snapshot
+        while len(_SNAPSHOTS) > 2:
+            _SNAPSHOTS.pop(next(iter(_SNAPSHOTS)))
+        return snapshot
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> AppliedMessage:
         """Write the outcome of this task's files."""
@@ -150,6 +163,7 @@ class ApplyWriter(DataSourceArrowWriter):
         msgs = [m for m in messages if isinstance(m, AppliedMessage)]
         snapshot = self._snapshot()
         removes = [RemoveFile.model_validate_json(a) for m in msgs for a in m.removes]
+        _one_task_a_file(removes, msgs)
         adds = [AddFile.model_validate_json(a) for m in msgs for a in m.adds]
         index_files: dict[str, list[IndexFile]] = {}
         for m in msgs:
@@ -184,6 +198,19 @@ class ApplyWriter(DataSourceArrowWriter):
         """Delete what the tasks wrote; nothing was committed."""
         written = [p for m in messages if isinstance(m, AppliedMessage) for p in m.written]
         delete_uncommitted(so.shared_storage(self.url, self.storage_options), written)
+
+
+def _one_task_a_file(removes: list[RemoveFile], msgs: list[AppliedMessage]) -> None:
+    """Refuse to commit when two tasks changed the same file: the plan hands every row of a
+    file to one task (a repartition by file, or a bucketed scan whose partition holds the
+    file's bucket); two outcomes of one file would each keep rows the other changed."""
+    paths = [r.path for r in removes]
+    if len(set(paths)) != len(paths):
+        twice = sorted({p for p in paths if paths.count(p) > 1})
+        raise InvalidOptionError(
+            f"the change's tasks split the rows of {twice[0]} (and {len(twice) - 1} more files) between them, so "
+            "no task saw all of its changes; nothing was committed. Run the statement again with "
+            "spark.indexeddf.change.bucketedOutcome.enabled=false, and report the plan (EXPLAIN) to indexeddf's developers")
 
 
 _COUNTS = ("num_source_rows", "num_target_rows_inserted", "num_target_rows_updated", "num_target_rows_deleted", "num_target_rows_copied", "num_output_rows",

@@ -1,6 +1,7 @@
 package io.indexeddf.spark;
 
 import io.indexeddf.spark.plan.AddColumnsCommand;
+import io.indexeddf.spark.plan.BucketedOutcome;
 import io.indexeddf.spark.plan.CatalogTables;
 import io.indexeddf.spark.plan.ColumnChanges;
 import io.indexeddf.spark.plan.CreateEmptyTable;
@@ -84,6 +85,12 @@ public final class IndexedDFExtensions extends AbstractFunction1<SparkSessionExt
             @Override
             public Rule<SparkPlan> apply(SparkSession session) {
                 return new UnneededBuckets();
+            }
+        });
+        extensions.injectQueryStagePrepRule(new AbstractFunction1<SparkSession, Rule<SparkPlan>>() {
+            @Override
+            public Rule<SparkPlan> apply(SparkSession session) {
+                return new BucketedOutcome();
             }
         });
         return BoxedUnit.UNIT;

@@ -209,7 +209,10 @@ public final class IndexedJoin extends Rule<LogicalPlan> {
             side.relation);
         LogicalPlan answered = lookup.answer(filter, side.project);
         if (answered == null) {  // the index reads too much for these keys: Spark's scan joins them
-            answered = side.declined(j.hint().isEmpty());
+            // Unbucketed only where Spark can broadcast the probe: a MERGE's outer join keeps the
+            // source's rows, so Spark joins it by a shuffle, and a bucketed table then shuffles
+            // only the source.
+            answered = side.declined(j.hint().isEmpty() && buildsOther(j.joinType(), tableLeft));
         } else {
             if (answered instanceof LocalRelation && streamsTable(j.joinType(), tableLeft, (LocalRelation) answered, probe)) {
                 answered = PackedRows.of(session, (LocalRelation) answered);
@@ -244,6 +247,15 @@ public final class IndexedJoin extends Rule<LogicalPlan> {
         }
         return t == Inner$.MODULE$
             && answered.computeStats().sizeInBytes().compareTo(probe.computeStats().sizeInBytes()) > 0;
+    }
+
+    /** Whether Spark may build (broadcast) the side that is not the table's in a join of this
+     * type: an outer, semi or anti join builds only the side whose unmatched rows it drops. */
+    private static boolean buildsOther(JoinType t, boolean tableLeft) {
+        if (t == Inner$.MODULE$) {
+            return true;
+        }
+        return t == RightOuter$.MODULE$ ? !tableLeft : tableLeft;
     }
 
     /** Whether a join of this type drops the table side's rows that match nothing. */
