@@ -15,8 +15,12 @@ import java.util.Map;
  * files ({@code cdc} actions, whose rows carry {@code _change_type} themselves) when it has any;
  * otherwise its files added with {@code dataChange} true (their rows are inserts) and its files
  * removed with {@code dataChange} true (their rows, less the deletion vector the file had, are
- * deletes). A commit that changed no data (OPTIMIZE, metadata) gives nothing. Every row also
- * gets the commit's version and time.
+ * deletes). A file removed and added again in one commit with another deletion vector (a
+ * DELETE, UPDATE or MERGE that marks rows deleted instead of rewriting the file) is Delta's
+ * pair: the rows its new vector deletes and its old one did not are deletes, the rows its old
+ * vector deleted and its new one does not are inserts, the other rows did not change. A commit
+ * that changed no data (OPTIMIZE, metadata) gives nothing. Every row also gets the commit's
+ * version and time.
  *
  * <p>The range is checked as Delta checks it: a start is required, the end may not be before
  * it, the start may not be after the newest version (an end after it is the newest), and the
@@ -40,12 +44,23 @@ public final class ChangeFeed {
         public final long version;
         /** When that commit was made, in ms since the epoch. */
         public final long timestamp;
+        /**
+         * A deletion vector whose rows are the only ones of the file this change reads, or null
+         * (every row but those of the file's own deletion vector).
+         */
+        public final DeletionVectorDescriptor selected;
 
         public Change(AddFile file, String changeType, long version, long timestamp) {
+            this(file, changeType, version, timestamp, null);
+        }
+
+        public Change(AddFile file, String changeType, long version, long timestamp,
+                      DeletionVectorDescriptor selected) {
             this.file = file;
             this.changeType = changeType;
             this.version = version;
             this.timestamp = timestamp;
+            this.selected = selected;
         }
 
         /** Whether the file is a change data file (its rows carry {@code _change_type}). */
@@ -152,7 +167,9 @@ public final class ChangeFeed {
 
     /**
      * The files of one commit's changes: its change data files when it has any, else its
-     * {@code dataChange} adds (inserts) then its {@code dataChange} removes (deletes).
+     * {@code dataChange} adds (inserts) then its {@code dataChange} removes (deletes), a file
+     * removed and added again with another deletion vector read as the rows the vectors differ
+     * by (see the class).
      */
     public static List<Change> ofCommit(DeltaLog log, CommitActions c) {
         List<Change> out = new ArrayList<>();
@@ -162,8 +179,16 @@ public final class ChangeFeed {
             }
             return out;
         }
+        Map<String, AddFile> readded = new HashMap<>();
+        for (AddFile f : c.removes) {
+            readded.put(f.path, null);
+        }
         for (AddFile f : c.adds) {
-            out.add(new Change(f, INSERT, c.version, c.timestamp));
+            if (readded.containsKey(f.path)) {
+                readded.put(f.path, f);
+            } else {
+                out.add(new Change(f, INSERT, c.version, c.timestamp));
+            }
         }
         Map<String, AddFile> before = c.removedSizeKnown || c.removes.isEmpty() ? null : liveBefore(log, c.version);
         for (AddFile f : c.removes) {
@@ -178,9 +203,29 @@ public final class ChangeFeed {
                 file = new AddFile(was.path, was.location, was.size, was.modificationTime, was.bucket, was.fileId,
                     was.sorted, f.deletionVector, was.partitionValues);
             }
-            out.add(new Change(file, DELETE, c.version, c.timestamp));
+            AddFile again = readded.get(f.path);
+            if (again == null) {
+                out.add(new Change(file, DELETE, c.version, c.timestamp));
+                continue;
+            }
+            DeletionVectorDescriptor was = f.deletionVector;
+            DeletionVectorDescriptor now = again.deletionVector;
+            if (was != null && now != null && was.uniqueId().equals(now.uniqueId())) {
+                continue;  // the same rows: no change
+            }
+            if (now != null) {  // deleted now: in the new vector, not in the old one
+                out.add(new Change(withVector(again, was), DELETE, c.version, c.timestamp, now));
+            }
+            if (was != null) {  // back again: in the old vector, not in the new one
+                out.add(new Change(again, INSERT, c.version, c.timestamp, was));
+            }
         }
         return out;
+    }
+
+    private static AddFile withVector(AddFile a, DeletionVectorDescriptor dv) {
+        return new AddFile(a.path, a.location, a.size, a.modificationTime, a.bucket, a.fileId, a.sorted, dv,
+            a.partitionValues);
     }
 
     private static Map<String, AddFile> liveBefore(DeltaLog log, long version) {

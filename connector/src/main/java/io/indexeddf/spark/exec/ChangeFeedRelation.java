@@ -160,7 +160,7 @@ public final class ChangeFeedRelation extends BaseRelation implements PrunedScan
                                     boolean changeData, boolean streaming) {
         boolean vectors = false;
         for (ChangeFeed.Change c : changes) {
-            vectors |= c.file.deletionVector != null;
+            vectors |= c.file.deletionVector != null || c.selected != null;
         }
         ParquetFileFormat format = vectors || ColumnMapping.mapped(dataSchema)
             ? new DeletionVectorFormat() : new ParquetFileFormat();

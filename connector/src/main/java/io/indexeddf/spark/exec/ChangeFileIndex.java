@@ -57,7 +57,7 @@ public final class ChangeFileIndex implements FileIndex {
             FileStatus st = new FileStatus(c.file.size, false, 1, BLOCK_SIZE, c.file.modificationTime,
                 c.file.location);
             FileStatusWithMetadata f = new FileStatusWithMetadata(st,
-                DeletionVectorFormat.metadata(c.file.deletionVector));
+                DeletionVectorFormat.metadata(c.file.deletionVector, c.selected));
             files.add(f);
             size += c.file.size;
             List<Object> key = Arrays.asList(c.file.partitionValues, c.changeType, c.version, c.timestamp);
