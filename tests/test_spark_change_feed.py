@@ -153,7 +153,7 @@ def test_errors_are_deltas(spark, tables):
         typed(lambda: spark.read.format("indexeddf").option("startingVersion", 3).load(path).collect())
 
 
-def test_catalog_table_and_table_changes(spark, sql, tables):
+def test_catalog_table_and_table_changes(spark, sql, tables, tmp_path):
     path = tables["partitioned"]
     sql(f"CREATE TABLE feed_t USING indexeddf LOCATION '{path}'")
     df = spark.read.option("readChangeFeed", "true").option("startingVersion", 3).option("endingVersion", 5) \
@@ -161,6 +161,11 @@ def test_catalog_table_and_table_changes(spark, sql, tables):
     assert got(df) == expected(path, 3, 5)
     assert got(spark.sql("SELECT * FROM table_changes('feed_t', 3, 5)")) == expected(path, 3, 5)
     assert got(spark.sql(f"SELECT * FROM table_changes_by_path('{path}', 4)")) == expected(path, 4)
+    assert got(spark.sql("SELECT * FROM feed_t WITH ('readChangeFeed' = 'true', 'startingVersion' = '6')")) \
+        == expected(path, 6)
+    assert sorted(r for b in stream(spark, "feed_t", tmp_path / "ck", table=True, startingVersion=5) for r in b) \
+        == expected(path, 5)
+    assert spark.table("feed_t").count() == DeltaTable(path).to_pyarrow_table().num_rows  # the rows again
     times = {h["version"]: h["timestamp"] for h in DeltaTable(path).history()}
     start = datetime.fromtimestamp(times[4] / 1000, timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f")
     assert got(spark.sql(f"SELECT * FROM table_changes('feed_t', '{start}', 5)")) == expected(path, 4, 5)
@@ -170,13 +175,14 @@ def test_catalog_table_and_table_changes(spark, sql, tables):
         sql("SELECT * FROM table_changes('no_such_table', 0)")
 
 
-def stream(spark, path: str, checkpoint, **options) -> list[list[tuple]]:
-    """One ``availableNow`` run of a stream of the feed: each micro-batch's rows, sorted."""
+def stream(spark, path: str, checkpoint, table: bool = False, **options) -> list[list[tuple]]:
+    """One ``availableNow`` run of a stream of the feed of ``path`` (a catalog name with
+    ``table``): each micro-batch's rows, sorted."""
     batches: list[list[tuple]] = []
     reader = spark.readStream.format("indexeddf").option("readChangeFeed", "true")
     for k, v in options.items():
         reader = reader.option(k, str(v))
-    q = (reader.load(path).writeStream.foreachBatch(lambda b, _: batches.append(got(b)))
+    q = ((reader.table(path) if table else reader.load(path)).writeStream.foreachBatch(lambda b, _: batches.append(got(b)))
          .option("checkpointLocation", str(checkpoint)).trigger(availableNow=True).start())
     q.awaitTermination(120)
     if q.exception() is not None:

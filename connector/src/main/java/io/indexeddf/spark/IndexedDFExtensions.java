@@ -66,6 +66,8 @@ public final class IndexedDFExtensions extends AbstractFunction1<SparkSessionExt
         extensions.injectHintResolutionRule(rule(MergeStars::new));
         // REPLACE TABLE / CREATE OR REPLACE TABLE: before ResolveSessionCatalog refuses them.
         extensions.injectHintResolutionRule(rule(ReplaceTables::new));
+        // Reads of a table by name with readChangeFeed: its feed, before Spark resolves its columns.
+        extensions.injectHintResolutionRule(rule(TableChanges.ResolveReads::new));
         extensions.injectResolutionRule(rule(ResolvePath::new));
         extensions.injectResolutionRule(rule(V1Fallback::new));
         extensions.injectResolutionRule(rule(ResolveInsert::new));

@@ -38,6 +38,11 @@ import scala.runtime.AbstractFunction1;
  * Delta takes them. Each is the connector's read of the feed
  * ({@code io.indexeddf.spark.exec.ChangeFeedRelation}) over that range; the session extension
  * registers both ({@code injectTableFunction}).
+ *
+ * <p>{@link ResolveReads} resolves a read of a catalog table (or of {@code indexeddf.`/path`})
+ * with {@code readChangeFeed} in its options ({@code spark.read.options(...).table(name)},
+ * SQL's {@code FROM name WITH ('readChangeFeed' = 'true', ...)}) to the same relation, before
+ * Spark resolves the name to the table's own columns.
  */
 public final class TableChanges {
     /** Delta's name of the function over a catalog table. */
@@ -87,6 +92,74 @@ public final class TableChanges {
         BaseRelation relation = TableRelation.read(session.sqlContext(),
             scala.collection.immutable.Map$.MODULE$.from(CollectionConverters.asScala(params)), null);
         return LogicalRelation$.MODULE$.apply(relation, false);
+    }
+
+    /**
+     * A read of a table by name whose options ask for the change data feed: the feed's relation,
+     * resolved in the analyzer's "Hints" batch so that the query's {@code *} and column names
+     * resolve against the feed's columns ({@code _change_type}, ...), not the table's. Streaming
+     * reads are left to the streaming source; names that are no indexeddf table, to Spark.
+     */
+    public static final class ResolveReads extends org.apache.spark.sql.catalyst.rules.Rule<LogicalPlan> {
+        private final SparkSession session;
+
+        public ResolveReads(SparkSession session) {
+            this.session = session;
+        }
+
+        @Override
+        public LogicalPlan apply(LogicalPlan plan) {
+            return plan.resolveOperatorsDown(new scala.runtime.AbstractPartialFunction<LogicalPlan, LogicalPlan>() {
+                @Override
+                public boolean isDefinedAt(LogicalPlan p) {
+                    return p instanceof org.apache.spark.sql.catalyst.analysis.UnresolvedRelation
+                        && !((org.apache.spark.sql.catalyst.analysis.UnresolvedRelation) p).isStreaming()
+                        && io.indexeddf.spark.exec.ChangeFeedRelation.requested(
+                            ((org.apache.spark.sql.catalyst.analysis.UnresolvedRelation) p).options()
+                                .asCaseSensitiveMap());
+                }
+
+                @Override
+                public LogicalPlan apply(LogicalPlan p) {
+                    org.apache.spark.sql.catalyst.analysis.UnresolvedRelation u =
+                        (org.apache.spark.sql.catalyst.analysis.UnresolvedRelation) p;
+                    List<String> parts = CollectionConverters.asJava(u.multipartIdentifier());
+                    String path = null;
+                    CatalogTable entry = null;
+                    if (parts.size() == 2 && TableRelation.NAME.equalsIgnoreCase(parts.get(0))) {
+                        path = parts.get(1);
+                    } else if (parts.size() <= 2 || parts.size() == 3
+                            && parts.get(0).equalsIgnoreCase(
+                                org.apache.spark.sql.connector.catalog.CatalogManager.SESSION_CATALOG_NAME())) {
+                        if (session.sessionState().catalog().isTempView(u.multipartIdentifier())) {
+                            return p;
+                        }
+                        String table = parts.get(parts.size() - 1);
+                        String db = parts.size() >= 2 ? parts.get(parts.size() - 2) : null;
+                        entry = CatalogTables.entryOf(session, new TableIdentifier(table, scala.Option.apply(db)));
+                        if (entry != null) {
+                            path = CatalogTables.location(entry, "reading " + entry.identifier().unquotedString());
+                        }
+                    }
+                    if (path == null) {
+                        return p;
+                    }
+                    Map<String, String> params = new LinkedHashMap<>();
+                    for (Map.Entry<String, String> e : u.options().asCaseSensitiveMap().entrySet()) {
+                        if (!e.getKey().startsWith("__")) {
+                            params.put(e.getKey(), e.getValue());
+                        }
+                    }
+                    params.put("path", path);
+                    BaseRelation relation = TableRelation.read(session.sqlContext(),
+                        scala.collection.immutable.Map$.MODULE$.from(CollectionConverters.asScala(params)), null);
+                    LogicalPlan read = entry == null ? LogicalRelation$.MODULE$.apply(relation, false)
+                        : LogicalRelation$.MODULE$.apply(relation, entry);
+                    return org.apache.spark.sql.catalyst.plans.logical.SubqueryAlias$.MODULE$.apply(
+                        parts.get(parts.size() - 1), read);
+                }
+            });
+        }
     }
 
     private static String location(SparkSession session, String table) {
