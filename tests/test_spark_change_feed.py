@@ -234,3 +234,10 @@ def test_rows_deletion_vectors_delete_are_the_deletes(spark, tmp_path):
                      for r in feed(spark, path, startingVersion=1).collect())
     assert changes == sorted((i, v, "delete", 1 if i in (3, 4, 11) else 2) for i, v in gone)
     assert [i for i, *_ in changes] == [3, 4, 5, 11, 12]
+
+
+def test_the_python_fallback_names_the_connector(spark, tables):
+    indexeddf.register(spark)
+    with pytest.raises(InvalidOptionError, match="read by the JVM connector"):
+        typed(lambda: spark.read.format("indexeddf_python").option("readChangeFeed", "true")
+              .option("startingVersion", 3).load(tables["flat"]).collect())

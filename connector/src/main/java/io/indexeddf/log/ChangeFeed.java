@@ -50,10 +50,12 @@ public final class ChangeFeed {
          */
         public final DeletionVectorDescriptor selected;
 
+        /** A change of all of {@code file}'s rows (but those of its deletion vector). */
         public Change(AddFile file, String changeType, long version, long timestamp) {
             this(file, changeType, version, timestamp, null);
         }
 
+        /** A change of the rows of {@code file} that {@code selected} holds (all when null). */
         public Change(AddFile file, String changeType, long version, long timestamp,
                       DeletionVectorDescriptor selected) {
             this.file = file;

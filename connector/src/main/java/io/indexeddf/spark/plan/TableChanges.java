@@ -103,6 +103,7 @@ public final class TableChanges {
     public static final class ResolveReads extends org.apache.spark.sql.catalyst.rules.Rule<LogicalPlan> {
         private final SparkSession session;
 
+        /** The rule of a session (the extension's builder). */
         public ResolveReads(SparkSession session) {
             this.session = session;
         }
