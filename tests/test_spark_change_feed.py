@@ -118,6 +118,8 @@ def test_every_range_is_delta_rs_feed(spark, tables, name):
     assert got(spark.read.format("indexeddf").option("readChangeData", "true").option("startingVersion", 4)
                .option("endingVersion", 99).load(path)) == expected(path, 4)
     assert got(df.where("_commit_version = 5")) == expected(path, 5, 5)
+    assert got(df.where("g = 1 AND _commit_version IN (4, 6) AND _change_type <> 'insert'")) == [
+        r for r in expected(path, 4) if r[2] == 1 and r[4] in (4, 6) and r[3] != "insert"]
 
 
 def test_timestamps_select_the_versions_committed_in_them(spark, tables):

@@ -24,7 +24,9 @@ import org.apache.spark.sql.execution.datasources.HadoopFsRelation;
 import org.apache.spark.sql.execution.datasources.LogicalRelation$;
 import org.apache.spark.sql.execution.datasources.parquet.ParquetFileFormat;
 import org.apache.spark.sql.sources.BaseRelation;
-import org.apache.spark.sql.sources.PrunedScan;
+import org.apache.spark.sql.functions;
+import org.apache.spark.sql.sources.Filter;
+import org.apache.spark.sql.sources.PrunedFilteredScan;
 import org.apache.spark.sql.types.DataTypes;
 import org.apache.spark.sql.types.StructField;
 import org.apache.spark.sql.types.StructType;
@@ -43,9 +45,12 @@ import scala.jdk.javaapi.CollectionConverters;
  * files in one relation (their rows carry {@code _change_type}), the added and removed files in
  * another (their change type a partition value of {@link ChangeFileIndex}), deletion vectors,
  * partition values and column mapping applied as for the table's own reads, the two unioned.
- * A streaming micro-batch is the same plan over the files of its commits.
+ * A streaming micro-batch is the same plan over the files of its commits. A batch read is a
+ * {@link PrunedFilteredScan}, as Delta's is: the columns and the filters Spark hands it go into
+ * that plan (a filter on {@code _commit_version} or a partition column skips files; Spark
+ * applies every filter again above the scan).
  */
-public final class ChangeFeedRelation extends BaseRelation implements PrunedScan {
+public final class ChangeFeedRelation extends BaseRelation implements PrunedFilteredScan {
     /** The columns the feed adds to the table's, in their order. */
     public static final StructType FEED_COLUMNS = new StructType()
         .add(Spec.CHANGE_TYPE_COLUMN, DataTypes.StringType, true)
@@ -192,9 +197,24 @@ public final class ChangeFeedRelation extends BaseRelation implements PrunedScan
     }
 
     @Override
-    public RDD<Row> buildScan(String[] requiredColumns) {
+    public Filter[] unhandledFilters(Filter[] filters) {
+        return filters;  // applied in the plan to skip files; Spark applies them again
+    }
+
+    @Override
+    public RDD<Row> buildScan(String[] requiredColumns, Filter[] filters) {
         org.apache.spark.sql.classic.Dataset<Row> df = org.apache.spark.sql.classic.Dataset.ofRows(session,
             plan(session, feed.snapshot, feed.changes, false));
+        java.util.Set<String> names = new java.util.HashSet<>(java.util.Arrays.asList(schema.fieldNames()));
+        for (Filter f : filters) {
+            if (!names.containsAll(java.util.Arrays.asList(f.references()))) {
+                continue;  // a nested field: Spark's filter above the scan
+            }
+            Column c = column(f);
+            if (c != null) {
+                df = df.filter(c);
+            }
+        }
         Column[] cols = new Column[requiredColumns.length];
         for (int i = 0; i < cols.length; i++) {
             cols[i] = df.col("`" + requiredColumns[i].replace("`", "``") + "`");
@@ -202,6 +222,42 @@ public final class ChangeFeedRelation extends BaseRelation implements PrunedScan
         @SuppressWarnings("unchecked")
         RDD<Row> rows = (RDD<Row>) (RDD<?>) df.select(cols).queryExecution().toRdd();
         return rows;
+    }
+
+    /** A data source filter as a column expression, or null when it is none of the common ones. */
+    private static Column column(Filter f) {
+        if (f instanceof org.apache.spark.sql.sources.EqualTo) {
+            org.apache.spark.sql.sources.EqualTo e = (org.apache.spark.sql.sources.EqualTo) f;
+            return col(e.attribute()).equalTo(functions.lit(e.value()));
+        } else if (f instanceof org.apache.spark.sql.sources.GreaterThan) {
+            org.apache.spark.sql.sources.GreaterThan e = (org.apache.spark.sql.sources.GreaterThan) f;
+            return col(e.attribute()).gt(functions.lit(e.value()));
+        } else if (f instanceof org.apache.spark.sql.sources.GreaterThanOrEqual) {
+            org.apache.spark.sql.sources.GreaterThanOrEqual e = (org.apache.spark.sql.sources.GreaterThanOrEqual) f;
+            return col(e.attribute()).geq(functions.lit(e.value()));
+        } else if (f instanceof org.apache.spark.sql.sources.LessThan) {
+            org.apache.spark.sql.sources.LessThan e = (org.apache.spark.sql.sources.LessThan) f;
+            return col(e.attribute()).lt(functions.lit(e.value()));
+        } else if (f instanceof org.apache.spark.sql.sources.LessThanOrEqual) {
+            org.apache.spark.sql.sources.LessThanOrEqual e = (org.apache.spark.sql.sources.LessThanOrEqual) f;
+            return col(e.attribute()).leq(functions.lit(e.value()));
+        } else if (f instanceof org.apache.spark.sql.sources.In) {
+            org.apache.spark.sql.sources.In e = (org.apache.spark.sql.sources.In) f;
+            Column[] values = new Column[e.values().length];
+            for (int i = 0; i < values.length; i++) {
+                values[i] = functions.lit(e.values()[i]);
+            }
+            return col(e.attribute()).isin((Object[]) values);
+        } else if (f instanceof org.apache.spark.sql.sources.And) {
+            Column l = column(((org.apache.spark.sql.sources.And) f).left());
+            Column r = column(((org.apache.spark.sql.sources.And) f).right());
+            return l == null ? r : r == null ? l : l.and(r);
+        }
+        return null;  // left to Spark's filter above the scan
+    }
+
+    private static Column col(String attribute) {
+        return functions.col("`" + attribute.replace("`", "``") + "`");
     }
 
     @Override
