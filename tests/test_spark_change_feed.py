@@ -208,6 +208,8 @@ def test_stream_of_the_feed_reads_each_change_once_across_restarts(spark, tables
     snapshot = sorted(tuple(r) for r in spark.read.format("indexeddf").load(path).collect())
     assert sorted(r[:3] for b in initial for r in b) == snapshot
     assert {(r[3], r[4]) for b in initial for r in b} == {("insert", 9)}
+    with pytest.raises(ChangeDataNotRecordedError, match=r"DELTA_MISSING_CHANGE_DATA.*version \[1\]"):
+        typed(lambda: stream(spark, path, tmp_path / "ck3", startingVersion=1))
 
 
 def test_rows_deletion_vectors_delete_are_the_deletes(spark, tmp_path):
