@@ -129,6 +129,13 @@ class VersionNotFoundError(IndexedDFError):
     """Time travel asked for a version or timestamp the log does not hold."""
 
 
+class ChangeDataNotRecordedError(IndexedDFError):
+    """A read of the change data feed (``readChangeFeed``, ``table_changes``) covers a version
+    at which the table did not record it (``delta.enableChangeDataFeed`` was not true): Delta's
+    ``DELTA_MISSING_CHANGE_DATA``. Start the range at or after the version that turned the
+    feed on (``DESCRIBE HISTORY`` shows it)."""
+
+
 class SourceChangedError(IndexedDFError):
     """A table read as a stream (``spark.readStream.format("indexeddf")``) had rows removed or
     changed (DELETE, UPDATE, MERGE, an overwrite, deletion vectors given) at a version the

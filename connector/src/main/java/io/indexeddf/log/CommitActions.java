@@ -16,6 +16,10 @@ import org.apache.hadoop.fs.Path;
  * vector given to a file is such a remove of the file with its old vector); and its
  * {@code metaData} / {@code protocol} actions. Files rewritten with {@code dataChange} false
  * (OPTIMIZE) are neither: their rows are already in the table.
+ *
+ * <p>For a read of the change data feed ({@link ChangeFeed}) it also keeps the files removed
+ * with {@code dataChange} true (each with the deletion vector it had), the commit's change
+ * data files ({@code cdc} actions, under {@code _change_data/}) and when the commit was made.
  */
 public final class CommitActions {
     /** The commit's version. */
@@ -24,16 +28,33 @@ public final class CommitActions {
     public final List<AddFile> adds;
     /** The path of the first file removed with {@code dataChange} true, or null when none was. */
     public final String firstRemoved;
+    /** The files removed with {@code dataChange} true, in the commit's order (see {@link #removedSizeKnown}). */
+    public final List<AddFile> removes;
+    /**
+     * Whether every remove names its file's size and partition values
+     * ({@code extendedFileMetadata}); when not, {@link ChangeFeed} takes them from the
+     * previous version's add of the file.
+     */
+    public final boolean removedSizeKnown;
+    /** The commit's change data files ({@code cdc} actions), in the commit's order. */
+    public final List<AddFile> changeFiles;
+    /** When the commit was made, in ms since the epoch (time travel's rule: {@code DeltaLog.commitTime}). */
+    public final long timestamp;
     /** The commit's {@code metaData} action, or null. */
     public final JsonNode metadata;
     /** The commit's {@code protocol} action, or null. */
     public final JsonNode protocol;
 
-    private CommitActions(long version, List<AddFile> adds, String firstRemoved, JsonNode metadata,
+    private CommitActions(long version, List<AddFile> adds, String firstRemoved, List<AddFile> removes,
+                          boolean removedSizeKnown, List<AddFile> changeFiles, long timestamp, JsonNode metadata,
                           JsonNode protocol) {
         this.version = version;
         this.adds = Collections.unmodifiableList(adds);
         this.firstRemoved = firstRemoved;
+        this.removes = Collections.unmodifiableList(removes);
+        this.removedSizeKnown = removedSizeKnown;
+        this.changeFiles = Collections.unmodifiableList(changeFiles);
+        this.timestamp = timestamp;
         this.metadata = metadata;
         this.protocol = protocol;
     }
@@ -55,6 +76,10 @@ public final class CommitActions {
         Path source = st.getPath();
         List<AddFile> adds = new ArrayList<>();
         String removed = null;
+        List<AddFile> removes = new ArrayList<>();
+        boolean sizes = true;
+        List<AddFile> changeFiles = new ArrayList<>();
+        JsonNode info = null;
         JsonNode metadata = null;
         JsonNode protocol = null;
         for (String line : log.readLines(source)) {
@@ -71,9 +96,23 @@ public final class CommitActions {
             }
             JsonNode remove = action.get("remove");
             if (remove != null && !remove.isNull()) {
-                if (removed == null && dataChange(remove)) {
-                    removed = DeltaPaths.decode(remove.path("path").asText(), source);
+                if (dataChange(remove)) {
+                    if (removed == null) {
+                        removed = DeltaPaths.decode(remove.path("path").asText(), source);
+                    }
+                    removes.add(Replay.addFile(remove, log.root, source));
+                    sizes &= remove.path("size").isNumber() && remove.has("partitionValues");
                 }
+                continue;
+            }
+            JsonNode cdc = action.get("cdc");
+            if (cdc != null && !cdc.isNull()) {
+                changeFiles.add(Replay.addFile(cdc, log.root, source));
+                continue;
+            }
+            JsonNode ci = action.get("commitInfo");
+            if (ci != null && !ci.isNull()) {
+                info = ci;
                 continue;
             }
             JsonNode m = action.get("metaData");
@@ -86,7 +125,8 @@ public final class CommitActions {
                 protocol = p;
             }
         }
-        return new CommitActions(version, adds, removed, metadata, protocol);
+        return new CommitActions(version, adds, removed, removes, sizes, changeFiles,
+            TimeTravel.commitTime(info, st), metadata, protocol);
     }
 
     private static boolean dataChange(JsonNode action) {

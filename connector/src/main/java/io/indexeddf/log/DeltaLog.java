@@ -44,6 +44,11 @@ public final class DeltaLog {
         }
     }
 
+    /** The table's root. */
+    public Path root() {
+        return listing.root;
+    }
+
     /** The newest version in the log. */
     public long latestVersion() {
         return listing.latestVersion();

@@ -61,6 +61,18 @@ public final class Spec {
     public static final String NEW_CONSTRAINT_VIOLATION = text("newConstraintViolation");
     /** The Python writer's option naming the constraints Spark's plan checked (JSON, name to SQL). */
     public static final String CHECKED_CONSTRAINTS_OPTION = text("checkedConstraintsOption");
+    /** The table property that turns Delta's change data feed on ({@code delta.enableChangeDataFeed}). */
+    public static final String CHANGE_FEED_PROPERTY = text("changeFeedProperty");
+    /** The change data feed's column saying what happened to a row ({@code insert}, {@code delete}, ...). */
+    public static final String CHANGE_TYPE_COLUMN = text("changeTypeColumn");
+    /** The change data feed's column of the version of the commit that made a change. */
+    public static final String COMMIT_VERSION_COLUMN = text("commitVersionColumn");
+    /** The change data feed's column of when that commit was made. */
+    public static final String COMMIT_TIMESTAMP_COLUMN = text("commitTimestampColumn");
+    /** The read option asking for the change data feed ({@code readChangeFeed}, Delta's name). */
+    public static final String CHANGE_FEED_OPTION = text("changeFeedOption");
+    /** Delta's older name of {@link #CHANGE_FEED_OPTION} ({@code readChangeData}). */
+    public static final String CHANGE_FEED_OPTION_ALIAS = text("changeFeedOptionAlias");
 
     private Spec() {
     }

@@ -76,13 +76,21 @@ final class TimeTravel {
             }
             JsonNode info = LogListing.parse(line, st.getPath()).get("commitInfo");
             if (info != null) {
-                JsonNode ts = info.get("inCommitTimestamp");
-                if (ts == null || !ts.isNumber()) {
-                    ts = info.get("timestamp");
-                }
-                if (ts != null && ts.isNumber()) {
-                    return ts.asLong();
-                }
+                return commitTime(info, st);
+            }
+        }
+        return st.getModificationTime();
+    }
+
+    /** The time of the commit whose file is {@code st} and whose {@code commitInfo} is {@code info} (may be null). */
+    static long commitTime(JsonNode info, FileStatus st) {
+        if (info != null) {
+            JsonNode ts = info.get("inCommitTimestamp");
+            if (ts == null || !ts.isNumber()) {
+                ts = info.get("timestamp");
+            }
+            if (ts != null && ts.isNumber()) {
+                return ts.asLong();
             }
         }
         return st.getModificationTime();

@@ -12,6 +12,7 @@ import io.indexeddf.spark.plan.ResolveChanges;
 import io.indexeddf.spark.plan.ResolveInsert;
 import io.indexeddf.spark.plan.ReplaceTables;
 import io.indexeddf.spark.plan.ResolvePath;
+import io.indexeddf.spark.plan.TableChanges;
 import io.indexeddf.spark.plan.TableStatements;
 import io.indexeddf.spark.plan.UnneededBuckets;
 import io.indexeddf.spark.plan.V1Fallback;
@@ -42,7 +43,8 @@ import scala.runtime.BoxedUnit;
  * other side as an index lookup of that side's keys. The parser {@link IndexedDFSqlParser} adds Delta's
  * statements ({@code DESCRIBE HISTORY}, {@code DESCRIBE DETAIL}, {@code OPTIMIZE}, {@code VACUUM},
  * {@code RESTORE}, {@code CONVERT TO DELTA}, {@code CONVERT TO INDEXEDDF}, {@code SHOW INDEXES}) and the index statements ({@code CREATE INDEX}, {@code DROP INDEX}, {@code REFRESH INDEX}),
- * and hands every other text to Spark's. The query-stage preparation rule
+ * and hands every other text to Spark's. The table functions {@link TableChanges} are Delta's
+ * {@code table_changes} and {@code table_changes_by_path} (the change data feed). The query-stage preparation rule
  * {@link UnneededBuckets} reads a table's scan unbucketed where nothing uses its bucketing.
  */
 public final class IndexedDFExtensions extends AbstractFunction1<SparkSessionExtensions, BoxedUnit> {
@@ -65,6 +67,8 @@ public final class IndexedDFExtensions extends AbstractFunction1<SparkSessionExt
         extensions.injectHintResolutionRule(rule(MergeStars::new));
         // REPLACE TABLE / CREATE OR REPLACE TABLE: before ResolveSessionCatalog refuses them.
         extensions.injectHintResolutionRule(rule(ReplaceTables::new));
+        // Reads of a table by name with readChangeFeed: its feed, before Spark resolves its columns.
+        extensions.injectHintResolutionRule(rule(TableChanges.ResolveReads::new));
         extensions.injectResolutionRule(rule(ResolvePath::new));
         extensions.injectResolutionRule(rule(V1Fallback::new));
         extensions.injectResolutionRule(rule(ResolveInsert::new));
@@ -77,6 +81,9 @@ public final class IndexedDFExtensions extends AbstractFunction1<SparkSessionExt
         extensions.injectResolutionRule(rule(AddColumnsCommand.OnPath::new));
         extensions.injectResolutionRule(rule(ColumnChanges::new));
         extensions.injectResolutionRule(rule(session -> new CreateEmptyTable()));
+        // Delta's table functions of the change data feed.
+        extensions.injectTableFunction(TableChanges.function(false));
+        extensions.injectTableFunction(TableChanges.function(true));
         // Optimizer rules.
         extensions.injectOptimizerRule(rule(DriverLookup::new));
         extensions.injectOptimizerRule(rule(IndexedJoin::new));

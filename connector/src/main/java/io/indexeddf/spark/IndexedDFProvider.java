@@ -125,11 +125,11 @@ public final class IndexedDFProvider extends ParquetFileFormat implements DataSo
                                                    scala.collection.immutable.Map<String, String> parameters) {
         Map<String, String> opts = TableRelation.canonical(parameters, IndexedDFSource.OPTIONS,
             "readStream.format('indexeddf')", false);
-        new IndexedDFSource.Options(opts);
+        IndexedDFSource.Options checked = new IndexedDFSource.Options(opts);
         Configuration conf = TableRelation.classic(sqlContext).sessionState().newHadoopConf();
         Path root = TableRelation.tableRoot(TableRelation.requirePath(opts), conf);
         // The log decides the schema, as for batch reads; a catalog entry hands its copy here.
-        StructType table = IndexedDFSource.schemaOf(root, conf);
+        StructType table = IndexedDFSource.schemaOf(root, conf, checked.changeFeed);
         return new Tuple2<>(NAME, table);
     }
 

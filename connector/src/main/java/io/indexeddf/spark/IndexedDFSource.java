@@ -14,10 +14,13 @@ import java.util.Locale;
 import java.util.Map;
 
 import io.indexeddf.log.AddFile;
+import io.indexeddf.log.ChangeFeed;
 import io.indexeddf.log.CommitActions;
 import io.indexeddf.log.DeltaLog;
 import io.indexeddf.log.IndexedDFException;
 import io.indexeddf.log.Snapshot;
+import io.indexeddf.log.Spec;
+import io.indexeddf.spark.exec.ChangeFeedRelation;
 import io.indexeddf.spark.exec.ColumnMapping;
 import io.indexeddf.spark.exec.TableRelation;
 import org.apache.hadoop.conf.Configuration;
@@ -64,6 +67,15 @@ import scala.Option;
  * remove files) or {@code ignoreChanges} (read the files they add again) says otherwise, as
  * Delta does. A schema change after the stream started stops it with
  * {@code SourceSchemaChangedError}: a restart reads on with the new schema.
+ *
+ * <p>With {@code readChangeFeed} (Delta's option) the stream is the table's change data feed
+ * instead, as delta-spark's {@code DeltaSourceCDCSupport} reads it: each micro-batch is the
+ * changes of its commits ({@link ChangeFeed#ofCommit}: the change data files, else the added
+ * files as inserts and the removed ones as deletes) with {@code _change_type},
+ * {@code _commit_version} and {@code _commit_timestamp} ({@link ChangeFeedRelation#plan}); the
+ * initial snapshot's files are inserts of its version. Commits that remove rows are changes
+ * like any other, and a commit at which the feed was off stops the stream with
+ * {@code ChangeDataNotRecordedError} ({@code DELTA_MISSING_CHANGE_DATA}).
  */
 public final class IndexedDFSource implements Source, SupportsTriggerAvailableNow {
     /** Delta's default number of files of a micro-batch. */
@@ -72,7 +84,8 @@ public final class IndexedDFSource implements Source, SupportsTriggerAvailableNo
 
     /** The options a stream read takes, and the catalog entry's (ignored: the log decides). */
     static final List<String> OPTIONS = List.of("path", "startingVersion", "startingTimestamp", "maxFilesPerTrigger",
-        "maxBytesPerTrigger", "ignoreDeletes", "ignoreChanges", "skipChangeCommits", "readChangeFeed",
+        "maxBytesPerTrigger", "ignoreDeletes", "ignoreChanges", "skipChangeCommits", Spec.CHANGE_FEED_OPTION,
+        Spec.CHANGE_FEED_OPTION_ALIAS,
         "versionAsOf", "timestampAsOf", "maxPartitionBytes", "indexColumns", "numBuckets", "name", "description",
         "tableProperties", "__partition_columns");
 
@@ -86,7 +99,7 @@ public final class IndexedDFSource implements Source, SupportsTriggerAvailableNo
     private final String tableId;
     private final Options options;
     /** The sorted live files of the initial snapshot, by version (one at most). */
-    private final Map<Long, List<AddFile>> snapshotFiles = new LinkedHashMap<>();
+    private final Map<Long, List<ChangeFeed.Change>> snapshotFiles = new LinkedHashMap<>();
     /** Commits read lately (a batch's and the next offset's scans read the same ones). */
     private final LinkedHashMap<Long, CommitActions> commits = new LinkedHashMap<>(16, 0.75f, true) {
         @Override
@@ -94,6 +107,8 @@ public final class IndexedDFSource implements Source, SupportsTriggerAvailableNo
             return size() > 256;
         }
     };
+    /** Whether the feed was on at a version (the stream of the change data feed checks each commit's). */
+    private final Map<Long, Boolean> feedOn = new java.util.HashMap<>();
     private IndexedDFSourceOffset initial;
     /** Where {@code Trigger.AvailableNow} stops: the end of the log when the query started, else null. */
     private IndexedDFSourceOffset availableNowEnd;
@@ -108,6 +123,8 @@ public final class IndexedDFSource implements Source, SupportsTriggerAvailableNo
         final boolean ignoreDeletes;
         final boolean ignoreChanges;
         final boolean skipChangeCommits;
+        /** The stream is the change data feed ({@code readChangeFeed} or {@code readChangeData}). */
+        final boolean changeFeed;
 
         Options(Map<String, String> opts) {
             for (String tt : List.of("versionAsOf", "timestampAsOf")) {
@@ -117,10 +134,7 @@ public final class IndexedDFSource implements Source, SupportsTriggerAvailableNo
                         + "or option('startingTimestamp', ts)");
                 }
             }
-            if (bool(opts, "readChangeFeed")) {
-                throw IndexedDFException.option("readStream.format('indexeddf') does not read a change data feed "
-                    + "(indexeddf tables do not write one): drop option('readChangeFeed')");
-            }
+            changeFeed = ChangeFeedRelation.requested(opts);
             String sv = opts.get("startingVersion");
             String st = opts.get("startingTimestamp");
             if (present(sv) && present(st)) {
@@ -215,13 +229,18 @@ public final class IndexedDFSource implements Source, SupportsTriggerAvailableNo
         this.metadataPath = metadataPath;
         this.options = new Options(opts);
         this.readSnapshot = DeltaLog.open(root, conf).snapshot(null);
-        this.schema = ColumnMapping.tableSchema(readSnapshot);
+        this.schema = options.changeFeed ? ChangeFeedRelation.schemaOf(readSnapshot)
+            : ColumnMapping.tableSchema(readSnapshot);
         this.tableId = readSnapshot.metadata.path("id").asText("");
     }
 
-    /** The schema a stream of the table's newest version reads (the provider's {@code sourceSchema}). */
-    static StructType schemaOf(Path root, Configuration conf) {
-        return ColumnMapping.tableSchema(DeltaLog.open(root, conf).snapshot(null));
+    /**
+     * The schema a stream of the table's newest version reads (the provider's
+     * {@code sourceSchema}): the table's, with the feed's columns for {@code changeFeed}.
+     */
+    static StructType schemaOf(Path root, Configuration conf, boolean changeFeed) {
+        Snapshot newest = DeltaLog.open(root, conf).snapshot(null);
+        return changeFeed ? ChangeFeedRelation.schemaOf(newest) : ColumnMapping.tableSchema(newest);
     }
 
     @Override
@@ -261,7 +280,15 @@ public final class IndexedDFSource implements Source, SupportsTriggerAvailableNo
         IndexedDFSourceOffset from = start.isDefined() ? parse(start.get()) : initial();
         IndexedDFSourceOffset to = parse(end);
         Scan scan = scan(from, to, Long.MAX_VALUE, Long.MAX_VALUE, true);
-        HadoopFsRelation relation = TableRelation.files(session, readSnapshot, scan.files);
+        if (options.changeFeed) {
+            return org.apache.spark.sql.classic.Dataset.ofRows(session,
+                ChangeFeedRelation.plan(session, readSnapshot, scan.files, true));
+        }
+        List<AddFile> files = new ArrayList<>(scan.files.size());
+        for (ChangeFeed.Change c : scan.files) {
+            files.add(c.file);
+        }
+        HadoopFsRelation relation = TableRelation.files(session, readSnapshot, files);
         return org.apache.spark.sql.classic.Dataset.ofRows(session, LogicalRelation$.MODULE$.apply(relation, true));
     }
 
@@ -381,7 +408,8 @@ public final class IndexedDFSource implements Source, SupportsTriggerAvailableNo
 
     /** The files after one position, up to another, and the position of the last one. */
     private static final class Scan {
-        final List<AddFile> files = new ArrayList<>();
+        /** The files, each with what its rows are (read as the feed's changes with {@code readChangeFeed}). */
+        final List<ChangeFeed.Change> files = new ArrayList<>();
         IndexedDFSourceOffset end;
         long bytes;
     }
@@ -391,7 +419,7 @@ public final class IndexedDFSource implements Source, SupportsTriggerAvailableNo
      * has room ({@code maxFiles}, {@code maxBytes}) and stays at or before {@code until}, then moves
      * its end past the version; false when it stopped first (the batch is complete).
      */
-    private boolean take(Scan scan, List<AddFile> files, long v, long after, boolean starting,
+    private boolean take(Scan scan, List<ChangeFeed.Change> files, long v, long after, boolean starting,
                          IndexedDFSourceOffset until, long maxFiles, long maxBytes) {
         for (int i = (int) after + 1; i < files.size(); i++) {
             IndexedDFSourceOffset pos = new IndexedDFSourceOffset(tableId, v, i, starting);
@@ -399,7 +427,7 @@ public final class IndexedDFSource implements Source, SupportsTriggerAvailableNo
                 return false;
             }
             scan.files.add(files.get(i));
-            scan.bytes += files.get(i).size;
+            scan.bytes += files.get(i).file.size;
             scan.end = pos;
         }
         IndexedDFSourceOffset next = new IndexedDFSourceOffset(tableId, v + 1, -1, false);
@@ -441,9 +469,9 @@ public final class IndexedDFSource implements Source, SupportsTriggerAvailableNo
             if (scan.files.size() >= maxFiles || scan.bytes >= maxBytes) {
                 return scan;  // full: the next commit is the next batch's to read (or to refuse)
             }
-            List<AddFile> adds;
+            List<ChangeFeed.Change> adds;
             try {
-                adds = admitted(commit(log, v), admittedBefore);
+                adds = admitted(log, commit(log, v), admittedBefore);
             } catch (IndexedDFException refused) {
                 if (scan.end.after(from)) {
                     return scan;  // the rows before the commit first; the next offset refuses it
@@ -457,17 +485,52 @@ public final class IndexedDFSource implements Source, SupportsTriggerAvailableNo
         return scan;
     }
 
-    /** The live files of version {@code v}, the initial snapshot, by modification time and path (Delta's order). */
-    private List<AddFile> snapshotFiles(DeltaLog log, long v) {
+    /**
+     * The live files of version {@code v}, the initial snapshot, by modification time and path
+     * (Delta's order); as the feed reads them, inserts of version {@code v}.
+     */
+    private List<ChangeFeed.Change> snapshotFiles(DeltaLog log, long v) {
         synchronized (snapshotFiles) {
-            List<AddFile> files = snapshotFiles.get(v);
+            List<ChangeFeed.Change> files = snapshotFiles.get(v);
             if (files == null) {
-                files = new ArrayList<>(log.snapshot(v).files);
-                files.sort(Comparator.<AddFile>comparingLong(a -> a.modificationTime).thenComparing(a -> a.path));
+                List<AddFile> live = new ArrayList<>(log.snapshot(v).files);
+                live.sort(Comparator.<AddFile>comparingLong(a -> a.modificationTime).thenComparing(a -> a.path));
+                long time = options.changeFeed ? commitTime(log, v) : 0L;
+                files = new ArrayList<>(live.size());
+                for (AddFile a : live) {
+                    files.add(new ChangeFeed.Change(a, ChangeFeed.INSERT, v, time));
+                }
                 snapshotFiles.clear();
                 snapshotFiles.put(v, files);
             }
             return files;
+        }
+    }
+
+    /** When version {@code v} was committed (its checkpoint's file time when its commit is gone). */
+    private static long commitTime(DeltaLog log, long v) {
+        return log.commitVersions().contains(v) ? log.commitTime(v) : log.fileModificationTime(v);
+    }
+
+    /** Whether the change data feed was on at version {@code v} (its metadata, or the last one before it). */
+    private boolean feedOn(DeltaLog log, long v) {
+        synchronized (feedOn) {
+            Boolean on = feedOn.get(v);
+            if (on == null) {
+                CommitActions c = commit(log, v);
+                if (c.metadata != null) {
+                    on = ChangeFeed.enabled(c.metadata);
+                } else if (feedOn.containsKey(v - 1)) {
+                    on = feedOn.get(v - 1);
+                } else {
+                    on = ChangeFeed.enabled(log.snapshot(v).metadata);
+                }
+                if (feedOn.size() > 1024) {
+                    feedOn.clear();
+                }
+                feedOn.put(v, on);
+            }
+            return on;
         }
     }
 
@@ -489,18 +552,24 @@ public final class IndexedDFSource implements Source, SupportsTriggerAvailableNo
      * was skipped or read by an option of the run that admitted it; when the options no longer
      * say which, it is skipped rather than refused: the error is for commits no offset covers yet.
      */
-    private List<AddFile> admitted(CommitActions c, boolean admittedBefore) {
+    private List<ChangeFeed.Change> admitted(DeltaLog log, CommitActions c, boolean admittedBefore) {
         if (c.metadata != null) {
             checkSchema(c);
         }
+        if (options.changeFeed) {
+            if (!feedOn(log, c.version)) {
+                throw ChangeFeed.notRecorded(c.version, c.version, log.latestVersion());
+            }
+            return ChangeFeed.ofCommit(log, c);
+        }
         if (!c.removesRows()) {
-            return c.adds;
+            return inserts(c);
         }
         if (options.skipChangeCommits) {
             return List.of();
         }
         if (options.ignoreChanges) {
-            return c.adds;
+            return inserts(c);
         }
         if (admittedBefore || c.adds.isEmpty() && options.ignoreDeletes) {
             return List.of();
@@ -518,6 +587,15 @@ public final class IndexedDFSource implements Source, SupportsTriggerAvailableNo
             + "'skipChangeCommits' to 'true'. If you would like the data update to be reflected, restart this query "
             + "with a fresh checkpoint location (it then reads the table as it is now, and the changes after it). "
             + "The source table can be found at path " + root + ".");
+    }
+
+    /** A commit's added files, as the files a stream of the table (not of its feed) reads. */
+    private static List<ChangeFeed.Change> inserts(CommitActions c) {
+        List<ChangeFeed.Change> out = new ArrayList<>(c.adds.size());
+        for (AddFile a : c.adds) {
+            out.add(new ChangeFeed.Change(a, ChangeFeed.INSERT, c.version, c.timestamp));
+        }
+        return out;
     }
 
     /**

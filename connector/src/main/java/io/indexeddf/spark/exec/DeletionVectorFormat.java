@@ -62,10 +62,37 @@ public final class DeletionVectorFormat extends ParquetFileFormat {
     /** The key of a file's {@link DeletionVectorDescriptor} in its metadata. */
     public static final String METADATA_KEY = "indexeddf_deletion_vector";
 
+    /**
+     * The key of a file's second deletion vector, whose rows are the only ones read (a read of
+     * the change data feed: the rows a commit's new deletion vector deleted, {@code ChangeFeed}).
+     */
+    public static final String SELECTED_KEY = "indexeddf_selected_rows";
+
     /** The metadata of a file with deletion vector {@code dv} (none when null). */
     public static scala.collection.immutable.Map<String, Object> metadata(DeletionVectorDescriptor dv) {
-        scala.collection.immutable.Map<String, Object> none = scala.collection.immutable.Map$.MODULE$.empty();
-        return dv == null ? none : none.updated(METADATA_KEY, dv);
+        return metadata(dv, null);
+    }
+
+    /**
+     * The metadata of a file read with deletion vector {@code dv} (rows dropped; none when null)
+     * of which only the rows of deletion vector {@code selected} are read (all when null).
+     */
+    public static scala.collection.immutable.Map<String, Object> metadata(DeletionVectorDescriptor dv,
+                                                                          DeletionVectorDescriptor selected) {
+        scala.collection.immutable.Map<String, Object> out = scala.collection.immutable.Map$.MODULE$.empty();
+        if (dv != null) {
+            out = out.updated(METADATA_KEY, dv);
+        }
+        if (selected != null) {
+            out = out.updated(SELECTED_KEY, selected);
+        }
+        return out;
+    }
+
+    /** The vector of split {@code f} whose rows are the only ones read, or null (all are). */
+    static DeletionVectorDescriptor selectedOf(PartitionedFile f) {
+        Option<Object> v = f.otherConstantMetadataColumnValues().get(SELECTED_KEY);
+        return v.isDefined() ? (DeletionVectorDescriptor) v.get() : null;
     }
 
     /** The deletion vector of split {@code f}, or null. */
@@ -206,10 +233,14 @@ public final class DeletionVectorFormat extends ParquetFileFormat {
                 }
             }
             DeletionVectorDescriptor dv = of(file);
-            if (dv == null) {
+            DeletionVectorDescriptor selected = selectedOf(file);
+            if (dv == null && selected == null) {
                 return use[0].apply(file);
             }
-            DeletionVectors.Rows deleted = DeletionVectors.read(dv, conf.value().value());
+            DeletionVectors.Rows gone = dv == null ? null : DeletionVectors.read(dv, conf.value().value());
+            DeletionVectors.Rows only = selected == null ? null : DeletionVectors.read(selected, conf.value().value());
+            java.util.function.LongPredicate deleted = only == null ? gone::contains
+                : gone == null ? row -> !only.contains(row) : row -> !only.contains(row) || gone.contains(row);
             Iterator<InternalRow> rows = use[1].apply(file);
             UnsafeProjection project = keep == null ? null
                 : UnsafeProjection.create(CollectionConverters.asScala(keep).toList());
@@ -228,12 +259,12 @@ public final class DeletionVectorFormat extends ParquetFileFormat {
      */
     static final class Kept extends scala.collection.AbstractIterator<Object> {
         private final Iterator<?> rows;
-        private final DeletionVectors.Rows deleted;
+        private final java.util.function.LongPredicate deleted;
         private final int rowIndex;
         private final UnsafeProjection project;
         private Object next;
 
-        Kept(Iterator<?> rows, DeletionVectors.Rows deleted, int rowIndex, UnsafeProjection project) {
+        Kept(Iterator<?> rows, java.util.function.LongPredicate deleted, int rowIndex, UnsafeProjection project) {
             this.rows = rows;
             this.deleted = deleted;
             this.rowIndex = rowIndex;
@@ -246,7 +277,7 @@ public final class DeletionVectorFormat extends ParquetFileFormat {
                 Object r = rows.next();  // a ColumnarBatch when the reader returns batches
                 if (r instanceof ColumnarBatch) {
                     next = kept((ColumnarBatch) r);
-                } else if (!deleted.contains(((InternalRow) r).getLong(rowIndex))) {
+                } else if (!deleted.test(((InternalRow) r).getLong(rowIndex))) {
                     next = project == null ? r : project.apply((InternalRow) r);
                 }
             }
@@ -270,7 +301,7 @@ public final class DeletionVectorFormat extends ParquetFileFormat {
             int[] selected = null;
             int count = 0;
             for (int i = 0; i < n; i++) {
-                if (deleted.contains(ordinals.getLong(i))) {
+                if (deleted.test(ordinals.getLong(i))) {
                     if (selected == null) {
                         selected = new int[n];
                         for (int j = 0; j < i; j++) {

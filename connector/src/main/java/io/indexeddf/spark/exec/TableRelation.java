@@ -41,7 +41,8 @@ import io.indexeddf.log.Snapshot;
  * column pruning and filter pushdown (rows deleted by deletion vectors dropped by
  * {@link DeletionVectorFormat}), and, when every file carries its bucket, the table's
  * bucketing ({@link BucketSpec}) so bucket pruning and bucketed joins work. Also the options
- * and table locations the provider takes (Hadoop schemes for fsspec URLs).
+ * and table locations the provider takes (Hadoop schemes for fsspec URLs). A read with
+ * {@code readChangeFeed} is the table's change data feed instead ({@link ChangeFeedRelation}).
  */
 public final class TableRelation {
     /** The format name ({@code IndexedDFProvider.shortName()}). */
@@ -55,7 +56,10 @@ public final class TableRelation {
         Arrays.asList("path", "storageOptions", "versionAsOf", "timestampAsOf", "maxPartitionBytes",
             // A catalog table made by CREATE TABLE ... OPTIONS (...) AS SELECT or saveAsTable hands
             // the options that created it to every read; the log decides these, reads ignore them.
-            "indexColumns", "numBuckets", "name", "description", "tableProperties", "__partition_columns");
+            "indexColumns", "numBuckets", "name", "description", "tableProperties", "__partition_columns",
+            // Delta's change data feed (ChangeFeedRelation).
+            io.indexeddf.log.Spec.CHANGE_FEED_OPTION, io.indexeddf.log.Spec.CHANGE_FEED_OPTION_ALIAS,
+            "startingVersion", "startingTimestamp", "endingVersion", "endingTimestamp");
     private static final Pattern BUCKET_SUFFIX = Pattern.compile("_(\\d+)\\.parquet$");
     private static final Pattern URL = Pattern.compile("^([A-Za-z][A-Za-z0-9+.-]*)://(.*)$");
     private static final Map<String, String> HADOOP_SCHEMES = Map.of(
@@ -88,6 +92,16 @@ public final class TableRelation {
         org.apache.spark.sql.classic.SparkSession session = classic(sqlContext);
         Configuration conf = session.sessionState().newHadoopConf();
         Path root = tableRoot(requirePath(opts), conf);
+        if (ChangeFeedRelation.requested(opts)) {
+            return ChangeFeedRelation.read(session, root, conf, opts);
+        }
+        for (String range : ChangeFeedRelation.RANGE_OPTIONS) {
+            if (opts.get(range) != null) {
+                throw IndexedDFException.option("option " + range + " bounds a read of the change data feed: add "
+                    + "option('" + io.indexeddf.log.Spec.CHANGE_FEED_OPTION + "', 'true') to read it, or drop " + range
+                    + " (versionAsOf / timestampAsOf read one version of the table)");
+            }
+        }
         DeltaLog log = DeltaLog.open(root, conf);
         Long version = timeTravel(opts, log);
         Snapshot snapshot = log.snapshot(version);

@@ -321,7 +321,9 @@ public final class IndexedDFTable implements V2TableWithV1Fallback, SupportsWrit
     /**
      * The connector's V1 relation over this table's version, with {@code output} as its
      * attributes when they are the table's columns (so a plan resolved against the V2
-     * relation stays resolved), and {@code options} a read takes ({@code maxPartitionBytes}).
+     * relation stays resolved), and {@code options} a read takes ({@code maxPartitionBytes}). With
+     * {@code readChangeFeed} in the options it is the table's change data feed over the range they
+     * give ({@code ChangeFeedRelation}), with the feed's columns.
      */
     public LogicalRelation relation(SparkSession session, Seq<AttributeReference> output, Map<String, String> options) {
         Map<String, String> params = new LinkedHashMap<>();
@@ -335,7 +337,9 @@ public final class IndexedDFTable implements V2TableWithV1Fallback, SupportsWrit
         if (storageOptions != null) {
             params.put("storageOptions", storageOptions);
         }
-        params.put("versionAsOf", Long.toString(snapshot.version));
+        if (!io.indexeddf.spark.exec.ChangeFeedRelation.requested(params)) {
+            params.put("versionAsOf", Long.toString(snapshot.version));
+        }
         BaseRelation relation = TableRelation.read(session.sqlContext(),
             scala.collection.immutable.Map$.MODULE$.from(CollectionConverters.asScala(params)), null);
         Option<CatalogTable> catalogTable = Option.apply(entry);
