@@ -243,3 +243,13 @@ class UnsupportedStorageError(IndexedDFError):
     """The storage cannot be used as asked: the filesystem cannot provide the atomic
     put-if-absent that commits need, or Spark's JVM connector has no Hadoop file system for
     the table's scheme (read it through the Python data source, ``indexeddf_python``)."""
+
+
+class MissingChangeDataError(IndexedDFError):
+    """The change data feed was asked for versions whose changes were not recorded
+    (``delta.enableChangeDataFeed`` was not true there): Delta's ``DELTA_MISSING_CHANGE_DATA``.
+    ``version`` is the first such version."""
+
+    def __init__(self, message: str, version: int):
+        super().__init__(message)
+        self.version = version

@@ -18,7 +18,7 @@ from ..spec import config
 from ..spec.actions import Action, AddFile, IndexEntry, IndexFile, Metadata, Txn
 from ..spec.column_mapping import check_mode_change, evolve, table_schema
 from ..spec.constraints import checker_for
-from ..spec.features import protocol_for, required_features, with_table_features
+from ..spec.features import protocol_for, upgraded
 from ..spec.partitions import check_partition_columns
 from ..spec.schema_evolution import added_fields, check_schema_mode, merge_fields, overwrite_fields  # noqa: F401 - check_schema_mode re-exported
 from .data import conform, table_fields, to_arrow_table
@@ -304,7 +304,7 @@ def set_properties(snapshot: Snapshot, updates: dict[str, str] | None = None, re
         else "UNSET TBLPROPERTIES"
     # A property that needs a table feature upgrades the protocol in the same commit, as
     # Delta does (unsetting it keeps the feature: dropping one is Delta's DROP FEATURE).
-    protocol = with_table_features(snapshot.protocol, required_features(conf))
+    protocol = upgraded(snapshot.protocol, conf)
     _check_asked_protocol(protocol, asked)
     upgrade: list[Action] = [protocol] if protocol != snapshot.protocol else []
     return Transaction(snapshot, op, params, read_buckets=()).commit([*upgrade, metadata])
