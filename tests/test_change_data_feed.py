@@ -241,3 +241,59 @@ def test_replaying_the_feed_from_a_version_gives_the_last_version(tmp_path_facto
     assert all(n >= 0 for n in rows_at.values())
     assert +rows_at == Counter(tuple(r.values()) for r in snaps[max(snaps)].cast(SCHEMA).to_pylist())
 
+
+SPARK_MERGE = ("MERGE INTO {name} AS t USING cdf_source AS s ON t.k = s.k "
+               "WHEN MATCHED AND s.v % 3 = 0 THEN DELETE "
+               "WHEN MATCHED AND t.k < 30 THEN UPDATE SET v = s.v + t.v, s = upper(s.s) "
+               "WHEN NOT MATCHED {by_target}AND s.k % 2 = 0 THEN INSERT * "
+               "WHEN NOT MATCHED BY SOURCE AND t.k > 45 THEN UPDATE SET v = t.v + 100")
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("vectors", [False, True])
+def test_spark_sql_changes_through_sparks_plan_write_the_feed(spark, sql, conf, tmp_path, vectors):
+    """``ALTER TABLE ... SET TBLPROPERTIES`` turns the feed on; Spark SQL's MERGE (forced through
+    Spark's plan), UPDATE and DELETE write it from their tasks; delta-rs (without deletion
+    vectors) and DuckDB's snapshots read the same changes."""
+    conf("spark.indexeddf.merge.engineMaxSourceBytes", "-1")
+    path = str(tmp_path / "t")
+    first = rows(list(range(50)))
+    IndexedTable.create(path, first, ["k"], num_buckets=4,
+                        properties={"delta.enableDeletionVectors": str(vectors).lower()})
+    name = f"indexeddf.`{path}`"
+    sql(f"ALTER TABLE {name} SET TBLPROPERTIES ('delta.enableChangeDataFeed' = 'true')")          # v1
+    t = IndexedTable.for_path(path)
+    assert "changeDataFeed" in (t.snapshot.protocol.writerFeatures or ()) or t.snapshot.protocol.minWriterVersion == 4
+    duck = Duck(first)
+    snaps = [duck.rows()]
+    source = rows([2, 5, 9, 12, 25, 33, 70, 72, 75], 1000, "b")
+    spark.createDataFrame(source.to_pylist(), "k bigint, v bigint, s string").createOrReplaceTempView("cdf_source")
+    sql(SPARK_MERGE.format(name=name, by_target=""))                                                # v2
+    duck.run(SPARK_MERGE.format(name="target", by_target="BY TARGET ").replace("cdf_source", "source_rows"), source)
+    snaps.append(duck.rows())
+    sql(f"UPDATE {name} SET s = concat(s, '!') WHERE k % 4 = 1 AND s IS NOT NULL")                  # v3
+    duck.run("UPDATE target SET s = concat(s, '!') WHERE k % 4 = 1 AND s IS NOT NULL")
+    snaps.append(duck.rows())
+    sql(f"DELETE FROM {name} WHERE k BETWEEN 10 AND 20")                                            # v4
+    duck.run("DELETE FROM target WHERE k BETWEEN 10 AND 20")
+    snaps.append(duck.rows())
+    t = IndexedTable.for_path(path)
+    assert t.version == 4 and [h.operation for h in t.history()][:3] == ["DELETE", "UPDATE", "MERGE"]
+    assert all([a for a in read_commit(t.snapshot.storage, v) if isinstance(a, CdcFile)] for v in (2, 3, 4))
+    ours = feed_rows(t.changes(2))
+    _check_against_duckdb(ours, snaps, 2)
+    if not vectors:
+        assert ours == delta_rs_feed(path, 2)
+
+
+@pytest.mark.spark
+def test_create_table_tblproperties_turn_the_feed_on(sql, tmp_path):
+    path = str(tmp_path / "made")
+    sql(f"CREATE TABLE cdf_made (k bigint, v bigint, s string) USING indexeddf OPTIONS (indexColumns 'k', "
+        f"numBuckets 2) TBLPROPERTIES ('delta.enableChangeDataFeed' = 'true') LOCATION '{path}'")
+    sql("INSERT INTO cdf_made VALUES (1, 1, 'a'), (2, 2, 'b')")
+    sql("UPDATE cdf_made SET v = 20 WHERE k = 2")
+    t = IndexedTable.for_path(path)
+    assert t.snapshot.protocol.minWriterVersion == 4
+    assert feed_rows(t.changes(1)) == [(1, 1, "a", "insert", 1), (2, 2, "b", "insert", 1),
+                                       (2, 2, "b", "update_preimage", 2), (2, 20, "b", "update_postimage", 2)]
