@@ -242,6 +242,61 @@ def test_replaying_the_feed_from_a_version_gives_the_last_version(tmp_path_facto
     assert +rows_at == Counter(tuple(r.values()) for r in snaps[max(snaps)].cast(SCHEMA).to_pylist())
 
 
+def test_vacuum_keeps_the_change_data_of_retained_versions_and_deletes_the_rest(tmp_path):
+    import time
+
+    from indexeddf.writer import maintenance
+
+    path = str(tmp_path / "t")
+    t = IndexedTable.create(path, rows(list(range(20))), ["k"], num_buckets=2, properties=FEED)
+    t.delete("k < 3")                                   # v1: its change data is older than the retention
+    time.sleep(0.05)
+    boundary_ts = int(time.time() * 1000)
+    time.sleep(0.05)
+    t.update({"v": "v + 1"}, "k = 5")                   # v2
+    t.delete("k = 6")                                   # v3
+    cdc = {v: [a.path for a in read_commit(t.snapshot.storage, v) if isinstance(a, CdcFile)] for v in (1, 2, 3)}
+    stray_old, stray_young = "_change_data/cdc-aborted.c000.snappy.parquet", "_change_data/cdc-inflight.parquet"
+    for rel in (stray_old, stray_young):
+        t.snapshot.storage.write_bytes(rel, b"x")
+    old = (boundary_ts - 10_000) / 1000
+    os.utime(os.path.join(path, stray_old), (old, old))
+    now = int(time.time() * 1000)
+    hours = (now - boundary_ts) / 3_600_000
+    result = maintenance.vacuum(t.snapshot, hours, enforce_retention=False, now_ms=now)
+    gone = set(result.files)
+    assert set(cdc[1]) <= gone and stray_old in gone and stray_young not in gone
+    assert all(os.path.exists(os.path.join(path, p)) for p in cdc[2] + cdc[3])
+    assert sorted(r[3] for r in feed_rows(t.changes(2))) == ["delete", "update_postimage", "update_preimage"]
+
+
+def test_a_delta_rs_table_with_the_feed_keeps_it_after_convert(tmp_path):
+    """delta-rs writes a table with the feed on (protocol (1, 4)) and changes it; once
+    converted, indexeddf's changes write the feed, and delta-rs reads the whole range as
+    ``changes`` does."""
+    import deltalake
+
+    path = str(tmp_path / "t")
+    deltalake.write_deltalake(path, rows(list(range(30))), configuration=FEED)
+    dt = deltalake.DeltaTable(path)
+    dt.update(updates={"v": "v + 1"}, predicate="k < 5")                     # v1: delta-rs's cdc files
+    dt.delete("k = 7")                                                      # v2
+    t = IndexedTable.convert(path, ["k"], num_buckets=2)                    # v3
+    _merge(t, rows([1, 2, 3, 12, 40, 42], 900, "m"))                        # v4
+    t.delete("k > 25")                                                      # v5
+    assert all([a for a in read_commit(t.snapshot.storage, v) if isinstance(a, CdcFile)] for v in (1, 2, 4, 5))
+    ours = feed_rows(t.changes(0))
+    assert ours == delta_rs_feed(path, 0)
+    assert Counter(r[-1] for r in ours)[3] == 0  # convert changes no row
+    # Converting with the property set upgrades a plain delta-rs table's protocol.
+    other = str(tmp_path / "plain")
+    deltalake.write_deltalake(other, rows(list(range(5))))
+    c = IndexedTable.convert(other, ["k"], properties=FEED)
+    assert c.snapshot.protocol.minWriterVersion >= 4
+    c.delete("k = 1")
+    assert [r[-2] for r in feed_rows(c.changes(c.version))] == ["delete"]
+
+
 SPARK_MERGE = ("MERGE INTO {name} AS t USING cdf_source AS s ON t.k = s.k "
                "WHEN MATCHED AND s.v % 3 = 0 THEN DELETE "
                "WHEN MATCHED AND t.k < 30 THEN UPDATE SET v = s.v + t.v, s = upper(s.s) "
