@@ -53,9 +53,6 @@ class _Written:
     updated: pa.Table | None = None
     """The new versions of the file's updated rows, written later with the inserts (with
     deletion vectors, and when a sorted file is rewritten)."""
-    changes: list = field(default_factory=list)
-    """The change data of the file (its deleted rows, its updated rows before and after, each
-    with ``_change_type``) when the table's change data feed is on."""
 
 
 def rewrite(snapshot: Snapshot, change: Change, scope: Scope, schema: pa.Schema, found: Found, vectors: bool,
@@ -148,14 +145,15 @@ def _apply_file(write: "_Writer", a: AddFile, touched: np.ndarray, updated: pa.T
     that are deleted, not updated). With the change data feed on, the rows that leave are
     read back (only the row groups holding them) as the change's deletes and pre-images."""
     snapshot = write.snapshot
-    if write.feed:
+    if write.feed:  # written now, a file's at a time: memory bounded by the file's changed rows
         before = read_rows_at(snapshot.storage, a, write.schema, touched, snapshot.version)
         ordinals = np.sort(np.unique(touched))
         gone = pa.array(np.isin(ordinals, deleted))
-        done.changes += [labelled(before.filter(gone), DELETE),
-                         labelled(before.filter(pc.invert(gone)), UPDATE_PREIMAGE)]
+        changes = [labelled(before.filter(gone), DELETE), labelled(before.filter(pc.invert(gone)), UPDATE_PREIMAGE)]
         if updated is not None:
-            done.changes.append(labelled(updated, UPDATE_POSTIMAGE))
+            changes.append(labelled(updated, UPDATE_POSTIMAGE))
+        done.actions += write_change_data(snapshot.storage, write.metadata, write.schema, changes,
+                                          write.written_paths)
     if vectors:  # the file stays; its new rows are written with the inserts, at most a file a bucket
         done.deleted, done.updated = (a, touched), updated
         return
@@ -182,9 +180,7 @@ def _finish(write: "_Writer", results: list[_Written], new_rows: list[pa.Table],
             metrics: ChangeMetrics) -> tuple[list, dict]:
     """The files' new rows written with ``new_rows`` (into ``done``), the deletion vectors
     written, and every result's actions, index files and metrics gathered."""
-    changes = []
-    if write.feed:
-        changes = [c for r in results for c in r.changes] + [labelled(r, INSERT) for r in new_rows]
+    changes = [labelled(r, INSERT) for r in new_rows] if write.feed else []
     new_rows = [r.updated for r in results if r.updated is not None] + new_rows
     if new_rows:
         rows = pa.concat_tables(new_rows)
