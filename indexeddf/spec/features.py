@@ -99,7 +99,6 @@ ENGINES = {
     "icebergCompatV2": "Spark with delta-spark",
     "clustering": "Spark with delta-spark",
     "inCommitTimestamp": "Spark with delta-spark, or delta-rs",
-    "changeDataFeed": "Spark with delta-spark, or delta-rs",
     "generatedColumns": "Spark with delta-spark, or delta-rs",
 }
 """Engines that implement each Delta feature indexeddf refuses (named in the refusal);
@@ -218,7 +217,6 @@ def check_writable(p: Protocol, m: Metadata, where: str) -> None:
             f"{where} needs Delta writer version {p.minWriterVersion}; indexeddf writes up to 7. "
             "Write to it with a newer Delta engine."
         )
-    conf = m.configuration
     refused = []
     for feature in sorted(writer_features(p)):
         if feature == "identityColumns":
@@ -227,7 +225,6 @@ def check_writable(p: Protocol, m: Metadata, where: str) -> None:
             refused.append(feature)
     if refused:
         raise refusal(refused, "write to")
-    del conf  # every property indexeddf reads is honoured by its writers
 
 
 COLLATIONS = "__COLLATIONS"
