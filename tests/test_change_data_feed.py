@@ -130,6 +130,12 @@ def test_python_changes_write_the_feed_that_delta_rs_and_duckdb_read(tmp_path, p
     ours = feed_rows(feed)
     _check_against_duckdb(ours, snaps, 1)
     assert ours == delta_rs_feed(path, 1)
+    from deltalake import DeltaTable
+
+    theirs = pa.table(DeltaTable(path).load_cdf(starting_version=1).read_all())
+    stamps = {(v, ts.replace(tzinfo=None)) for v, ts in zip(feed["_commit_version"].to_pylist(),
+                                                              feed["_commit_timestamp"].to_pylist())}
+    assert stamps == set(zip(theirs["_commit_version"].to_pylist(), theirs["_commit_timestamp"].to_pylist()))
     kinds = Counter(r[-2] for r in ours)
     assert kinds["update_preimage"] == kinds["update_postimage"] > 0 and kinds["delete"] > 0 and kinds["insert"] > 0
     # The merge, the update and the delete wrote cdc files; the append none (its adds are its inserts).
