@@ -5,8 +5,10 @@ Each candidate file's outcome comes from its located rows (the index found them)
 pass over the columns the change reads, a row group at a time. Under copy on write a
 changed file's kept rows are copied into one new file of its bucket a row group at a time
 (``writer/streamed.py``); with deletion vectors the file stays and gets a vector. Updated
-and inserted rows are written together, bucketed, with their index entries. Memory is
-bounded by a row group, the changed rows and the source, not by a file.
+and inserted rows are written together, bucketed, with their index entries. With the change
+data feed on (``delta.enableChangeDataFeed``), each changed file's deleted rows and updated rows
+(before and after) are written as change data when the file is handled, the inserts with the
+new rows. Memory is bounded by a row group, the changed rows and the source, not by a file.
 """
 
 from __future__ import annotations
