@@ -129,13 +129,6 @@ class VersionNotFoundError(IndexedDFError):
     """Time travel asked for a version or timestamp the log does not hold."""
 
 
-class ChangeDataNotRecordedError(IndexedDFError):
-    """A read of the change data feed (``readChangeFeed``, ``table_changes``) covers a version
-    at which the table did not record it (``delta.enableChangeDataFeed`` was not true): Delta's
-    ``DELTA_MISSING_CHANGE_DATA``. Start the range at or after the version that turned the
-    feed on (``DESCRIBE HISTORY`` shows it)."""
-
-
 class SourceChangedError(IndexedDFError):
     """A table read as a stream (``spark.readStream.format("indexeddf")``) had rows removed or
     changed (DELETE, UPDATE, MERGE, an overwrite, deletion vectors given) at a version the
@@ -250,3 +243,15 @@ class UnsupportedStorageError(IndexedDFError):
     """The storage cannot be used as asked: the filesystem cannot provide the atomic
     put-if-absent that commits need, or Spark's JVM connector has no Hadoop file system for
     the table's scheme (read it through the Python data source, ``indexeddf_python``)."""
+
+
+class MissingChangeDataError(IndexedDFError):
+    """The change data feed was asked for versions whose changes were not recorded
+    (``delta.enableChangeDataFeed`` was not true there), by ``IndexedTable.changes``, Spark's
+    ``readChangeFeed`` or ``table_changes``: Delta's ``DELTA_MISSING_CHANGE_DATA``. Start the
+    range at or after the version that turned the feed on (``DESCRIBE HISTORY`` shows it).
+    ``version`` is the first such version (None when the error came from the JVM connector)."""
+
+    def __init__(self, message: str, version: int | None = None):
+        super().__init__(message)
+        self.version = version

@@ -222,6 +222,47 @@ class IndexedTable(TableWrites, TableAdmin):
         """
         return read_snapshot(self.snapshot_at(version, timestamp), columns, filter)
 
+    def changes(self, start_version: int | None = None, end_version: int | None = None,
+                columns: Sequence[str] | None = None, *, start_timestamp: Any = None,
+                end_timestamp: Any = None) -> pa.Table:
+        """The table's change data feed (Delta's ``table_changes``) from ``start_version`` to
+        ``end_version`` (default: the newest), both included, as a ``pyarrow.Table``: the
+        table's columns (``columns`` of them) plus ``_change_type`` (``insert``, ``delete``,
+        ``update_preimage``, ``update_postimage``), ``_commit_version`` (int64) and
+        ``_commit_timestamp`` (timestamp, UTC). ``start_timestamp`` / ``end_timestamp`` give
+        the range by time instead (the first version committed at or after the start, the
+        last at or before the end).
+
+        A version's changes are its change data files when it wrote any (every MERGE, UPDATE
+        and DELETE does while ``delta.enableChangeDataFeed`` is true), else its added and
+        removed files, as Delta's reader reads them. ``MissingChangeDataError`` when a version
+        of the range did not record its changes (the property was not true there),
+        ``VersionNotFoundError`` when the start is past the newest version. Built from the
+        per-file batches of :meth:`changes_batches`."""
+        from .reader.changes import change_batches, empty_changes, version_range
+        from .spec.column_mapping import file_schema
+
+        storage = self._snapshot.storage
+        start, end = version_range(storage, start_version, end_version, start_timestamp, end_timestamp)
+        batches = list(change_batches(storage, start, end, columns))
+        if batches:
+            return pa.concat_tables(batches)
+        meta = load_snapshot(storage, end, unindexed_ok=True).metadata
+        schema = file_schema(meta.schema_, meta.configuration)
+        return empty_changes(schema, list(schema.names if columns is None else columns))
+
+    def changes_batches(self, start_version: int | None = None, end_version: int | None = None,
+                        columns: Sequence[str] | None = None, *, start_timestamp: Any = None,
+                        end_timestamp: Any = None):
+        """:meth:`changes` as an iterator of ``pyarrow.Table``, one per file read (a change
+        data file, or an added or removed data file): memory bounded by a file. The range is
+        checked before the first batch."""
+        from .reader.changes import change_batches, version_range
+
+        storage = self._snapshot.storage
+        start, end = version_range(storage, start_version, end_version, start_timestamp, end_timestamp)
+        return change_batches(storage, start, end, columns)
+
     def to_df(self, spark, version: int | None = None, timestamp: Any = None, columns: Sequence[str] | None = None,
               bucketed: bool = False):
         """The rows of a version as a Spark DataFrame, bound to that version.

@@ -21,7 +21,7 @@ from deltalake import ColumnProperties, WriterProperties
 from dv_helpers import file_rows, mark_deleted
 from foreign_logs import HAND_WRITTEN, T0, UTC, Case, Of
 
-from indexeddf.errors import NestedIndexColumnError, UnsupportedFeatureError
+from indexeddf.errors import NestedIndexColumnError
 
 STRINGS = ["a/b", "x=y", None, "sp ace", "pct%41", "é#?:", "Z"]
 """Strings Delta escapes in partition folders (``%41`` must stay as it is) and NULL."""
@@ -336,8 +336,8 @@ DELTA_RS = [
     Case("types-index-bool", typed, ["b"], [True, None]),
     Case("types-index-big-decimal", typed, ["big"], [Of(0, 39), decimal.Decimal(1)]),
     Case("change-data-feed", lambda p: (appended(p, three(), configuration={"delta.enableChangeDataFeed": "true"}),
-                                        deltalake.DeltaTable(p).update(updates={"v": "'u'"}, predicate="id < 5")), ["id"], [],
-         (UnsupportedFeatureError, "delta.enableChangeDataFeed")),
+                                        deltalake.DeltaTable(p).update(updates={"v": "'u'"}, predicate="id < 5")), ["id"],
+         ID_PROBES),  # converted: indexeddf's changes write the feed (tests/test_change_data_feed.py)
     Case("check-constraint", lambda p: (appended(p, three()), deltalake.DeltaTable(p).alter.add_constraint(
         {"positive": "id >= 0"})), ["id"], ID_PROBES),  # converted: indexeddf's writes check it
     Case("append-only", lambda p: appended(p, three(), configuration={"delta.appendOnly": "true"}), ["id"], ID_PROBES),

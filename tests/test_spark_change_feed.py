@@ -22,7 +22,7 @@ from oracles import duckdb_delta
 
 import indexeddf
 from indexeddf import IndexedTable
-from indexeddf.errors import ChangeDataNotRecordedError, InvalidOptionError, VersionNotFoundError
+from indexeddf.errors import InvalidOptionError, MissingChangeDataError, VersionNotFoundError
 
 pytestmark = pytest.mark.spark
 
@@ -141,7 +141,7 @@ def test_errors_are_deltas(spark, tables):
     path = tables["flat"]
     with pytest.raises(InvalidOptionError, match="DELTA_NO_START_FOR_CDC_READ"):
         typed(lambda: feed(spark, path).collect())
-    with pytest.raises(ChangeDataNotRecordedError, match=r"DELTA_MISSING_CHANGE_DATA.*version \[1\]"):
+    with pytest.raises(MissingChangeDataError, match=r"DELTA_MISSING_CHANGE_DATA.*version \[1\]"):
         typed(lambda: feed(spark, path, startingVersion=1).collect())
     with pytest.raises(VersionNotFoundError, match=r"DELTA_INVALID_CDC_RANGE.*Start version\(9\).*table\(7\)"):
         typed(lambda: feed(spark, path, startingVersion=9).collect())
@@ -171,7 +171,7 @@ def test_catalog_table_and_table_changes(spark, sql, tables, tmp_path):
     times = {h["version"]: h["timestamp"] for h in DeltaTable(path).history()}
     start = datetime.fromtimestamp(times[4] / 1000, timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f")
     assert got(spark.sql(f"SELECT * FROM table_changes('feed_t', '{start}', 5)")) == expected(path, 4, 5)
-    with pytest.raises(ChangeDataNotRecordedError, match="DELTA_MISSING_CHANGE_DATA"):
+    with pytest.raises(MissingChangeDataError, match="DELTA_MISSING_CHANGE_DATA"):
         sql("SELECT * FROM table_changes('feed_t', 1)")
     with pytest.raises(InvalidOptionError, match="no indexeddf table"):
         sql("SELECT * FROM table_changes('no_such_table', 0)")
@@ -208,7 +208,7 @@ def test_stream_of_the_feed_reads_each_change_once_across_restarts(spark, tables
     snapshot = sorted(tuple(r) for r in spark.read.format("indexeddf").load(path).collect())
     assert sorted(r[:3] for b in initial for r in b) == snapshot
     assert {(r[3], r[4]) for b in initial for r in b} == {("insert", 9)}
-    with pytest.raises(ChangeDataNotRecordedError, match=r"DELTA_MISSING_CHANGE_DATA.*version \[1\]"):
+    with pytest.raises(MissingChangeDataError, match=r"DELTA_MISSING_CHANGE_DATA.*version \[1\]"):
         typed(lambda: stream(spark, path, tmp_path / "ck3", startingVersion=1))
 
 

@@ -19,7 +19,10 @@ runs :func:`execute`:
    or it gets a deletion vector; updated rows are written as new bucketed files with
    the inserts; all with their index entries. Files without a change stay.
 3. **Insert** the source rows that matched no target row (``not_matched`` clauses).
-4. **Commit** once: removes, adds and index entries; the transaction read the touched
+4. **Commit** once: removes, adds, index entries and, while ``delta.enableChangeDataFeed`` is
+   true, the ``cdc`` actions of the change data written a file at a time in step 2 (the
+   deleted rows and the updated rows' pre-images read back from the row groups holding them,
+   the post-images) and with the inserts (``writer/change_data.py``); the transaction read the touched
    buckets (Delta's WriteSerializable: blind appends rebase, a concurrent removal of a
    read file fails it with a typed conflict).
 

@@ -5,8 +5,10 @@ Each candidate file's outcome comes from its located rows (the index found them)
 pass over the columns the change reads, a row group at a time. Under copy on write a
 changed file's kept rows are copied into one new file of its bucket a row group at a time
 (``writer/streamed.py``); with deletion vectors the file stays and gets a vector. Updated
-and inserted rows are written together, bucketed, with their index entries. Memory is
-bounded by a row group, the changed rows and the source, not by a file.
+and inserted rows are written together, bucketed, with their index entries. With the change
+data feed on (``delta.enableChangeDataFeed``), each changed file's deleted rows and updated rows
+(before and after) are written as change data when the file is handled, the inserts with the
+new rows. Memory is bounded by a row group, the changed rows and the source, not by a file.
 """
 
 from __future__ import annotations
@@ -18,13 +20,16 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..format.datafiles import iter_live_row_groups, live_mask, read_file
+from ..format.datafiles import iter_live_row_groups, live_mask, read_file, read_rows_at
 from ..format.deletion_vectors import read_deletion_vector, write_deletion_vectors
 from ..format.snapshot import Snapshot
 from ..format.transaction import Transaction
 from ..reader import lookup as lookup_mod
 from ..spec.actions import AddFile
+from ..spec.change_data import DELETE, INSERT, UPDATE_POSTIMAGE, UPDATE_PREIMAGE, labelled
 from ..spec.constraints import ConstraintChecker
+from ..spec.features import change_data_feed_enabled
+from ..writer.change_data import write_change_data
 from ..writer.operations import maintained_indexes, write_rows
 from ..writer.streamed import copy_kept_rows
 from .expressions import Scope
@@ -62,6 +67,7 @@ def rewrite(snapshot: Snapshot, change: Change, scope: Scope, schema: pa.Schema,
     if source is not None:
         source = source.append_column(SOURCE_ROW, pa.array(np.arange(source.num_rows, dtype=np.int64)))
     write = _Writer(snapshot, tx.written_paths, metadata, schema)
+    write.inserted_files = list(change.inserted.adds) if change.inserted is not None else []
     # Updated and inserted rows must keep the table's CHECK constraints (Spark's changes check
     # them in their plan, with Catalyst: apply_outcome leaves the checker out).
     write.checker = ConstraintChecker(metadata.configuration, schema)
@@ -74,14 +80,17 @@ def rewrite(snapshot: Snapshot, change: Change, scope: Scope, schema: pa.Schema,
     def one(a: AddFile) -> _Written:
         done = _Written()
         rows = located.get(a.fileId) if located is not None else None
+        deleted: list = []
         if rows is not None:
-            touched, updated, done.matched_source = change_file(rows, source, change, scope, schema, done.metrics)
+            touched, updated, done.matched_source = change_file(rows, source, change, scope, schema, done.metrics,
+                                                                deleted)
         else:
             touched, updated, done.matched_source = _change_by_row_group(snapshot, a, source, change, scope, schema,
-                                                                         needed, done.metrics)
+                                                                         needed, done.metrics, deleted)
             done.metrics.num_target_files_scanned = 1
         if touched is not None:
-            _apply_file(write, a, touched, updated, vectors, now, done)
+            _apply_file(write, a, touched, updated, vectors, now, done,
+                        np.concatenate(deleted) if deleted else np.zeros(0, np.int64))
         return done
 
     started = time.perf_counter()
@@ -107,13 +116,14 @@ def rewrite(snapshot: Snapshot, change: Change, scope: Scope, schema: pa.Schema,
 
 
 def apply_outcome(snapshot: Snapshot, schema: pa.Schema, metadata, vectors: bool,
-                  changed: list[tuple[AddFile, np.ndarray, pa.Table | None]], new_rows: pa.Table | None,
+                  changed: list[tuple[AddFile, np.ndarray, pa.Table | None, np.ndarray]], new_rows: pa.Table | None,
                   written_paths: list[str], metrics: ChangeMetrics) -> tuple[list, dict]:
     """Write what a change decided elsewhere (Spark's plan, in a task): each changed file
-    ``(add, ordinals of its changed rows, their new versions or None)`` gets a deletion vector
-    (``vectors``) or has its kept rows copied, and the new versions with ``new_rows`` are
-    written bucketed, with their index entries. The actions and index files to commit; the
-    paths written are appended to ``written_paths``."""
+    ``(add, ordinals of its changed rows, their new versions or None, the ordinals of the
+    deleted ones)`` gets a deletion vector (``vectors``) or has its kept rows copied, and the
+    new versions with ``new_rows`` are written bucketed, with their index entries; with the
+    change data feed on, the change data files too. The actions (``cdc`` ones included) and
+    index files to commit; the paths written are appended to ``written_paths``."""
     from concurrent.futures import ThreadPoolExecutor
 
     write = _Writer(snapshot, written_paths, metadata, schema)
@@ -121,7 +131,7 @@ def apply_outcome(snapshot: Snapshot, schema: pa.Schema, metadata, vectors: bool
 
     def one(item) -> _Written:
         done = _Written()
-        _apply_file(write, item[0], item[1], item[2], vectors, now, done)
+        _apply_file(write, item[0], item[1], item[2], vectors, now, done, item[3])
         return done
 
     write.use_threads = len(changed) < REWRITE_THREADS
@@ -131,10 +141,21 @@ def apply_outcome(snapshot: Snapshot, schema: pa.Schema, metadata, vectors: bool
 
 
 def _apply_file(write: "_Writer", a: AddFile, touched: np.ndarray, updated: pa.Table | None, vectors: bool,
-                now: int, done: _Written) -> None:
+                now: int, done: _Written, deleted: np.ndarray) -> None:
     """File ``a`` changed: the ordinals ``touched`` leave it (``updated``: their new
-    versions, written later with the other new rows)."""
+    versions, written later with the other new rows; ``deleted``: the ordinals of ``touched``
+    that are deleted, not updated). With the change data feed on, the rows that leave are
+    read back (only the row groups holding them) as the change's deletes and pre-images."""
     snapshot = write.snapshot
+    if write.feed:  # written now, a file's at a time: memory bounded by the file's changed rows
+        before = read_rows_at(snapshot.storage, a, write.schema, touched, snapshot.version)
+        ordinals = np.sort(np.unique(touched))
+        gone = pa.array(np.isin(ordinals, deleted))
+        changes = [labelled(before.filter(gone), DELETE), labelled(before.filter(pc.invert(gone)), UPDATE_PREIMAGE)]
+        if updated is not None:
+            changes.append(labelled(updated, UPDATE_POSTIMAGE))
+        done.actions += write_change_data(snapshot.storage, write.metadata, write.schema, changes,
+                                          write.written_paths)
     if vectors:  # the file stays; its new rows are written with the inserts, at most a file a bucket
         done.deleted, done.updated = (a, touched), updated
         return
@@ -161,6 +182,7 @@ def _finish(write: "_Writer", results: list[_Written], new_rows: list[pa.Table],
             metrics: ChangeMetrics) -> tuple[list, dict]:
     """The files' new rows written with ``new_rows`` (into ``done``), the deletion vectors
     written, and every result's actions, index files and metrics gathered."""
+    changes = [labelled(r, INSERT) for r in new_rows] if write.feed else []
     new_rows = [r.updated for r in results if r.updated is not None] + new_rows
     if new_rows:
         rows = pa.concat_tables(new_rows)
@@ -176,6 +198,13 @@ def _finish(write: "_Writer", results: list[_Written], new_rows: list[pa.Table],
         metrics.add(r.metrics)
     actions += _vector_actions(write.snapshot, [r.deleted for r in results if r.deleted is not None],
                                write.written_paths, now, metrics)
+    if write.feed:
+        storage = write.snapshot.storage
+        actions += write_change_data(storage, write.metadata, write.schema, changes, write.written_paths)
+        for add in write.inserted_files:  # files a Spark write added: their rows are inserts, one file at a time
+            rows = read_file(storage, add.path, write.schema, partition=add.partitionValues)
+            actions += write_change_data(storage, write.metadata, write.schema, [labelled(rows, INSERT)],
+                                         write.written_paths)
     return actions, {k: v for k, v in index_files.items() if v}
 
 
@@ -214,14 +243,15 @@ def _file_rows(snapshot: Snapshot, a: AddFile, schema: pa.Schema) -> pa.Table:
 
 
 def _change_by_row_group(snapshot: Snapshot, a: AddFile, source: pa.Table | None, change: Change, scope: Scope,
-                         schema: pa.Schema, columns: list[str], metrics: ChangeMetrics):
+                         schema: pa.Schema, columns: list[str], metrics: ChangeMetrics, deleted: list | None = None):
     """:func:`change_file` of one file's live rows read a row group at a time, with only
     ``columns`` (what the change reads of the target): memory bounded by a row group and
     the changed rows, not by the file. Each target row's outcome depends on that row (and
     the source) alone, so the groups' outcomes are the file's."""
     touched, updated, matched = [], [], []
     for ordinals, rows in iter_live_row_groups(snapshot.storage, a, schema, columns, snapshot.version):
-        t, u, m = change_file(rows.append_column(ROW, pa.array(ordinals)), source, change, scope, schema, metrics)
+        t, u, m = change_file(rows.append_column(ROW, pa.array(ordinals)), source, change, scope, schema, metrics,
+                              deleted)
         touched += [t] if t is not None else []
         updated += [u] if u is not None else []
         matched += [m] if m is not None else []
@@ -260,6 +290,10 @@ class _Writer:
         self.use_threads = True  # pyarrow's threads decode a copied file's row groups
         self.checker: ConstraintChecker | None = None
         """The table's CHECK constraints, checked on updated and inserted rows (None: checked elsewhere)."""
+        self.feed = change_data_feed_enabled(metadata.configuration)
+        """Whether the change writes its change data (``delta.enableChangeDataFeed``)."""
+        self.inserted_files: list[AddFile] = []
+        """Files written elsewhere (a Spark write's) whose rows the change inserts."""
 
     def __call__(self, rows: pa.Table, into: _Written) -> None:
         """Write new rows (updated or inserted), bucketed."""

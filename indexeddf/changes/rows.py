@@ -19,10 +19,12 @@ from .model import ROW, SOURCE_ROW, Change, ChangeMetrics
 
 
 def change_file(rows: pa.Table, source: pa.Table | None, change: Change, scope: Scope, schema: pa.Schema,
-                 metrics: ChangeMetrics) -> tuple[np.ndarray | None, pa.Table | None, np.ndarray | None]:
+                 metrics: ChangeMetrics, deleted: list | None = None,
+                 ) -> tuple[np.ndarray | None, pa.Table | None, np.ndarray | None]:
     """What the change does to ``rows`` (one file's, each with its ordinal as :data:`ROW`):
     the ordinals of the rows it deletes or replaces (None: it changes none), their new
-    versions (None: none), and the ordinals of the source rows that matched one of them."""
+    versions (None: none), and the ordinals of the source rows that matched one of them.
+    ``deleted``: a list that gets the ordinals of the rows deleted (not updated) appended."""
     target = scope.target_columns(rows)
     matched_source = None
     if source is None:  # UPDATE / DELETE: every row is its own "pair"
@@ -31,12 +33,13 @@ def change_file(rows: pa.Table, source: pa.Table | None, change: Change, scope: 
         pairs = _pairs(target, source, change, scope)
         _check_cardinality(pairs, change, scope)
         matched_source = pairs.column(scope.source_name(SOURCE_ROW)).to_numpy()
-    touched, updated = _apply(pairs, [c for c in change.clauses if c.when == MATCHED], scope, schema, metrics)
+    touched, updated = _apply(pairs, [c for c in change.clauses if c.when == MATCHED], scope, schema, metrics,
+                              deleted=deleted)
     by_source = [c for c in change.clauses if c.when == NOT_MATCHED_BY_SOURCE]
     if by_source:
         lonely = target.filter(pc.invert(pc.is_in(target.column(scope.target_name(ROW)),
                                                   pairs.column(scope.target_name(ROW)))))
-        more, more_updated = _apply(lonely, by_source, scope, schema, metrics, source=False)
+        more, more_updated = _apply(lonely, by_source, scope, schema, metrics, source=False, deleted=deleted)
         touched, updated = touched + more, updated + more_updated
     if not touched:
         return None, None, matched_source
@@ -44,9 +47,10 @@ def change_file(rows: pa.Table, source: pa.Table | None, change: Change, scope: 
 
 
 def _apply(rows: pa.Table, clauses: list[Clause], scope: Scope, schema: pa.Schema, metrics: ChangeMetrics,
-           source: bool = True) -> tuple[list[np.ndarray], list[pa.Table]]:
+           source: bool = True, deleted: list | None = None) -> tuple[list[np.ndarray], list[pa.Table]]:
     """Each row takes its first clause whose condition holds: the ordinals of the rows a
-    clause took, and the new versions of the updated ones."""
+    clause took, and the new versions of the updated ones (``deleted`` gets the ordinals of
+    the deleted ones)."""
     taken = _first_clause(rows, clauses, scope, source=source)
     ordinals = rows.column(scope.target_name(ROW)).to_numpy()
     touched, updated = [], []
@@ -58,6 +62,8 @@ def _apply(rows: pa.Table, clauses: list[Clause], scope: Scope, schema: pa.Schem
         touched.append(ordinals[took])
         if clause.action == DELETE:
             metrics.num_target_rows_deleted += n
+            if deleted is not None:
+                deleted.append(ordinals[took])
         else:
             metrics.num_target_rows_updated += n
             updated.append(_assign(rows.filter(pa.array(took)), clause, scope, schema, source=source))

@@ -149,6 +149,30 @@ def iter_live_row_groups(storage: TableStorage, add: AddFile, schema: pa.Schema,
         yield ordinals, rows
 
 
+def read_rows_at(storage: TableStorage, add: AddFile, schema: pa.Schema, ordinals: np.ndarray,
+                 version: int | None = None) -> pa.Table:
+    """The rows of one data file at ``ordinals`` (their positions in the file, as a deletion
+    vector names them), every column of ``schema``, in ascending ordinal order; only the row
+    groups that hold one are read (memory bounded by those rows and a row group)."""
+    wanted = sorted(set(int(o) for o in ordinals))
+    pf = open_parquet(storage, add.path, version)
+    stored = _stored_columns(pf, list(schema.names), schema, add.partitionValues)
+    pieces, start, at = [], 0, 0
+    for i in range(pf.metadata.num_row_groups):
+        n = pf.metadata.row_group(i).num_rows
+        end = at
+        while end < len(wanted) and wanted[end] < start + n:
+            end += 1
+        if end > at:
+            local = pa.array([o - start for o in wanted[at:end]], pa.int64())
+            group = pf.read_row_group(i, columns=stored) if stored else pa.table({"_": pa.nulls(n, pa.null())})
+            pieces.append(conform(group, schema, partition=add.partitionValues).take(local))
+        at, start = end, start + n
+    if at != len(wanted):
+        raise IndexError(f"{add.path} has {start} rows; a change named row {wanted[at]}")
+    return pa.concat_tables(pieces) if pieces else conform(schema.empty_table(), schema)
+
+
 def live_mask(storage: TableStorage, add: AddFile, num_rows: int) -> np.ndarray | None:
     """A boolean mask over the file's ``num_rows`` rows, True where a row is in the table;
     None when the file has no deletion vector (every row is)."""

@@ -10,7 +10,7 @@ import posixpath
 import re
 
 from ..errors import CorruptLogError, UnsafePathError
-from ..spec.actions import Action, ActionParseError, AddFile, CommitInfo, IndexEntry, Protocol, RemoveFile
+from ..spec.actions import Action, ActionParseError, AddFile, CdcFile, CommitInfo, IndexEntry, Protocol, RemoveFile
 from ..spec.delta import decode_line
 from ..spec.features import check_readable
 from .storage import TableStorage
@@ -82,7 +82,7 @@ def check_relative_path(path: str, where: str) -> None:
 
 def check_action_paths(action: Action, where: str) -> None:
     """Apply :func:`check_relative_path` to every path an action names."""
-    if isinstance(action, (AddFile, RemoveFile)):
+    if isinstance(action, (AddFile, RemoveFile, CdcFile)):
         check_relative_path(action.path, where)
     elif isinstance(action, IndexEntry):
         for f in action.files:

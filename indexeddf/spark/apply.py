@@ -38,7 +38,7 @@ from ..changes.rewrite import apply_outcome
 from ..errors import InvalidOptionError
 from ..format.snapshot import Snapshot, load_snapshot
 from ..format.transaction import ALL_BUCKETS, Transaction
-from ..spec.actions import AddFile, IndexFile, RemoveFile, Txn
+from ..spec.actions import AddFile, CdcFile, IndexFile, RemoveFile, Txn
 from ..spec.column_mapping import file_schema
 from ..spec.delta import LazyStats
 from ..spec.features import deletion_vectors_enabled
@@ -60,6 +60,8 @@ class AppliedMessage(WriterCommitMessage):
 
     adds: list[str] = field(default_factory=list)
     removes: list[str] = field(default_factory=list)
+    cdcs: list[str] = field(default_factory=list)
+    """The change data files the task wrote (``cdc`` actions), when the table's feed is on."""
     index_files: dict[str, list[str]] = field(default_factory=dict)
     written: list[str] = field(default_factory=list)
     metrics: dict[str, int] = field(default_factory=dict)
@@ -135,7 +137,8 @@ class ApplyWriter(DataSourceArrowWriter):
         changed, deleted, updated = [], 0, 0
         for add, ordinals, mine in _by_file(snapshot, rows.filter(pc.not_equal(ops, "insert"))):
             new = mine.filter(pc.equal(mine.column(OP), "update"))
-            changed.append((add, ordinals, new.select(schema.names).cast(schema) if new.num_rows else None))
+            gone = mine.filter(pc.equal(mine.column(OP), "delete")).column(ROW).to_numpy().astype(np.int64)
+            changed.append((add, ordinals, new.select(schema.names).cast(schema) if new.num_rows else None, gone))
             updated += new.num_rows
             deleted += len(ordinals) - new.num_rows
         metrics = ChangeMetrics()
@@ -154,6 +157,7 @@ class ApplyWriter(DataSourceArrowWriter):
         return AppliedMessage(
             adds=[_add_json(a) for a in actions if isinstance(a, AddFile)],
             removes=[a.model_dump_json(by_alias=True) for a in actions if isinstance(a, RemoveFile)],
+            cdcs=[a.model_dump_json(by_alias=True) for a in actions if isinstance(a, CdcFile)],
             index_files={k: [f.model_dump_json(by_alias=True) for f in fs] for k, fs in index_files.items()},
             written=written, metrics={k: v for k, v in metrics.as_dict().items() if isinstance(v, int)})
 
@@ -165,6 +169,7 @@ class ApplyWriter(DataSourceArrowWriter):
         removes = [RemoveFile.model_validate_json(a) for m in msgs for a in m.removes]
         _one_task_a_file(removes, msgs)
         adds = [AddFile.model_validate_json(a) for m in msgs for a in m.adds]
+        cdcs = [CdcFile.model_validate_json(a) for m in msgs for a in m.cdcs]
         index_files: dict[str, list[IndexFile]] = {}
         for m in msgs:
             for name, files in m.index_files.items():
@@ -180,7 +185,7 @@ class ApplyWriter(DataSourceArrowWriter):
             metrics = ChangeMetrics()
         elif removes or adds:
             parameters = json.loads(self.spec.get("parameters") or "{}")
-            actions: list = removes + adds
+            actions: list = removes + adds + cdcs
             if txn is not None:
                 parameters.update(txnAppId=txn[0], txnVersion=txn[1])
                 actions.append(Txn(appId=txn[0], version=txn[1], lastUpdated=int(time.time() * 1000)))

@@ -32,7 +32,7 @@ from ..format.deletion_vectors import keep_mask, read_deletion_vector
 from ..format.snapshot import Snapshot, load_snapshot
 from ..format.storage import TableStorage
 from ..format.timetravel import version_at
-from ..spec import change_feed
+from ..spec import change_data
 from ..spec.column_mapping import table_schema, with_mapping
 from . import apply as sa
 from . import change as sc
@@ -63,7 +63,7 @@ def _check_read_schema(given: StructType, table: StructType, url: str, version: 
 # -- options -----------------------------------------------------------------------------
 def _read_options(options: Any) -> dict[str, str]:
     for key in dict(options or {}):
-        if key.lower() in (change_feed.READ_OPTION.lower(), change_feed.READ_OPTION_ALIAS.lower()):
+        if key.lower() in (change_data.READ_OPTION.lower(), change_data.READ_OPTION_ALIAS.lower()):
             raise InvalidOptionError(
                 f"option {key!r}: the change data feed is read by the JVM connector, not by this Python "
                 "fallback: start the session with indexeddf.configure(builder) (a JDK and the connector's jar) "

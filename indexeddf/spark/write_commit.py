@@ -20,7 +20,7 @@ from ..format.snapshot import Snapshot, load_snapshot
 from ..format.storage import TableStorage
 from ..format.transaction import ALL_BUCKETS, CommitResult, Transaction, commit_create
 from ..spec.actions import Action, AddFile, IndexEntry, IndexFile, Metadata, Txn
-from ..spec.features import protocol_for, with_table_features
+from ..spec.features import protocol_for, upgraded, with_table_features
 from ..writer.operations import KEEP, commit_files, set_properties, write_metrics
 from .write_plan import WritePlan, load_or_none
 from .write_task import ABORTED, FilesMessage, staging_path
@@ -132,7 +132,8 @@ def _commit_replace(base: Snapshot, plan: WritePlan, adds, index_files, written,
     metadata = plan.metadata()
     new = protocol_for(metadata.schema_, metadata.configuration)
     wanted = set(new.readerFeatures or ()) | set(new.writerFeatures or ())
-    protocol = with_table_features(base.protocol, wanted) if wanted else base.protocol
+    protocol = upgraded(with_table_features(base.protocol, wanted) if wanted else base.protocol,
+                        metadata.configuration)
     now = int(time.time() * 1000)
     actions: list[Action] = [protocol] if protocol != base.protocol else []
     actions += [metadata, *(a.removal(now) for a in base.live_files())]

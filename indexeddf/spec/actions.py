@@ -134,6 +134,22 @@ class RemoveFile(_Action):
     """The removed file's partition values (as its add named them)."""
 
 
+class CdcFile(_Action):
+    """Delta's ``cdc`` action ("Add CDC File"): a file of the commit's change data, under
+    ``_change_data/``, holding the rows the commit changed with the extra column
+    ``_change_type`` (``insert``, ``delete``, ``update_preimage``, ``update_postimage``).
+    It is not part of any snapshot's state (replay and checkpoints leave it out); a reader of
+    the change data feed reads a commit's cdc files instead of its add and remove actions."""
+
+    path: str
+    partitionValues: dict[str, str | None] = {}
+    """The partition values of the file's rows (as an add names them); empty when unpartitioned."""
+    size: Count
+    dataChange: bool = False
+    """Always false: a cdc file changes no data of the table."""
+    tags: dict[str, str] | None = None
+
+
 class IndexFile(_Action):
     """One file of an index: the entries of one index bucket for some data files."""
 
@@ -199,13 +215,14 @@ class DomainMetadata(_Action):
     removed: bool = False
 
 
-Action = Union[Protocol, Metadata, AddFile, RemoveFile, IndexEntry, Txn, CommitInfo, DomainMetadata]
+Action = Union[Protocol, Metadata, AddFile, RemoveFile, CdcFile, IndexEntry, Txn, CommitInfo, DomainMetadata]
 
 KEYS: dict[type, str] = {
     Protocol: "protocol",
     Metadata: "metaData",
     AddFile: "add",
     RemoveFile: "remove",
+    CdcFile: "cdc",
     IndexEntry: "index",
     Txn: "txn",
     CommitInfo: "commitInfo",

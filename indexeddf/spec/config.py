@@ -132,8 +132,8 @@ DELTA_PROPERTIES: frozenset[str] = frozenset({
 })
 """Delta's table properties (its ``DeltaConfigs``) that a table may carry: ``delta.*`` names
 outside this set are refused. indexeddf acts on those :data:`PROPERTIES` lists and on
-``delta.appendOnly`` and ``delta.columnMapping.*``; it refuses to write a table whose
-``delta.enableChangeDataFeed`` is true; the others are kept for the Delta engines that read them."""
+``delta.appendOnly``, ``delta.columnMapping.*`` and ``delta.enableChangeDataFeed`` (every change
+writes its change data); the others are kept for the Delta engines that read them."""
 
 PROTOCOL_PROPERTIES = {"delta.minReaderVersion": 3, "delta.minWriterVersion": 7}
 """Delta's protocol properties and the highest version indexeddf reads / writes. ``ALTER TABLE

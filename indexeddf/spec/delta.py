@@ -33,6 +33,7 @@ from .actions import (
     Action,
     ActionParseError,
     AddFile,
+    CdcFile,
     CommitInfo,
     DomainMetadata,
     FileStats,
@@ -99,6 +100,12 @@ def encode_action(a: Action) -> str:
         return _line("add", _add(a))
     if isinstance(a, RemoveFile):
         return _line("remove", _remove(a))
+    if isinstance(a, CdcFile):
+        body = {"path": encode_path(a.path), "partitionValues": dict(a.partitionValues), "size": a.size,
+                "dataChange": False}
+        if a.tags:
+            body["tags"] = dict(a.tags)
+        return _line("cdc", body)
     if isinstance(a, Metadata):
         return _line("metaData", metadata_object(a))
     if isinstance(a, Protocol):
@@ -276,7 +283,7 @@ def path_file_id(path: str) -> int:
 def decode_line(line: str) -> list[Action]:
     """The actions of one Delta log line (a commitInfo line may carry index actions).
 
-    Actions indexeddf does not use (``cdc``, ``checkpointMetadata``, ``sidecar``) decode
+    Actions indexeddf does not use (``checkpointMetadata``, ``sidecar``) decode
     to nothing (``domainMetadata`` is kept for checkpoints); those it cannot honour are refused by the protocol
     check before. Unknown fields are ignored, as Delta asks of readers. Raises :class:`ActionParseError` with the reason.
     """
@@ -310,7 +317,15 @@ def decode_line(line: str) -> list[Action]:
     return out
 
 
-_IGNORED = {"cdc", "checkpointMetadata", "sidecar"}
+_IGNORED = {"checkpointMetadata", "sidecar"}
+
+
+def _decode_cdc(b: dict) -> list[Action]:
+    tags = b.get("tags") or None
+    if tags is not None and (not isinstance(tags, dict) or not all(isinstance(v, str) for v in tags.values())):
+        raise ActionParseError("tags must map strings to strings")
+    return [CdcFile(path=_file_path(b), partitionValues=_partition_values(b), size=b.get("size") or 0,
+                    dataChange=bool(b.get("dataChange", False)), tags=tags)]
 
 
 def _decode_add(b: dict) -> list[Action]:
@@ -572,6 +587,7 @@ def _decode_commit_info(b: dict) -> list[Action]:
 DECODERS = {
     "add": _decode_add,
     "remove": _decode_remove,
+    "cdc": _decode_cdc,
     "metaData": _decode_metadata,
     "protocol": _decode_protocol,
     "txn": _decode_txn,

@@ -20,8 +20,13 @@ new columns get a physical name and an id (``spec/column_mapping.py``).
 ``checkConstraints`` (writer 3) is written: every write checks the table's
 ``delta.constraints.*`` (``spec/constraints.py``; Spark's writes with Catalyst).
 
+``changeDataFeed`` (writer 4, or the writer feature) is written: while
+``delta.enableChangeDataFeed`` is true every MERGE, UPDATE and DELETE writes its changed rows
+into ``_change_data/`` files named by ``cdc`` actions of the same commit; setting the property
+upgrades the protocol as Delta does (:func:`upgraded`).
+
 Anything a feature would change about reading
-or writing (generated or identity columns, change data feed, ...)
+or writing (generated or identity columns, ...)
 that indexeddf does not implement is refused with :class:`UnsupportedFeatureError`
 naming the feature: never a wrong answer, never a commit that breaks a rule another
 engine relies on.
@@ -48,7 +53,7 @@ WRITE_FEATURES = frozenset({
     "appendOnly",            # honoured: no data-changing remove while delta.appendOnly is true
     "invariants",            # only without invariants (columns with delta.invariants are refused)
     "checkConstraints",      # every write checks the delta.constraints.* of the table (spec/constraints.py)
-    "changeDataFeed",        # only while delta.enableChangeDataFeed is not true
+    "changeDataFeed",        # every MERGE / UPDATE / DELETE writes its cdc files while delta.enableChangeDataFeed is true
     "generatedColumns",      # only without generated columns (refused in the schema)
     "timestampNtz",
     "vacuumProtocolCheck",   # vacuum checks the protocol as every write does
@@ -80,7 +85,7 @@ def protocol_for(fields, configuration: dict[str, str] | None = None) -> Protoco
                         readerFeatures=("timestampNtz",), writerFeatures=("timestampNtz",))
     else:
         base = Protocol(minReaderVersion=1, minWriterVersion=2)
-    return with_table_features(base, required_features(configuration or {}))
+    return upgraded(base, configuration or {})
 
 
 ENGINES = {
@@ -94,7 +99,6 @@ ENGINES = {
     "icebergCompatV2": "Spark with delta-spark",
     "clustering": "Spark with delta-spark",
     "inCommitTimestamp": "Spark with delta-spark, or delta-rs",
-    "changeDataFeed": "Spark with delta-spark, or delta-rs",
     "generatedColumns": "Spark with delta-spark, or delta-rs",
 }
 """Engines that implement each Delta feature indexeddf refuses (named in the refusal);
@@ -169,6 +173,32 @@ def required_features(configuration: dict[str, str]) -> set[str]:
     return out | ({COLUMN_MAPPING} if is_mapped(configuration) else set())
 
 
+CHANGE_DATA_FEED = "changeDataFeed"
+"""Delta's writer feature for the change data feed (implied by legacy writer version 4)."""
+ENABLE_CHANGE_DATA_FEED = "delta.enableChangeDataFeed"
+"""The table property that turns the change data feed on (Delta's name): every MERGE, UPDATE
+and DELETE then writes its changed rows as ``cdc`` files."""
+
+
+def change_data_feed_enabled(configuration: dict[str, str]) -> bool:
+    """Whether ``delta.enableChangeDataFeed`` is true."""
+    return configuration.get(ENABLE_CHANGE_DATA_FEED, "false").lower() == "true"
+
+
+def upgraded(p: Protocol, configuration: dict[str, str]) -> Protocol:
+    """``p`` with what the table's properties need, as Delta upgrades it when a property is set:
+    the reader-writer features of :func:`required_features` (:func:`with_table_features`), and
+    for ``delta.enableChangeDataFeed = true`` the writer-only ``changeDataFeed``: legacy writer
+    version 4 on a table below writer 7 (Delta's and delta-rs's (1, 4)), the writer feature at 7.
+    ``p`` itself when it has them all."""
+    p = with_table_features(p, required_features(configuration))
+    if not change_data_feed_enabled(configuration) or CHANGE_DATA_FEED in writer_features(p):
+        return p
+    if p.minWriterVersion < 7:
+        return p.model_copy(update={"minWriterVersion": max(4, p.minWriterVersion)})
+    return p.model_copy(update={"writerFeatures": tuple(sorted({*(p.writerFeatures or ()), CHANGE_DATA_FEED}))})
+
+
 def writer_features(p: Protocol) -> set[str]:
     """The writer features a protocol asks for (explicit at 7, implied below)."""
     if p.minWriterVersion >= 7:
@@ -187,7 +217,6 @@ def check_writable(p: Protocol, m: Metadata, where: str) -> None:
             f"{where} needs Delta writer version {p.minWriterVersion}; indexeddf writes up to 7. "
             "Write to it with a newer Delta engine."
         )
-    conf = m.configuration
     refused = []
     for feature in sorted(writer_features(p)):
         if feature == "identityColumns":
@@ -196,12 +225,6 @@ def check_writable(p: Protocol, m: Metadata, where: str) -> None:
             refused.append(feature)
     if refused:
         raise refusal(refused, "write to")
-    if conf.get("delta.enableChangeDataFeed", "false").lower() == "true":
-        raise UnsupportedFeatureError(
-            "changeDataFeed",
-            f"{where} has delta.enableChangeDataFeed = true; indexeddf does not write change data "
-            "files, so it refuses to write to it (set the property to false to let it).",
-        )
 
 
 COLLATIONS = "__COLLATIONS"

@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 from typing import get_args
 
-from . import bucketing, change_feed, config, constraints, deletion_vectors, delta, features, states
+from . import bucketing, change_data, config, constraints, deletion_vectors, delta, features, states
 from .actions import IndexEntry
 
 RESOURCE = "io/indexeddf/log/spec.json"
@@ -50,12 +50,12 @@ def shared_constants() -> dict:
         "constraintViolation": constraints.VIOLATION,
         "newConstraintViolation": constraints.NEW_VIOLATION,
         "checkedConstraintsOption": constraints.CHECKED_OPTION,
-        "changeFeedProperty": change_feed.ENABLE_PROPERTY,
-        "changeTypeColumn": change_feed.CHANGE_TYPE_COLUMN,
-        "commitVersionColumn": change_feed.COMMIT_VERSION_COLUMN,
-        "commitTimestampColumn": change_feed.COMMIT_TIMESTAMP_COLUMN,
-        "changeFeedOption": change_feed.READ_OPTION,
-        "changeFeedOptionAlias": change_feed.READ_OPTION_ALIAS,
+        "changeFeedProperty": change_data.ENABLE_PROPERTY,
+        "changeTypeColumn": change_data.CHANGE_TYPE,
+        "commitVersionColumn": change_data.COMMIT_VERSION,
+        "commitTimestampColumn": change_data.COMMIT_TIMESTAMP,
+        "changeFeedOption": change_data.READ_OPTION,
+        "changeFeedOptionAlias": change_data.READ_OPTION_ALIAS,
     }
 
 

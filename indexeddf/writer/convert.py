@@ -20,7 +20,7 @@ from ..format.storage import TableStorage
 from ..format.transaction import CommitResult, Transaction
 from ..spec import config
 from ..spec.actions import IndexEntry
-from ..spec.features import check_writable
+from ..spec.features import check_writable, upgraded
 from . import lifecycle
 from .index_files import INDEX_DIR, PRIMARY
 from .index_ops import validate_columns
@@ -54,7 +54,9 @@ def convert_table(snapshot: Snapshot, index_columns: list[str], num_buckets: int
         tx.abort()
         raise
     entry = entry.model_copy(update={"files": tuple(files)})
-    return tx.commit([metadata, entry], {"numIndexFiles": len(files), "numIndexedRows": sum(f.numEntries for f in files)})
+    protocol = upgraded(snapshot.protocol, conf)  # a property given may need a feature (the feed, DVs)
+    upgrade = [protocol] if protocol != snapshot.protocol else []
+    return tx.commit([*upgrade, metadata, entry], {"numIndexFiles": len(files), "numIndexedRows": sum(f.numEntries for f in files)})
 
 
 SPARK_TYPES = {"int": "integer", "integer": "integer", "bigint": "long", "long": "long", "smallint": "short",

@@ -26,7 +26,8 @@ from ..format.log import list_log, read_commit
 from ..format.snapshot import Snapshot, load_snapshot, update_snapshot
 from ..format.transaction import ALL_BUCKETS, CommitResult, Transaction
 from ..spec import config
-from ..spec.actions import AddFile, CommitInfo, IndexEntry, named_with_bucket
+from ..spec.actions import AddFile, CdcFile, CommitInfo, IndexEntry, named_with_bucket
+from ..spec.change_data import CHANGE_DATA_DIR
 from ..spec.column_mapping import table_schema
 from ..spec.deletion_vectors import FILE_NAME_PREFIX
 from ..spec.states import TRANSIENT_STATES
@@ -203,10 +204,10 @@ class VacuumResult:
 
 def vacuum(snapshot: Snapshot, retention_hours: float | None = None, dry_run: bool = False,
            enforce_retention: bool = True, progress: Progress = None, now_ms: int | None = None) -> VacuumResult:
-    """Delete the files under ``data/`` and ``_indexes/`` that no version inside the
-    retention needs.
+    """Delete the files under ``data/``, ``_change_data/`` and ``_indexes/`` that no version
+    inside the retention needs.
 
-    Kept: every data and index file of every version committed within the last
+    Kept: every data, change data (``cdc``) and index file of every version committed within the last
     ``retention_hours`` (default: ``indexeddf.vacuum.minRetentionHours``, 168), of the
     version that was current when the retention window opened, and of the newest one.
     Deleted: files only older versions name, and files no version ever named (failed
@@ -251,6 +252,7 @@ def vacuum(snapshot: Snapshot, retention_hours: float | None = None, dry_run: bo
     # Spark write manifests under data/_staging/; never the log, nor the index state kept
     # beside checkpoints (_indexes/_state/), nor files other writers put elsewhere.
     candidates = [c for c in list_tree(storage, "data") + list_tree(storage, INDEX_DIR)
+                  + list_tree(storage, CHANGE_DATA_DIR)
                   if (c[0].endswith(".parquet") or c[0].startswith("data/_staging/"))
                   and not c[0].startswith(f"{INDEX_DIR}/_state/")]
     candidates += _deletion_vector_files(storage, ever)
@@ -271,10 +273,12 @@ def vacuum(snapshot: Snapshot, retention_hours: float | None = None, dry_run: bo
 
 
 def _paths_added(actions) -> set[str]:
-    """The data, deletion vector and index files a commit adds."""
+    """The data, deletion vector, change data and index files a commit adds."""
     out = set()
     for a in actions:
-        if isinstance(a, AddFile):
+        if isinstance(a, CdcFile):
+            out.add(a.path)
+        elif isinstance(a, AddFile):
             out.add(a.path)
             out.update(_dv_files([a]))
         elif isinstance(a, IndexEntry):

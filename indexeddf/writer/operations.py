@@ -16,11 +16,13 @@ from ..format.storage import TableStorage
 from ..format.transaction import ALL_BUCKETS, CommitResult, Transaction, commit_create
 from ..spec import config
 from ..spec.actions import Action, AddFile, IndexEntry, IndexFile, Metadata, Txn
+from ..spec.change_data import DELETE, labelled
 from ..spec.column_mapping import check_mode_change, evolve, table_schema
 from ..spec.constraints import checker_for
-from ..spec.features import protocol_for, required_features, with_table_features
+from ..spec.features import change_data_feed_enabled, protocol_for, upgraded
 from ..spec.partitions import check_partition_columns
 from ..spec.schema_evolution import added_fields, check_schema_mode, merge_fields, overwrite_fields  # noqa: F401 - check_schema_mode re-exported
+from .change_data import write_change_data
 from .data import conform, table_fields, to_arrow_table
 from .files import write_bucketed_pieces
 from .index_files import PRIMARY, DataPiece, build_index_files
@@ -304,7 +306,7 @@ def set_properties(snapshot: Snapshot, updates: dict[str, str] | None = None, re
         else "UNSET TBLPROPERTIES"
     # A property that needs a table feature upgrades the protocol in the same commit, as
     # Delta does (unsetting it keeps the feature: dropping one is Delta's DROP FEATURE).
-    protocol = with_table_features(snapshot.protocol, required_features(conf))
+    protocol = upgraded(snapshot.protocol, conf)
     _check_asked_protocol(protocol, asked)
     upgrade: list[Action] = [protocol] if protocol != snapshot.protocol else []
     return Transaction(snapshot, op, params, read_buckets=()).commit([*upgrade, metadata])
@@ -350,6 +352,7 @@ def delete_rows(snapshot: Snapshot, predicate, buckets: set[int] | None = None) 
     transaction = Transaction(snapshot, "DELETE", {"predicate": text}, read_buckets={a.bucket for a in candidates})
     removes, kept_tables, deleted_rows = [], [], 0
     now = int(time.time() * 1000)
+    feed = change_data_feed_enabled(snapshot.metadata.configuration)
     for add in candidates:
         rows = read_live_rows(storage, add, schema, version=snapshot.version)
         hit = pc.fill_null(_evaluate(rows, expression), False)
@@ -358,6 +361,13 @@ def delete_rows(snapshot: Snapshot, predicate, buckets: set[int] | None = None) 
             continue
         deleted_rows += n
         removes.append(add.removal(now))
+        if feed:  # the change data feed: the deleted rows, a file's at a time
+            try:
+                removes += write_change_data(storage, snapshot.metadata, schema, [labelled(rows.filter(hit), DELETE)],
+                                             transaction.written_paths)
+            except BaseException:
+                transaction.abort()
+                raise
         kept = rows.filter(pc.invert(hit))
         if kept.num_rows:
             kept_tables.append(kept)

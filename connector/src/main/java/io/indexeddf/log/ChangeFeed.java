@@ -160,7 +160,7 @@ public final class ChangeFeed {
 
     /** Delta's error for a version of the range whose metadata had the feed off. */
     public static IndexedDFException notRecorded(long version, long start, long end) {
-        return new IndexedDFException("ChangeDataNotRecordedError", "[DELTA_MISSING_CHANGE_DATA] Error getting "
+        return new IndexedDFException("MissingChangeDataError", "[DELTA_MISSING_CHANGE_DATA] Error getting "
             + "change data for range [" + start + " , " + end + "] as change data was not recorded for version ["
             + version + "]. If you've enabled change data feed on this table, use `DESCRIBE HISTORY` to see when it "
             + "was first enabled. Otherwise, to start recording change data, use `ALTER TABLE table_name SET "

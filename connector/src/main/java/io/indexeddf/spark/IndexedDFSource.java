@@ -75,7 +75,7 @@ import scala.Option;
  * {@code _commit_version} and {@code _commit_timestamp} ({@link ChangeFeedRelation#plan}); the
  * initial snapshot's files are inserts of its version. Commits that remove rows are changes
  * like any other, and a commit at which the feed was off stops the stream with
- * {@code ChangeDataNotRecordedError} ({@code DELTA_MISSING_CHANGE_DATA}).
+ * {@code MissingChangeDataError} ({@code DELTA_MISSING_CHANGE_DATA}).
  */
 public final class IndexedDFSource implements Source, SupportsTriggerAvailableNow {
     /** Delta's default number of files of a micro-batch. */
