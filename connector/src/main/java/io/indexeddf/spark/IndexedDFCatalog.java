@@ -25,7 +25,9 @@ import org.apache.spark.sql.connector.catalog.V1Table;
  * Spark's own: {@code VERSION AS OF n} and {@code TIMESTAMP AS OF t} (and the read options
  * {@code versionAsOf} / {@code timestampAsOf} of {@code spark.read.table}) come to
  * {@link #loadTable(Identifier, String)} and {@link #loadTable(Identifier, long)}; Delta's
- * suffixes {@code `name@v3`} and {@code `name@yyyyMMddHHmmssSSS`} are read here.
+ * suffixes {@code `name@v3`} and {@code `name@yyyyMMddHHmmssSSS`} are read here. An entry whose
+ * location holds no log yet (the one {@code writeStream.toTable(name)} registers before its
+ * first micro-batch creates the table) is the session catalog's plain entry.
  */
 public class IndexedDFCatalog extends DelegatingCatalogExtension implements IndexedDFTable.PathCatalog {
     @Override
@@ -56,7 +58,17 @@ public class IndexedDFCatalog extends DelegatingCatalogExtension implements Inde
         if (table instanceof V1Table) {
             CatalogTable entry = ((V1Table) table).v1Table();
             if (TableRelation.isProvider(entry.provider())) {
-                return IndexedDFTable.ofEntry(entry);
+                try {
+                    return IndexedDFTable.ofEntry(entry);
+                } catch (IndexedDFException e) {
+                    if (!"TableNotFoundError".equals(e.errorName)) {
+                        throw e;
+                    }
+                    // No log at the entry's location yet (writeStream.toTable registered it and its
+                    // first micro-batch has not committed): the plain entry, which Spark streams
+                    // into through the provider's sink; reads of it say there is no table yet.
+                    return table;
+                }
             }
         }
         return table;

@@ -98,11 +98,9 @@ public final class IndexedDFProvider extends ParquetFileFormat implements DataSo
                 "indexeddf needs the table location: .load(path), .save(path) or .start(path)");
         }
         String app = PythonWriter.lookup(opts, "txnAppId");
-        if (app == null || app.trim().isEmpty()) {
-            throw IndexedDFException.option(
-                "writeStream.format('indexeddf') needs option('txnAppId', '<stable id of this query>'): "
-                + "micro-batches commit with txn=(txnAppId, batchId), which makes a replayed batch a no-op. "
-                + "Keep it the same across restarts of the query, and unique per query writing the table.");
+        if (app != null && app.trim().isEmpty()) {
+            throw IndexedDFException.option("writeStream.format('indexeddf') got an empty txnAppId: give a stable id "
+                + "of this query, or leave the option out (the streaming query's id is used, as Delta's sink does)");
         }
         if (!partitionColumns.isEmpty()) {
             throw IndexedDFException.option("writeStream.partitionBy(...) is not supported: a stream writes each "
