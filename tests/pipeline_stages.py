@@ -1,7 +1,7 @@
 """The three streams of the pipeline test (tests/test_spark_pipeline.py), shared with the
 separate Spark application the test kills (``python tests/pipeline_stages.py silver ...``).
 
-- bronze: raw JSON events (``id``, ``seq``, ``v``; one file a micro-batch) appended to an
+- bronze: raw JSON events (``id``, ``seq``, ``v``) appended to an
   indexeddf table by ``writeStream.format("indexeddf")``, with no ``txnAppId``: the sink keys
   each commit on the query's id;
 - silver: bronze read as a stream, each micro-batch MERGEd into a table keyed on ``id`` (the
@@ -32,7 +32,7 @@ def _finish(query) -> None:
 
 def bronze(spark, source: str, table: str, checkpoint: str):
     """Raw events into bronze; returns the finished query."""
-    events = spark.readStream.schema(EVENTS_SCHEMA).option("maxFilesPerTrigger", 1).json(source)
+    events = spark.readStream.schema(EVENTS_SCHEMA).json(source)
     query = (events.writeStream.format("indexeddf").option("checkpointLocation", checkpoint)
              .option("indexColumns", "id").option("numBuckets", 2).trigger(availableNow=True).start(table))
     _finish(query)
@@ -67,8 +67,8 @@ def merge_batch(silver: str, pause_after_merge: float = 0.0):
 
 
 def silver(spark, bronze_table: str, table: str, checkpoint: str, pause_after_merge: float = 0.0):
-    """Bronze's new rows MERGEd into silver, one bronze file a micro-batch."""
-    query = (spark.readStream.format("indexeddf").option("maxFilesPerTrigger", 1).load(bronze_table)
+    """Bronze's new rows MERGEd into silver."""
+    query = (spark.readStream.format("indexeddf").load(bronze_table)
              .writeStream.foreachBatch(merge_batch(table, pause_after_merge))
              .option("checkpointLocation", checkpoint).trigger(availableNow=True).start())
     _finish(query)
@@ -89,8 +89,13 @@ if __name__ == "__main__":
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     import indexeddf
 
-    stage, bronze_path, silver_path, ck, pause = sys.argv[1:]
+    # python tests/pipeline_stages.py silver <bronze> <silver> <checkpoint> <pause> <go file>: the
+    # session starts at once, the stream when <go file> exists (the test starts this process early).
+    stage, bronze_path, silver_path, ck, pause, go = sys.argv[1:]
     assert stage == "silver"
     session = indexeddf.local_session("indexeddf-pipeline-silver", cores=1, driver_memory="1g", shuffle_partitions=2)
+    deadline = time.time() + 600
+    while not os.path.exists(go) and time.time() < deadline:
+        time.sleep(0.05)
     silver(session, bronze_path, silver_path, ck, float(pause))
     session.stop()
