@@ -207,8 +207,8 @@ def test_a_stream_into_a_catalog_table(spark, tmp_path):
 
 
 def test_to_table_creates_a_table_that_does_not_exist(spark, tmp_path):
-    """writeStream.toTable(name) of a new name creates the table, as Delta's does: the entry at
-    once, the table (the stream's schema, its indexColumns / numBuckets) with the first batch."""
+    """writeStream.toTable(name) of a new name creates the table, as Delta's does: empty, with
+    the stream's schema and its indexColumns / numBuckets, before the first micro-batch."""
     source, table = tmp_path / "src", tmp_path / "table"
     make_source(source, 2)
 
@@ -224,14 +224,16 @@ def test_to_table_creates_a_table_that_does_not_exist(spark, tmp_path):
 
     try:
         with pytest.raises(Exception, match="InvalidOptionError.*indexColumns"):
-            start(tmp_path / "ck0")  # no index columns: the first batch says what to add
+            start(tmp_path / "ck0")  # no index columns: refused before the query runs
+        assert not (table / "_delta_log").exists() and not list((tmp_path / "ck0").rglob("offsets/0"))
         query = start(tmp_path / "ck", indexColumns="id", numBuckets="4")
         assert query.exception() is None
         t = IndexedTable.for_path(str(table))
-        assert t.index_columns == ["id"] and t.num_buckets == 4 and t.version == 1
+        assert t.index_columns == ["id"] and t.num_buckets == 4
+        assert [h.operation for h in t.history()] == ["STREAMING UPDATE", "STREAMING UPDATE", "CREATE TABLE"]
+        assert t.to_arrow(version=0).num_rows == 0 and t.to_arrow(version=0).column_names == ["id", "tag"]
         assert t.snapshot.txn_version(str(query.id)) == 1
         assert sorted(r.id for r in spark.table("stream_made").collect()) == expected_ids(2)
-        assert [f.name for f in spark.table("stream_made").schema] == ["id", "tag"]
         make_source(source, 1, start=2)
         start(tmp_path / "ck")  # the table exists now: an append, options not needed
         assert sorted(r.id for r in spark.table("stream_made").collect()) == expected_ids(3)

@@ -26,8 +26,8 @@ import org.apache.spark.sql.connector.catalog.V1Table;
  * {@code versionAsOf} / {@code timestampAsOf} of {@code spark.read.table}) come to
  * {@link #loadTable(Identifier, String)} and {@link #loadTable(Identifier, long)}; Delta's
  * suffixes {@code `name@v3`} and {@code `name@yyyyMMddHHmmssSSS`} are read here. An entry whose
- * location holds no log yet (the one {@code writeStream.toTable(name)} registers before its
- * first micro-batch creates the table) is the session catalog's plain entry.
+ * location holds no log (one {@code writeStream.toTable(name)} registered for a stream that was
+ * refused before it created the table) is the session catalog's plain entry.
  */
 public class IndexedDFCatalog extends DelegatingCatalogExtension implements IndexedDFTable.PathCatalog {
     @Override
@@ -64,9 +64,9 @@ public class IndexedDFCatalog extends DelegatingCatalogExtension implements Inde
                     if (!"TableNotFoundError".equals(e.errorName)) {
                         throw e;
                     }
-                    // No log at the entry's location yet (writeStream.toTable registered it and its
-                    // first micro-batch has not committed): the plain entry, which Spark streams
-                    // into through the provider's sink; reads of it say there is no table yet.
+                    // No log at the entry's location (writeStream.toTable registered it, and the
+                    // stream was refused before it created the table): the plain entry, which a
+                    // later toTable streams into through the provider's sink; reads say no table.
                     return table;
                 }
             }

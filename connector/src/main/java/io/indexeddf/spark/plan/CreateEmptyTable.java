@@ -36,7 +36,7 @@ import scala.jdk.javaapi.CollectionConverters;
  *
  * <p>The {@code CREATE TABLE} that {@code writeStream.toTable(name)} runs for a new name (no options,
  * no bucketing: Spark passes the stream's options to the query only) registers the entry
- * alone ({@link StreamTableEntry}); the stream's sink creates the table on its first batch.
+ * alone ({@link StreamTableEntry}); the provider's sink, given the stream's options, creates it.
  *
  * <p>{@code TBLPROPERTIES (...)} go to the table's log too, never to the entry
  * ({@link #propertiesToLog}): into the create commit's {@code metaData.configuration} when the
@@ -60,7 +60,7 @@ public final class CreateEmptyTable extends Rule<LogicalPlan> {
         if (ct.query().isEmpty() && !ct.tableDesc().schema().isEmpty() && ct.tableDesc().bucketSpec().isEmpty()
                 && ct.tableDesc().storage().properties().isEmpty() && StreamTableEntry.fromStreamToTable()) {
             // writeStream.toTable(name) of a new name: the stream's sink creates the table, with its options.
-            return new StreamTableEntry(withoutSchema(ct.tableDesc()));
+            return new StreamTableEntry(withoutSchema(ct.tableDesc()), ct.tableDesc().schema());
         }
         if (ct.tableDesc().bucketSpec().isDefined()) {
             if (ct.query().isEmpty() && ct.tableDesc().schema().isEmpty()) {
