@@ -429,12 +429,6 @@ def test_the_jar_is_built_from_the_current_sources():
     assert Path(str(jar_path()) .replace(".jar", ".sha256")).read_text().strip() == sources_hash()
 
 
-def test_a_path_identifier_is_read_as_a_stream_by_load(spark, bucketed):
-    # readStream.format('indexeddf').load(path) is the streaming source (test_spark_source_stream.py).
-    with pytest.raises(Exception, match="InvalidOptionError.*readStream.format\\('indexeddf'\\).load\\(path\\)"):
-        spark.readStream.table(f"indexeddf.`{bucketed}`")
-
-
 @pytest.mark.slow
 def test_a_session_without_the_connector_falls_back_to_the_python_source(tmp_path):
     done = subprocess.run([sys.executable, str(Path(__file__).parent / "workers" / "fallback_session.py"),

@@ -182,6 +182,20 @@ def test_a_catalog_table_by_read_stream_table(spark, tmp_path):
         spark.sql("DROP TABLE stream_source")
 
 
+def test_a_path_by_read_stream_table(spark, tmp_path):
+    """readStream.table("indexeddf.`/path`") is the same source as load(path), options included."""
+    path, ck = str(tmp_path / "t"), tmp_path / "ck"
+    t = IndexedTable.create(path, rows(0, 6), ["id"], 2)
+    name = f"indexeddf.`{path}`"
+    assert flat(run(spark, name, ck, table=True)) == added(path, None, 0)
+    t.append(rows(6, 9))
+    t.append(rows(9, 11))
+    batches = run(spark, name, ck, table=True, maxFilesPerTrigger=1)
+    assert flat(batches) == added(path, 0, 2) and len(batches) > 1  # one file a batch
+    assert run(spark, name, ck, table=True) == []  # a restart reads nothing again
+    assert flat(run(spark, name, tmp_path / "ck2", table=True, startingVersion=2)) == added(path, 1, 2)
+
+
 def test_options_are_checked(spark, tmp_path):
     path = str(tmp_path / "t")
     IndexedTable.create(path, rows(0, 2), ["id"], 1)

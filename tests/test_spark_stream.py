@@ -145,16 +145,28 @@ def test_a_restarted_query_after_sigkill_never_duplicates(spark, tmp_path):
     assert live <= on_disk
 
 
-def test_streaming_needs_a_txn_app_id(spark, tmp_path):
-    source = tmp_path / "src"
-    make_source(source, 1)
+def test_without_txn_app_id_the_query_id_keys_each_batch(spark, tmp_path):
+    """As Delta's sink: txn=(the streaming query's id, batchId); the id lives in the checkpoint,
+    so a restarted query drops the batch the table already holds."""
+    source, table, ck = tmp_path / "src", tmp_path / "table", tmp_path / "ck"
+    make_source(source, 2)
+    query = run_stream(spark, source, table, ck, app_id=None)
+    t = IndexedTable.for_path(str(table))
+    assert t.version == 1 and t.snapshot.txn_version(str(query.id)) == 1
+    drop_spark_commit(ck, 1)
+    again = run_stream(spark, source, table, ck, app_id=None)
+    assert again.id == query.id and again.runId != query.runId
+    t = IndexedTable.for_path(str(table))
+    assert t.version == 1 and sorted(t.to_arrow()["id"].to_pylist()) == expected_ids(2)
+    live, on_disk = live_and_on_disk(table)
+    assert live == on_disk
     with pytest.raises(Exception) as info:
-        run_stream(spark, source, tmp_path / "table", tmp_path / "ck", app_id=None)
+        run_stream(spark, source, tmp_path / "t2", tmp_path / "ck2", app_id="  ")
     assert "InvalidOptionError" in str(info.value) and "txnAppId" in str(info.value)
     with pytest.raises(Exception) as info:
-        run_stream(spark, source, tmp_path / "table", tmp_path / "ck2", overwriteSchema="true")
+        run_stream(spark, source, tmp_path / "t2", tmp_path / "ck2", overwriteSchema="true")
     assert "InvalidOptionError: unknown option 'overwriteschema'" in str(info.value)
-    assert not (tmp_path / "table").exists()
+    assert not (tmp_path / "t2").exists()
 
 
 def test_complete_mode_replaces_the_table_each_batch(spark, tmp_path):
@@ -163,13 +175,14 @@ def test_complete_mode_replaces_the_table_each_batch(spark, tmp_path):
     counts = (spark.readStream.schema("id long, tag string").option("maxFilesPerTrigger", 1).json(str(source))
               .groupBy("tag").count())
     query = (counts.writeStream.format("indexeddf").outputMode("complete")
-             .option("checkpointLocation", str(ck)).option("txnAppId", "counts")
+             .option("checkpointLocation", str(ck))
              .option("indexColumns", "tag").option("numBuckets", 2).trigger(availableNow=True).start(str(table)))
     query.awaitTermination()
     t = IndexedTable.for_path(str(table))
     assert sorted((r["tag"], r["count"]) for r in t.to_arrow().to_pylist()) == [
         (f"file{i}", ROWS_PER_FILE) for i in range(3)]
-    assert t.version == 2 and t.snapshot.txn_version("counts") == 2
+    assert t.version == 2 and t.snapshot.txn_version(str(query.id)) == 2
+    assert [h.parameters["outputMode"] for h in t.history()[:2]] == ["Complete", "Complete"]
     assert sorted(r["tag"] for r in t.to_arrow(version=0).to_pylist()) == ["file0"]
 
 
@@ -191,3 +204,38 @@ def test_a_stream_into_a_catalog_table(spark, tmp_path):
         assert IndexedTable.for_path(str(table)).snapshot.txn_version("catalog") == 1
     finally:
         spark.sql("DROP TABLE streamed")
+
+
+def test_to_table_creates_a_table_that_does_not_exist(spark, tmp_path):
+    """writeStream.toTable(name) of a new name creates the table, as Delta's does: empty, with
+    the stream's schema and its indexColumns / numBuckets, before the first micro-batch."""
+    source, table = tmp_path / "src", tmp_path / "table"
+    make_source(source, 2)
+
+    def start(ck, **options):
+        events = spark.readStream.schema("id long, tag string").option("maxFilesPerTrigger", 1).json(str(source))
+        writer = (events.writeStream.format("indexeddf").option("checkpointLocation", str(ck))
+                  .option("path", str(table)).trigger(availableNow=True))
+        for k, v in options.items():
+            writer = writer.option(k, v)
+        query = writer.toTable("stream_made")
+        query.awaitTermination()
+        return query
+
+    try:
+        with pytest.raises(Exception, match="InvalidOptionError.*indexColumns"):
+            start(tmp_path / "ck0")  # no index columns: refused before the query runs
+        assert not (table / "_delta_log").exists() and not list((tmp_path / "ck0").rglob("offsets/0"))
+        query = start(tmp_path / "ck", indexColumns="id", numBuckets="4")
+        assert query.exception() is None
+        t = IndexedTable.for_path(str(table))
+        assert t.index_columns == ["id"] and t.num_buckets == 4
+        assert [h.operation for h in t.history()] == ["STREAMING UPDATE", "STREAMING UPDATE", "CREATE TABLE"]
+        assert t.to_arrow(version=0).num_rows == 0 and t.to_arrow(version=0).column_names == ["id", "tag"]
+        assert t.snapshot.txn_version(str(query.id)) == 1
+        assert sorted(r.id for r in spark.table("stream_made").collect()) == expected_ids(2)
+        make_source(source, 1, start=2)
+        start(tmp_path / "ck")  # the table exists now: an append, options not needed
+        assert sorted(r.id for r in spark.table("stream_made").collect()) == expected_ids(3)
+    finally:
+        spark.sql("DROP TABLE IF EXISTS stream_made")

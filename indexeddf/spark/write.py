@@ -98,6 +98,9 @@ class IndexedStreamWriter(DataSourceStreamArrowWriter):
             abort_write(self.plan.storage(), {m.write_id for m in msgs}, gather_files(msgs)[2])
             raise IndexedDFError(f"the tasks of micro-batch {batchId} were planned differently: {plans}")
         plan = self.plan if not plans else _task_plan(self.plan, *plans.pop())
+        # Delta's STREAMING UPDATE parameters (its commitInfo names the output mode and the batch).
+        plan = replace(plan, parameters={**plan.parameters, "outputMode": "Complete" if self.overwrite else "Append",
+                                         "epochId": int(batchId)})
         commit_plan(plan, messages, "STREAMING UPDATE", txn=(self.app_id, int(batchId)), commit_empty=self.overwrite)
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:

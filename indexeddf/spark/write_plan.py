@@ -141,9 +141,11 @@ def plan_write(options: Any, spark_schema, overwrite: bool, streaming: bool) -> 
     if streaming:
         if not app_id:
             raise InvalidOptionError(
-                "writeStream.format('indexeddf') needs option('txnAppId', '<stable id of this query>'): "
-                "micro-batches commit with txn=(txnAppId, batchId), which makes a replayed batch a no-op. "
-                "Keep it the same across restarts of the query, and unique per query writing the table."
+                "writeStream.format('indexeddf') through the Python data source needs option('txnAppId', "
+                "'<stable id of this query>'): micro-batches commit with txn=(txnAppId, batchId), which makes a "
+                "replayed batch a no-op, and Spark gives a Python stream writer no query id. Keep it the same "
+                "across restarts of the query, and unique per query writing the table; the JVM connector's sink "
+                "(indexeddf.configure) uses the streaming query's id when it is not given, as Delta's does."
             )
     else:
         txn_version = so.int_option(opts, "txnVersion", None, 0)

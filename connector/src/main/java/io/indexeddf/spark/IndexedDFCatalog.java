@@ -25,7 +25,9 @@ import org.apache.spark.sql.connector.catalog.V1Table;
  * Spark's own: {@code VERSION AS OF n} and {@code TIMESTAMP AS OF t} (and the read options
  * {@code versionAsOf} / {@code timestampAsOf} of {@code spark.read.table}) come to
  * {@link #loadTable(Identifier, String)} and {@link #loadTable(Identifier, long)}; Delta's
- * suffixes {@code `name@v3`} and {@code `name@yyyyMMddHHmmssSSS`} are read here.
+ * suffixes {@code `name@v3`} and {@code `name@yyyyMMddHHmmssSSS`} are read here. An entry whose
+ * location holds no log (one {@code writeStream.toTable(name)} registered for a stream that was
+ * refused before it created the table) is the session catalog's plain entry.
  */
 public class IndexedDFCatalog extends DelegatingCatalogExtension implements IndexedDFTable.PathCatalog {
     @Override
@@ -56,7 +58,17 @@ public class IndexedDFCatalog extends DelegatingCatalogExtension implements Inde
         if (table instanceof V1Table) {
             CatalogTable entry = ((V1Table) table).v1Table();
             if (TableRelation.isProvider(entry.provider())) {
-                return IndexedDFTable.ofEntry(entry);
+                try {
+                    return IndexedDFTable.ofEntry(entry);
+                } catch (IndexedDFException e) {
+                    if (!"TableNotFoundError".equals(e.errorName)) {
+                        throw e;
+                    }
+                    // No log at the entry's location (writeStream.toTable registered it, and the
+                    // stream was refused before it created the table): the plain entry, which a
+                    // later toTable streams into through the provider's sink; reads say no table.
+                    return table;
+                }
             }
         }
         return table;

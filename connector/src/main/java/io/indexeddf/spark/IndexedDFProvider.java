@@ -98,11 +98,9 @@ public final class IndexedDFProvider extends ParquetFileFormat implements DataSo
                 "indexeddf needs the table location: .load(path), .save(path) or .start(path)");
         }
         String app = PythonWriter.lookup(opts, "txnAppId");
-        if (app == null || app.trim().isEmpty()) {
-            throw IndexedDFException.option(
-                "writeStream.format('indexeddf') needs option('txnAppId', '<stable id of this query>'): "
-                + "micro-batches commit with txn=(txnAppId, batchId), which makes a replayed batch a no-op. "
-                + "Keep it the same across restarts of the query, and unique per query writing the table.");
+        if (app != null && app.trim().isEmpty()) {
+            throw IndexedDFException.option("writeStream.format('indexeddf') got an empty txnAppId: give a stable id "
+                + "of this query, or leave the option out (the streaming query's id is used, as Delta's sink does)");
         }
         if (!partitionColumns.isEmpty()) {
             throw IndexedDFException.option("writeStream.partitionBy(...) is not supported: a stream writes each "
@@ -113,7 +111,42 @@ public final class IndexedDFProvider extends ParquetFileFormat implements DataSo
                 + "complete, not update");
         }
         PythonWriter.requirePythonSource(TableRelation.classic(sqlContext));
+        createPending(TableRelation.classic(sqlContext), opts);
         return new IndexedDFSink(opts, outputMode == OutputMode.Complete());
+    }
+
+    /** The options of a write that creates a table, as the stream's options give them. */
+    private static final List<String> CREATE_OPTIONS = Arrays.asList("path", "storageOptions", "indexColumns",
+        "numBuckets", "name", "description", "tableProperties");
+
+    /**
+     * The table of an entry {@code writeStream.toTable(name)} registered for a new name
+     * ({@link io.indexeddf.spark.plan.StreamTableEntry}), created now, before the query runs:
+     * empty, with the stream's schema and the stream's options ({@code indexColumns} and
+     * {@code numBuckets}, ...), as Delta's {@code toTable} commits version 0. A stream without
+     * {@code indexColumns} fails here, and the entry stays pending for a retry with them.
+     */
+    private static void createPending(org.apache.spark.sql.classic.SparkSession session, Map<String, String> opts) {
+        String path = opts.get("path");
+        StructType schema = io.indexeddf.spark.plan.StreamTableEntry.takePending(path);
+        if (schema == null) {
+            return;
+        }
+        Map<String, String> create = new java.util.LinkedHashMap<>();
+        for (Map.Entry<String, String> e : opts.entrySet()) {
+            for (String name : CREATE_OPTIONS) {
+                if (name.equalsIgnoreCase(e.getKey())) {
+                    create.put(name, e.getValue());
+                }
+            }
+        }
+        try {
+            session.createDataFrame(java.util.List.<Row>of(), schema).write().format(PYTHON_NAME).mode("append")
+                .options(create).save();
+        } catch (Exception e) {  // Spark's AnalysisException is a checked exception to Java
+            io.indexeddf.spark.plan.StreamTableEntry.putBack(path, schema);
+            throw PythonWriter.unwrapped(e);
+        }
     }
 
     // -- streaming reads ----------------------------------------------------------------------

@@ -1,5 +1,6 @@
 package io.indexeddf.spark;
 
+import io.indexeddf.log.IndexedDFException;
 import io.indexeddf.spark.exec.PythonWriter;
 import java.util.Map;
 
@@ -10,9 +11,13 @@ import org.apache.spark.sql.execution.streaming.Sink;
 /**
  * {@code writeStream.format("indexeddf")}: each micro-batch is written by the Python data
  * source {@code indexeddf_python} as one batch write that commits like its stream writer
- * ({@code _streamBatchId}: one commit with {@code txn=(txnAppId, batchId)}, an empty
+ * ({@code _streamBatchId}: one commit with {@code txn=(appId, batchId)}, an empty
  * append commits nothing, a replayed batch the table already holds is dropped), so every
- * micro-batch lands exactly once.
+ * micro-batch lands exactly once. The {@code appId} is the streaming query's id, as
+ * delta-spark's {@code DeltaSink} keys its {@code SetTransaction}: Spark keeps that id in the
+ * query's checkpoint, so a query restarted from it continues the same transaction; the option
+ * {@code txnAppId}, when given, is the {@code appId} instead. Output mode {@code complete}
+ * replaces the table's rows with each batch (Delta's overwrite of a complete-mode sink).
  */
 final class IndexedDFSink implements Sink {
     private final Map<String, String> options;
@@ -31,6 +36,9 @@ final class IndexedDFSink implements Sink {
         PythonWriter.requirePythonSource(session);
         Dataset<Row> rows = session.internalCreateDataFrame(data.queryExecution().toRdd(), data.schema(), false);
         Map<String, String> batchOptions = new java.util.LinkedHashMap<>(options);
+        if (PythonWriter.lookup(batchOptions, "txnAppId") == null) {
+            batchOptions.put("txnAppId", queryId(session));
+        }
         PythonWriter.autoMerge(session, batchOptions);
         rows = io.indexeddf.spark.exec.CheckConstraints.forWrite(session, batchOptions.get("path"), rows, batchOptions);
         try {
@@ -42,6 +50,21 @@ final class IndexedDFSink implements Sink {
         } catch (Exception e) {  // Spark's AnalysisException is a checked exception to Java
             throw PythonWriter.unwrapped(e);  // the typed error the Python writer raised
         }
+    }
+
+    /**
+     * The id of the streaming query running this batch, which Spark sets as a local property
+     * of the thread that runs the query's batches (the key delta-spark's {@code DeltaSink}
+     * reads) and keeps across restarts from the query's checkpoint.
+     */
+    static String queryId(org.apache.spark.sql.classic.SparkSession session) {
+        String id = session.sparkContext().getLocalProperty(
+            org.apache.spark.sql.execution.streaming.runtime.StreamExecution$.MODULE$.QUERY_ID_KEY());
+        if (id == null || id.isEmpty()) {
+            throw IndexedDFException.option("writeStream.format('indexeddf') found no streaming query id for this "
+                + "micro-batch: give option('txnAppId', '<stable id of this query>')");
+        }
+        return id;
     }
 
     @Override

@@ -34,6 +34,10 @@ import scala.jdk.javaapi.CollectionConverters;
  * <p>Spark's bucketing clause ({@code CLUSTERED BY (c) INTO n BUCKETS}, {@code bucketBy(n, "c")}) is the
  * table's index columns and bucket count ({@link #bucketsAsOptions}).
  *
+ * <p>The {@code CREATE TABLE} that {@code writeStream.toTable(name)} runs for a new name (no options,
+ * no bucketing: Spark passes the stream's options to the query only) registers the entry
+ * alone ({@link StreamTableEntry}); the provider's sink, given the stream's options, creates it.
+ *
  * <p>{@code TBLPROPERTIES (...)} go to the table's log too, never to the entry
  * ({@link #propertiesToLog}): into the create commit's {@code metaData.configuration} when the
  * statement creates the table, and refused unless they are the table's when it registers an
@@ -53,6 +57,11 @@ public final class CreateEmptyTable extends Rule<LogicalPlan> {
             return plan;
         }
         CreateTable ct = given;
+        if (ct.query().isEmpty() && !ct.tableDesc().schema().isEmpty() && ct.tableDesc().bucketSpec().isEmpty()
+                && ct.tableDesc().storage().properties().isEmpty() && StreamTableEntry.fromStreamToTable()) {
+            // writeStream.toTable(name) of a new name: the stream's sink creates the table, with its options.
+            return new StreamTableEntry(withoutSchema(ct.tableDesc()), ct.tableDesc().schema());
+        }
         if (ct.tableDesc().bucketSpec().isDefined()) {
             if (ct.query().isEmpty() && ct.tableDesc().schema().isEmpty()) {
                 throw IndexedDFException.option("CREATE TABLE " + ct.tableDesc().identifier().unquotedString()

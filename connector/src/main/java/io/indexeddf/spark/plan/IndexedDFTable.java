@@ -305,17 +305,34 @@ public final class IndexedDFTable implements V2TableWithV1Fallback, SupportsWrit
 
     /**
      * The catalog entry: Spark falls back to it for {@code readStream.table(name)}, which it
-     * turns into the provider's streaming source ({@code IndexedDFSource}).
-     * {@code indexeddf.`/path`} has none: a path is read as a stream by
-     * {@code spark.readStream.format("indexeddf").load(path)}.
+     * turns into the provider's streaming source ({@code IndexedDFSource}), and for
+     * {@code writeStream.toTable(name)}, which it turns into the provider's sink. For
+     * {@code indexeddf.`/path`}, which no catalog holds, an entry made here as delta-spark's
+     * {@code DeltaTableV2.v1Table} makes one for {@code delta.`/path`}: an external table of
+     * provider {@code indexeddf} at that location with the version's schema, so a path is read
+     * (and written) as a stream as a catalog table is.
      */
     @Override
     public CatalogTable v1Table() {
-        if (entry == null) {
-            throw IndexedDFException.option("readStream.table(" + name + ") of a path is not supported: read it "
-                + "as a stream with spark.readStream.format('indexeddf').load(path)");
+        if (entry != null) {
+            return entry;
         }
-        return entry;
+        java.util.Map<String, String> storage = new LinkedHashMap<>();
+        if (storageOptions != null) {
+            storage.put("storageOptions", storageOptions);
+        }
+        org.apache.spark.sql.catalyst.catalog.CatalogStorageFormat format =
+            org.apache.spark.sql.catalyst.catalog.CatalogStorageFormat$.MODULE$.apply(
+                Option.apply(snapshot.root.toUri()), Option.empty(), Option.empty(), Option.empty(), false,
+                scala.collection.immutable.Map$.MODULE$.from(CollectionConverters.asScala(storage)), Option.empty());
+        org.apache.spark.sql.catalyst.catalog.CatalogTable$ t = org.apache.spark.sql.catalyst.catalog.CatalogTable$.MODULE$;
+        return t.apply(new org.apache.spark.sql.catalyst.TableIdentifier(path, Option.apply(TableRelation.NAME)),
+            org.apache.spark.sql.catalyst.catalog.CatalogTableType.EXTERNAL(), format, schema(),
+            Option.apply(TableRelation.NAME), CollectionConverters.asScala(snapshot.partitionColumns()).toList(),
+            t.apply$default$7(), t.apply$default$8(), t.apply$default$9(), t.apply$default$10(), t.apply$default$11(),
+            t.apply$default$12(), t.apply$default$13(), t.apply$default$14(), t.apply$default$15(), t.apply$default$16(),
+            t.apply$default$17(), t.apply$default$18(), t.apply$default$19(), t.apply$default$20(), t.apply$default$21(),
+            t.apply$default$22());
     }
 
     /**
