@@ -406,3 +406,26 @@ def test_create_a_partitioned_table(tmp_path):
         IndexedTable.create(str(tmp_path / "u"), rows([1]), index_columns=["id"], partition_by=["nope"])
     with pytest.raises(InvalidOptionError, match="every column would be a partition column"):
         IndexedTable.create(str(tmp_path / "u"), rows([1]), index_columns=["id"], partition_by=SCHEMA.names)
+
+
+def test_vacuum_deletes_the_removed_files_of_partition_folders(converted):
+    """The converted table's files live in partition folders (delta-rs's paths): after an
+    overwrite, vacuum with no retention deletes the removed ones, keeps the live ones and a
+    Parquet file no version named (not the table's to delete), and the table still equals
+    DuckDB's read of it."""
+    t = IndexedTable.for_path(converted)
+    before = set(t.snapshot.files)
+    folder = os.path.dirname(os.path.join(converted, sorted(before)[0]))
+    stray = os.path.join(folder, "part-stray-never-committed.parquet")
+    with open(stray, "wb") as f:
+        f.write(b"PAR1")
+    os.utime(stray, (0, 0))  # older than any retention
+    t.overwrite(rows(list(range(5)), "again"))
+    t = IndexedTable.for_path(converted)
+    kept = set(t.snapshot.files)
+    result = t.vacuum(retention_hours=0, enforce_retention=False)
+    deleted = set(result.files)
+    assert before <= deleted and os.path.relpath(stray, converted) not in deleted and not kept & deleted
+    assert not any(os.path.exists(os.path.join(converted, p)) for p in before) and os.path.exists(stray)
+    assert all(os.path.exists(os.path.join(converted, p)) for p in kept)
+    assert ordered(t.to_arrow()) == ordered(duck(converted)) and len(ordered(t.to_arrow())) == 5

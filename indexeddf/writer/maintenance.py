@@ -204,8 +204,9 @@ class VacuumResult:
 
 def vacuum(snapshot: Snapshot, retention_hours: float | None = None, dry_run: bool = False,
            enforce_retention: bool = True, progress: Progress = None, now_ms: int | None = None) -> VacuumResult:
-    """Delete the files under ``data/``, ``_change_data/`` and ``_indexes/`` that no version
-    inside the retention needs.
+    """Delete the files under ``data/``, ``_change_data/`` and ``_indexes/``, and the data files
+    the log named elsewhere (partition folders, other writers' files at the root), that no
+    version inside the retention needs.
 
     Kept: every data, change data (``cdc``) and index file of every version committed within the last
     ``retention_hours`` (default: ``indexeddf.vacuum.minRetentionHours``, 168), of the
@@ -256,6 +257,7 @@ def vacuum(snapshot: Snapshot, retention_hours: float | None = None, dry_run: bo
                   if (c[0].endswith(".parquet") or c[0].startswith("data/_staging/"))
                   and not c[0].startswith(f"{INDEX_DIR}/_state/")]
     candidates += _deletion_vector_files(storage, ever)
+    candidates += _files_beside(storage, ever, {c[0] for c in candidates})
     for rel, size, mtime in candidates:
         if rel in keep:
             continue
@@ -270,6 +272,26 @@ def vacuum(snapshot: Snapshot, retention_hours: float | None = None, dry_run: bo
     if not dry_run:
         remove_empty_dirs(storage, "data/_staging")
     return result
+
+
+def _files_beside(storage, ever: set[str], listed: set[str]) -> list[tuple[str, int, float | None]]:
+    """The data files outside ``data/``, ``_indexes/`` and ``_change_data/`` vacuum may
+    consider: those the log named (a partitioned table's ``p=.../`` folders, the root of a
+    table other Delta writers made) that are still there. A file there that no version named
+    is not the table's to delete (docs/admin.md)."""
+    folders = set()
+    for rel in ever:
+        folder = rel.rsplit("/", 1)[0] if "/" in rel else ""
+        top = folder.split("/", 1)[0]
+        if top in ("data", INDEX_DIR, CHANGE_DATA_DIR) or top.startswith(("_", ".")):
+            continue
+        folders.add(folder)
+    out = []
+    for folder in sorted(folders):
+        for rel, size, mtime in list_files(storage, folder):
+            if rel in ever and rel not in listed:
+                out.append((rel, size, mtime))
+    return out
 
 
 def _paths_added(actions) -> set[str]:
