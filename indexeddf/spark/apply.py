@@ -24,6 +24,7 @@ from __future__ import annotations
 import json
 import time
 import urllib.parse
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Iterator
 
@@ -167,7 +168,7 @@ class ApplyWriter(DataSourceArrowWriter):
         msgs = [m for m in messages if isinstance(m, AppliedMessage)]
         snapshot = self._snapshot()
         removes = [RemoveFile.model_validate_json(a) for m in msgs for a in m.removes]
-        _one_task_a_file(removes, msgs)
+        _one_task_a_file(removes)
         adds = [AddFile.model_validate_json(a) for m in msgs for a in m.adds]
         cdcs = [CdcFile.model_validate_json(a) for m in msgs for a in m.cdcs]
         index_files: dict[str, list[IndexFile]] = {}
@@ -205,13 +206,12 @@ class ApplyWriter(DataSourceArrowWriter):
         delete_uncommitted(so.shared_storage(self.url, self.storage_options), written)
 
 
-def _one_task_a_file(removes: list[RemoveFile], msgs: list[AppliedMessage]) -> None:
+def _one_task_a_file(removes: list[RemoveFile]) -> None:
     """Refuse to commit when two tasks changed the same file: the plan hands every row of a
     file to one task (a repartition by file, or a bucketed scan whose partition holds the
     file's bucket); two outcomes of one file would each keep rows the other changed."""
-    paths = [r.path for r in removes]
-    if len(set(paths)) != len(paths):
-        twice = sorted({p for p in paths if paths.count(p) > 1})
+    twice = sorted(p for p, n in Counter(r.path for r in removes).items() if n > 1)
+    if twice:
         raise InvalidOptionError(
             f"the change's tasks split the rows of {twice[0]} (and {len(twice) - 1} more files) between them, so "
             "no task saw all of its changes; nothing was committed. Run the statement again with "

@@ -249,9 +249,9 @@ def vacuum(snapshot: Snapshot, retention_hours: float | None = None, dry_run: bo
         if v > start:
             keep |= added_after[v]
     result = VacuumResult(dry_run=dry_run, retention_hours=float(hours), oldest_version_kept=start)
-    # Only files it recognises as the table's: Parquet under data/ and _indexes/ and
-    # Spark write manifests under data/_staging/; never the log, nor the index state kept
-    # beside checkpoints (_indexes/_state/), nor files other writers put elsewhere.
+    # Only files it recognises as the table's: Parquet under data/, _indexes/ and
+    # _change_data/, Spark write manifests under data/_staging/, and elsewhere only files the
+    # log named; never the log, nor the index state kept beside checkpoints (_indexes/_state/).
     candidates = [c for c in list_tree(storage, "data") + list_tree(storage, INDEX_DIR)
                   + list_tree(storage, CHANGE_DATA_DIR)
                   if (c[0].endswith(".parquet") or c[0].startswith("data/_staging/"))

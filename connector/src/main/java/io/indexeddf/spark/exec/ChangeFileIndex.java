@@ -11,7 +11,6 @@ import java.util.Map;
 import org.apache.hadoop.fs.FileStatus;
 import org.apache.hadoop.fs.Path;
 import org.apache.spark.sql.catalyst.InternalRow;
-import org.apache.spark.sql.catalyst.expressions.BasePredicate;
 import org.apache.spark.sql.catalyst.expressions.Expression;
 import org.apache.spark.sql.catalyst.expressions.GenericInternalRow;
 import org.apache.spark.sql.execution.datasources.FileIndex;
@@ -97,15 +96,7 @@ public final class ChangeFileIndex implements FileIndex {
 
     @Override
     public Seq<PartitionDirectory> listFiles(Seq<Expression> partitionFilters, Seq<Expression> dataFilters) {
-        BasePredicate keep = Partitions.predicate(CollectionConverters.asJava(partitionFilters), partitionSchema);
-        List<PartitionDirectory> out = new ArrayList<>();
-        for (Map.Entry<List<Object>, List<FileStatusWithMetadata>> e : byPartition.entrySet()) {
-            InternalRow values = partitionRows.get(e.getKey());
-            if (keep == null || keep.eval(values)) {
-                out.add(new PartitionDirectory(values, CollectionConverters.asScala(e.getValue()).toList()));
-            }
-        }
-        return CollectionConverters.asScala(out).toList();
+        return Partitions.directories(byPartition, partitionRows, partitionFilters, partitionSchema);
     }
 
     @Override

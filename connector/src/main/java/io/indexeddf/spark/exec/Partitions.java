@@ -204,6 +204,28 @@ public final class Partitions {
     }
 
     /**
+     * The partition directories of a file index whose files are grouped by partition
+     * ({@code byPartition}, each key's values as a row in {@code rows}), those that Spark's
+     * {@code partitionFilters} may select.
+     */
+    public static <K> scala.collection.immutable.Seq<org.apache.spark.sql.execution.datasources.PartitionDirectory>
+            directories(Map<K, List<org.apache.spark.sql.execution.datasources.FileStatusWithMetadata>> byPartition,
+                        Map<K, InternalRow> rows, scala.collection.immutable.Seq<Expression> partitionFilters,
+                        StructType partitionSchema) {
+        BasePredicate keep = predicate(scala.jdk.javaapi.CollectionConverters.asJava(partitionFilters), partitionSchema);
+        List<org.apache.spark.sql.execution.datasources.PartitionDirectory> out = new java.util.ArrayList<>();
+        for (Map.Entry<K, List<org.apache.spark.sql.execution.datasources.FileStatusWithMetadata>> e
+                : byPartition.entrySet()) {
+            InternalRow values = rows.get(e.getKey());
+            if (keep == null || keep.eval(values)) {
+                out.add(new org.apache.spark.sql.execution.datasources.PartitionDirectory(values,
+                    scala.jdk.javaapi.CollectionConverters.asScala(e.getValue()).toList()));
+            }
+        }
+        return scala.jdk.javaapi.CollectionConverters.asScala(out).toList();
+    }
+
+    /**
      * A predicate over rows of {@code partitionSchema} that holds where every one of {@code filters}
      * (Spark's partition filters: they name partition columns only) may hold; null when there is none.
      */

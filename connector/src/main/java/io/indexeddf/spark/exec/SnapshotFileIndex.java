@@ -113,16 +113,7 @@ public final class SnapshotFileIndex implements FileIndex {
             PartitionDirectory dir = new PartitionDirectory(InternalRow.empty(), CollectionConverters.asScala(files).toList());
             return CollectionConverters.asScala(List.of(dir)).toList();
         }
-        org.apache.spark.sql.catalyst.expressions.BasePredicate keep = Partitions.predicate(
-            CollectionConverters.asJava(partitionFilters), partitionSchema);
-        List<PartitionDirectory> out = new ArrayList<>();
-        for (java.util.Map.Entry<java.util.Map<String, String>, List<FileStatusWithMetadata>> e : byPartition.entrySet()) {
-            InternalRow values = partitionRows.get(e.getKey());
-            if (keep == null || keep.eval(values)) {
-                out.add(new PartitionDirectory(values, CollectionConverters.asScala(e.getValue()).toList()));
-            }
-        }
-        return CollectionConverters.asScala(out).toList();
+        return Partitions.directories(byPartition, partitionRows, partitionFilters, partitionSchema);
     }
 
     @Override
