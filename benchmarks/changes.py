@@ -37,6 +37,7 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
+from proctree import cpu_between, tree_cpu
 
 CHUNK_ROWS = 2_000_000
 
@@ -45,8 +46,10 @@ SCENARIOS: list[dict] = []
 operation, its first measurement the anchor."""
 
 
-def _record(scenario: str, description: str, measurements: list[tuple[str, list[float]]]) -> None:
-    """Keep one scenario's timings (seconds per round, the anchor's first) for the chart."""
+def _record(scenario: str, description: str, measurements: list[tuple[str, list[float]]],
+            cpu: dict[str, list[float]] | None = None) -> None:
+    """Keep one scenario's timings (seconds per round, the anchor's first) for the chart;
+    ``cpu``: each measurement's CPU seconds per round, by name, where the run took them."""
     anchor = statistics.median(measurements[0][1])
     rows = []
     for i, (name, secs) in enumerate(measurements):
@@ -54,6 +57,8 @@ def _record(scenario: str, description: str, measurements: list[tuple[str, list[
         rows.append({"name": name, "median_s": med, "min_s": min(secs), "max_s": max(secs),
                      "median": _shown(med), "min": _shown(min(secs)), "max": _shown(max(secs)),
                      "ratio_median": med / anchor, "ratio": "baseline" if i == 0 else f"{med / anchor:.2f}x"})
+        if cpu and cpu.get(name):
+            rows[-1]["cpu_median"] = f"{statistics.median(cpu[name]):.1f} CPU-s"
     SCENARIOS.append({"scenario": scenario, "description": description, "measurements": rows})
 
 
@@ -335,8 +340,9 @@ def sql_child(table: str, work: str, source_path: str, rounds: int) -> None:
     want = (src.num_rows // 2, src.num_rows - src.num_rows // 2)
     out: dict[str, list[float]] = {k: [] for k in SQL_ENGINES}
     out["floor"] = []
+    cpu: dict[str, list[float]] = {k: [] for k in SQL_ENGINES}
     for _ in range(rounds + 1):  # the first round warms the session up and is dropped
-        times = {}
+        times, spent = {}, {}
         for how in SQL_ENGINES:
             copy = Path(work) / "copy"
             shutil.rmtree(copy, ignore_errors=True)
@@ -344,8 +350,11 @@ def sql_child(table: str, work: str, source_path: str, rounds: int) -> None:
             if how.endswith("dv"):
                 IndexedTable.for_path(str(copy)).set_properties({"delta.enableDeletionVectors": "true"})
             os.sync()
+            before = tree_cpu()
             t0 = time.perf_counter()
-            if how.startswith("sql"):
+            if how == "spark-join":
+                _spark_join(spark, copy, work)
+            elif how.startswith("sql"):
                 # sql-plan: Spark's plan even for a source the Python engine would take
                 spark.conf.set("spark.indexeddf.merge.engineMaxSourceBytes", "-1" if how.startswith("sql-plan")
                                else spark.conf.get("spark.sql.autoBroadcastJoinThreshold"))
@@ -358,6 +367,9 @@ def sql_child(table: str, work: str, source_path: str, rounds: int) -> None:
                 m = deltalake.DeltaTable(str(copy)).merge(src, "t.k = s.k", source_alias="s", target_alias="t") \
                     .when_matched_update_all().when_not_matched_insert_all().execute()
             times[how] = time.perf_counter() - t0
+            spent[how] = cpu_between(before, tree_cpu())
+            if how == "spark-join":
+                continue
             if how == "delta-rs":
                 assert (m["num_target_rows_updated"], m["num_target_rows_inserted"]) == want, m
                 continue
@@ -368,11 +380,27 @@ def sql_child(table: str, work: str, source_path: str, rounds: int) -> None:
         times["floor"] = time.perf_counter() - t0
         for k, v in times.items():
             out[k].append(v)
-    print(json.dumps({k: v[1:] for k, v in out.items()}))
+        for k, v in spent.items():
+            cpu[k].append(v)
+    print(json.dumps({**{k: v[1:] for k, v in out.items()}, "cpu": {k: v[1:] for k, v in cpu.items()}}))
     spark.stop()
 
 
-SQL_ENGINES = ("delta-rs", "sql", "sql-dv", "sql-plan-dv", "python-dv")
+def _spark_join(spark, table: Path, work: str) -> None:
+    """Spark's own plan of the upsert's work with no index and no bucketing: the table's files
+    read as plain Parquet (the key and each row's file and ordinal), joined with the source, and
+    the outcome (the source's rows, and the matched rows' file and ordinal: what a MERGE with
+    deletion vectors writes) written as Parquet."""
+    out = Path(work) / "spark-join-out"
+    shutil.rmtree(out, ignore_errors=True)
+    target = spark.read.parquet(str(table / "data")).selectExpr(
+        "k AS target_k", "_metadata.file_path AS target_file", "_metadata.row_index AS target_row")
+    src = spark.table("src")
+    src.join(target, src.k == target.target_k, "left_outer").drop("target_k").write.parquet(str(out))
+    shutil.rmtree(out, ignore_errors=True)
+
+
+SQL_ENGINES = ("delta-rs", "sql", "sql-dv", "sql-plan-dv", "python-dv", "spark-join")
 """The upserts a ``sql:N`` run times, the anchor first: delta-rs's MERGE, Spark SQL's MERGE
 INTO copy on write and with deletion vectors (a small source goes to the Python engine), the
 same with deletion vectors always through Spark's plan, the Python API's merge with deletion
@@ -381,6 +409,7 @@ SQL_NAMES = {"delta-rs": "delta-rs MERGE (anchor)", "sql": "Spark SQL MERGE INTO
              "sql-dv": "Spark SQL MERGE INTO, deletion vectors",
              "sql-plan-dv": "Spark SQL MERGE INTO, DV, Spark's plan",
              "python-dv": "Python API merge, deletion vectors",
+             "spark-join": "Spark's own join + write, plain Parquet",
              "floor": "connector query floor (empty table)"}
 
 
@@ -397,12 +426,14 @@ def _sql_merges(table: Path, work: Path, args, n: int) -> None:
     r = json.loads(out.stdout.strip().splitlines()[-1])
     anchor = statistics.median(r["delta-rs"])
     print(f"\nSpark SQL MERGE INTO, upsert of {n:,} source rows, {args.rounds} rounds (one warm Spark session)")
-    print(f"{'what':<44} {'median s':>9} {'min..max s':>14} {'vs delta-rs':>12}")
+    print(f"{'what':<44} {'median s':>9} {'min..max s':>14} {'vs delta-rs':>12} {'CPU s':>7}")
     for key in (*SQL_ENGINES, "floor"):
         med = statistics.median(r[key])
-        print(f"{SQL_NAMES[key]:<44} {med:>9.3f} {min(r[key]):>6.3f}..{max(r[key]):<6.3f} {anchor / med:>11.2f}x")
+        spent = f"{statistics.median(r['cpu'][key]):>7.1f}" if r["cpu"].get(key) else ""
+        print(f"{SQL_NAMES[key]:<44} {med:>9.3f} {min(r[key]):>6.3f}..{max(r[key]):<6.3f} {anchor / med:>11.2f}x {spent}")
     _record(f"sql:{n}", f"Spark SQL MERGE INTO of {n:,} source rows against delta-rs",
-            [(SQL_NAMES[k], r[k]) for k in (*SQL_ENGINES, "floor")])
+            [(SQL_NAMES[k], r[k]) for k in (*SQL_ENGINES, "floor")],
+            {SQL_NAMES[k]: v for k, v in r["cpu"].items()})
     sys.stdout.flush()
 
 

@@ -33,7 +33,8 @@ HERE = Path(__file__).parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent / "tests"))
 
-TICKS = os.sysconf("SC_CLK_TCK")
+from proctree import children, cpu_and_rss, tree  # noqa: E402
+
 SQL = ("MERGE INTO indexeddf.`{path}` AS t USING src AS s ON t.k = s.k "
        "WHEN MATCHED THEN UPDATE SET * WHEN NOT MATCHED THEN INSERT *")
 
@@ -63,37 +64,6 @@ def driver(url: str, warm: str, table: str, source: str) -> None:
     spark.stop()
 
 
-def _children() -> dict[int, list[int]]:
-    out: dict[int, list[int]] = {}
-    for d in os.listdir("/proc"):
-        if d.isdigit():
-            try:
-                ppid = int(open(f"/proc/{d}/stat").read().rsplit(")", 1)[1].split()[1])
-            except (OSError, IndexError, ValueError):
-                continue
-            out.setdefault(ppid, []).append(int(d))
-    return out
-
-
-def _tree(root: int, children: dict[int, list[int]]) -> list[int]:
-    out, todo = [], [root]
-    while todo:
-        pid = todo.pop()
-        out.append(pid)
-        todo += children.get(pid, [])
-    return out
-
-
-def _cpu_and_rss(pid: int) -> tuple[float, int] | None:
-    """A process's CPU seconds so far (its own and its waited-for children's) and its RSS."""
-    try:
-        fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
-        rss = int(open(f"/proc/{pid}/statm").read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-    except (OSError, IndexError, ValueError):
-        return None
-    return sum(int(x) for x in fields[11:15]) / TICKS, rss
-
-
 class Sampler(threading.Thread):
     """Samples the CPU time of two process trees (the driver's, the workers') every 0.1 s:
     the largest figure each process reached is its total (a process that ends between two
@@ -109,11 +79,11 @@ class Sampler(threading.Thread):
 
     def run(self) -> None:
         while not self.done.is_set():
-            kids = _children()
+            kids = children()
             for side, roots in (("driver", [self.driver_pid]), ("executors", self.worker_pids)):
                 for root in roots:
-                    for pid in _tree(root, kids):
-                        got = _cpu_and_rss(pid)
+                    for pid in tree(root, kids):
+                        got = cpu_and_rss(pid)
                         if got is None:
                             continue
                         self.cpu[side][pid] = max(self.cpu[side].get(pid, 0.0), got[0])

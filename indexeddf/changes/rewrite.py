@@ -28,6 +28,7 @@ from ..reader import lookup as lookup_mod
 from ..spec.actions import AddFile
 from ..spec.change_data import DELETE, INSERT, UPDATE_POSTIMAGE, UPDATE_PREIMAGE, labelled
 from ..spec.constraints import ConstraintChecker
+from ..spec.deletion_vectors import unique_sorted
 from ..spec.features import change_data_feed_enabled
 from ..writer.change_data import write_change_data
 from ..writer.operations import maintained_indexes, write_rows
@@ -269,7 +270,7 @@ def _vector_actions(snapshot: Snapshot, deleted: list[tuple[AddFile, np.ndarray]
     for a, touched in deleted:
         touched = touched.astype(np.uint64)  # row ordinals, as deletion vectors hold them
         old = read_deletion_vector(snapshot.storage, a.deletionVector) if a.deletionVector is not None else None
-        sets.append(np.union1d(old.astype(np.uint64), touched) if old is not None else np.unique(touched))
+        sets.append(np.union1d(old.astype(np.uint64), touched) if old is not None else unique_sorted(touched))
     descriptors = write_deletion_vectors(snapshot.storage, sets)
     written_paths.extend({d.relative_path for d in descriptors if d.storageType == "u"})
     actions = []

@@ -13,6 +13,7 @@ import pyarrow.acero  # noqa: F401
 import pyarrow.compute as pc
 
 from ..errors import InvalidOptionError, SchemaMismatchError
+from ..spec.deletion_vectors import unique_sorted
 from .clauses import DELETE, MATCHED, NOT_MATCHED, NOT_MATCHED_BY_SOURCE, Clause
 from .expressions import Scope
 from .model import ROW, SOURCE_ROW, Change, ChangeMetrics
@@ -127,7 +128,7 @@ def _check_cardinality(pairs: pa.Table, change: Change, scope: Scope) -> None:
     if not any(c.when == MATCHED for c in change.clauses) or pairs.num_rows < 2:
         return
     rows = pairs.column(scope.target_name(ROW)).to_numpy()
-    if len(np.unique(rows)) != len(rows):
+    if len(unique_sorted(rows)) != len(rows):
         raise InvalidOptionError(
             "MERGE: multiple source rows matched the same target row; a matched clause cannot tell which to apply. "
             "Make the source unique on the merge keys (for example keep the newest row per key) and run it again; "

@@ -41,6 +41,7 @@ from ..format.snapshot import Snapshot, load_snapshot
 from ..format.transaction import ALL_BUCKETS, Transaction
 from ..spec.actions import AddFile, CdcFile, IndexFile, RemoveFile, Txn
 from ..spec.column_mapping import file_schema
+from ..spec.deletion_vectors import unique_sorted
 from ..spec.delta import LazyStats
 from ..spec.features import deletion_vectors_enabled
 from . import options as so
@@ -231,7 +232,7 @@ def _by_file(snapshot: Snapshot, rows: pa.Table) -> Iterator[tuple[AddFile, np.n
         add = _file_of(by_path, name)
         mine = rows.filter(pc.equal(files, name))
         ordinals = mine.column(ROW).to_numpy().astype(np.int64)
-        if len(np.unique(ordinals)) != len(ordinals):  # only a MERGE's join can name a row twice
+        if len(unique_sorted(ordinals)) != len(ordinals):  # only a MERGE's join can name a row twice
             raise InvalidOptionError(
                 "MERGE: multiple source rows matched the same target row; a matched clause cannot tell which to "
                 "apply. Make the source unique on the merge keys (for example keep the newest row per key) and run "

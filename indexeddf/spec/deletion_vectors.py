@@ -132,6 +132,15 @@ def _as_row_indexes(rows) -> np.ndarray:
     return arr.astype(np.uint64, copy=False).ravel()
 
 
+def unique_sorted(rows: np.ndarray) -> np.ndarray:
+    """``np.unique(rows)``, in one pass when ``rows`` already increase strictly: a change's row
+    ordinals arrive in file order from a join that reads the file in order, and ``np.unique``
+    sorts (about 40 ms for a file's 60,000 changed rows)."""
+    if len(rows) < 2 or bool((rows[1:] > rows[:-1]).all()):
+        return rows
+    return np.unique(rows)
+
+
 def to_bitmap(rows) -> BitMap64:
     """The row indexes ``rows`` (a numpy integer array, a ``pyroaring.BitMap64`` or any
     iterable of ints; duplicates collapse, order does not matter) as a new bitmap,

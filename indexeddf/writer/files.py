@@ -180,7 +180,7 @@ def write_file(storage: TableStorage, file: tuple[str, int], bucket: int, rows: 
                    # Dictionaries for strings only: numbers written plain are about as small
                    # under zstd, and decode faster (docs/benchmarks.md, data bytes per row).
                    use_dictionary=dictionary_columns(rows.schema),
-                   bloom_filter_options=bloom_options(rows, bloom_columns, rows_per_group))
+                   bloom_filter_options=bloom_options(rows, bloom_columns, rows_per_group, ordered))
     data = buf.getvalue()
     storage.write_bytes(rel, data)
     return AddFile(
@@ -198,16 +198,27 @@ BLOOM_FPP = 0.01
 """False-positive rate of the bloom filters on index columns (about 1.2 bytes a distinct key)."""
 
 
-def bloom_options(rows: pa.Table, columns, rows_per_group: int) -> dict | None:
+def bloom_options(rows: pa.Table, columns, rows_per_group: int, ordered: bool = False) -> dict | None:
     """pyarrow's ``bloom_filter_options`` for ``columns`` of ``rows``: each row group's
     filter sized for the distinct values it can hold (the file's distinct count, at most
-    a row group's rows), at :data:`BLOOM_FPP`."""
-    import pyarrow.compute as pc
-
+    a row group's rows), at :data:`BLOOM_FPP`. ``ordered``: the rows are in the order of
+    ``columns`` (:func:`split_by_bucket`), so the first column's distinct values are counted
+    in one pass over neighbours instead of a hash table."""
     names = [c for c in columns if c in rows.column_names and not pa.types.is_boolean(rows.schema.field(c).type)]
     if not names or rows.num_rows == 0:
         return None
-    return {c: {"ndv": max(1, min(pc.count_distinct(rows[c]).as_py(), rows_per_group)), "fpp": BLOOM_FPP} for c in names}
+    first = columns[0] if ordered and columns else None
+    return {c: {"ndv": max(1, min(_distinct(rows[c], c == first), rows_per_group)), "fpp": BLOOM_FPP} for c in names}
+
+
+def _distinct(column: pa.ChunkedArray, ordered: bool) -> int:
+    """The number of distinct non-null values of ``column`` (``ordered``: equal values are
+    neighbours). A bloom filter's size only, so NULLs may count as one more value."""
+    if not ordered or len(column) < 2:
+        return pc.count_distinct(column).as_py()
+    values = column.combine_chunks()
+    changes = pc.sum(pc.not_equal(values.slice(1), values.slice(0, len(values) - 1))).as_py()
+    return 1 + (changes or 0)
 
 
 def rows_per_group(table: pa.Table, row_group_bytes: int) -> int:
