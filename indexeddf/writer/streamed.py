@@ -16,7 +16,6 @@ import time
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from ..format.datafiles import iter_live_row_groups
@@ -27,7 +26,7 @@ from ..spec.actions import AddFile, IndexEntry, IndexFile, Metadata
 from ..spec.column_mapping import physical_names, to_physical
 from ..spec.partitions import partition_dir
 from ..spec.schema import dictionary_columns
-from .files import BLOOM_FPP, StatsAccumulator, new_data_file, rows_per_group
+from .files import BLOOM_FPP, StatsAccumulator, new_data_file, repeating_columns, rows_per_group
 from .index_files import DataPiece, build_index_files, carried_entries
 
 
@@ -69,7 +68,7 @@ class StreamedFile:
         bloom = {c: {"ndv": ndv, "fpp": BLOOM_FPP} for c in self.bloom_columns} or None
         self._sink = self.storage.open_output(self.path)
         self._writer = pq.ParquetWriter(self._sink, self.stored, compression="zstd",
-                                        use_dictionary=_repeating(first, dictionary_columns(self.stored)),
+                                        use_dictionary=repeating_columns(first, dictionary_columns(self.stored)),
                                         bloom_filter_options=bloom)
 
     def close(self) -> AddFile | None:
@@ -90,15 +89,6 @@ class StreamedFile:
                     closing.close()
                 except Exception:  # noqa: BLE001 - the failure being handled is the one to report
                     pass
-
-
-def _repeating(rows: pa.Table, columns: list[str]) -> list[str]:
-    """Those of ``columns`` (string and binary) whose values repeat in ``rows`` (at most half
-    of them distinct): a dictionary pays there. Of a column of mostly distinct values (ids,
-    hashes, free text) Parquet writers build a dictionary only to fall back to plain pages
-    when it outgrows its page; a copy skips that work (about a third of a file's encoding
-    time for 64-character random strings)."""
-    return [c for c in columns if pc.count_distinct(rows.column(c)).as_py() * 2 <= max(1, rows.num_rows)]
 
 
 def copy_kept_rows(storage: TableStorage, metadata: Metadata, indexes: list[IndexEntry], add: AddFile,
