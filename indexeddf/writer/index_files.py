@@ -152,13 +152,16 @@ def carried_entries(storage: TableStorage, name: str, files: tuple[IndexFile, ..
         if tuple(f.fileIds) != (old_id,):  # entries of other files too: keep this file's
             mine = t.column("file_id").to_numpy() == old_id
             row, hashes_of = row[mine], hashes_of[mine]
-        # A kept row's ordinal in the copy: its ordinal less the dropped rows before it (a
-        # binary search in the few dropped rows, per entry).
-        before = np.searchsorted(dropped, row)
-        keep = (before == len(dropped)) | (dropped[np.minimum(before, max(len(dropped) - 1, 0))] != row) \
-            if len(dropped) else np.ones(len(row), dtype=bool)
+        # A kept row's ordinal in the copy: its ordinal less the dropped rows before it, a
+        # running count over the file's ordinals (a byte and 8 bytes a row of the file:
+        # bounded by it, and about twice as fast as a binary search per entry).
+        size = int(max(row.max(initial=-1), dropped.max(initial=-1))) + 1
+        gone = np.zeros(size, dtype=bool)
+        gone[dropped] = True
+        keep = ~gone[row]
+        kept = row[keep]
         hashes.append(hashes_of[keep])
-        rows.append((row[keep] - before[keep]).astype(np.int32))
+        rows.append((kept - np.cumsum(gone)[kept]).astype(np.int32))
         buckets.append(np.full(int(keep.sum()), f.bucket, dtype=np.int64))
     hashes, rows, buckets = np.concatenate(hashes), np.concatenate(rows), np.concatenate(buckets)
     if len(holding) > 1:

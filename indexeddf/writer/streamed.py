@@ -24,6 +24,7 @@ from ..format.storage import TableStorage
 from ..spec import config
 from ..spec.actions import AddFile, IndexEntry, IndexFile, Metadata
 from ..spec.column_mapping import physical_names, to_physical
+from ..spec.deletion_vectors import unique_sorted
 from ..spec.partitions import partition_dir
 from ..spec.schema import dictionary_columns
 from .files import BLOOM_FPP, StatsAccumulator, new_data_file, repeating_columns, rows_per_group
@@ -117,7 +118,7 @@ def copy_kept_rows(storage: TableStorage, metadata: Metadata, indexes: list[Inde
     deleted = None
     if add.deletionVector is not None:
         deleted = read_deletion_vector(storage, add.deletionVector).astype(np.int64)
-    dropped = np.unique(drop.astype(np.int64))
+    dropped = unique_sorted(drop.astype(np.int64))
     gone = np.zeros(int(dropped[-1]) + 1 if dropped.size else 0, dtype=bool)
     gone[dropped] = True
     try:
