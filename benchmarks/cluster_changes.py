@@ -2,14 +2,15 @@
 worker to two, on a standalone cluster on loopback.
 
     python benchmarks/cluster_changes.py [--rows 2000000] [--buckets 32] [--source 200000]
-                                         [--workers 1,2] [--rounds 2] [--vectors]
+                                         [--workers 1,2] [--rounds 2] [--warmups 3] [--vectors]
 
 A master and one-core workers (2 GiB each) are started with pyspark's own ``bin/spark-class``
 (``tests/standalone_cluster.py``). Each round copies the table built by ``changes.py``'s
-``build`` twice (not timed) and runs, in a driver process of its own, the upsert ``changes.py``
-times (half the source's keys in the table, half new) as Spark SQL's ``MERGE INTO``: into the
-first copy to warm the driver up (not counted, as a pipeline's driver is warm), then into the
-second, the one measured. While it runs, every process's CPU time is sampled from ``/proc``: the driver's processes (its
+``build`` (not timed) and runs, in a driver process of its own, the upsert ``changes.py``
+times (half the source's keys in the table, half new) as Spark SQL's ``MERGE INTO``: into
+``--warmups`` copies to warm the driver up (not counted, as a pipeline's driver is warm: its
+JVM has compiled the planning and commit code), then into one more, the one measured. While
+it runs, every process's CPU time is sampled from ``/proc``: the driver's processes (its
 Python, its JVM and that JVM's Python workers) against the executors' (the workers' JVMs,
 the executor JVMs and their Python workers). Prints per worker count the MERGE's wall time,
 both CPU totals, the driver's share and the driver processes' largest resident memory.
@@ -41,9 +42,9 @@ SQL = ("MERGE INTO indexeddf.`{path}` AS t USING src AS s ON t.k = s.k "
 
 def driver(url: str, warm: str, table: str, source: str) -> None:
     """One MERGE in this process, a driver of the cluster at ``url``, after the same MERGE
-    into the copy ``warm`` (not counted: a pipeline's driver has planned statements before,
-    and a first statement's class loading and JIT compilation are not the MERGE's work):
-    prints its wall time."""
+    into each copy of ``warm`` (comma-separated; not counted: a pipeline's driver has planned
+    many statements before, and the first statements' class loading and JIT compilation are
+    not the MERGE's work): prints its wall time."""
     from pyspark.sql import SparkSession
 
     import indexeddf
@@ -55,7 +56,8 @@ def driver(url: str, warm: str, table: str, source: str) -> None:
     spark.sparkContext.setLogLevel("ERROR")
     assert indexeddf.register(spark) == indexeddf.spark.CONNECTOR
     spark.read.parquet(source).createOrReplaceTempView("src")
-    spark.sql(SQL.format(path=warm)).collect()
+    for copy in warm.split(","):
+        spark.sql(SQL.format(path=copy)).collect()
     print("start", flush=True)  # the parent counts CPU from here
     t0 = time.perf_counter()
     row = spark.sql(SQL.format(path=table)).collect()[0]
@@ -118,13 +120,15 @@ def _kind(pid: int, driver_pid: int) -> str:
     return ("worker " + module.rsplit(".", 1)[1]) if module else "Python workers"
 
 
-def one_round(url: str, env: dict, workers: list, table: Path, work: Path, src: Path) -> dict:
-    copy, warm = work / "copy", work / "warm"
-    for c in (copy, warm):
+def one_round(url: str, env: dict, workers: list, table: Path, work: Path, src: Path, warmups: int) -> dict:
+    """One driver process: ``warmups`` MERGEs into copies of ``table``, then the measured one."""
+    copy, warm = work / "copy", [work / f"warm-{i}" for i in range(warmups)]
+    for c in (copy, *warm):
         shutil.rmtree(c, ignore_errors=True)
         shutil.copytree(table, c)
     os.sync()
-    proc = subprocess.Popen([sys.executable, __file__, "--driver", url, str(warm), str(copy), str(src)], env=env,
+    proc = subprocess.Popen([sys.executable, __file__, "--driver", url, ",".join(map(str, warm)), str(copy), str(src)],
+                            env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     sampler = Sampler(proc.pid, [w.pid for w in workers])
     sampler.start()
@@ -133,8 +137,10 @@ def one_round(url: str, env: dict, workers: list, table: Path, work: Path, src: 
         lines.append(line)
         if line.strip() == "start":
             before = sampler.totals()
+            threads_before = _jvm_threads(sampler)
         elif line.startswith("{"):
             after = sampler.totals()
+            threads = _jvm_threads(sampler, threads_before)
     err = proc.stderr.read()
     proc.wait()
     sampler.done.set()
@@ -144,7 +150,31 @@ def one_round(url: str, env: dict, workers: list, table: Path, work: Path, src: 
     out = "".join(lines)
     cpu = {side: after[side] - before.get(side, 0.0) for side in after}
     result = json.loads(out.strip().splitlines()[-1])
-    return {**result, **cpu, "peak_rss": sampler.peak_rss}
+    return {**result, **cpu, "peak_rss": sampler.peak_rss, "jvm_threads": threads}
+
+
+def _jvm_threads(sampler: Sampler, since: dict[str, float] | None = None) -> dict[str, float]:
+    """CPU seconds of the driver JVM's threads by kind (the thread's name without its
+    numbers: ``C2 CompilerThre``, ``dag-scheduler-e``, ``GC Thread#``, ...), less ``since``."""
+    import re
+
+    out: dict[str, float] = {}
+    for pid, kind in list(sampler.kind.items()):
+        if kind != "JVM":
+            continue
+        try:
+            tids = os.listdir(f"/proc/{pid}/task")
+        except OSError:
+            continue
+        for tid in tids:
+            got = cpu_and_rss(f"{pid}/task/{tid}")
+            try:
+                name = re.sub(r"[0-9]+", "", open(f"/proc/{pid}/task/{tid}/comm").read().strip())
+            except OSError:
+                continue
+            if got is not None:
+                out[name] = out.get(name, 0.0) + got[0]
+    return {k: v - (since or {}).get(k, 0.0) for k, v in out.items()}
 
 
 def main() -> None:
@@ -157,6 +187,8 @@ def main() -> None:
     p.add_argument("--source", type=int, default=200_000)
     p.add_argument("--workers", default="1,2")
     p.add_argument("--rounds", type=int, default=2)
+    p.add_argument("--warmups", type=int, default=3,
+                   help="MERGEs each driver runs before the measured one (a pipeline's driver is warm)")
     p.add_argument("--vectors", action="store_true", help="the table has delta.enableDeletionVectors = true")
     args = p.parse_args()
 
@@ -175,7 +207,8 @@ def main() -> None:
     pq.write_table(source(args.rows, args.source), src)
     mode = "deletion vectors" if args.vectors else "copy on write"
     print(f"Spark SQL MERGE INTO of {args.source:,} source rows into {args.rows:,} rows ({args.buckets} buckets, "
-          f"{mode}), standalone cluster of one-core workers, {args.rounds} rounds after a warm-up")
+          f"{mode}), standalone cluster of one-core workers, {args.rounds} rounds after a warm-up, "
+          f"each driver warmed by {args.warmups} MERGEs")
     print(f"{'workers':>7} {'median s':>9} {'min..max s':>14} {'driver CPU s':>13} {'executors CPU s':>16} "
           f"{'driver share':>13} {'driver peak RSS MiB':>20}")
     medians = {}
@@ -183,7 +216,8 @@ def main() -> None:
         folder = work / f"cluster-{n}"
         folder.mkdir()
         with standalone(folder, workers=n, cores=1, memory="2g") as (url, env, workers):
-            rounds = [one_round(url, env, workers, table, work, src) for _ in range(args.rounds + 1)][1:]
+            rounds = [one_round(url, env, workers, table, work, src, args.warmups)
+                      for _ in range(args.rounds + 1)][1:]
         want = (args.source // 2, args.source - args.source // 2)
         assert all((r["updated"], r["inserted"]) == want for r in rounds), rounds
         secs = [r["seconds"] for r in rounds]
@@ -195,6 +229,10 @@ def main() -> None:
         kinds = sorted({k for r in rounds for k in r if k.startswith("driver: ")})
         print("        driver CPU s by process: " + ", ".join(
             f"{k[8:]} {statistics.median(r.get(k, 0.0) for r in rounds):.2f}" for k in kinds))
+        names = sorted({k for r in rounds for k in r["jvm_threads"]},
+                       key=lambda k: -statistics.median(r["jvm_threads"].get(k, 0.0) for r in rounds))
+        print("        driver JVM CPU s by thread: " + ", ".join(
+            f"{k} {statistics.median(r['jvm_threads'].get(k, 0.0) for r in rounds):.2f}" for k in names[:8]))
     if len(medians) > 1:
         lo, hi = min(medians), max(medians)
         print(f"{lo} worker(s) / {hi} workers: {medians[lo] / medians[hi]:.2f}x")
