@@ -252,11 +252,11 @@ class IndexedTable(TableWrites, TableAdmin):
 
         storage = self._snapshot.storage
         start, end = version_range(storage, start_version, end_version, start_timestamp, end_timestamp)
-        batches = list(change_batches(storage, start, end, columns, self._key_filter(end, keys, index)))
+        batches = list(change_batches(storage, start, end, columns, self._key_filter(end, keys, index), self._snapshot))
         if batches:
             return pa.concat_tables(batches)
-        meta = load_snapshot(storage, end, unindexed_ok=True).metadata
-        schema = file_schema(meta.schema_, meta.configuration)
+        at_end = self._snapshot if end == self._snapshot.version else load_snapshot(storage, end, unindexed_ok=True)
+        schema = file_schema(at_end.metadata.schema_, at_end.metadata.configuration)
         return empty_changes(schema, list(schema.names if columns is None else columns))
 
     def changes_batches(self, start_version: int | None = None, end_version: int | None = None,
@@ -269,7 +269,7 @@ class IndexedTable(TableWrites, TableAdmin):
 
         storage = self._snapshot.storage
         start, end = version_range(storage, start_version, end_version, start_timestamp, end_timestamp)
-        return change_batches(storage, start, end, columns, self._key_filter(end, keys, index))
+        return change_batches(storage, start, end, columns, self._key_filter(end, keys, index), self._snapshot)
 
     def _key_filter(self, end: int, keys: Any, index: str | None):
         """The :class:`~indexeddf.reader.change_keys.KeyFilter` of ``changes(keys=, index=)``,

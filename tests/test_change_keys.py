@@ -10,6 +10,7 @@ opens and decodes (``reader.change_keys.counting_reads``).
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 
@@ -30,6 +31,7 @@ from indexeddf.format.log import read_commit  # noqa: E402
 from indexeddf.reader.change_keys import counting_reads  # noqa: E402
 from indexeddf.spec.actions import AddFile, CdcFile, RemoveFile  # noqa: E402
 from indexeddf.spec.bucketing import bucket_ids  # noqa: E402
+from indexeddf.spec.change_data import ROW_GROUP_BUCKETS  # noqa: E402
 from indexeddf.spec.delta import TAG_BUCKET, TAG_SORTED  # noqa: E402
 
 
@@ -44,7 +46,8 @@ def bucket_of(key: int, n: int) -> int:
 
 
 def file_buckets(t: IndexedTable, first: int) -> dict[str, int | None]:
-    """Path -> bucket of every cdc, add and remove file of versions ``first``.. (None: no bucket)."""
+    """Path -> bucket of every cdc, add and remove file of versions ``first``.. (None: no
+    bucket, or a change data file of several)."""
     out = {}
     for v in range(first, t.version + 1):
         for a in read_commit(t.snapshot.storage, v):
@@ -77,9 +80,11 @@ def test_a_keys_feed_is_the_whole_feed_filtered(tmp_path, partitioned, vectors):
         if theirs is not None:
             assert ours == only(theirs, keys), keys
         wanted = {bucket_of(k, 4) for k in keys}
-        assert {buckets[p] for p in reads.files} <= wanted, keys
+        assert {buckets[p] for p in reads.files} - {None} <= wanted, keys
+        # A change data file of several buckets: only its row groups of the keys' buckets.
+        assert {group_bucket(path, p, g) for p, g in reads.groups} - {None} <= wanted, keys
         if len(wanted) < 4:
-            assert reads.skipped_files > 0
+            assert reads.skipped_files > 0 or len(reads.groups) < len(groups_of(t, path, reads.files))
     assert feed_rows(t.changes(1, keys=[25], columns=["k", "s"])) == sorted(
         [(r[0], r[2], r[-2], r[-1]) for r in only(whole, [25])], key=_key)
     assert feed_rows(pa.concat_tables(t.changes_batches(2, 3, keys=[5, 17]))) == [
@@ -88,33 +93,50 @@ def test_a_keys_feed_is_the_whole_feed_filtered(tmp_path, partitioned, vectors):
     assert empty.num_rows == 0 and empty.schema == t.changes(1).schema
 
 
-def test_change_data_files_are_per_bucket_in_key_order_and_a_key_reads_one_row_group(tmp_path):
-    """A large change's data files: one a bucket (its bucket and key order in the cdc tags),
-    row groups of ordered keys; a key's read decodes one row group of one file per version."""
+def group_bucket(root: str, path: str, group: int) -> int | None:
+    """The bucket the footer of change data file ``path`` names for a row group (data files: None)."""
+    named = pq.ParquetFile(os.path.join(root, path)).metadata.metadata or {}
+    return json.loads(named[ROW_GROUP_BUCKETS.encode()])[group] if ROW_GROUP_BUCKETS.encode() in named else None
+
+
+def groups_of(t: IndexedTable, root: str, paths) -> list[tuple[str, int]]:
+    return [(p, g) for p in paths for g in range(pq.ParquetFile(os.path.join(root, p)).metadata.num_row_groups)]
+
+
+def test_change_data_files_group_buckets_in_key_order_and_a_key_reads_one_row_group(tmp_path):
+    """A large change's data: one file (under the buffer's bound), its row groups each of one
+    bucket (named in the footer), keys ordered within a bucket; a key's read decodes the one
+    row group holding it. A change of one bucket names it in the cdc action's tags."""
     path = str(tmp_path / "t")
     n = 40_000
     t = IndexedTable.create(path, rows(list(range(n))), ["k"], num_buckets=2, properties=FEED)
     t.update({"v": "v + 1"}, None)                                  # v1: every row
-    cdcs = [a for a in read_commit(t.snapshot.storage, 1) if isinstance(a, CdcFile)]
-    groups = 0
-    for c in cdcs:
-        bucket = int(c.tags[TAG_BUCKET])
-        assert c.tags[TAG_SORTED] == "true"
-        data = pq.read_table(os.path.join(path, c.path))
-        keys = data.column("k").to_pylist()
-        assert keys == sorted(keys) and {bucket_of(k, 2) for k in set(keys)} == {bucket}
-        groups += pq.ParquetFile(os.path.join(path, c.path)).metadata.num_row_groups
-    assert groups > 2 * len({int(c.tags[TAG_BUCKET]) for c in cdcs})  # several row groups a bucket
+    [cdc] = [a for a in read_commit(t.snapshot.storage, 1) if isinstance(a, CdcFile)]
+    assert not cdc.tags  # rows of both buckets
+    pf = pq.ParquetFile(os.path.join(path, cdc.path))
+    named = json.loads(pf.metadata.metadata[ROW_GROUP_BUCKETS.encode()])
+    assert len(named) == pf.metadata.num_row_groups > 4 and named == sorted(named) and set(named) == {0, 1}
+    for b in (0, 1):
+        keys = pa.concat_tables([pf.read_row_group(g) for g in range(len(named)) if named[g] == b]).column("k")
+        assert keys.to_pylist() == sorted(keys.to_pylist()) and {bucket_of(k, 2) for k in set(keys.to_pylist())} == {b}
     key = 31_337
     with counting_reads() as reads:
         got = t.changes(1, keys=[key])
     assert sorted(got["_change_type"].to_pylist()) == ["update_postimage", "update_preimage"]
-    assert got["v"].to_pylist() == [key + 1, key] or got["v"].to_pylist() == [key, key + 1]
-    # Each opened file is of the key's bucket; at most the one row group holding the key of each.
-    assert all(int(c.tags[TAG_BUCKET]) == bucket_of(key, 2) for c in cdcs if c.path in reads.files)
-    assert reads.skipped_files >= 1 and reads.row_groups <= len(reads.files) <= 2
+    assert sorted(got["v"].to_pylist()) == [key, key + 1]
+    assert reads.files == [cdc.path] and len(reads.groups) == 1
+    assert named[reads.groups[0][1]] == bucket_of(key, 2)
     whole = feed_rows(t.changes(1))
     assert feed_rows(got) == only(whole, [key]) == only(delta_rs_feed(path, 1), [key])
+    # A change of one bucket: its file carries the bucket (and key order) in the tags, and a
+    # key of the other bucket does not open it.
+    t.update({"v": "v + 1"}, f"k = {key}")                          # v2
+    [one] = [a for a in read_commit(t.snapshot.storage, 2) if isinstance(a, CdcFile)]
+    assert one.tags == {TAG_BUCKET: str(bucket_of(key, 2)), TAG_SORTED: "true"}
+    other = next(k for k in range(10) if bucket_of(k, 2) != bucket_of(key, 2))
+    with counting_reads() as reads:
+        assert t.changes(2, keys=[other]).num_rows == 0
+    assert reads.files == [] and reads.skipped_files == 1
 
 
 def test_appends_read_only_their_keys_bucket_files(tmp_path):
@@ -130,6 +152,7 @@ def test_appends_read_only_their_keys_bucket_files(tmp_path):
             ours = feed_rows(t.changes(0, keys=[key]))
         assert ours == only(feed_rows(t.changes(0)), [key]) and len(ours) == 1 and ours[0][3] == "insert"
         assert reads.files and {buckets[p] for p in reads.files} == {bucket_of(key, 8)}
+        assert all(group_bucket(path, p, g) is None for p, g in reads.groups)  # data files
         assert reads.skipped_files >= 3 * 4  # most of each version's eight files stay closed
         # Files of the key's bucket from versions that cannot hold it are opened (the footer),
         # but none of their row groups is decoded: the statistics exclude the key.

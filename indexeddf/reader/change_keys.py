@@ -2,12 +2,14 @@
 whole feed whose index columns equal one of the keys, read from only the files and row
 groups that can hold them.
 
-- A file that carries its bucket (a data file's ``add`` / ``remove``, or a ``cdc`` action
-  indexeddf wrote: ``writer/change_data.py``) is read only when it is of a key's bucket,
-  and only when the keys' columns are the table's bucketing (index) columns.
-- Of a file read, only the row groups whose Parquet statistics (min/max, null count) admit
-  a key are decoded: change data files are in key order within their bucket, data files in
-  key or key-hash order, so a key's rows are one or two row groups of a file.
+- A file that carries its bucket (a data file's ``add`` / ``remove``, or a ``cdc`` action of
+  one bucket) is read only when it is of a key's bucket, and only when the keys' columns are
+  the table's bucketing (index) columns.
+- Of a change data file indexeddf wrote (``writer/change_data.py``), only the row groups of
+  the keys' buckets are candidates (the footer names each group's bucket).
+- Of those, only the row groups whose Parquet statistics (min/max, null count) admit a key
+  are decoded: change data is in key order within a bucket, data files in key or key-hash
+  order, so a key's rows are one or two row groups of a file.
 - Files without a bucket (other engines' files) are read in every row group whose
   statistics admit a key, which is all of them where they have none.
 
@@ -21,6 +23,7 @@ import bisect
 import contextlib
 import contextvars
 import datetime as dt
+import json
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -32,6 +35,7 @@ import pyarrow.compute as pc
 from ..format.datafiles import conform, file_columns, open_parquet
 from ..format.storage import TableStorage
 from ..spec.bucketing import bucket_ids, key_hash
+from ..spec.change_data import ROW_GROUP_BUCKETS
 from ..spec.column_mapping import physical_name, resolve
 
 
@@ -85,10 +89,15 @@ class FeedReads:
 
     files: list[str] = field(default_factory=list)
     """Paths of the files opened (their footers read), in read order."""
-    row_groups: int = 0
-    """Row groups decoded, over every file."""
+    groups: list[tuple[str, int]] = field(default_factory=list)
+    """The row groups decoded: (path, row group number)."""
     skipped_files: int = 0
     """Files left unopened: their bucket holds none of the keys."""
+
+    @property
+    def row_groups(self) -> int:
+        """How many row groups were decoded, over every file."""
+        return len(self.groups)
 
 
 _READS: contextvars.ContextVar[FeedReads | None] = contextvars.ContextVar("indexeddf_feed_reads", default=None)
@@ -113,18 +122,21 @@ def skipped() -> None:
 
 
 def read_keyed(storage: TableStorage, path: str, schema: pa.Schema, columns: list[str], keys: KeyFilter,
-               partition: Mapping[str, str | None] | None) -> tuple[pa.Table, np.ndarray, int]:
+               partition: Mapping[str, str | None] | None, buckets: frozenset[int] | None = None,
+               ) -> tuple[pa.Table, np.ndarray, int]:
     """The rows of one file whose key columns equal a key: ``columns`` of them (which hold
     the key columns), typed as ``schema``, their ordinals in the file, and the file's row
-    count (for a deletion vector's mask). Only the row groups whose statistics admit a key
-    are decoded."""
+    count (for a deletion vector's mask). Only the row groups of ``buckets`` (the keys';
+    None: any) whose statistics admit a key are decoded."""
     pf = open_parquet(storage, path)
     meta = pf.metadata
-    groups = _admitted_groups(pf, schema, keys, partition)
+    tests = _tests(pf, schema, keys, partition)
+    groups = [g for g in _bucket_groups(meta, buckets)
+              if all(_admits(meta.row_group(g).column(i).statistics, values, nulls) for i, values, nulls in tests)]
     reads = _READS.get()
     if reads is not None:
         reads.files.append(path)
-        reads.row_groups += len(groups)
+        reads.groups += [(path, g) for g in groups]
     stored = [c for c in file_columns(pf, columns, schema) if not partition or c not in partition]
     if not groups:
         return conform(schema.empty_table(), schema, columns), np.empty(0, np.int64), meta.num_rows
@@ -157,9 +169,27 @@ def matching(rows: pa.Table, keys: KeyFilter) -> np.ndarray:
     return hit
 
 
-def _admitted_groups(pf, schema: pa.Schema, keys: KeyFilter, partition) -> list[int]:
-    """The row groups of ``pf`` whose statistics admit a key in every key column that has
-    comparable statistics (a superset of the groups holding a key: rows are checked after)."""
+def _bucket_groups(meta, buckets: frozenset[int] | None) -> list[int]:
+    """The row groups of a file (its footer ``meta``) that may hold rows of ``buckets``: those
+    its :data:`ROW_GROUP_BUCKETS` names one of them (or no bucket), else every group."""
+    named = (meta.metadata or {}).get(ROW_GROUP_BUCKETS.encode())
+    groups = range(meta.num_row_groups)
+    if buckets is None or named is None:
+        return list(groups)
+    try:
+        of = json.loads(named)
+    except ValueError:
+        return list(groups)
+    if not isinstance(of, list) or len(of) != meta.num_row_groups:
+        return list(groups)  # not a list this writer wrote: no pruning
+    return [g for g in groups if of[g] is None or of[g] in buckets]
+
+
+def _tests(pf, schema: pa.Schema, keys: KeyFilter, partition) -> list[tuple[int, list, bool]]:
+    """Per key column with comparable statistics: its leaf in the file, the keys' values
+    (sorted) and whether a key is NULL there. A row group is read when, in every such column,
+    its statistics admit a value (a superset of the groups holding a key: rows are checked
+    after)."""
     meta = pf.metadata
     leaves = {meta.schema.column(i).path: i for i in range(meta.num_columns)}
     tests = []
@@ -172,8 +202,7 @@ def _admitted_groups(pf, schema: pa.Schema, keys: KeyFilter, partition) -> list[
             continue
         values = keys.keys.column(c)
         tests.append((leaves[stored], sorted(v for v in values.to_pylist() if v is not None), values.null_count > 0))
-    return [g for g in range(meta.num_row_groups)
-            if all(_admits(meta.row_group(g).column(i).statistics, vals, nulls) for i, vals, nulls in tests)]
+    return tests
 
 
 def _comparable(t: pa.DataType) -> bool:

@@ -33,8 +33,8 @@ import pyarrow as pa
 from ..errors import InvalidOptionError, MissingChangeDataError, VersionNotFoundError
 from ..format.datafiles import read_file
 from ..format.deletion_vectors import keep_mask, read_deletion_vector
-from ..format.log import commit_path, list_log, read_commit
-from ..format.snapshot import load_snapshot
+from ..format.log import commit_path, list_log, read_commit, read_feed_commit
+from ..format.snapshot import Snapshot, load_snapshot
 from ..format.storage import TableStorage
 from ..format.timetravel import to_millis, version_at
 from ..spec.actions import AddFile, CdcFile, CommitInfo, Metadata, RemoveFile
@@ -97,23 +97,27 @@ def _commit_millis(storage: TableStorage, version: int) -> int:
 
 
 def change_batches(storage: TableStorage, start: int, end: int, columns: Sequence[str] | None = None,
-                   keys: KeyFilter | None = None) -> Iterator[pa.Table]:
+                   keys: KeyFilter | None = None, known: Snapshot | None = None) -> Iterator[pa.Table]:
     """The feed of versions ``[start, end]`` (checked by :func:`version_range`), a file's
     changes at a time: the table's columns (``columns`` of them when given; the schema of
     version ``end``) plus ``_change_type``, ``_commit_version`` and ``_commit_timestamp``.
     ``keys``: only the rows of those keys, from only the files and row groups that can hold
-    them."""
-    at_start = load_snapshot(storage, start, unindexed_ok=True)
-    at_end = at_start if end == start else load_snapshot(storage, end, unindexed_ok=True)
+    them. ``known``: a snapshot the caller has (used when it is version ``end``'s)."""
+    # Only what the feed needs of each commit is decoded (format/log.py): a MERGE's commit is
+    # mostly file and index actions the feed skips.
+    commits = [(v, *read_feed_commit(storage, v)) for v in range(start, end + 1)]
+    at_end = known if known is not None and known.version == end else load_snapshot(storage, end, unindexed_ok=True)
     schema = file_schema(at_end.metadata.schema_, at_end.metadata.configuration)
     wanted = list(schema.names if columns is None else columns)
     unknown = [c for c in wanted if c not in schema.names]
     if unknown:
         raise InvalidOptionError(f"the table has no columns {unknown} (it has {schema.names})")
     shape = _shape(schema, wanted)
-    metadata = at_start.metadata
-    for version in range(start, end + 1):
-        actions = read_commit(storage, version)
+    # The metadata in effect at each version: the newest one's unless a later commit of the
+    # range changed it (then replayed at the start: a log replay saved in the common case).
+    later = any(isinstance(a, Metadata) for _, actions, _ in commits[1:] for a in actions)
+    metadata = load_snapshot(storage, start, unindexed_ok=True).metadata if later else at_end.metadata
+    for version, actions, timestamp in commits:
         metadata = next((a for a in reversed(actions) if isinstance(a, Metadata)), metadata)
         if not change_data_feed_enabled(metadata.configuration):
             raise MissingChangeDataError(
@@ -121,9 +125,7 @@ def change_batches(storage: TableStorage, start: int, end: int, columns: Sequenc
                 f"[{version}]. If you've enabled change data feed on this table, use `DESCRIBE HISTORY` to see when "
                 f"it was first enabled. Otherwise, to start recording change data, use `ALTER TABLE table_name SET "
                 f"TBLPROPERTIES ({ENABLE_CHANGE_DATA_FEED}=true)` (IndexedTable.set_properties).", version)
-        info = next((a for a in actions if isinstance(a, CommitInfo)), None)
-        millis = info.timestamp if info is not None and info.timestamp else (
-            storage.modified_ms(commit_path(version)) or 0)
+        millis = timestamp or storage.modified_ms(commit_path(version)) or 0
         for rows in _commit_changes(storage, actions, schema, wanted, _Keys.of(keys, metadata)):
             if rows.num_rows:
                 yield _stamped(rows, shape, version, millis)
@@ -181,7 +183,7 @@ def _commit_changes(storage: TableStorage, actions: list, schema: pa.Schema, wan
                 yield read_file(storage, c.path, typed, [*wanted, CHANGE_TYPE], partition=c.partitionValues)
             elif not keys.excludes(_cdc_bucket(c)):
                 cols = [*_with_keys(wanted, keys), CHANGE_TYPE]
-                yield read_keyed(storage, c.path, typed, cols, keys.filter, c.partitionValues)[0]
+                yield read_keyed(storage, c.path, typed, cols, keys.filter, c.partitionValues, keys.buckets)[0]
         return
     adds = {a.path: a for a in actions if isinstance(a, AddFile) and a.dataChange}
     removes = {a.path: a for a in actions if isinstance(a, RemoveFile) and a.dataChange}

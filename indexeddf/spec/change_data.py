@@ -40,3 +40,9 @@ CHANGE_TYPES = (INSERT, DELETE, UPDATE_PREIMAGE, UPDATE_POSTIMAGE)
 def labelled(rows: pa.Table, change_type: str) -> pa.Table:
     """``rows`` with the :data:`CHANGE_TYPE` column set to ``change_type``."""
     return rows.append_column(CHANGE_TYPE, pa.array([change_type] * rows.num_rows, pa.string()))
+
+
+ROW_GROUP_BUCKETS = "indexeddf.rowGroupBuckets"
+"""Key of a change data file's Parquet footer metadata (indexeddf's files): a JSON list of
+each row group's bucket (null: rows of no bucket). A read of some keys decodes only the row
+groups of their buckets; other engines ignore the key, and their files lack it."""
