@@ -231,3 +231,37 @@ def test_any_operations_keys_feed_equals_the_filtered_feed(tmp_path_factory, ops
         apply(t, duck, op)
     whole = feed_rows(t.changes(0))
     assert feed_rows(t.changes(0, keys=keys)) == sorted(only(whole, keys), key=_key)
+
+
+def _spark_feed(spark, path: str, where: str | None) -> list[tuple]:
+    df = spark.read.format("indexeddf").option("readChangeFeed", "true").option("startingVersion", 1).load(path)
+    if where is not None:
+        df = df.where(where)
+    return sorted(((r.k, r.v, r.s, r._change_type, r._commit_version) for r in df.collect()), key=_key)
+
+
+@pytest.mark.spark
+def test_a_spark_read_of_the_feed_filtered_on_the_keys_reads_only_their_buckets(spark, tmp_path):
+    """``readChangeFeed`` with ``k = 5`` / ``k IN (...)`` gives the rows it gives unpruned (a
+    filter Spark cannot push, ``string(k) = '5'``) and ``changes(keys=...)`` gives; once the files of
+    the other buckets are gone from storage, the pruned reads still answer (they never opened
+    them) while the unpruned read fails."""
+    path = str(tmp_path / "t")
+    t = IndexedTable.create(path, rows(list(range(40))), ["k"], num_buckets=4, properties=FEED)
+    for k in (5, 6, 7, 8):
+        t.update({"v": "v + 1"}, f"k = {k}")          # v1..v4: change data files of one bucket each
+    t.append(rows([50, 51, 52, 53], 100, "n"))        # v5: added files, one a bucket
+    t.delete("k = 6")                                  # v6
+    mine = feed_rows(t.changes(1, keys=[5]))
+    assert mine and _spark_feed(spark, path, "k = 5") == _spark_feed(spark, path, "string(k) = '5'") == mine
+    pair = feed_rows(t.changes(1, keys=[5, 50]))
+    assert _spark_feed(spark, path, "k IN (5, 50)") == _spark_feed(spark, path, "string(k) IN ('5', '50')") == pair
+    wanted = {bucket_of(5, 4), bucket_of(50, 4)}
+    other = [p for p, b in file_buckets(t, 1).items() if b is not None and b not in wanted]
+    assert other
+    for p in other:
+        os.remove(os.path.join(path, p))
+    assert _spark_feed(spark, path, "k = 5") == mine
+    assert _spark_feed(spark, path, "k IN (5, 50)") == pair
+    with pytest.raises(Exception, match="(?i)not exist|FileNotFound|missing"):
+        _spark_feed(spark, path, "string(k) = '5'")
