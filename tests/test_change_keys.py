@@ -82,7 +82,8 @@ def test_a_keys_feed_is_the_whole_feed_filtered(tmp_path, partitioned, vectors):
         wanted = {bucket_of(k, 4) for k in keys}
         assert {buckets[p] for p in reads.files} - {None} <= wanted, keys
         # A change data file of several buckets: only its row groups of the keys' buckets.
-        assert {group_bucket(path, p, g) for p, g in reads.groups} - {None} <= wanted, keys
+        ranges = {group_buckets(path, p, g) for p, g in reads.groups} - {None}
+        assert all(any(lo <= b <= hi for b in wanted) for lo, hi in ranges), keys
         if len(wanted) < 4:
             assert reads.skipped_files > 0 or len(reads.groups) < len(groups_of(t, path, reads.files))
     assert feed_rows(t.changes(1, keys=[25], columns=["k", "s"])) == sorted(
@@ -93,10 +94,14 @@ def test_a_keys_feed_is_the_whole_feed_filtered(tmp_path, partitioned, vectors):
     assert empty.num_rows == 0 and empty.schema == t.changes(1).schema
 
 
-def group_bucket(root: str, path: str, group: int) -> int | None:
-    """The bucket the footer of change data file ``path`` names for a row group (data files: None)."""
+def group_buckets(root: str, path: str, group: int) -> tuple[int, int] | None:
+    """The first and last bucket the footer of change data file ``path`` names for a row group
+    (data files: None)."""
     named = pq.ParquetFile(os.path.join(root, path)).metadata.metadata or {}
-    return json.loads(named[ROW_GROUP_BUCKETS.encode()])[group] if ROW_GROUP_BUCKETS.encode() in named else None
+    if ROW_GROUP_BUCKETS.encode() not in named:
+        return None
+    lo, hi = json.loads(named[ROW_GROUP_BUCKETS.encode()])[group]
+    return lo, hi
 
 
 def groups_of(t: IndexedTable, root: str, paths) -> list[tuple[str, int]]:
@@ -114,10 +119,12 @@ def test_change_data_files_group_buckets_in_key_order_and_a_key_reads_one_row_gr
     [cdc] = [a for a in read_commit(t.snapshot.storage, 1) if isinstance(a, CdcFile)]
     assert not cdc.tags  # rows of both buckets
     pf = pq.ParquetFile(os.path.join(path, cdc.path))
-    named = json.loads(pf.metadata.metadata[ROW_GROUP_BUCKETS.encode()])
-    assert len(named) == pf.metadata.num_row_groups > 4 and named == sorted(named) and set(named) == {0, 1}
+    named = [tuple(r) for r in json.loads(pf.metadata.metadata[ROW_GROUP_BUCKETS.encode()])]
+    # 40,000 rows of each bucket: groups of one bucket each, at most 16,384 rows.
+    assert len(named) == pf.metadata.num_row_groups > 4 and named == sorted(named) and set(named) == {(0, 0), (1, 1)}
+    assert max(pf.metadata.row_group(g).num_rows for g in range(len(named))) <= 16_384
     for b in (0, 1):
-        keys = pa.concat_tables([pf.read_row_group(g) for g in range(len(named)) if named[g] == b]).column("k")
+        keys = pa.concat_tables([pf.read_row_group(g) for g in range(len(named)) if named[g] == (b, b)]).column("k")
         assert keys.to_pylist() == sorted(keys.to_pylist()) and {bucket_of(k, 2) for k in set(keys.to_pylist())} == {b}
     key = 31_337
     with counting_reads() as reads:
@@ -125,7 +132,7 @@ def test_change_data_files_group_buckets_in_key_order_and_a_key_reads_one_row_gr
     assert sorted(got["_change_type"].to_pylist()) == ["update_postimage", "update_preimage"]
     assert sorted(got["v"].to_pylist()) == [key, key + 1]
     assert reads.files == [cdc.path] and len(reads.groups) == 1
-    assert named[reads.groups[0][1]] == bucket_of(key, 2)
+    assert named[reads.groups[0][1]] == (bucket_of(key, 2),) * 2
     whole = feed_rows(t.changes(1))
     assert feed_rows(got) == only(whole, [key]) == only(delta_rs_feed(path, 1), [key])
     # A change of one bucket: its file carries the bucket (and key order) in the tags, and a
@@ -137,6 +144,12 @@ def test_change_data_files_group_buckets_in_key_order_and_a_key_reads_one_row_gr
     with counting_reads() as reads:
         assert t.changes(2, keys=[other]).num_rows == 0
     assert reads.files == [] and reads.skipped_files == 1
+    # A small change of both buckets: one row group holding both (each group costs every read).
+    t.update({"v": "v + 1"}, "k < 100")                             # v3
+    [small] = [a for a in read_commit(t.snapshot.storage, 3) if isinstance(a, CdcFile)]
+    meta = pq.ParquetFile(os.path.join(path, small.path)).metadata
+    assert meta.num_row_groups == 1 and json.loads(meta.metadata[ROW_GROUP_BUCKETS.encode()]) == [[0, 1]]
+    assert feed_rows(t.changes(3, keys=[7, 99])) == only(feed_rows(t.changes(3)), [7, 99])
 
 
 def test_appends_read_only_their_keys_bucket_files(tmp_path):
@@ -152,7 +165,7 @@ def test_appends_read_only_their_keys_bucket_files(tmp_path):
             ours = feed_rows(t.changes(0, keys=[key]))
         assert ours == only(feed_rows(t.changes(0)), [key]) and len(ours) == 1 and ours[0][3] == "insert"
         assert reads.files and {buckets[p] for p in reads.files} == {bucket_of(key, 8)}
-        assert all(group_bucket(path, p, g) is None for p, g in reads.groups)  # data files
+        assert all(group_buckets(path, p, g) is None for p, g in reads.groups)  # data files
         assert reads.skipped_files >= 3 * 4  # most of each version's eight files stay closed
         # Files of the key's bucket from versions that cannot hold it are opened (the footer),
         # but none of their row groups is decoded: the statistics exclude the key.

@@ -171,7 +171,8 @@ def matching(rows: pa.Table, keys: KeyFilter) -> np.ndarray:
 
 def _bucket_groups(meta, buckets: frozenset[int] | None) -> list[int]:
     """The row groups of a file (its footer ``meta``) that may hold rows of ``buckets``: those
-    its :data:`ROW_GROUP_BUCKETS` names one of them (or no bucket), else every group."""
+    whose bucket range in :data:`ROW_GROUP_BUCKETS` holds one of them (or that name none),
+    else every group."""
     named = (meta.metadata or {}).get(ROW_GROUP_BUCKETS.encode())
     groups = range(meta.num_row_groups)
     if buckets is None or named is None:
@@ -182,7 +183,12 @@ def _bucket_groups(meta, buckets: frozenset[int] | None) -> list[int]:
         return list(groups)
     if not isinstance(of, list) or len(of) != meta.num_row_groups:
         return list(groups)  # not a list this writer wrote: no pruning
-    return [g for g in groups if of[g] is None or of[g] in buckets]
+    return [g for g in groups if not _bucket_range(of[g]) or any(of[g][0] <= b <= of[g][1] for b in buckets)]
+
+
+def _bucket_range(value) -> bool:
+    """Whether a :data:`ROW_GROUP_BUCKETS` entry is a range of buckets (else: any bucket)."""
+    return isinstance(value, list) and len(value) == 2 and all(isinstance(b, int) for b in value)
 
 
 def _tests(pf, schema: pa.Schema, keys: KeyFilter, partition) -> list[tuple[int, list, bool]]:

@@ -43,6 +43,8 @@ def labelled(rows: pa.Table, change_type: str) -> pa.Table:
 
 
 ROW_GROUP_BUCKETS = "indexeddf.rowGroupBuckets"
-"""Key of a change data file's Parquet footer metadata (indexeddf's files): a JSON list of
-each row group's bucket (null: rows of no bucket). A read of some keys decodes only the row
-groups of their buckets; other engines ignore the key, and their files lack it."""
+"""Key of a change data file's Parquet footer metadata (indexeddf's files): a JSON list with,
+for each row group, its first and last bucket (``[first, last]``; the group holds rows of
+those buckets and of none outside them) or null (rows of no bucket). A read of some keys
+decodes only the row groups whose range holds one of their buckets; other engines ignore the
+key, and their files lack it."""

@@ -5,10 +5,11 @@ writes them), named by ``cdc`` actions of the same commit. Column-mapped tables'
 the physical column names and field ids, as their data files do.
 
 A file's rows are grouped by bucket (of the table's index columns, as data files are
-bucketed) and ordered by the index columns within a bucket; each row group holds rows of one
-bucket, and the footer's :data:`~indexeddf.spec.change_data.ROW_GROUP_BUCKETS` names each
-group's bucket (a file of one bucket also carries it in the ``cdc`` action's tags, as an
-``add`` does). A read of some keys' changes (``IndexedTable.changes(keys=...)``) then
+bucketed) and ordered by the index columns within a bucket; a row group holds consecutive
+buckets (a small change's few rows stay one group: each group costs every read of the file),
+and the footer's :data:`~indexeddf.spec.change_data.ROW_GROUP_BUCKETS` names each group's
+first and last bucket (a file of one bucket also carries it in the ``cdc`` action's tags, as
+an ``add`` does). A read of some keys' changes (``IndexedTable.changes(keys=...)``) then
 decodes only the row groups of its keys' buckets whose statistics admit a key, while the
 whole feed stays a few files a commit (:class:`ChangeDataBuffer` gathers a change's rows).
 The files stay Delta's: the table's columns plus ``_change_type``, nothing else."""
@@ -34,6 +35,10 @@ from .files import spark_orderable, split_by_bucket, split_by_partition
 CHANGE_ROW_GROUP_ROWS = 16_384
 """Rows per row group of a change data file at most: a key's read decodes one group of its
 bucket (a few hundred KB), however large the change."""
+CHANGE_GROUP_MIN_ROWS = 4_096
+"""Rows a row group gathers (from consecutive buckets) before the next bucket starts a new
+one: reading a row group has a fixed cost (about what decoding 4,000 rows costs), which a
+group a bucket would pay 32 times for a 1,000-row MERGE."""
 CHANGE_BUFFER_BYTES = 64 << 20
 """Change data a change holds before writing it (:class:`ChangeDataBuffer`): a change
 smaller than this writes one change data file (a partition), a larger one a file each time
@@ -85,17 +90,35 @@ def _by_bucket(rows: pa.Table, metadata) -> tuple[list[tuple[int | None, pa.Tabl
 
 
 def _parquet(pieces: list[tuple[int | None, pa.Table]]) -> bytes:
-    """One Parquet file of ``pieces``, each in row groups of its own, the groups' buckets in
-    the footer (:data:`ROW_GROUP_BUCKETS`)."""
+    """One Parquet file of ``pieces`` (in bucket order), in row groups of consecutive buckets,
+    each group's first and last bucket in the footer (:data:`ROW_GROUP_BUCKETS`)."""
+    groups = _row_groups(pieces)
+    ranges = [None if parts[0][0] is None else [parts[0][0], parts[-1][0]] for parts in groups]
+    schema = pieces[0][1].schema.with_metadata({ROW_GROUP_BUCKETS: json.dumps(ranges)})
     buf = io.BytesIO()
-    groups: list[int | None] = []
-    for b, piece in pieces:
-        groups += [b] * -(-piece.num_rows // CHANGE_ROW_GROUP_ROWS)
-    schema = pieces[0][1].schema.with_metadata({ROW_GROUP_BUCKETS: json.dumps(groups)})
     with pq.ParquetWriter(buf, schema, compression="snappy") as w:
-        for _, piece in pieces:
-            w.write_table(piece.replace_schema_metadata(schema.metadata), row_group_size=CHANGE_ROW_GROUP_ROWS)
+        for parts in groups:
+            rows = pa.concat_tables([p for _, p in parts]).replace_schema_metadata(schema.metadata)
+            w.write_table(rows, row_group_size=max(1, rows.num_rows))  # one row group
     return buf.getvalue()
+
+
+def _row_groups(pieces: list[tuple[int | None, pa.Table]]) -> list[list[tuple[int | None, pa.Table]]]:
+    """The row groups of a file: slices of the pieces, at most :data:`CHANGE_ROW_GROUP_ROWS`
+    rows each, a bucket joining the group before it while that has fewer than
+    :data:`CHANGE_GROUP_MIN_ROWS` rows and room for it."""
+    groups: list[list[tuple[int | None, pa.Table]]] = []
+    rows = 0
+    for b, piece in pieces:
+        for at in range(0, piece.num_rows, CHANGE_ROW_GROUP_ROWS):
+            part = piece.slice(at, CHANGE_ROW_GROUP_ROWS)
+            if groups and rows < CHANGE_GROUP_MIN_ROWS and rows + part.num_rows <= CHANGE_ROW_GROUP_ROWS:
+                groups[-1].append((b, part))
+                rows += part.num_rows
+            else:
+                groups.append([(b, part)])
+                rows = part.num_rows
+    return groups
 
 
 class ChangeDataBuffer:
