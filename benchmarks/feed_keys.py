@@ -2,7 +2,7 @@
 delta-rs's ``load_cdf``, over ten 1,000-row MERGEs of the check table of benchmarks/changes.py.
 
     python benchmarks/feed_keys.py [--rows 20000000] [--buckets 32] [--rounds 5] [--merges 10]
-                                   [--out benchmarks/results]
+                                   [--source-rows 1000] [--out benchmarks/results]
 
 The table is the one ``changes.py`` builds (keys 0..rows-1, optimized into one sorted file a
 bucket), with ``delta.enableChangeDataFeed = true`` set afterwards; then ``--merges`` upserts
@@ -12,7 +12,8 @@ median), each on a table opened before the clock: the whole feed of the merges' 
 (``IndexedTable.changes``), one key's feed (``changes(..., keys=[k])``, a key two merges
 updated) and delta-rs's ``DeltaTable.load_cdf`` of the same versions read into Arrow. Prints the timings and the two ratios (goals: the key
 at least 20x faster than the whole feed, the whole feed at least 5x faster than delta-rs),
-and writes them as a results JSON into ``--out``.
+and writes them as a results JSON into ``--out``. ``--source-rows`` sizes the merges (a
+larger change's data spans many row groups, of which a key's read decodes one a version).
 """
 
 from __future__ import annotations
@@ -42,7 +43,6 @@ from changes import (  # noqa: E402  (the check table of changes.py)
     build,
 )
 
-SOURCE_ROWS = 1_000
 PRINTED: list[str] = []
 
 
@@ -52,13 +52,14 @@ def say(line: str) -> None:
     PRINTED.append(line)
 
 
-def merge_source(rows: int, i: int, shared: np.ndarray) -> pa.Table:
-    """The ``i``-th merge's source: 500 existing keys (``shared`` among them, so a key has
-    changes in several versions) and 500 keys no merge inserted before."""
+def merge_source(rows: int, n: int, i: int, shared: np.ndarray) -> pa.Table:
+    """The ``i``-th merge's ``n`` source rows: half existing keys (``shared`` among them, so a
+    key has changes in several versions), half keys no merge inserted before."""
     rng = np.random.default_rng(100 + i)
-    old = np.unique(np.concatenate([shared, rng.choice(rows, SOURCE_ROWS // 2, replace=False)]))[:SOURCE_ROWS // 2]
-    new = np.arange(rows + i * SOURCE_ROWS, rows + i * SOURCE_ROWS + SOURCE_ROWS - len(old), dtype=np.int64)
-    out = _rows(0, SOURCE_ROWS, 1000 + i)
+    old = np.concatenate([shared, rng.choice(rows, n // 2, replace=False)])
+    old = old[np.sort(np.unique(old, return_index=True)[1])][:n // 2]  # distinct, shared first
+    new = np.arange(rows + i * n, rows + i * n + n - len(old), dtype=np.int64)
+    out = _rows(0, n, 1000 + i)
     return out.set_column(0, "k", pa.array(np.concatenate([old.astype(np.int64), new])))
 
 
@@ -90,10 +91,10 @@ def run(args) -> dict:
     t0 = time.perf_counter()
     for i in range(args.merges):
         shared = np.array([key] if i in (2, 7) else [], np.int64)
-        (t.merge(merge_source(args.rows, i, shared), "t.k = s.k", source_alias="s", target_alias="t")
+        (t.merge(merge_source(args.rows, args.source_rows, i, shared), "t.k = s.k", source_alias="s", target_alias="t")
          .when_matched_update_all().when_not_matched_insert_all().execute())
     last = t.version
-    say(f"{args.merges} merges of {SOURCE_ROWS:,} source rows (versions {first}..{last}) in "
+    say(f"{args.merges} merges of {args.source_rows:,} source rows (versions {first}..{last}) in "
         f"{time.perf_counter() - t0:.1f} s")
 
     # Each engine's table is open (its log read) before the clock, as a service's would be.
@@ -140,6 +141,7 @@ def main() -> None:
     p.add_argument("--buckets", type=int, default=32)
     p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--merges", type=int, default=10)
+    p.add_argument("--source-rows", type=int, default=1_000, help="source rows of each merge")
     p.add_argument("--work", default=None, help="folder for the table (default: the system's temp folder)")
     p.add_argument("--out", default=None, help="write the run's results JSON into this folder (benchmarks/results)")
     args = p.parse_args()
@@ -147,7 +149,8 @@ def main() -> None:
     if args.out:
         now = dt.datetime.now(dt.timezone.utc)
         size = f"{args.rows // 1_000_000}m" if args.rows >= 1_000_000 else f"{args.rows // 1000}k"
-        name = f"{now:%Y-%m-%d-%H%M}-feed-keys-{size}"
+        name = f"{now:%Y-%m-%d-%H%M}-feed-keys-{size}" + (
+            f"-merges-{args.source_rows // 1000}k" if args.source_rows != 1_000 else "")
         commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
                                 cwd=os.path.dirname(os.path.abspath(__file__))).stdout.strip() or None
         command = " ".join(["python", "benchmarks/feed_keys.py", *sys.argv[1:]])
