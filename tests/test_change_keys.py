@@ -265,6 +265,10 @@ def test_a_spark_read_of_the_feed_filtered_on_the_keys_reads_only_their_buckets(
         t.update({"v": "v + 1"}, f"k = {k}")          # v1..v4: change data files of one bucket each
     t.append(rows([50, 51, 52, 53], 100, "n"))        # v5: added files, one a bucket
     t.delete("k = 6")                                  # v6
+    spark.sql(f"UPDATE indexeddf.`{path}` SET v = v * 10 WHERE k IN (5, 9, 50)")   # v7: Spark's tasks write it
+    t = IndexedTable.for_path(path)
+    whole = feed_rows(t.changes(1))
+    assert [r for r in whole if r[-1] == 7] and feed_rows(t.changes(1, keys=[5, 9])) == only(whole, [5, 9])
     mine = feed_rows(t.changes(1, keys=[5]))
     assert mine and _spark_feed(spark, path, "k = 5") == _spark_feed(spark, path, "string(k) = '5'") == mine
     pair = feed_rows(t.changes(1, keys=[5, 50]))
