@@ -92,6 +92,10 @@ def test_a_keys_feed_is_the_whole_feed_filtered(tmp_path, partitioned, vectors):
         r for r in only(whole, [5, 17]) if r[-1] in (2, 3)]
     empty = t.changes(1, keys=[999])
     assert empty.num_rows == 0 and empty.schema == t.changes(1).schema
+    assert t.changes(1, keys=[]).num_rows == 0
+    only_v = t.changes(1, keys=[25], columns=["v"])  # the key column is read to compare, not returned
+    assert only_v.column_names == ["v", "_change_type", "_commit_version", "_commit_timestamp"]
+    assert sorted(only_v["v"].to_pylist()) == sorted(r[1] for r in only(whole, [25]))
 
 
 def group_buckets(root: str, path: str, group: int) -> tuple[int, int] | None:
