@@ -223,8 +223,8 @@ class IndexedTable(TableWrites, TableAdmin):
         return read_snapshot(self.snapshot_at(version, timestamp), columns, filter)
 
     def changes(self, start_version: int | None = None, end_version: int | None = None,
-                columns: Sequence[str] | None = None, *, start_timestamp: Any = None,
-                end_timestamp: Any = None) -> pa.Table:
+                columns: Sequence[str] | None = None, *, keys: Any = None, index: str | None = None,
+                start_timestamp: Any = None, end_timestamp: Any = None) -> pa.Table:
         """The table's change data feed (Delta's ``table_changes``) from ``start_version`` to
         ``end_version`` (default: the newest), both included, as a ``pyarrow.Table``: the
         table's columns (``columns`` of them) plus ``_change_type`` (``insert``, ``delete``,
@@ -238,30 +238,53 @@ class IndexedTable(TableWrites, TableAdmin):
         removed files, as Delta's reader reads them. ``MissingChangeDataError`` when a version
         of the range did not record its changes (the property was not true there),
         ``VersionNotFoundError`` when the start is past the newest version. Built from the
-        per-file batches of :meth:`changes_batches`."""
+        per-file batches of :meth:`changes_batches`.
+
+        ``keys``: only the changes of those keys (as :meth:`lookup` takes them: scalars for a
+        one-column index, tuples for several; ``[None]`` asks for the NULL key) on the columns of
+        ``index`` (default: the primary index, the table's index columns): exactly the rows
+        of the whole feed whose key columns equal a key, read from the files of the keys'
+        buckets only and, in those, the row groups whose statistics admit a key.
+        ``IndexNotFoundError`` for an unknown index, ``SchemaMismatchError`` for a key that
+        is no value of its column."""
         from .reader.changes import change_batches, empty_changes, version_range
         from .spec.column_mapping import file_schema
 
         storage = self._snapshot.storage
         start, end = version_range(storage, start_version, end_version, start_timestamp, end_timestamp)
-        batches = list(change_batches(storage, start, end, columns))
+        batches = list(change_batches(storage, start, end, columns, self._key_filter(end, keys, index), self._snapshot))
         if batches:
             return pa.concat_tables(batches)
-        meta = load_snapshot(storage, end, unindexed_ok=True).metadata
-        schema = file_schema(meta.schema_, meta.configuration)
+        at_end = self._snapshot if end == self._snapshot.version else load_snapshot(storage, end, unindexed_ok=True)
+        schema = file_schema(at_end.metadata.schema_, at_end.metadata.configuration)
         return empty_changes(schema, list(schema.names if columns is None else columns))
 
     def changes_batches(self, start_version: int | None = None, end_version: int | None = None,
-                        columns: Sequence[str] | None = None, *, start_timestamp: Any = None,
-                        end_timestamp: Any = None):
+                        columns: Sequence[str] | None = None, *, keys: Any = None, index: str | None = None,
+                        start_timestamp: Any = None, end_timestamp: Any = None):
         """:meth:`changes` as an iterator of ``pyarrow.Table``, one per file read (a change
-        data file, or an added or removed data file): memory bounded by a file. The range is
-        checked before the first batch."""
+        data file, or an added or removed data file): memory bounded by a file. The range
+        and the keys are checked before the first batch."""
         from .reader.changes import change_batches, version_range
 
         storage = self._snapshot.storage
         start, end = version_range(storage, start_version, end_version, start_timestamp, end_timestamp)
-        return change_batches(storage, start, end, columns)
+        return change_batches(storage, start, end, columns, self._key_filter(end, keys, index), self._snapshot)
+
+    def _key_filter(self, end: int, keys: Any, index: str | None):
+        """The :class:`~indexeddf.reader.change_keys.KeyFilter` of ``changes(keys=, index=)``,
+        typed by the schema and indexes of version ``end`` (None: no keys, the whole feed)."""
+        from .reader.change_keys import KeyFilter
+
+        if keys is None:
+            if index is not None:
+                raise InvalidOptionError("index= names the index of keys=: give keys too")
+            return None
+        snap = self._snapshot if end == self._snapshot.version else load_snapshot(
+            self._snapshot.storage, end, unindexed_ok=True)
+        entry = planner.index_for_lookup(snap, index)
+        table = planner.keys_table(keys, entry.columns, arrow_schema(snap.metadata.schema_))
+        return KeyFilter(table, tuple(entry.columns) == tuple(snap.metadata.indexColumns))
 
     def to_df(self, spark, version: int | None = None, timestamp: Any = None, columns: Sequence[str] | None = None,
               bucketed: bool = False):

@@ -7,8 +7,9 @@ changed file's kept rows are copied into one new file of its bucket a row group 
 (``writer/streamed.py``); with deletion vectors the file stays and gets a vector. Updated
 and inserted rows are written together, bucketed, with their index entries. With the change
 data feed on (``delta.enableChangeDataFeed``), each changed file's deleted rows and updated rows
-(before and after) are written as change data when the file is handled, the inserts with the
-new rows. Memory is bounded by a row group, the changed rows and the source, not by a file.
+(before and after) are gathered as change data when the file is handled, the inserts with the
+new rows, and written in few files (``writer/change_data.py``'s buffer, bounded in bytes).
+Memory is bounded by a row group, the changed rows and the source, not by a file.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from ..spec.change_data import DELETE, INSERT, UPDATE_POSTIMAGE, UPDATE_PREIMAGE
 from ..spec.constraints import ConstraintChecker
 from ..spec.deletion_vectors import unique_sorted
 from ..spec.features import change_data_feed_enabled
-from ..writer.change_data import write_change_data
+from ..writer.change_data import ChangeDataBuffer
 from ..writer.operations import maintained_indexes, write_rows
 from ..writer.streamed import copy_kept_rows
 from .expressions import Scope
@@ -148,15 +149,14 @@ def _apply_file(write: "_Writer", a: AddFile, touched: np.ndarray, updated: pa.T
     that are deleted, not updated). With the change data feed on, the rows that leave are
     read back (only the row groups holding them) as the change's deletes and pre-images."""
     snapshot = write.snapshot
-    if write.feed:  # written now, a file's at a time: memory bounded by the file's changed rows
+    if write.feed:  # gathered now (the buffer writes it in few files, bounded in bytes)
         before = read_rows_at(snapshot.storage, a, write.schema, touched, snapshot.version)
         ordinals = np.sort(np.unique(touched))
         gone = pa.array(np.isin(ordinals, deleted))
         changes = [labelled(before.filter(gone), DELETE), labelled(before.filter(pc.invert(gone)), UPDATE_PREIMAGE)]
         if updated is not None:
             changes.append(labelled(updated, UPDATE_POSTIMAGE))
-        done.actions += write_change_data(snapshot.storage, write.metadata, write.schema, changes,
-                                          write.written_paths)
+        write.change_data.add(changes)
     if vectors:  # the file stays; its new rows are written with the inserts, at most a file a bucket
         done.deleted, done.updated = (a, touched), updated
         return
@@ -201,11 +201,11 @@ def _finish(write: "_Writer", results: list[_Written], new_rows: list[pa.Table],
                                write.written_paths, now, metrics)
     if write.feed:
         storage = write.snapshot.storage
-        actions += write_change_data(storage, write.metadata, write.schema, changes, write.written_paths)
+        write.change_data.add(changes)
         for add in write.inserted_files:  # files a Spark write added: their rows are inserts, one file at a time
             rows = read_file(storage, add.path, write.schema, partition=add.partitionValues)
-            actions += write_change_data(storage, write.metadata, write.schema, [labelled(rows, INSERT)],
-                                         write.written_paths)
+            write.change_data.add([labelled(rows, INSERT)])
+        actions += write.change_data.flush()
     return actions, {k: v for k, v in index_files.items() if v}
 
 
@@ -293,6 +293,8 @@ class _Writer:
         """The table's CHECK constraints, checked on updated and inserted rows (None: checked elsewhere)."""
         self.feed = change_data_feed_enabled(metadata.configuration)
         """Whether the change writes its change data (``delta.enableChangeDataFeed``)."""
+        self.change_data = ChangeDataBuffer(snapshot.storage, metadata, schema, written_paths)
+        """The change data gathered (written when ``feed``)."""
         self.inserted_files: list[AddFile] = []
         """Files written elsewhere (a Spark write's) whose rows the change inserts."""
 

@@ -6,11 +6,22 @@ names the file and line of every error.
 
 from __future__ import annotations
 
+import json
 import posixpath
 import re
 
 from ..errors import CorruptLogError, UnsafePathError
-from ..spec.actions import Action, ActionParseError, AddFile, CdcFile, CommitInfo, IndexEntry, Protocol, RemoveFile
+from ..spec.actions import (
+    Action,
+    ActionParseError,
+    AddFile,
+    CdcFile,
+    CommitInfo,
+    IndexEntry,
+    Metadata,
+    Protocol,
+    RemoveFile,
+)
 from ..spec.delta import decode_line
 from ..spec.features import check_readable
 from .storage import TableStorage
@@ -141,6 +152,70 @@ def read_commit(storage: TableStorage, version: int) -> list[Action]:
     except UnicodeDecodeError as e:
         raise CorruptLogError(f"{storage.full(rel)}: not UTF-8 ({e})", storage.full(rel)) from None
     return parse_commit(text, storage.full(rel))
+
+
+_ACTION_NAME = re.compile(r'\s*\{\s*"([A-Za-z]+)"\s*:')
+"""The action a Delta log line holds, read from its first key without parsing the line."""
+
+
+def read_feed_commit(storage: TableStorage, version: int) -> tuple[list[Action], int | None]:
+    """What a reader of the change data feed needs of one commit, only those lines decoded:
+    its ``cdc`` actions when it has any, else its ``add`` and ``remove`` actions; its
+    ``metaData``; and its commitInfo's timestamp (None without one). A commit's index actions
+    (in its commitInfo) and, when it wrote change data, its file actions are never decoded:
+    they would be most of the cost of a feed of MERGEs. ``FileNotFoundError`` when absent."""
+    rel = commit_path(version)
+    source = storage.full(rel)
+    try:
+        text = storage.read_bytes(rel).decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise CorruptLogError(f"{source}: not UTF-8 ({e})", source) from None
+    lines = text.split("\n")
+    _refuse_newer_protocol(lines, source)
+    named = [(n, line, _line_action(line)) for n, line in enumerate(lines, start=1) if line.strip()]
+    files = {"cdc"} if any(kind == "cdc" for _, _, kind in named) else {"add", "remove"}
+    actions: list[Action] = []
+    timestamp = None
+    for number, line, kind in named:
+        if kind == "commitInfo":
+            timestamp = _commit_timestamp(line, source, number)
+        elif kind is None or kind == "metaData" or kind in files:
+            for a in _decoded(line, source, number):
+                if not isinstance(a, (IndexEntry, CommitInfo)) and (kind is not None or _feed_action(a, files)):
+                    check_action_paths(a, f"{source} line {number}")
+                    actions.append(a)
+                elif isinstance(a, CommitInfo):
+                    timestamp = a.timestamp
+    return actions, timestamp
+
+
+def _line_action(line: str) -> str | None:
+    m = _ACTION_NAME.match(line)
+    return m.group(1) if m else None
+
+
+def _feed_action(a: Action, files: set[str]) -> bool:
+    """Whether a reader of the feed keeps ``a`` (a line whose action was not read from its start)."""
+    kind = {CdcFile: "cdc", AddFile: "add", RemoveFile: "remove"}.get(type(a))
+    return kind in files if kind is not None else isinstance(a, Metadata)
+
+
+def _commit_timestamp(line: str, source: str, number: int) -> int | None:
+    try:
+        body = json.loads(line).get("commitInfo")
+    except (json.JSONDecodeError, AttributeError):
+        raise CorruptLogError(f"{source} line {number}: not a JSON object. The log file is damaged; restore it "
+                              "from a backup.", source, number) from None
+    value = body.get("timestamp") if isinstance(body, dict) else None
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _decoded(line: str, source: str, number: int) -> list[Action]:
+    try:
+        return decode_line(line)
+    except ActionParseError as e:
+        raise CorruptLogError(f"{source} line {number}: {e}. The log file is damaged; restore it from a backup.",
+                              source, number) from None
 
 
 def read_commit_info(storage: TableStorage, version: int) -> CommitInfo | None:

@@ -13,6 +13,10 @@ Per commit, as Delta reads it:
   as inserts;
 - actions with ``dataChange`` false (``optimize``, compaction) contribute nothing.
 
+With a :class:`~.change_keys.KeyFilter` (``keys``), the feed of those keys only: of each
+file above, only one of a key's bucket is opened, only its row groups that can hold a key
+are decoded, and only the rows of a key are kept (:mod:`.change_keys`).
+
 Every version of the range must have the feed on (the ``metaData`` in effect after its
 commit has ``delta.enableChangeDataFeed = true``), or :class:`MissingChangeDataError` says
 which one did not. Memory is bounded by a file: the feed comes a file at a time
@@ -29,14 +33,16 @@ import pyarrow as pa
 from ..errors import InvalidOptionError, MissingChangeDataError, VersionNotFoundError
 from ..format.datafiles import read_file
 from ..format.deletion_vectors import keep_mask, read_deletion_vector
-from ..format.log import commit_path, list_log, read_commit
-from ..format.snapshot import load_snapshot
+from ..format.log import commit_path, list_log, read_commit, read_feed_commit
+from ..format.snapshot import Snapshot, load_snapshot
 from ..format.storage import TableStorage
 from ..format.timetravel import to_millis, version_at
 from ..spec.actions import AddFile, CdcFile, CommitInfo, Metadata, RemoveFile
 from ..spec.change_data import CHANGE_TYPE, COMMIT_TIMESTAMP, COMMIT_VERSION, DELETE, INSERT, labelled
 from ..spec.column_mapping import file_schema, plain
+from ..spec.delta import TAG_BUCKET
 from ..spec.features import ENABLE_CHANGE_DATA_FEED, change_data_feed_enabled
+from .change_keys import KeyFilter, read_keyed, skipped
 
 TIMESTAMP_TYPE = pa.timestamp("us", tz="UTC")
 """The type of ``_commit_timestamp`` (Spark's timestamp: microseconds, UTC)."""
@@ -91,21 +97,27 @@ def _commit_millis(storage: TableStorage, version: int) -> int:
 
 
 def change_batches(storage: TableStorage, start: int, end: int, columns: Sequence[str] | None = None,
-                   ) -> Iterator[pa.Table]:
+                   keys: KeyFilter | None = None, known: Snapshot | None = None) -> Iterator[pa.Table]:
     """The feed of versions ``[start, end]`` (checked by :func:`version_range`), a file's
     changes at a time: the table's columns (``columns`` of them when given; the schema of
-    version ``end``) plus ``_change_type``, ``_commit_version`` and ``_commit_timestamp``."""
-    at_start = load_snapshot(storage, start, unindexed_ok=True)
-    at_end = at_start if end == start else load_snapshot(storage, end, unindexed_ok=True)
+    version ``end``) plus ``_change_type``, ``_commit_version`` and ``_commit_timestamp``.
+    ``keys``: only the rows of those keys, from only the files and row groups that can hold
+    them. ``known``: a snapshot the caller has (used when it is version ``end``'s)."""
+    # Only what the feed needs of each commit is decoded (format/log.py): a MERGE's commit is
+    # mostly file and index actions the feed skips.
+    commits = [(v, *read_feed_commit(storage, v)) for v in range(start, end + 1)]
+    at_end = known if known is not None and known.version == end else load_snapshot(storage, end, unindexed_ok=True)
     schema = file_schema(at_end.metadata.schema_, at_end.metadata.configuration)
     wanted = list(schema.names if columns is None else columns)
     unknown = [c for c in wanted if c not in schema.names]
     if unknown:
         raise InvalidOptionError(f"the table has no columns {unknown} (it has {schema.names})")
     shape = _shape(schema, wanted)
-    metadata = at_start.metadata
-    for version in range(start, end + 1):
-        actions = read_commit(storage, version)
+    # The metadata in effect at each version: the newest one's unless a later commit of the
+    # range changed it (then replayed at the start: a log replay saved in the common case).
+    later = any(isinstance(a, Metadata) for _, actions, _ in commits[1:] for a in actions)
+    metadata = load_snapshot(storage, start, unindexed_ok=True).metadata if later else at_end.metadata
+    for version, actions, timestamp in commits:
         metadata = next((a for a in reversed(actions) if isinstance(a, Metadata)), metadata)
         if not change_data_feed_enabled(metadata.configuration):
             raise MissingChangeDataError(
@@ -113,10 +125,8 @@ def change_batches(storage: TableStorage, start: int, end: int, columns: Sequenc
                 f"[{version}]. If you've enabled change data feed on this table, use `DESCRIBE HISTORY` to see when "
                 f"it was first enabled. Otherwise, to start recording change data, use `ALTER TABLE table_name SET "
                 f"TBLPROPERTIES ({ENABLE_CHANGE_DATA_FEED}=true)` (IndexedTable.set_properties).", version)
-        info = next((a for a in actions if isinstance(a, CommitInfo)), None)
-        millis = info.timestamp if info is not None and info.timestamp else (
-            storage.modified_ms(commit_path(version)) or 0)
-        for rows in _commit_changes(storage, actions, schema, wanted):
+        millis = timestamp or storage.modified_ms(commit_path(version)) or 0
+        for rows in _commit_changes(storage, actions, schema, wanted, _Keys.of(keys, metadata)):
             if rows.num_rows:
                 yield _stamped(rows, shape, version, millis)
 
@@ -141,37 +151,85 @@ def _stamped(rows: pa.Table, shape: pa.Schema, version: int, millis: int) -> pa.
     return pa.Table.from_arrays(columns, schema=shape)
 
 
-def _commit_changes(storage: TableStorage, actions: list, schema: pa.Schema, wanted: list[str]) -> Iterator[pa.Table]:
-    """One commit's changes, a file at a time (see the module docstring)."""
+class _Keys:
+    """A :class:`KeyFilter` at one commit: the buckets its keys are in under the commit's
+    metadata (None: any bucket may hold them)."""
+
+    def __init__(self, keys: KeyFilter, metadata: Metadata):
+        self.filter = keys
+        self.buckets = keys.buckets(metadata.indexColumns, metadata.numBuckets)
+
+    @classmethod
+    def of(cls, keys: KeyFilter | None, metadata: Metadata) -> "_Keys | None":
+        return None if keys is None else cls(keys, metadata)
+
+    def excludes(self, bucket: int | None) -> bool:
+        """Whether a file of ``bucket`` (None: unknown) holds none of the keys (counted)."""
+        out = bucket is not None and self.buckets is not None and bucket not in self.buckets
+        if out:
+            skipped()
+        return out
+
+
+def _commit_changes(storage: TableStorage, actions: list, schema: pa.Schema, wanted: list[str],
+                    keys: _Keys | None = None) -> Iterator[pa.Table]:
+    """One commit's changes, a file at a time (see the module docstring); with ``keys``,
+    only theirs, from the files of their buckets."""
     cdcs = [a for a in actions if isinstance(a, CdcFile)]
     if cdcs:
         typed = pa.schema([*schema, pa.field(CHANGE_TYPE, pa.string())])
         for c in cdcs:
-            yield read_file(storage, c.path, typed, [*wanted, CHANGE_TYPE], partition=c.partitionValues)
+            if keys is None:
+                yield read_file(storage, c.path, typed, [*wanted, CHANGE_TYPE], partition=c.partitionValues)
+            elif not keys.excludes(_cdc_bucket(c)):
+                cols = [*_with_keys(wanted, keys), CHANGE_TYPE]
+                yield read_keyed(storage, c.path, typed, cols, keys.filter, c.partitionValues, keys.buckets)[0]
         return
     adds = {a.path: a for a in actions if isinstance(a, AddFile) and a.dataChange}
     removes = {a.path: a for a in actions if isinstance(a, RemoveFile) and a.dataChange}
     for path, r in removes.items():
         a = adds.pop(path, None)
+        if keys is not None and keys.excludes(r.bucket):
+            continue
         if a is None:
-            yield labelled(_rows(storage, r, schema, wanted, r.deletionVector, None), DELETE)
+            yield labelled(_rows(storage, r, schema, wanted, r.deletionVector, None, keys=keys), DELETE)
             continue
         # The same file removed and added back: a deletion vector changed.
-        yield labelled(_rows(storage, r, schema, wanted, r.deletionVector, a.deletionVector, newly=True), DELETE)
-        yield labelled(_rows(storage, r, schema, wanted, a.deletionVector, r.deletionVector, newly=True), INSERT)
+        yield labelled(_rows(storage, r, schema, wanted, r.deletionVector, a.deletionVector, newly=True, keys=keys),
+                       DELETE)
+        yield labelled(_rows(storage, r, schema, wanted, a.deletionVector, r.deletionVector, newly=True, keys=keys),
+                       INSERT)
     for a in adds.values():
-        yield labelled(_rows(storage, a, schema, wanted, a.deletionVector, None), INSERT)
+        if keys is None or not keys.excludes(a.bucket):
+            yield labelled(_rows(storage, a, schema, wanted, a.deletionVector, None, keys=keys), INSERT)
+
+
+def _cdc_bucket(c: CdcFile) -> int | None:
+    """The bucket a change data file's tags name (None: another engine's file, of any bucket)."""
+    value = (c.tags or {}).get(TAG_BUCKET)
+    return int(value) if value is not None and value.isdigit() else None
+
+
+def _with_keys(wanted: list[str], keys: _Keys) -> list[str]:
+    """``wanted`` plus the key columns it lacks (read to compare, dropped by ``_stamped``)."""
+    return wanted + [c for c in keys.filter.columns if c not in wanted]
 
 
 def _rows(storage: TableStorage, f, schema: pa.Schema, wanted: list[str], live_dv, gone_dv,
-          newly: bool = False) -> pa.Table:
+          newly: bool = False, keys: _Keys | None = None) -> pa.Table:
     """Rows of file ``f``: those ``live_dv`` does not delete (all when None); with ``newly``,
     those ``live_dv`` keeps and ``gone_dv`` deletes (the rows a change of deletion vector
-    took out of the table)."""
-    rows = read_file(storage, f.path, schema, wanted, partition=f.partitionValues)
-    n = rows.num_rows
+    took out of the table). With ``keys``: only the rows of a key."""
+    if keys is None:
+        rows = read_file(storage, f.path, schema, wanted, partition=f.partitionValues)
+        n, ordinals = rows.num_rows, None
+    else:
+        rows, ordinals, n = read_keyed(storage, f.path, schema, _with_keys(wanted, keys), keys.filter,
+                                       f.partitionValues)
     keep = keep_mask(n, read_deletion_vector(storage, live_dv)) if live_dv is not None else np.ones(n, bool)
     if newly:
         gone = ~keep_mask(n, read_deletion_vector(storage, gone_dv)) if gone_dv is not None else np.zeros(n, bool)
         keep = keep & gone
+    if ordinals is not None:
+        keep = keep[ordinals]
     return rows if keep.all() else rows.filter(pa.array(keep))

@@ -40,3 +40,11 @@ CHANGE_TYPES = (INSERT, DELETE, UPDATE_PREIMAGE, UPDATE_POSTIMAGE)
 def labelled(rows: pa.Table, change_type: str) -> pa.Table:
     """``rows`` with the :data:`CHANGE_TYPE` column set to ``change_type``."""
     return rows.append_column(CHANGE_TYPE, pa.array([change_type] * rows.num_rows, pa.string()))
+
+
+ROW_GROUP_BUCKETS = "indexeddf.rowGroupBuckets"
+"""Key of a change data file's Parquet footer metadata (indexeddf's files): a JSON list with,
+for each row group, its first and last bucket (``[first, last]``; the group holds rows of
+those buckets and of none outside them) or null (rows of no bucket). A read of some keys
+decodes only the row groups whose range holds one of their buckets; other engines ignore the
+key, and their files lack it."""

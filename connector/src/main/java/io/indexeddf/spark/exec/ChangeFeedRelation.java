@@ -48,7 +48,10 @@ import scala.jdk.javaapi.CollectionConverters;
  * A streaming micro-batch is the same plan over the files of its commits. A batch read is a
  * {@link PrunedFilteredScan}, as Delta's is: the columns and the filters Spark hands it go into
  * that plan (a filter on {@code _commit_version} or a partition column skips files; Spark
- * applies every filter again above the scan).
+ * applies every filter again above the scan). A filter that fixes every index column with
+ * equalities or IN lists (at most {@code MAX_INDEX_KEYS} keys) reads only the files of the keys'
+ * buckets ({@link #ofKeyBuckets}): files carry their bucket (an add's, or a change data file's of
+ * one bucket, in the tags), as the Python reader's {@code changes(keys=...)} prunes them.
  */
 public final class ChangeFeedRelation extends BaseRelation implements PrunedFilteredScan {
     /** The columns the feed adds to the table's, in their order. */
@@ -204,7 +207,7 @@ public final class ChangeFeedRelation extends BaseRelation implements PrunedFilt
     @Override
     public RDD<Row> buildScan(String[] requiredColumns, Filter[] filters) {
         org.apache.spark.sql.classic.Dataset<Row> df = org.apache.spark.sql.classic.Dataset.ofRows(session,
-            plan(session, feed.snapshot, feed.changes, false));
+            plan(session, feed.snapshot, ofKeyBuckets(feed, schema, filters), false));
         java.util.Set<String> names = new java.util.HashSet<>(java.util.Arrays.asList(schema.fieldNames()));
         for (Filter f : filters) {
             if (!names.containsAll(java.util.Arrays.asList(f.references()))) {
@@ -222,6 +225,82 @@ public final class ChangeFeedRelation extends BaseRelation implements PrunedFilt
         @SuppressWarnings("unchecked")
         RDD<Row> rows = (RDD<Row>) (RDD<?>) df.select(cols).queryExecution().toRdd();
         return rows;
+    }
+
+    /**
+     * The changes of {@code feed} whose files can hold a row the {@code filters} keep: when they
+     * fix every index column to a few values (equalities, {@code <=>}, IN lists, joined by AND),
+     * a file of another bucket than the keys' is left out. Files without a bucket (another
+     * engine's, or a change data file of several buckets) stay; so does every file when the
+     * filters fix no key, or a floating-point index column (-0.0 and NaN hash apart from the
+     * values they equal).
+     */
+    static List<ChangeFeed.Change> ofKeyBuckets(ChangeFeed feed, StructType schema, Filter[] filters) {
+        List<String> columns = feed.snapshot.indexColumns();
+        Map<String, List<Object>> fixed = new java.util.LinkedHashMap<>();
+        for (Filter f : filters) {
+            fixedValues(f, fixed);
+        }
+        if (columns.isEmpty() || !fixed.keySet().containsAll(columns)
+                || LookupPlanner.hasFloatColumn(schema, columns)) {
+            return feed.changes;
+        }
+        long keys = 1;
+        for (String c : columns) {
+            keys *= fixed.get(c).size();
+        }
+        if (keys > LookupPlanner.MAX_INDEX_KEYS) {
+            return feed.changes;
+        }
+        java.util.Set<Integer> buckets = LookupPlanner.buckets(LookupPlanner.product(columns, fixed), columns, schema,
+            feed.snapshot.numBuckets());
+        List<ChangeFeed.Change> out = new ArrayList<>();
+        for (ChangeFeed.Change c : feed.changes) {
+            if (c.file.bucket == null || buckets.contains(c.file.bucket)) {
+                out.add(c);
+            }
+        }
+        return out;
+    }
+
+    /** Adds to {@code fixed} the values (Catalyst's) that {@code f}'s conjuncts fix a column to. */
+    private static void fixedValues(Filter f, Map<String, List<Object>> fixed) {
+        String column = null;
+        List<Object> values = new ArrayList<>();
+        if (f instanceof org.apache.spark.sql.sources.And) {
+            fixedValues(((org.apache.spark.sql.sources.And) f).left(), fixed);
+            fixedValues(((org.apache.spark.sql.sources.And) f).right(), fixed);
+            return;
+        } else if (f instanceof org.apache.spark.sql.sources.EqualTo) {
+            org.apache.spark.sql.sources.EqualTo e = (org.apache.spark.sql.sources.EqualTo) f;
+            column = e.attribute();
+            if (e.value() != null) {  // col = NULL is never true: no key
+                values.add(catalyst(e.value()));
+            }
+        } else if (f instanceof org.apache.spark.sql.sources.EqualNullSafe) {
+            org.apache.spark.sql.sources.EqualNullSafe e = (org.apache.spark.sql.sources.EqualNullSafe) f;
+            column = e.attribute();
+            values.add(catalyst(e.value()));
+        } else if (f instanceof org.apache.spark.sql.sources.In) {
+            org.apache.spark.sql.sources.In e = (org.apache.spark.sql.sources.In) f;
+            column = e.attribute();
+            for (Object v : e.values()) {
+                if (v != null) {  // a NULL in an IN list matches nothing
+                    values.add(catalyst(v));
+                }
+            }
+        } else if (f instanceof org.apache.spark.sql.sources.IsNull) {
+            column = ((org.apache.spark.sql.sources.IsNull) f).attribute();
+            values.add(null);
+        }
+        // Two conjuncts on one column: either value set holds every row the filters keep.
+        if (column != null && (!fixed.containsKey(column) || fixed.get(column).size() > values.size())) {
+            fixed.put(column, values);
+        }
+    }
+
+    private static Object catalyst(Object value) {
+        return org.apache.spark.sql.catalyst.CatalystTypeConverters$.MODULE$.convertToCatalyst(value);
     }
 
     /** A data source filter as a column expression, or null when it is none of the common ones. */

@@ -258,7 +258,7 @@ public final class LookupPlanner {
         return bytes;
     }
 
-    private static boolean hasFloatColumn(StructType schema, List<String> columns) {
+    static boolean hasFloatColumn(StructType schema, List<String> columns) {
         for (String c : columns) {
             DataType t = schema.apply(c).dataType();
             if (t instanceof FloatType || t instanceof DoubleType) {
@@ -296,7 +296,7 @@ public final class LookupPlanner {
         return Double.parseDouble((v == null ? Spec.propertyDefault(key) : v).trim());
     }
 
-    private static List<Object[]> product(List<String> columns, Map<String, List<Object>> fixed) {
+    static List<Object[]> product(List<String> columns, Map<String, List<Object>> fixed) {
         List<Object[]> out = new ArrayList<>();
         out.add(new Object[0]);
         for (String c : columns) {
