@@ -34,7 +34,7 @@ HERE = Path(__file__).parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent / "tests"))
 
-from proctree import children, cpu_and_rss, tree  # noqa: E402
+from proctree import TICKS, children, cpu_and_rss, tree  # noqa: E402
 
 SQL = ("MERGE INTO indexeddf.`{path}` AS t USING src AS s ON t.k = s.k "
        "WHEN MATCHED THEN UPDATE SET * WHEN NOT MATCHED THEN INSERT *")
@@ -167,13 +167,12 @@ def _jvm_threads(sampler: Sampler, since: dict[str, float] | None = None) -> dic
         except OSError:
             continue
         for tid in tids:
-            got = cpu_and_rss(f"{pid}/task/{tid}")
-            try:
+            try:  # a thread's own user and system time (its cutime and cstime are the process's)
+                fields = open(f"/proc/{pid}/task/{tid}/stat").read().rsplit(")", 1)[1].split()
                 name = re.sub(r"[0-9]+", "", open(f"/proc/{pid}/task/{tid}/comm").read().strip())
-            except OSError:
+            except (OSError, IndexError):
                 continue
-            if got is not None:
-                out[name] = out.get(name, 0.0) + got[0]
+            out[name] = out.get(name, 0.0) + (int(fields[11]) + int(fields[12])) / TICKS
     return {k: v - (since or {}).get(k, 0.0) for k, v in out.items()}
 
 
