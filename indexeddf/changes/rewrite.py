@@ -29,7 +29,7 @@ from ..spec.actions import AddFile
 from ..spec.change_data import DELETE, INSERT, UPDATE_POSTIMAGE, UPDATE_PREIMAGE, labelled
 from ..spec.constraints import ConstraintChecker
 from ..spec.features import change_data_feed_enabled
-from ..writer.change_data import write_change_data
+from ..writer.change_data import ChangeData
 from ..writer.operations import maintained_indexes, write_rows
 from ..writer.streamed import copy_kept_rows
 from .expressions import Scope
@@ -147,15 +147,14 @@ def _apply_file(write: "_Writer", a: AddFile, touched: np.ndarray, updated: pa.T
     that are deleted, not updated). With the change data feed on, the rows that leave are
     read back (only the row groups holding them) as the change's deletes and pre-images."""
     snapshot = write.snapshot
-    if write.feed:  # written now, a file's at a time: memory bounded by the file's changed rows
+    if write.feed:  # gathered with the other files' (written a chunk at a time: memory bounded by it)
         before = read_rows_at(snapshot.storage, a, write.schema, touched, snapshot.version)
         ordinals = np.sort(np.unique(touched))
         gone = pa.array(np.isin(ordinals, deleted))
         changes = [labelled(before.filter(gone), DELETE), labelled(before.filter(pc.invert(gone)), UPDATE_PREIMAGE)]
         if updated is not None:
             changes.append(labelled(updated, UPDATE_POSTIMAGE))
-        done.actions += write_change_data(snapshot.storage, write.metadata, write.schema, changes,
-                                          write.written_paths)
+        done.actions += write.change_data.add(changes)
     if vectors:  # the file stays; its new rows are written with the inserts, at most a file a bucket
         done.deleted, done.updated = (a, touched), updated
         return
@@ -200,11 +199,11 @@ def _finish(write: "_Writer", results: list[_Written], new_rows: list[pa.Table],
                                write.written_paths, now, metrics)
     if write.feed:
         storage = write.snapshot.storage
-        actions += write_change_data(storage, write.metadata, write.schema, changes, write.written_paths)
+        actions += write.change_data.add(changes)
         for add in write.inserted_files:  # files a Spark write added: their rows are inserts, one file at a time
             rows = read_file(storage, add.path, write.schema, partition=add.partitionValues)
-            actions += write_change_data(storage, write.metadata, write.schema, [labelled(rows, INSERT)],
-                                         write.written_paths)
+            actions += write.change_data.add([labelled(rows, INSERT)])
+        actions += write.change_data.flush()
     return actions, {k: v for k, v in index_files.items() if v}
 
 
@@ -292,6 +291,8 @@ class _Writer:
         """The table's CHECK constraints, checked on updated and inserted rows (None: checked elsewhere)."""
         self.feed = change_data_feed_enabled(metadata.configuration)
         """Whether the change writes its change data (``delta.enableChangeDataFeed``)."""
+        self.change_data = ChangeData(snapshot.storage, metadata, schema, written_paths)
+        """The change data of every file the change touches, written as few files (with ``feed``)."""
         self.inserted_files: list[AddFile] = []
         """Files written elsewhere (a Spark write's) whose rows the change inserts."""
 

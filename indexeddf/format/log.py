@@ -143,6 +143,24 @@ def read_commit(storage: TableStorage, version: int) -> list[Action]:
     return parse_commit(text, storage.full(rel))
 
 
+_FILE_LINES = ('{"add":', '{"remove":')
+
+
+def read_commit_for_feed(storage: TableStorage, version: int) -> list[Action]:
+    """The actions of one commit that a reader of the change data feed uses: when the commit
+    has ``cdc`` actions, every action but its ``add`` and ``remove`` ones, whose lines are never
+    parsed (the reader reads nothing else of such a commit, and a copy-on-write change holds
+    hundreds of them, each with its statistics); otherwise every action, as :func:`read_commit`."""
+    rel = commit_path(version)
+    try:
+        text = storage.read_bytes(rel).decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise CorruptLogError(f"{storage.full(rel)}: not UTF-8 ({e})", storage.full(rel)) from None
+    if '{"cdc":' in text:
+        text = "\n".join(line for line in text.split("\n") if not line.startswith(_FILE_LINES))
+    return parse_commit(text, storage.full(rel))
+
+
 def read_commit_info(storage: TableStorage, version: int) -> CommitInfo | None:
     """The ``commitInfo`` of a version (writers put it on the first line)."""
     for action in read_commit(storage, version):

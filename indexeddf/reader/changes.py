@@ -29,7 +29,7 @@ import pyarrow as pa
 from ..errors import InvalidOptionError, MissingChangeDataError, VersionNotFoundError
 from ..format.datafiles import read_file
 from ..format.deletion_vectors import keep_mask, read_deletion_vector
-from ..format.log import commit_path, list_log, read_commit
+from ..format.log import commit_path, list_log, read_commit, read_commit_for_feed
 from ..format.snapshot import load_snapshot
 from ..format.storage import TableStorage
 from ..format.timetravel import to_millis, version_at
@@ -95,17 +95,19 @@ def change_batches(storage: TableStorage, start: int, end: int, columns: Sequenc
     """The feed of versions ``[start, end]`` (checked by :func:`version_range`), a file's
     changes at a time: the table's columns (``columns`` of them when given; the schema of
     version ``end``) plus ``_change_type``, ``_commit_version`` and ``_commit_timestamp``."""
-    at_start = load_snapshot(storage, start, unindexed_ok=True)
-    at_end = at_start if end == start else load_snapshot(storage, end, unindexed_ok=True)
-    schema = file_schema(at_end.metadata.schema_, at_end.metadata.configuration)
+    # The range's commits are read first (their file lines skipped where change data files
+    # stand for them): the schema of version ``end`` is the last metaData among them, else the
+    # one in effect at ``start``, so one snapshot is replayed, not two.
+    commits = [read_commit_for_feed(storage, v) for v in range(start, end + 1)]
+    metadata = load_snapshot(storage, start, unindexed_ok=True).metadata
+    last = next((a for actions in reversed(commits) for a in reversed(actions) if isinstance(a, Metadata)), metadata)
+    schema = file_schema(last.schema_, last.configuration)
     wanted = list(schema.names if columns is None else columns)
     unknown = [c for c in wanted if c not in schema.names]
     if unknown:
         raise InvalidOptionError(f"the table has no columns {unknown} (it has {schema.names})")
     shape = _shape(schema, wanted)
-    metadata = at_start.metadata
-    for version in range(start, end + 1):
-        actions = read_commit(storage, version)
+    for version, actions in zip(range(start, end + 1), commits):
         metadata = next((a for a in reversed(actions) if isinstance(a, Metadata)), metadata)
         if not change_data_feed_enabled(metadata.configuration):
             raise MissingChangeDataError(

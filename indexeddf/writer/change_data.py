@@ -7,6 +7,7 @@ the physical column names and field ids, as their data files do."""
 from __future__ import annotations
 
 import io
+import threading
 import uuid
 
 import pyarrow as pa
@@ -47,6 +48,41 @@ def write_change_data(storage: TableStorage, metadata, schema: pa.Schema, change
         storage.write_bytes(path, data)
         out.append(CdcFile(path=path, partitionValues=stored_values, size=len(data)))
     return out
+
+
+CHUNK_BYTES = 64 << 20
+"""The change data a :class:`ChangeData` holds before it writes a file: the bound of its memory."""
+
+
+class ChangeData:
+    """A change's change data, gathered across the files it changes (from several threads) and
+    written as few files: a file a partition each time :data:`CHUNK_BYTES` of rows gathered, and
+    the rest at :meth:`flush`. One file a commit instead of one a changed data file: a reader of
+    the feed opens each file (delta-rs, Spark and ``IndexedTable.changes`` alike), and the writer
+    saves a file's write per changed file. Memory stays bounded by a chunk."""
+
+    def __init__(self, storage: TableStorage, metadata, schema: pa.Schema, written: list[str]):
+        self.storage, self.metadata, self.schema, self.written = storage, metadata, schema, written
+        self._lock = threading.Lock()
+        self._pending: list[pa.Table] = []
+        self._bytes = 0
+
+    def add(self, changes: list[pa.Table]) -> list[CdcFile]:
+        """Gather ``changes`` (as :func:`write_change_data` takes them); the ``cdc`` actions of the
+        files written when the gathered rows reached a chunk (none otherwise)."""
+        changes = [c for c in changes if c.num_rows]
+        with self._lock:
+            self._pending += changes
+            self._bytes += sum(c.nbytes for c in changes)
+            if self._bytes < CHUNK_BYTES:
+                return []
+        return self.flush()
+
+    def flush(self) -> list[CdcFile]:
+        """Write what is gathered; its ``cdc`` actions."""
+        with self._lock:
+            pending, self._pending, self._bytes = self._pending, [], 0
+        return write_change_data(self.storage, self.metadata, self.schema, pending, self.written)
 
 
 def drop_inserts_only(storage: TableStorage, actions: list, written: list[str]) -> list:
