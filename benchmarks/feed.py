@@ -116,6 +116,7 @@ def stream_part(spark, table: Path, work: Path, args) -> None:
     finally:
         ours.stop()
         theirs.stop()
+        shutil.rmtree(path, ignore_errors=True)
     ratios = [a / b for a, b in zip(times["ours"], times["files"])]
     n_files = len(list(files.glob("*.parquet"))) // (args.rounds + 1)
     table_rows(f"a stream's micro-batch of one 1,000-row commit ({n_files} files), {args.rounds} rounds "
@@ -191,6 +192,8 @@ def merge_part(spark, table: Path, work: Path, args) -> None:
                     if r:
                         times[mode, how, feed].append(time.perf_counter() - t0)
     _check_merges(copies, args.rounds + 1)
+    for copy in copies.values():  # every copy-on-write round rewrote each file: the disk's, not the run's
+        shutil.rmtree(copy, ignore_errors=True)
     rows = []
     for mode, label in (("cow", "copy on write"), ("dv", "deletion vectors")):
         for how, name in WAYS.items():
