@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import sys
 from collections import Counter
+from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -410,3 +411,56 @@ def test_a_spark_replace_where_writes_the_rows_its_tasks_wrote_as_inserts(spark,
     expected = [(*r.values(), "delete", 1) for r in rows(list(range(4))).to_pylist()]
     expected += [(*r.values(), "insert", 1) for r in new.to_pylist()]
     assert feed_rows(t.changes(1)) == sorted(expected, key=_key) == delta_rs_feed(path, 1)
+
+
+def _upsert(t: IndexedTable, source: pa.Table, update_when: str | None = None):
+    return (t.merge(source, "t.k = s.k", source_alias="s", target_alias="t")
+            .when_matched_update_all(predicate=update_when).when_not_matched_insert_all().execute())
+
+
+def _cdc_files(path: str, versions) -> list[list[CdcFile]]:
+    storage = IndexedTable.for_path(path).snapshot.storage
+    return [[a for a in read_commit(storage, v) if isinstance(a, CdcFile)] for v in versions]
+
+
+@pytest.mark.parametrize("vectors", [False, True])
+def test_a_merge_that_only_inserts_writes_no_change_data_as_deltas_merge(tmp_path, vectors):
+    """Delta's MERGE writes no change data for a commit that only adds rows (an insert-only MERGE,
+    or one whose matched clauses changed no row): a reader of the feed reads the commit's added
+    files as inserts (PROTOCOL.md's "Change Data Files"). A MERGE that also changes rows writes its
+    inserts with the rest, since a reader of a commit with change data reads nothing else of it."""
+    path = str(tmp_path / "t")
+    t = IndexedTable.create(path, rows(list(range(10))), ["k"], num_buckets=2,
+                            properties={**FEED, "delta.enableDeletionVectors": str(vectors).lower()})
+    (t.merge(rows([20, 21], 50), "t.k = s.k", source_alias="s", target_alias="t")
+     .when_not_matched_insert_all().execute())                                # v1: insert-only
+    _upsert(t, rows([3, 22], 60), update_when="s.v > 1000")                   # v2: 3 matched, not updated
+    _upsert(t, rows([4, 23], 70))                                             # v3: an update and an insert
+    assert [len(c) > 0 for c in _cdc_files(path, (1, 2, 3))] == [False, False, True]
+    written = {p.name for p in (tmp_path / "t" / "_change_data").iterdir()}
+    assert written == {Path(a.path).name for a in _cdc_files(path, (3,))[0]}  # no file left behind
+    expected = [(20, 50, "a20", "insert", 1), (21, 51, None, "insert", 1), (22, 61, "a22", "insert", 2),
+                (4, 4, "a4", "update_preimage", 3), (4, 70, "a4", "update_postimage", 3), (23, 71, "a23", "insert", 3)]
+    assert feed_rows(t.changes(1)) == sorted(expected, key=_key)
+    if not vectors:
+        assert feed_rows(t.changes(1)) == delta_rs_feed(path, 1)
+
+
+@pytest.mark.spark
+def test_an_insert_only_merge_through_sparks_plan_writes_no_change_data(spark, sql, conf, tmp_path):
+    """The tasks of Spark's plan each write their part of the change data; the driver drops it when
+    the commit as a whole only inserted (no task can tell), and the feed reads the same."""
+    conf("spark.indexeddf.merge.engineMaxSourceBytes", "-1")
+    path = str(tmp_path / "t")
+    IndexedTable.create(path, rows(list(range(10))), ["k"], num_buckets=4, properties=FEED)
+    source = rows([2, 30, 31, 32], 100, "n")
+    spark.createDataFrame(source.to_pylist(), "k bigint, v bigint, s string").createOrReplaceTempView("cdf_ins")
+    sql(f"MERGE INTO indexeddf.`{path}` t USING cdf_ins s ON t.k = s.k WHEN NOT MATCHED THEN INSERT *")  # v1
+    sql(f"MERGE INTO indexeddf.`{path}` t USING cdf_ins s ON t.k = s.k "
+        "WHEN MATCHED AND s.k = 2 THEN UPDATE SET v = s.v")                                           # v2
+    assert [len(c) > 0 for c in _cdc_files(path, (1, 2))] == [False, True]
+    assert not [p for p in (tmp_path / "t" / "_change_data").iterdir()
+                if p.name not in {Path(a.path).name for a in _cdc_files(path, (2,))[0]}]
+    expected = [(30, 101, "n30", "insert", 1), (31, 102, "n31", "insert", 1), (32, 103, "n32", "insert", 1),
+                (2, 2, "a2", "update_preimage", 2), (2, 100, "a2", "update_postimage", 2)]
+    assert feed_rows(IndexedTable.for_path(path).changes(1)) == sorted(expected, key=_key) == delta_rs_feed(path, 1)

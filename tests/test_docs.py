@@ -116,7 +116,12 @@ def test_the_spark_guide_runs_and_prints_what_it_says(tmp_path, spark):
     assert _run_page("spark", tmp_path) >= 9
 
 
-RUN_PAGES = {"indexes", "changes", "admin", "joins", "spark"}
+def test_the_pipelines_guide_runs_and_prints_what_it_says(tmp_path, spark):
+    """docs/pipelines.md's streams, feed reads and bronze/silver/gold pipeline run as the page says."""
+    assert _run_page("pipelines", tmp_path) >= 15
+
+
+RUN_PAGES = {"indexes", "changes", "admin", "joins", "spark", "pipelines"}
 
 
 def test_every_python_example_in_the_docs_runs_or_says_why_not():

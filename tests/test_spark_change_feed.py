@@ -1,17 +1,18 @@
 """Delta's change data feed read through the JVM connector: ``readChangeFeed`` on a path and on a
 catalog table, ``table_changes`` / ``table_changes_by_path`` in SQL, and a stream of the feed.
 
-The tables are written by delta-rs (an engine nobody here wrote), which records the feed from
+Most tables are written by delta-rs (an engine nobody here wrote), which records the feed from
 its MERGE, DELETE and UPDATE (``_change_data/`` files) once ``delta.enableChangeDataFeed`` is
-set; indexeddf only indexes the table first (``IndexedTable.convert``, before the feed is on:
-indexeddf does not write the feed). Every read is compared, as sorted rows, with delta-rs's
-``DeltaTable.load_cdf`` of the same range.
+set; indexeddf only indexes the table first (``IndexedTable.convert``, before the feed is on).
+The concurrent writer's table is indexeddf's own. Every read is compared, as sorted rows, with
+delta-rs's ``DeltaTable.load_cdf`` of the same range.
 """
 
 from __future__ import annotations
 
 import json
 import shutil
+import time
 from datetime import datetime, timezone
 
 import duckdb
@@ -245,3 +246,52 @@ def test_the_python_fallback_names_the_connector(spark, tables):
     with pytest.raises(InvalidOptionError, match="read by the JVM connector"):
         typed(lambda: spark.read.format("indexeddf_python").option("readChangeFeed", "true")
               .option("startingVersion", 3).load(tables["flat"]).collect())
+
+
+@pytest.mark.parametrize("option", ["skipChangeCommits", "ignoreDeletes", "ignoreChanges"])
+def test_a_stream_of_the_feed_reads_deletes_and_updates_whatever_the_skip_options_say(spark, tables, tmp_path, option):
+    """As Delta's: the options that make a stream of a table's rows skip (or read again) commits
+    that remove rows have nothing to do on a stream of the feed, which reads those commits as
+    changes (versions 3 to 7: an append, a MERGE with a delete, a DELETE, an UPDATE, OPTIMIZE)."""
+    got_rows = sorted(r for b in stream(spark, tables["flat"], tmp_path / "ck", startingVersion=3, **{option: "true"})
+                      for r in b)
+    assert got_rows == expected(tables["flat"], 3)
+    assert {r[3] for r in got_rows} == {"insert", "delete", "update_preimage", "update_postimage"}
+
+
+def test_a_stream_of_the_feed_gets_every_change_a_concurrent_writer_commits(spark, tmp_path):
+    """A stage reading a table's feed while another writer changes the table (indexeddf's Python
+    engine on a thread of its own, copy on write, the feed on): every change arrives once, as
+    delta-rs reads the feed, and a restart from the checkpoint reads only later commits."""
+    import threading
+
+    path = str(tmp_path / "silver")
+    IndexedTable.create(path, rows(0, 40), ["id"], 4, properties={"delta.enableChangeDataFeed": "true"})
+    seen: list[tuple] = []
+    query = (spark.readStream.format("indexeddf").option("readChangeFeed", "true").option("startingVersion", "latest")
+             .load(path).writeStream.foreachBatch(lambda b, _: seen.extend(got(b)))
+             .option("checkpointLocation", str(tmp_path / "ck")).trigger(processingTime="200 milliseconds").start())
+
+    def writer(first: int, n: int) -> None:
+        w = IndexedTable.for_path(path)
+        for i in range(first, first + n):
+            src = rows(i * 3, i * 3 + 2).set_column(1, "v", pa.array([f"w{i}"] * 2))
+            (w.merge(src, "t.id = s.id", source_alias="s", target_alias="t")
+             .when_matched_update_all().when_not_matched_insert_all().execute())
+            w.delete(f"id = {30 + i}")
+            w.append(rows(100 + i, 101 + i))
+            time.sleep(0.1)
+
+    try:
+        query.processAllAvailable()  # the stream starts after version 0
+        thread = threading.Thread(target=writer, args=(0, 4))
+        thread.start()
+        thread.join(120)
+        query.processAllAvailable()
+    finally:
+        query.stop()
+    end = IndexedTable.for_path(path).version
+    assert end == 12 and sorted(seen) == expected(path, 1, end)
+    assert {r[3] for r in seen} == {"insert", "delete", "update_preimage", "update_postimage"}
+    writer(4, 2)  # the query is stopped: its restart reads these commits and nothing before them
+    assert sorted(r for b in stream(spark, path, tmp_path / "ck") for r in b) == expected(path, end + 1)

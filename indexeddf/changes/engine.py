@@ -43,6 +43,7 @@ from ..format.transaction import ALL_BUCKETS, CommitResult, Transaction
 from ..spec.actions import AddFile, Txn
 from ..spec.column_mapping import evolve, file_schema, table_schema
 from ..spec.features import deletion_vectors_enabled
+from ..writer.change_data import drop_inserts_only
 from ..writer.operations import write_metrics
 from .clauses import INSERT, MATCHED, NOT_MATCHED, NOT_MATCHED_BY_SOURCE
 from .expressions import Scope
@@ -122,6 +123,7 @@ def _prepare(snapshot: Snapshot, change: Change) -> _Prepared:
 def _commit_change(snapshot: Snapshot, change: Change, tx: Transaction, metadata, actions: list, index_files: dict,
                    metrics: ChangeMetrics, started: float) -> tuple[CommitResult | None, ChangeMetrics]:
     """Commit the change's actions once (nothing when there are none)."""
+    actions = drop_inserts_only(snapshot.storage, actions, tx.written_paths)  # the whole commit's, not a part's
     if change.new_fields and actions:
         actions.insert(0, metadata)  # the new schema, in the same commit as the rows that need it
     metrics.execution_time_ms = _ms(started)

@@ -44,6 +44,7 @@ from ..spec.column_mapping import file_schema
 from ..spec.deletion_vectors import unique_sorted
 from ..spec.delta import LazyStats
 from ..spec.features import deletion_vectors_enabled
+from ..writer.change_data import drop_inserts_only
 from . import options as so
 from .write_commit import delete_uncommitted
 
@@ -187,7 +188,8 @@ class ApplyWriter(DataSourceArrowWriter):
             metrics = ChangeMetrics()
         elif removes or adds:
             parameters = json.loads(self.spec.get("parameters") or "{}")
-            actions: list = removes + adds + cdcs
+            # Decided for the whole commit: a task that only inserted cannot know whether another changed rows.
+            actions: list = drop_inserts_only(snapshot.storage, removes + adds + cdcs, written)
             if txn is not None:
                 parameters.update(txnAppId=txn[0], txnVersion=txn[1])
                 actions.append(Txn(appId=txn[0], version=txn[1], lastUpdated=int(time.time() * 1000)))
