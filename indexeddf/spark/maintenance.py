@@ -1,0 +1,196 @@
+"""Index builds as Spark jobs: ``create_index``, ``refresh`` and ``optimize_index(mode="full")``
+with ``spark=``.
+
+The driver plans and commits once, through the same index lifecycle as the single-process
+path (``writer/lifecycle.py``); only the work between the two commits (reading keys,
+hashing, sorting, writing index files) runs on the executors, in one Spark job:
+
+1. read: one task per data file reads the file's index columns a Parquet row group at a
+   time, through the same reader as every other path (``format/datafiles.py``: partition
+   values, column mapping, physical types, and the rows a deletion vector deletes get no
+   entry), and hashes them with ``spec/bucketing.py`` (vectorized over Arrow arrays), so
+   hashes and buckets are bit for bit those of the single-process path. Only fixed-width
+   entries leave the task: index bucket, key hash, file id, row ordinal (20 bytes);
+2. Spark shuffles the entries by index bucket and sorts each partition by bucket, hash,
+   file id and row (spilling to disk as it needs: no task holds a bucket in memory);
+3. write: each task writes one index file per index bucket it holds, split every
+   :data:`WRITE_CHUNK_ENTRIES` entries (memory bounded by a chunk), and returns the
+   files' descriptors; a failing task deletes what it wrote.
+
+The files go under the operation's ``pendingDir``, so a failed job leaves nothing a
+``cancel_index`` (run by the failing operation itself) or ``vacuum`` does not delete.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Iterator
+
+import numpy as np
+import pyarrow as pa
+
+from ..format.datafiles import iter_live_row_groups
+from ..spec.actions import AddFile, IndexEntry, IndexFile
+from ..spec.bucketing import bucket_ids, key_hash
+from ..spec.column_mapping import table_schema
+from ..writer.index_files import INDEX_DIR, index_file_path, write_index_file
+from ..writer.lifecycle import Progress, say
+from .options import shared_storage
+
+ENTRY_ARROW = pa.schema([("bucket", pa.int32()), ("hash", pa.int64()), ("file_id", pa.int64()), ("row", pa.int32())])
+"""An index entry between the read and the write stage. The uint32 key hash rides in an
+int64 so that Spark sorts it as the index file does (unsigned)."""
+ENTRY_SCHEMA = "bucket int, hash long, file_id long, row int"
+FILE_SCHEMA = "path string, size long, bucket int, numEntries long, fileIds array<long>"
+"""What a write task returns per index file it wrote."""
+FILE_ARROW = pa.schema([("path", pa.string()), ("size", pa.int64()), ("bucket", pa.int32()),
+                        ("numEntries", pa.int64()), ("fileIds", pa.list_(pa.int64()))])
+WRITE_CHUNK_ENTRIES = 1 << 22
+"""Entries a write task gathers before it writes an index file (a bucket with more gets
+several files): 4M entries, about 80 MB in the task."""
+
+
+def spark_build(spark):
+    """A ``build`` for ``writer.lifecycle`` operations (the signature of
+    ``lifecycle.build_files``) that builds the index files in a Spark job of ``spark``."""
+
+    def build(snapshot, entry: IndexEntry, data_files, written: list[str], dir_name: str,
+              progress: Progress = None) -> list[IndexFile]:
+        return build_files(spark, snapshot, entry, list(data_files), written, dir_name, progress)
+
+    return build
+
+
+def build_files(spark, snapshot, entry: IndexEntry, data_files: list[AddFile], written: list[str], dir_name: str,
+                progress: Progress = None) -> list[IndexFile]:
+    """Index files of ``entry`` for ``data_files``, written under ``dir_name`` by one Spark
+    job; their paths are added to ``written`` (the transaction deletes them if the commit
+    fails). Entries equal those of ``lifecycle.build_files`` for the same files."""
+    if not data_files:
+        say(progress, f"index {entry.name}: no data files to index")
+        return []
+    storage = snapshot.storage
+    shared_storage(storage.url, storage.storage_options)  # refuses storage Spark's workers cannot see
+    sc = spark.sparkContext
+    saved = {k: sc.getLocalProperty(k) for k in ("spark.jobGroup.id", "spark.job.description")}
+    group = f"indexeddf-index-{entry.name}-{uuid.uuid4().hex[:8]}"
+    try:
+        sc.setJobGroup(group, f"indexeddf: index {entry.name}: plan the build of {len(data_files)} data files")
+        entries = _entries(spark, snapshot, entry, data_files)
+        rel_dir = dir_name[len(INDEX_DIR) + 1:] if dir_name.startswith(INDEX_DIR + "/") else dir_name
+        out = _written(entries, entry.numBuckets, storage.url, storage.storage_options, rel_dir)
+        sc.setJobDescription(f"indexeddf: index {entry.name}: read, hash, sort and write the entries of "
+                             f"{len(data_files)} data files into {entry.numBuckets} index buckets")
+        say(progress, f"index {entry.name}: Spark job over {len(data_files)} data files")
+        rows = _collect(out)
+    finally:
+        for k, v in saved.items():
+            sc.setLocalProperty(k, v)
+    files = [IndexFile(path=r.path, size=r.size, bucket=r.bucket, numEntries=r.numEntries, fileIds=tuple(r.fileIds))
+             for r in rows]
+    written.extend(f.path for f in files)  # a failed commit deletes them
+    files.sort(key=lambda f: (f.bucket, f.path))
+    say(progress, f"index {entry.name}: {len(data_files)}/{len(data_files)} data files indexed, {len(files)} index files")
+    return files
+
+
+def _collect(out) -> list:
+    """The job's rows; a task's indexeddf error (e.g. ``MissingFileError`` for a data file
+    deleted outside indexeddf) is raised as itself, not as Spark's wrapper of it."""
+    from . import typed_error
+
+    try:
+        return out.collect()
+    except Exception as e:
+        typed = typed_error(e)
+        if typed is None:
+            raise
+        raise typed from e
+
+
+def _entries(spark, snapshot, entry: IndexEntry, data_files: list[AddFile]):
+    """The read stage: a DataFrame of every live row's entry (``ENTRY_SCHEMA``), one task
+    per data file."""
+    storage = snapshot.storage
+    url, options = storage.url, storage.storage_options
+    schema = table_schema(snapshot.metadata)
+    columns, num_buckets, version = list(entry.columns), entry.numBuckets, snapshot.version
+    # The adds travel as JSON without their statistics (not needed; a checkpoint's are lazy).
+    adds = [a.model_copy(update={"stats": None}).model_dump_json(by_alias=True) for a in data_files]
+
+    def read(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        task_storage = shared_storage(url, options)
+        for batch in batches:
+            for i in batch.column(0).to_pylist():
+                add = AddFile.model_validate_json(adds[i])
+                yield from _file_entries(task_storage, add, schema, columns, num_buckets, version)
+
+    ids = spark.range(0, len(adds), 1, numPartitions=len(adds))
+    return ids.mapInArrow(read, ENTRY_SCHEMA)
+
+
+def _file_entries(storage, add: AddFile, schema: pa.Schema, columns: list[str], num_buckets: int,
+                  version: int) -> Iterator[pa.RecordBatch]:
+    """The entries of one data file's live rows, a row group at a time (a task's memory is
+    a row group's keys)."""
+    for ordinals, rows in iter_live_row_groups(storage, add, schema, columns, version, use_threads=False):
+        if not rows.num_rows:
+            continue
+        keys = [rows.column(c) for c in columns]
+        yield pa.record_batch([
+            pa.array(bucket_ids(keys, num_buckets), pa.int32()),
+            pa.array(key_hash(keys).astype(np.int64), pa.int64()),
+            pa.array(np.full(rows.num_rows, add.fileId, dtype=np.int64), pa.int64()),
+            pa.array(ordinals.astype(np.int32), pa.int32()),
+        ], schema=ENTRY_ARROW)
+
+
+def _written(entries, num_buckets: int, url: str, options: dict, rel_dir: str):
+    """The shuffle and write stages: entries grouped by index bucket, sorted as index
+    files hold them, written by the tasks; a DataFrame of the files (``FILE_SCHEMA``)."""
+
+    def write(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        storage = shared_storage(url, options)
+        done: list[IndexFile] = []
+        try:
+            for bucket, parts in _bucket_chunks(batches):
+                done.append(_write_chunk(storage, rel_dir, bucket, parts))
+        except BaseException:
+            for f in done:  # the job fails; this task's files are not committed
+                storage.delete(f.path)
+            raise
+        yield pa.RecordBatch.from_pylist(
+            [{"path": f.path, "size": f.size, "bucket": f.bucket, "numEntries": f.numEntries,
+              "fileIds": list(f.fileIds)} for f in done],
+            schema=FILE_ARROW)
+
+    shuffled = entries.repartition(num_buckets, "bucket").sortWithinPartitions("bucket", "hash", "file_id", "row")
+    return shuffled.mapInArrow(write, FILE_SCHEMA)
+
+
+def _bucket_chunks(batches: Iterator[pa.RecordBatch]) -> Iterator[tuple[int, list[pa.RecordBatch]]]:
+    """Sorted entry batches regrouped into (bucket, batches) runs of one bucket and at most
+    :data:`WRITE_CHUNK_ENTRIES` entries."""
+    bucket, parts, count = None, [], 0
+    for batch in batches:
+        buckets = batch.column(0).to_numpy()
+        starts = np.flatnonzero(np.r_[True, buckets[1:] != buckets[:-1]]) if len(buckets) else []
+        for j, s in enumerate(starts):
+            e = starts[j + 1] if j + 1 < len(starts) else len(buckets)
+            b = int(buckets[s])
+            if parts and (b != bucket or count >= WRITE_CHUNK_ENTRIES):
+                yield bucket, parts
+                parts, count = [], 0
+            bucket = b
+            parts.append(batch.slice(s, e - s))
+            count += e - s
+    if parts:
+        yield bucket, parts
+
+
+def _write_chunk(storage, rel_dir: str, bucket: int, parts: list[pa.RecordBatch]) -> IndexFile:
+    """One index file of ``bucket`` from its sorted entry batches."""
+    t = pa.Table.from_batches(parts)
+    hashes = t.column("hash").to_numpy().astype(np.uint32)
+    return write_index_file(storage, index_file_path(rel_dir, bucket), bucket, hashes,
+                            t.column("file_id").to_numpy(), t.column("row").to_numpy())
