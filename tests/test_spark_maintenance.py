@@ -23,6 +23,8 @@ from pyspark.sql import functions as F
 import indexeddf
 from indexeddf import IndexedTable
 from indexeddf.errors import MissingFileError
+from indexeddf.spark.maintenance import KEY_PREFIX, _split
+from indexeddf.spec.bucketing import bucket_ids, key_hash
 from indexeddf.writer.index_files import read_entries
 
 pytestmark = pytest.mark.spark
@@ -121,16 +123,45 @@ def test_create_index_on_a_partitioned_table_with_a_partition_column(spark, tmp_
     assert want and sorted_rows(got, ["k", "p", "s"]) == sorted(repr(r) for r in want)
 
 
-def test_rows_a_deletion_vector_deletes_get_no_entry(spark, tmp_path):
+@pytest.mark.parametrize("deleted", [[k for k in range(200) if k % 3 == 0], [185]])
+def test_rows_a_deletion_vector_deletes_get_no_entry(spark, tmp_path, deleted):
+    """Every file with a deletion vector, or one file with one and the others without (those
+    Spark's Parquet scan reads, the one a Python task reads: one job, one union)."""
     t = make(tmp_path / "t", {"delta.enableDeletionVectors": "true"})
-    t.delete("k % 3 = 0")
-    assert any(a.deletionVector is not None for a in IndexedTable.for_path(t.path).snapshot.live_files())
+    t.delete(f"k IN ({', '.join(map(str, deleted))})")
+    live = IndexedTable.for_path(t.path).snapshot.live_files()
+    native, python = _split(IndexedTable.for_path(t.path).snapshot, t.snapshot.indexes["primary"], live)
+    assert python == [a for a in live if a.deletionVector is not None] and python
+    assert len(native) == (0 if len(deleted) > 1 else len(live) - 1)
     single, parallel = twin(tmp_path / "t", tmp_path)
     single.create_index("by_s", ["s"])
     parallel.create_index("by_s", ["s"], spark=spark)
     assert entries(parallel, "by_s") == entries(single, "by_s")
-    assert len(entries(parallel, "by_s")) == 2 * len([k for k in KEYS if k % 3])
-    check_lookups(spark, parallel, "by_s", "s", S_KEYS)
+    assert len(entries(parallel, "by_s")) == 2 * len([k for k in KEYS if k not in deleted])
+    check_lookups(spark, parallel, "by_s", "s", S_KEYS + ["s5"])
+
+
+def test_spark_hash_with_the_seed_prefix_is_the_key_hash(spark):
+    """What Spark's scan computes for the entries (``hash(KEY_PREFIX, keys)``, and the bucket
+    ``pmod(hash(keys), n)``) equals ``key_hash`` and ``bucket_ids``, value for value, for
+    every kind of key type."""
+    data = pa.table({
+        "i": pa.array([0, -1, 7, None, 2**31 - 1], pa.int32()), "l": pa.array([0, -1, 2**40, None, -(2**63)], pa.int64()),
+        "d": pa.array([0.0, -0.0, 1.5, None, float("nan")], pa.float64()),
+        "s": pa.array(["", "a", "hello wörld", None, "x" * 67]), "b": pa.array([b"", b"\x00", b"\xff" * 5, None, b"ab"]),
+        "t": pa.array([0, -1, 10**15, None, 86_400_000_000], pa.timestamp("us", tz="UTC")),
+        "day": pa.array([0, -1, 19000, None, 3], pa.date32()), "dec": pa.array([0, -1, 12345, None, 10**15], pa.decimal128(18, 2)),
+    })
+    df = spark.createDataFrame(data).select(
+        *[F.col(c).cast(t) for c, t in [("i", "int"), ("l", "long"), ("d", "double"), ("s", "string"), ("b", "binary"),
+                                        ("t", "timestamp"), ("day", "date"), ("dec", "decimal(18,2)")]])
+    for cols in [["i"], ["l"], ["d"], ["s"], ["b"], ["t"], ["day"], ["dec"], ["s", "l"], ["i", "s", "d"]]:
+        keys = [F.col(c) for c in cols]
+        got = df.select(F.pmod(F.hash(F.lit(KEY_PREFIX), *keys).cast("long"), F.lit(1 << 32)).alias("h"),
+                        F.pmod(F.hash(*keys), F.lit(7)).alias("b")).collect()
+        arrays = [data.column(c) for c in cols]
+        assert [r.h for r in got] == key_hash(arrays).tolist(), cols
+        assert [r.b for r in got] == bucket_ids(arrays, 7).tolist(), cols
 
 
 @pytest.mark.parametrize("mode", ["name", "id"])

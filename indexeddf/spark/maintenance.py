@@ -5,13 +5,16 @@ The driver plans and commits once, through the same index lifecycle as the singl
 path (``writer/lifecycle.py``); only the work between the two commits (reading keys,
 hashing, sorting, writing index files) runs on the executors, in one Spark job:
 
-1. read: one task per data file reads the file's index columns a Parquet row group at a
-   time, through the same reader as every other path (``format/datafiles.py``: partition
+1. read: Spark's own Parquet scan and ``hash()`` compute each live row's entry where they
+   read what the project's reader reads (``_split``); for the other files (deletion vectors,
+   column mapping, ...) a few tasks a core, each given data files of about equal bytes, read the files'
+   index columns a Parquet row group at a time, through the same reader as every other path (``format/datafiles.py``: partition
    values, column mapping, physical types, and the rows a deletion vector deletes get no
    entry), and hashes them with ``spec/bucketing.py`` (vectorized over Arrow arrays), so
    hashes and buckets are bit for bit those of the single-process path. Only fixed-width
    entries leave the task: index bucket, key hash, file id, row ordinal (20 bytes);
-2. Spark shuffles the entries by index bucket and sorts each partition by bucket, hash,
+2. Spark shuffles the entries by index bucket (a few partitions a core, each of several
+   buckets) and sorts each partition by bucket, hash,
    file id and row (spilling to disk as it needs: no task holds a bucket in memory);
 3. write: each task writes one index file per index bucket it holds, split every
    :data:`WRITE_CHUNK_ENTRIES` entries (memory bounded by a chunk), and returns the
@@ -23,20 +26,26 @@ The files go under the operation's ``pendingDir``, so a failed job leaves nothin
 
 from __future__ import annotations
 
+import os
+import posixpath
+import re
 import uuid
 from typing import Iterator
 
 import numpy as np
 import pyarrow as pa
 
-from ..format.datafiles import iter_live_row_groups
+from ..format.datafiles import iter_live_row_groups, missing_file
 from ..spec.actions import AddFile, IndexEntry, IndexFile
-from ..spec.bucketing import bucket_ids, key_hash
-from ..spec.column_mapping import table_schema
+from ..spec.bucketing import KEY_HASH_SEED, bucket_ids, key_hash, seed_prefix
+from ..spec.column_mapping import mapping_mode, table_schema
 from ..writer.index_files import INDEX_DIR, index_file_path, write_index_file
 from ..writer.lifecycle import Progress, say
 from .options import shared_storage
+from .types import spark_type
 
+KEY_PREFIX = seed_prefix(KEY_HASH_SEED)
+"""Spark's ``hash(KEY_PREFIX, keys...)`` is the key hash of index entries."""
 ENTRY_ARROW = pa.schema([("bucket", pa.int32()), ("hash", pa.int64()), ("file_id", pa.int64()), ("row", pa.int32())])
 """An index entry between the read and the write stage. The uint32 key hash rides in an
 int64 so that Spark sorts it as the index file does (unsigned)."""
@@ -45,6 +54,9 @@ FILE_SCHEMA = "path string, size long, bucket int, numEntries long, fileIds arra
 """What a write task returns per index file it wrote."""
 FILE_ARROW = pa.schema([("path", pa.string()), ("size", pa.int64()), ("bucket", pa.int32()),
                         ("numEntries", pa.int64()), ("fileIds", pa.list_(pa.int64()))])
+TASKS_PER_CORE = 2
+"""Read and write tasks a core of the session (``defaultParallelism``): a Python task costs a
+worker round trip, so a few big tasks beat one a data file or index bucket."""
 WRITE_CHUNK_ENTRIES = 1 << 22
 """Entries a write task gathers before it writes an index file (a bucket with more gets
 several files): 4M entries, about 80 MB in the task."""
@@ -78,7 +90,8 @@ def build_files(spark, snapshot, entry: IndexEntry, data_files: list[AddFile], w
         sc.setJobGroup(group, f"indexeddf: index {entry.name}: plan the build of {len(data_files)} data files")
         entries = _entries(spark, snapshot, entry, data_files)
         rel_dir = dir_name[len(INDEX_DIR) + 1:] if dir_name.startswith(INDEX_DIR + "/") else dir_name
-        out = _written(entries, entry.numBuckets, storage.url, storage.storage_options, rel_dir)
+        tasks = min(entry.numBuckets, TASKS_PER_CORE * sc.defaultParallelism)
+        out = _written(entries, tasks, storage.url, storage.storage_options, rel_dir)
         sc.setJobDescription(f"indexeddf: index {entry.name}: read, hash, sort and write the entries of "
                              f"{len(data_files)} data files into {entry.numBuckets} index buckets")
         say(progress, f"index {entry.name}: Spark job over {len(data_files)} data files")
@@ -109,8 +122,72 @@ def _collect(out) -> list:
 
 
 def _entries(spark, snapshot, entry: IndexEntry, data_files: list[AddFile]):
-    """The read stage: a DataFrame of every live row's entry (``ENTRY_SCHEMA``), one task
-    per data file."""
+    """The read stage: a DataFrame of every live row's entry (``ENTRY_SCHEMA``), from
+    Spark's own Parquet reads where they read what ``format/datafiles.py`` reads, else from
+    Python tasks."""
+    native, python = _split(snapshot, entry, data_files)
+    parts = []
+    if native:
+        parts.append(_native_entries(spark, snapshot, entry, native))
+    if python:
+        parts.append(_python_entries(spark, snapshot, entry, python))
+    return parts[0] if len(parts) == 1 else parts[0].unionByName(parts[1])
+
+
+GLOB = re.compile(r"[*?\[\]{}\\]")
+"""Characters Spark's ``read.parquet`` takes as a glob in a path."""
+
+
+def _split(snapshot, entry: IndexEntry, data_files: list[AddFile]) -> tuple[list[AddFile], list[AddFile]]:
+    """The files Spark's Parquet reader reads (JVM: fast) and those Python tasks read.
+
+    Spark reads a file's index columns by name as the table's types (missing ones as NULL,
+    INT96 and other physical encodings converted as Delta defines them) with each row's
+    ordinal (``_metadata.row_index``). Python tasks read the rest through the project's
+    reader: files with a deletion vector (their deleted rows get no entry), tables with
+    column mapping (an ``id``-mode file may name columns otherwise), an index on a
+    partition column (its values are in the log), storage Spark's Hadoop file system does
+    not reach the same way (not local), and paths Spark would take as globs or whose file
+    names repeat (rows are matched to files by name)."""
+    meta = snapshot.metadata
+    if (not snapshot.storage.is_local or mapping_mode(meta.configuration) != "none"
+            or set(entry.columns) & set(meta.partitionColumns)):
+        return [], data_files
+    native = [a for a in data_files if a.deletionVector is None and not GLOB.search(a.path)]
+    names = [posixpath.basename(a.path) for a in native]
+    if len(set(names)) != len(names):
+        return [], data_files
+    ids = {a.fileId for a in native}
+    return native, [a for a in data_files if a.fileId not in ids]
+
+
+def _native_entries(spark, snapshot, entry: IndexEntry, files: list[AddFile]):
+    """Entries computed by Spark alone: its Parquet scan of the index columns, its
+    ``hash()`` (Murmur3, seed 42: ``pmod(hash(keys), n)`` is the bucket, bit for bit, and
+    ``hash(seed_prefix(KEY_HASH_SEED), keys)`` the key hash), the file id by file name."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import StructField, StructType
+
+    storage, columns = snapshot.storage, list(entry.columns)
+    fields = {f.name: f for f in snapshot.metadata.schema_}
+    paths = [storage.full(a.path) for a in files]
+    for a, p in zip(files, paths):
+        if not os.path.exists(p):  # Spark's error would not say what to do
+            raise missing_file(storage, a.path, snapshot.version)
+    schema = StructType([StructField(c, spark_type(fields[c].type), True) for c in columns])
+    rows = spark.read.schema(schema).parquet(*paths).select(
+        *columns, F.col("_metadata.file_name").alias("_file"), F.col("_metadata.row_index").alias("_row"))
+    ids = spark.createDataFrame([(posixpath.basename(a.path), a.fileId) for a in files], "_file string, file_id long")
+    keys = [F.col(c) for c in columns]
+    return rows.join(F.broadcast(ids), "_file").select(
+        F.pmod(F.hash(*keys), F.lit(entry.numBuckets)).cast("int").alias("bucket"),
+        F.pmod(F.hash(F.lit(KEY_PREFIX), *keys).cast("long"), F.lit(1 << 32)).alias("hash"),
+        F.col("file_id"), F.col("_row").cast("int").alias("row"))
+
+
+def _python_entries(spark, snapshot, entry: IndexEntry, data_files: list[AddFile]):
+    """Entries computed by Python tasks, each reading some of the files through
+    ``format/datafiles.py`` and hashing with ``spec/bucketing.py``."""
     storage = snapshot.storage
     url, options = storage.url, storage.storage_options
     schema = table_schema(snapshot.metadata)
@@ -121,12 +198,28 @@ def _entries(spark, snapshot, entry: IndexEntry, data_files: list[AddFile]):
     def read(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         task_storage = shared_storage(url, options)
         for batch in batches:
-            for i in batch.column(0).to_pylist():
-                add = AddFile.model_validate_json(adds[i])
-                yield from _file_entries(task_storage, add, schema, columns, num_buckets, version)
+            for group in batch.column(0).to_pylist():
+                for i in groups[group]:
+                    add = AddFile.model_validate_json(adds[i])
+                    yield from _file_entries(task_storage, add, schema, columns, num_buckets, version)
 
-    ids = spark.range(0, len(adds), 1, numPartitions=len(adds))
+    groups = _groups([a.size for a in data_files], TASKS_PER_CORE * spark.sparkContext.defaultParallelism)
+    ids = spark.range(0, len(groups), 1, numPartitions=len(groups))
     return ids.mapInArrow(read, ENTRY_SCHEMA)
+
+
+def _groups(sizes: list[int], tasks: int) -> list[list[int]]:
+    """The files (by position) of each read task: ``tasks`` groups of about equal bytes,
+    biggest file first to the lightest group. Each Python task costs a worker round trip,
+    so a few tasks a core beat one a file; a task reads a row group at a time, so its
+    memory does not grow with its files."""
+    groups: list[list[int]] = [[] for _ in range(max(1, min(tasks, len(sizes))))]
+    load = [0] * len(groups)
+    for i in sorted(range(len(sizes)), key=lambda i: -sizes[i]):
+        g = load.index(min(load))
+        groups[g].append(i)
+        load[g] += sizes[i]
+    return groups
 
 
 def _file_entries(storage, add: AddFile, schema: pa.Schema, columns: list[str], num_buckets: int,
@@ -145,9 +238,10 @@ def _file_entries(storage, add: AddFile, schema: pa.Schema, columns: list[str], 
         ], schema=ENTRY_ARROW)
 
 
-def _written(entries, num_buckets: int, url: str, options: dict, rel_dir: str):
-    """The shuffle and write stages: entries grouped by index bucket, sorted as index
-    files hold them, written by the tasks; a DataFrame of the files (``FILE_SCHEMA``)."""
+def _written(entries, tasks: int, url: str, options: dict, rel_dir: str):
+    """The shuffle and write stages: entries grouped by index bucket into ``tasks``
+    partitions (a task writes the files of the buckets it gets), sorted as index files hold
+    them, written by the tasks; a DataFrame of the files (``FILE_SCHEMA``)."""
 
     def write(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         storage = shared_storage(url, options)
@@ -164,7 +258,7 @@ def _written(entries, num_buckets: int, url: str, options: dict, rel_dir: str):
               "fileIds": list(f.fileIds)} for f in done],
             schema=FILE_ARROW)
 
-    shuffled = entries.repartition(num_buckets, "bucket").sortWithinPartitions("bucket", "hash", "file_id", "row")
+    shuffled = entries.repartition(tasks, "bucket").sortWithinPartitions("bucket", "hash", "file_id", "row")
     return shuffled.mapInArrow(write, FILE_SCHEMA)
 
 
