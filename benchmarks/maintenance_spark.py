@@ -1,16 +1,19 @@
 """Index builds and refreshes in one Python process against the same operations as Spark jobs
 (``spark=``, ``local[2]``): ``create_index("by_s", ["s"])`` and ``refresh("primary", mode="full")``.
 
-    python benchmarks/maintenance_spark.py [--rows 20000000] [--buckets 32] [--rounds 1]
+    python benchmarks/maintenance_spark.py [--rows 20000000] [--buckets 32]
                                            [--ops create,refresh] [--record NAME]
 
 The table is the check table of ``benchmarks/changes.py`` (k bigint, v bigint, s 64
-characters; optimized to one file per bucket). Each operation runs on a fresh copy of it
-(the copy is not timed) in a child process of its own; the Spark child starts its session
-before the clock. A child reports the operation's wall time, the peak RSS (``VmHWM``) of
-its Python process and of the Spark driver JVM, and the peak of the summed RSS of all its
-processes (itself, the JVM, Spark's Python workers), sampled every 0.1 s. Prints a row per
-way with the ratio of the single-process time to the Spark time (above 1: Spark is faster).
+characters; optimized to one file per bucket). Each way runs in a child process of its own,
+which runs the operation twice, each time on a fresh copy of the table (copies are not
+timed): "first" is the session's first job (the Spark child starts its session before the
+clock, but Spark's Python workers start within it), "again" the same operation in the same
+process. A child reports each run's wall time and CPU time (user + system, of every process
+of the child: itself, the JVM, Spark's Python workers; on a loaded machine the CPU time is
+the steadier figure), the peak RSS (``VmHWM``) of its Python process and of the Spark
+driver JVM, and the peak of the summed RSS of all its processes, sampled every 0.1 s. The
+speed-up is the single process's second run's wall time over each run's (above 1: faster).
 ``--record NAME`` writes the printed lines into ``benchmarks/results/<date>-NAME.json``.
 """
 
@@ -20,7 +23,6 @@ import argparse
 import json
 import os
 import shutil
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -95,8 +97,23 @@ def java_child() -> int | None:
     return None
 
 
-def child(path: str, op: str, way: str) -> None:
-    """One operation in this process: prints its wall time and peak RSS figures as JSON."""
+def cpu_seconds() -> float:
+    """User and system CPU seconds of this process's tree so far (reaped children included)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    total = 0
+    for pid in descendants(os.getpid()):
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += sum(int(x) for x in fields[11:15])  # utime, stime, cutime, cstime
+    return total / tick
+
+
+def child(paths: list[str], op: str, way: str) -> None:
+    """``op`` on each copy in turn, in this process (the second run finds the session's
+    Python workers started): prints the wall and CPU seconds of each and peak RSS figures as JSON."""
     from indexeddf import IndexedTable
 
     spark = None
@@ -104,33 +121,38 @@ def child(path: str, op: str, way: str) -> None:
         import indexeddf
 
         spark = indexeddf.local_session("indexeddf-maintenance-benchmark", cores=2)
-    t = IndexedTable.for_path(path)
     sampler = TreePeak()
-    started = time.perf_counter()
-    if op == "create":
-        t.create_index("by_s", ["s"], spark=spark)
-    else:
-        t.refresh("primary", mode="full", spark=spark)
-    took = time.perf_counter() - started
+    runs = []
+    for path in paths:
+        t = IndexedTable.for_path(path)
+        cpu, started = cpu_seconds(), time.perf_counter()
+        if op == "create":
+            t.create_index("by_s", ["s"], spark=spark)
+        else:
+            t.refresh("primary", mode="full", spark=spark)
+        runs.append({"seconds": time.perf_counter() - started, "cpu_seconds": cpu_seconds() - cpu})
     tree = sampler.stop()
     jvm = java_child()
-    print(json.dumps({"seconds": took, "python_peak_mib": round(vm("self")),
+    print(json.dumps({"runs": runs, "python_peak_mib": round(vm("self")),
                       "jvm_peak_mib": round(vm(jvm)) if jvm else None, "tree_peak_mib": round(tree)}))
     if spark is not None:
         spark.stop()
 
 
 def measure(base: Path, work: Path, op: str, way: str) -> dict:
-    """``op`` run ``way`` on a fresh copy of the table, in a child process."""
-    copy = work / f"{op}-{way}"
-    shutil.copytree(base, copy)
+    """``op`` run ``way`` twice, each on a fresh copy of the table, in one child process."""
+    copies = [work / f"{op}-{way}-{i}" for i in (1, 2)]
+    for c in copies:
+        shutil.copytree(base, c)
     try:
-        out = subprocess.run([sys.executable, __file__, CHILD, str(copy), op, way], capture_output=True, text=True)
+        out = subprocess.run([sys.executable, __file__, CHILD, op, way, *map(str, copies)],
+                             capture_output=True, text=True)
         if out.returncode:
             sys.exit(out.stderr[-3000:])
         return json.loads(out.stdout.strip().splitlines()[-1])
     finally:
-        shutil.rmtree(copy, ignore_errors=True)
+        for c in copies:
+            shutil.rmtree(c, ignore_errors=True)
 
 
 def run(args) -> list[str]:
@@ -149,18 +171,15 @@ def run(args) -> list[str]:
         build(base, args.rows, args.buckets)
         say(f"table: {args.rows:,} rows, {args.buckets} buckets, built in {time.perf_counter() - t0:.0f} s")
         for op in args.ops.split(","):
-            runs = {way: [measure(base, work, op, way) for _ in range(args.rounds)] for way in ("single", "spark")}
-            base_s = statistics.median(r["seconds"] for r in runs["single"])
-            say(f"{OPS[op]}, {args.rounds} round(s)")
-            say(f"{'way':<22} {'median s':>9} {'min..max s':>14} {'speed-up':>9} "
-                f"{'python MiB':>11} {'JVM MiB':>8} {'all MiB':>8}")
-            for way, rs in runs.items():
-                secs = [r["seconds"] for r in rs]
-                med = statistics.median(secs)
-                name = "single process" if way == "single" else "spark= (local[2])"
-                jvm = max((r["jvm_peak_mib"] or 0) for r in rs)
-                say(f"{name:<22} {med:>9.2f} {min(secs):>6.2f}..{max(secs):<6.2f} {base_s / med:>8.2f}x "
-                    f"{max(r['python_peak_mib'] for r in rs):>11} {jvm or '-':>8} {max(r['tree_peak_mib'] for r in rs):>8}")
+            runs = {way: measure(base, work, op, way) for way in ("single", "spark")}
+            base_s = runs["single"]["runs"][1]["seconds"]
+            say(f"{OPS[op]}")
+            say(f"{'way':<30} {'wall s':>7} {'CPU s':>7} {'speed-up':>9} {'python MiB':>11} {'JVM MiB':>8} {'all MiB':>8}")
+            for way, r in runs.items():
+                for i, one in enumerate(r["runs"]):
+                    name = ("single process" if way == "single" else "spark= (local[2])") + (", first" if i == 0 else ", again")
+                    say(f"{name:<30} {one['seconds']:>7.2f} {one['cpu_seconds']:>7.1f} {base_s / one['seconds']:>8.2f}x "
+                        f"{r['python_peak_mib']:>11} {r['jvm_peak_mib'] or '-':>8} {r['tree_peak_mib']:>8}")
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return printed
@@ -186,7 +205,6 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--rows", type=int, default=20_000_000)
     ap.add_argument("--buckets", type=int, default=32)
-    ap.add_argument("--rounds", type=int, default=1)
     ap.add_argument("--ops", default="create,refresh")
     ap.add_argument("--work", default=None, help="folder for the tables (default: the system's temp)")
     ap.add_argument("--record", default=None, help="write benchmarks/results/<date>-RECORD.json")
@@ -199,6 +217,6 @@ def main() -> None:
 
 if __name__ == "__main__":
     if len(sys.argv) > 1 and sys.argv[1] == CHILD:
-        child(sys.argv[2], sys.argv[3], sys.argv[4])
+        child(sys.argv[4:], sys.argv[2], sys.argv[3])
     else:
         main()
