@@ -117,6 +117,11 @@ def test_create_index_on_a_partitioned_table_with_a_partition_column(spark, tmp_
     single.create_index("by", ["p", "s"])
     parallel.create_index("by", ["p", "s"], spark=spark)
     assert entries(parallel, "by") == entries(single, "by")
+    # An index on data columns only: Spark's scan reads the files in their partition folders.
+    assert not _split(parallel.snapshot, parallel.snapshot.indexes["primary"], parallel.snapshot.live_files())[1]
+    single.create_index("by_s", ["s"])
+    parallel.create_index("by_s", ["s"], spark=spark)
+    assert entries(parallel, "by_s") == entries(single, "by_s")
     got = parallel.lookup([("p1", "s40"), ("p2", "s41")], columns=["k", "p", "s"], index="by")
     want = duckdb_delta().execute(f"SELECT k, p, s FROM delta_scan('{parallel.path}') "
                                   "WHERE (p, s) IN (('p1', 's40'), ('p2', 's41'))").fetchall()

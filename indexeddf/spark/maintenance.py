@@ -1,21 +1,20 @@
-"""Index builds as Spark jobs: ``create_index``, ``refresh`` and ``optimize_index(mode="full")``
-with ``spark=``.
+"""Index builds as Spark jobs: ``create_index`` and ``refresh`` with ``spark=``.
 
 The driver plans and commits once, through the same index lifecycle as the single-process
 path (``writer/lifecycle.py``); only the work between the two commits (reading keys,
 hashing, sorting, writing index files) runs on the executors, in one Spark job:
 
-1. read: Spark's own Parquet scan and ``hash()`` compute each live row's entry where they
-   read what the project's reader reads (``_split``); for the other files (deletion vectors,
-   column mapping, ...) a few tasks a core, each given data files of about equal bytes, read the files'
-   index columns a Parquet row group at a time, through the same reader as every other path (``format/datafiles.py``: partition
-   values, column mapping, physical types, and the rows a deletion vector deletes get no
-   entry), and hashes them with ``spec/bucketing.py`` (vectorized over Arrow arrays), so
-   hashes and buckets are bit for bit those of the single-process path. Only fixed-width
-   entries leave the task: index bucket, key hash, file id, row ordinal (20 bytes);
+1. read: where Spark's own Parquet reader reads what the project's reader reads
+   (``_split``), Spark scans the index columns with each row's ordinal in its file and
+   computes the bucket and key hash with its own ``hash()``; the other files (deletion
+   vectors, column mapping, an index on a partition column, ...) are read by a few Python
+   tasks a core through the project's reader (``format/datafiles.py``) a row group at a
+   time and hashed with ``spec/bucketing.py``. Either way hashes and buckets are bit for
+   bit those of the single-process path, and only fixed-width entries go on: index
+   bucket, key hash, file id, row ordinal;
 2. Spark shuffles the entries by index bucket (a few partitions a core, each of several
-   buckets) and sorts each partition by bucket, hash,
-   file id and row (spilling to disk as it needs: no task holds a bucket in memory);
+   buckets) and sorts each partition by bucket, hash, file id and row (spilling to disk
+   as it needs: no task holds a bucket in memory);
 3. write: each task writes one index file per index bucket it holds, split every
    :data:`WRITE_CHUNK_ENTRIES` entries (memory bounded by a chunk), and returns the
    files' descriptors; a failing task deletes what it wrote.
