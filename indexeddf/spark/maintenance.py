@@ -12,11 +12,10 @@ hashing, sorting, writing index files) runs on the executors, in one Spark job:
    time and hashed with ``spec/bucketing.py``. Either way hashes and buckets are bit for
    bit those of the single-process path, and only fixed-width entries go on: index
    bucket, key hash, file id, row ordinal;
-2. Spark shuffles the entries by index bucket (a few partitions a core, each of several
-   buckets) and sorts each partition by bucket, hash, file id and row (spilling to disk
-   as it needs: no task holds a bucket in memory);
-3. write: each task writes one index file per index bucket it holds, split every
-   :data:`WRITE_CHUNK_ENTRIES` entries (memory bounded by a chunk), and returns the
+2. write, in the same tasks (no shuffle: the read partitions are merged into one task a
+   core): each task sorts its entries a chunk of :data:`WRITE_CHUNK_ENTRIES` at a time
+   (memory bounded by a chunk) and writes one index file per index bucket and chunk, as
+   the single-process build writes one per bucket and chunk of data, and returns the
    files' descriptors; a failing task deletes what it wrote.
 
 The files go under the operation's ``pendingDir``, so a failed job leaves nothing a
@@ -38,7 +37,7 @@ from ..format.datafiles import iter_live_row_groups, missing_file
 from ..spec.actions import AddFile, IndexEntry, IndexFile
 from ..spec.bucketing import KEY_HASH_SEED, bucket_ids, key_hash, seed_prefix
 from ..spec.column_mapping import mapping_mode, table_schema
-from ..writer.index_files import INDEX_DIR, index_file_path, write_index_file
+from ..writer.index_files import INDEX_DIR, write_entries
 from ..writer.lifecycle import Progress, say
 from .options import shared_storage
 from .types import spark_type
@@ -53,12 +52,12 @@ FILE_SCHEMA = "path string, size long, bucket int, numEntries long, fileIds arra
 """What a write task returns per index file it wrote."""
 FILE_ARROW = pa.schema([("path", pa.string()), ("size", pa.int64()), ("bucket", pa.int32()),
                         ("numEntries", pa.int64()), ("fileIds", pa.list_(pa.int64()))])
-TASKS_PER_CORE = 2
-"""Read and write tasks a core of the session (``defaultParallelism``): a Python task costs a
-worker round trip, so a few big tasks beat one a data file or index bucket."""
+TASKS_PER_CORE = 1
+"""Python tasks a core of the session (``defaultParallelism``): each writes a file per index
+bucket and chunk, so fewer, bigger tasks write fewer index files."""
 WRITE_CHUNK_ENTRIES = 1 << 22
-"""Entries a write task gathers before it writes an index file (a bucket with more gets
-several files): 4M entries, about 80 MB in the task."""
+"""Entries a write task sorts at once, then writes as one index file per index bucket: 4M
+entries, about 80 MB in the task (twice that while sorting)."""
 
 
 def spark_build(spark):
@@ -89,7 +88,7 @@ def build_files(spark, snapshot, entry: IndexEntry, data_files: list[AddFile], w
         sc.setJobGroup(group, f"indexeddf: index {entry.name}: plan the build of {len(data_files)} data files")
         entries = _entries(spark, snapshot, entry, data_files)
         rel_dir = dir_name[len(INDEX_DIR) + 1:] if dir_name.startswith(INDEX_DIR + "/") else dir_name
-        tasks = min(entry.numBuckets, TASKS_PER_CORE * sc.defaultParallelism)
+        tasks = TASKS_PER_CORE * sc.defaultParallelism
         out = _written(entries, tasks, storage.url, storage.storage_options, rel_dir)
         sc.setJobDescription(f"indexeddf: index {entry.name}: read, hash, sort and write the entries of "
                              f"{len(data_files)} data files into {entry.numBuckets} index buckets")
@@ -238,52 +237,55 @@ def _file_entries(storage, add: AddFile, schema: pa.Schema, columns: list[str], 
 
 
 def _written(entries, tasks: int, url: str, options: dict, rel_dir: str):
-    """The shuffle and write stages: entries grouped by index bucket into ``tasks``
-    partitions (a task writes the files of the buckets it gets), sorted as index files hold
-    them, written by the tasks; a DataFrame of the files (``FILE_SCHEMA``)."""
+    """The write stage, in the tasks that read (no shuffle): the read partitions merged into
+    ``tasks`` tasks (``coalesce``), each of which sorts its entries a chunk at a time and
+    writes one index file per index bucket and chunk, as the single-process build does; a
+    DataFrame of the files (``FILE_SCHEMA``).
+
+    Spark could shuffle the entries by bucket and sort them (one file per bucket), but the
+    shuffle, Spark's sort and the rows' trip back to Python cost more CPU than the whole
+    single-process build (measured by ``benchmarks/maintenance_spark.py``); here each row
+    crosses into Python once, as 20 fixed-width bytes."""
 
     def write(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         storage = shared_storage(url, options)
+        written: list[str] = []
         done: list[IndexFile] = []
         try:
-            for bucket, parts in _bucket_chunks(batches):
-                done.append(_write_chunk(storage, rel_dir, bucket, parts))
+            for parts in _chunks(batches):
+                done += _write_chunk(storage, rel_dir, parts, written)
         except BaseException:
-            for f in done:  # the job fails; this task's files are not committed
-                storage.delete(f.path)
+            for path in written:  # the job fails; this task's files are not committed
+                storage.delete(path)
             raise
         yield pa.RecordBatch.from_pylist(
             [{"path": f.path, "size": f.size, "bucket": f.bucket, "numEntries": f.numEntries,
               "fileIds": list(f.fileIds)} for f in done],
             schema=FILE_ARROW)
 
-    shuffled = entries.repartition(tasks, "bucket").sortWithinPartitions("bucket", "hash", "file_id", "row")
-    return shuffled.mapInArrow(write, FILE_SCHEMA)
+    return entries.coalesce(tasks).mapInArrow(write, FILE_SCHEMA)
 
 
-def _bucket_chunks(batches: Iterator[pa.RecordBatch]) -> Iterator[tuple[int, list[pa.RecordBatch]]]:
-    """Sorted entry batches regrouped into (bucket, batches) runs of one bucket and at most
-    :data:`WRITE_CHUNK_ENTRIES` entries."""
-    bucket, parts, count = None, [], 0
+def _chunks(batches: Iterator[pa.RecordBatch]) -> Iterator[list[pa.RecordBatch]]:
+    """Entry batches regrouped into runs of about :data:`WRITE_CHUNK_ENTRIES` entries."""
+    parts, count = [], 0
     for batch in batches:
-        buckets = batch.column(0).to_numpy()
-        starts = np.flatnonzero(np.r_[True, buckets[1:] != buckets[:-1]]) if len(buckets) else []
-        for j, s in enumerate(starts):
-            e = starts[j + 1] if j + 1 < len(starts) else len(buckets)
-            b = int(buckets[s])
-            if parts and (b != bucket or count >= WRITE_CHUNK_ENTRIES):
-                yield bucket, parts
-                parts, count = [], 0
-            bucket = b
-            parts.append(batch.slice(s, e - s))
-            count += e - s
+        parts.append(batch)
+        count += batch.num_rows
+        if count >= WRITE_CHUNK_ENTRIES:
+            yield parts
+            parts, count = [], 0
     if parts:
-        yield bucket, parts
+        yield parts
 
 
-def _write_chunk(storage, rel_dir: str, bucket: int, parts: list[pa.RecordBatch]) -> IndexFile:
-    """One index file of ``bucket`` from its sorted entry batches."""
+def _write_chunk(storage, rel_dir: str, parts: list[pa.RecordBatch], written: list[str]) -> list[IndexFile]:
+    """The index files of one chunk of entries: sorted by bucket, hash, file id and row as
+    ``build_index_files`` sorts them, one file per bucket."""
     t = pa.Table.from_batches(parts)
-    hashes = t.column("hash").to_numpy().astype(np.uint32)
-    return write_index_file(storage, index_file_path(rel_dir, bucket), bucket, hashes,
-                            t.column("file_id").to_numpy(), t.column("row").to_numpy())
+    if not t.num_rows:
+        return []
+    buckets, file_ids = t.column("bucket").to_numpy(), t.column("file_id").to_numpy()
+    hashes, rows = t.column("hash").to_numpy().astype(np.uint32), t.column("row").to_numpy()
+    order = np.lexsort((rows, file_ids, hashes, buckets))
+    return write_entries(storage, rel_dir, hashes[order], file_ids[order], rows[order], buckets[order], written)
