@@ -126,30 +126,34 @@ class TableAdmin:
         }
 
     def create_index(self, name: str, columns: Sequence[str], num_buckets: int | None = None,
-                     progress: Callable[[str], None] | None = None) -> int:
+                     progress: Callable[[str], None] | None = None, spark=None) -> int:
         """Build a secondary index on ``columns`` over the newest version; returns the
         version that commits it. ``num_buckets`` defaults to the table's bucket count.
         Appends then maintain it (``indexeddf.index.autoRefresh``). ``progress``: called
-        with a line of text at each step of the build."""
+        with a line of text at each step of the build. ``spark``: a SparkSession whose
+        executors read, hash, sort and write the index files in one job (the driver
+        commits); None builds it in this process (``docs/admin.md``)."""
         result = index_ops.create_index(update_snapshot(self._snapshot), name, list(columns), num_buckets,
-                                        progress=progress)
+                                        progress=progress, build=_build(spark))
         self._snapshot = result.snapshot
         return result.version
 
     def refresh(self, index: str | None = None, mode: str = "incremental",
-                progress: Callable[[str], None] | None = None) -> list[int]:
+                progress: Callable[[str], None] | None = None, spark=None) -> list[int]:
         """Refresh ``index`` (default: every ACTIVE index) up to the newest version.
 
         ``mode``: ``"incremental"`` (index the files appended since, drop entries of
         removed files), ``"full"`` (rebuild) or ``"quick"`` (record the version only;
         queries keep scanning unindexed files). ``progress``: called with a line of
-        text at each step. Returns the versions committed.
+        text at each step. ``spark``: a SparkSession that indexes the files as a Spark
+        job (as for :meth:`create_index`; ``quick`` reads no data). Returns the versions
+        committed.
         """
         snap = update_snapshot(self._snapshot)
         names = [index] if index is not None else sorted(n for n, e in snap.indexes.items() if e.state == "ACTIVE")
         versions = []
         for name in names:
-            result = index_ops.refresh_index(snap, name, mode, progress=progress)
+            result = index_ops.refresh_index(snap, name, mode, progress=progress, build=_build(spark))
             snap = result.snapshot
             versions.append(result.version)
         self._snapshot = snap
@@ -300,3 +304,12 @@ class TableAdmin:
     def _moved_to(self, result) -> int:
         self._snapshot = update_snapshot(self._snapshot) if result is None else result.snapshot
         return self._snapshot.version
+
+
+def _build(spark):
+    """The index builder of an operation given ``spark``: None (this process) without one."""
+    if spark is None:
+        return None
+    from .spark.maintenance import spark_build
+
+    return spark_build(spark)

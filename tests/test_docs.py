@@ -104,7 +104,7 @@ def test_the_changes_guide_runs_and_prints_what_it_says(tmp_path):
     assert _run_page("changes", tmp_path) >= 4
 
 
-def test_the_admin_guide_runs_and_prints_what_it_says(tmp_path):
+def test_the_admin_guide_runs_and_prints_what_it_says(tmp_path, spark):
     assert _run_page("admin", tmp_path) >= 5
 
 

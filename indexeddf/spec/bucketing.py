@@ -34,7 +34,7 @@ import pyarrow.types as pat
 
 from ..errors import InvalidOptionError, UnsupportedTypeError
 
-__all__ = ["SEED", "spark_hash", "bucket_ids", "hash_python_values", "is_hashable_type", "key_hash"]
+__all__ = ["SEED", "spark_hash", "bucket_ids", "hash_python_values", "is_hashable_type", "key_hash", "seed_prefix"]
 
 SEED = 42
 """Seed of Spark's ``hash()`` (``Murmur3Hash``); also the seed of its bucketing."""
@@ -427,3 +427,30 @@ def key_hash(columns: Sequence[pa.Array | pa.ChunkedArray]) -> np.ndarray:
     equal hashes are always verified against the key values.
     """
     return spark_hash(columns, seed=KEY_HASH_SEED).view(np.uint32)
+
+
+def seed_prefix(seed: int, start: int = SEED) -> int:
+    """The int32 ``x`` whose Spark hash from seed ``start`` is ``seed``: Spark's
+    ``hash(x, c1, c2, ...)`` (seed 42) then equals the hash of ``c1, c2, ...`` seeded with
+    ``seed``, which lets Spark's own ``hash()`` compute :func:`key_hash` (``x`` =
+    ``seed_prefix(KEY_HASH_SEED)``). Every step of Murmur3's ``hashInt`` is a bijection of
+    32-bit words, undone here in reverse order."""
+
+    def inverse(a: int) -> int:
+        return pow(a, -1, 1 << 32)
+
+    def rotr(v: int, r: int) -> int:
+        return ((v >> r) | (v << (32 - r))) & _MASK32
+
+    h = seed & _MASK32
+    # fmix(h, 4): three xor-shifts and two multiplies, each undone.
+    h ^= h >> 16
+    h = (h * inverse(int(_F2))) & _MASK32
+    h ^= (h >> 13) ^ (h >> 26)
+    h = (h * inverse(int(_F1))) & _MASK32
+    h ^= h >> 16
+    h ^= 4
+    # mixH1(start, k) = rotl(start ^ k, 13) * 5 + N1, then mixK1(x) = rotl(x * C1, 15) * C2.
+    k = rotr(((h - int(_N1)) * inverse(int(_M5))) & _MASK32, 13) ^ (start & _MASK32)
+    x = (rotr((k * inverse(int(_C2))) & _MASK32, 15) * inverse(int(_C1))) & _MASK32
+    return x - (1 << 32) if x >= 1 << 31 else x

@@ -18,7 +18,7 @@ _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
 
 
 def create_index(snapshot: Snapshot, name: str, columns: list[str], num_buckets: int | None = None,
-                 progress=None) -> CommitResult:
+                 progress=None, build: lifecycle.Build | None = None) -> CommitResult:
     """Build index ``name`` on ``columns`` from every live data file: two commits, the
     index CREATING, then ACTIVE with its files (``writer/lifecycle.py``).
 
@@ -26,7 +26,10 @@ def create_index(snapshot: Snapshot, name: str, columns: list[str], num_buckets:
     covered by their own appends when they maintained it, and otherwise scanned by
     lookups until a refresh. A concurrent creation of the same name fails with
     ``ConcurrentIndexError``. Re-creating a DELETED index drops its old files from it.
+    ``build``: what writes the index files (``lifecycle.build_files``, in this process,
+    when None; ``indexeddf.spark.maintenance.spark_build`` runs it as a Spark job).
     """
+    build = build or lifecycle.build_files
     num_buckets = snapshot.metadata.numBuckets if num_buckets is None else num_buckets
     _validate(snapshot, name, columns, num_buckets)
     params = {"name": name, "columns": columns, "numBuckets": num_buckets}
@@ -38,7 +41,7 @@ def create_index(snapshot: Snapshot, name: str, columns: list[str], num_buckets:
 
     def work(started: lifecycle.Started, written):
         snap = started.snapshot
-        files = lifecycle.build_files(snap, started.entry, snap.live_files(), written, started.pending_dir, progress)
+        files = build(snap, started.entry, snap.live_files(), written, started.pending_dir, progress)
         return files, (), {"numIndexFiles": len(files), "numIndexedRows": sum(f.numEntries for f in files)}, {}
 
     return lifecycle.run(snapshot, entry, "CREATING", "ACTIVE", "CREATE INDEX", params, work, covered=True, removed=removed)
@@ -81,7 +84,8 @@ def validate_columns(snapshot: Snapshot, columns: list[str]) -> None:
 REFRESH_MODES = ("incremental", "full", "quick")
 
 
-def refresh_index(snapshot: Snapshot, name: str, mode: str = "incremental", progress=None) -> CommitResult:
+def refresh_index(snapshot: Snapshot, name: str, mode: str = "incremental", progress=None,
+                  build: lifecycle.Build | None = None) -> CommitResult:
     """Bring index ``name`` up to the version read: two commits, REFRESHING (the index
     keeps its files), then ACTIVE with the new files (``writer/lifecycle.py``).
 
@@ -93,8 +97,9 @@ def refresh_index(snapshot: Snapshot, name: str, mode: str = "incremental", prog
 
     It rebases over concurrent appends (their files stay uncovered, or are covered by
     their own index maintenance) and fails with ``ConcurrentIndexError`` only when
-    another writer changed the same index otherwise.
+    another writer changed the same index otherwise. ``build``: as for :func:`create_index`.
     """
+    build = build or lifecycle.build_files
     if mode not in REFRESH_MODES:
         raise InvalidOptionError(f"refresh mode {mode!r}: use one of {list(REFRESH_MODES)}")
     entry = lifecycle.require(snapshot, name, ("ACTIVE",), "refresh")  # IndexNotFoundError, InvalidIndexStateError
@@ -122,7 +127,7 @@ def refresh_index(snapshot: Snapshot, name: str, mode: str = "incremental", prog
         to_index = [a for a in snapshot.live_files() if a.fileId not in kept]
 
     def work(started: lifecycle.Started, written):
-        files = lifecycle.build_files(started.snapshot, started.entry, to_index, written, started.pending_dir, progress)
+        files = build(started.snapshot, started.entry, to_index, written, started.pending_dir, progress)
         metrics = {"numIndexedFiles": len(to_index), "numIndexFilesAdded": len(files), "numIndexFilesRemoved": len(removed)}
         return files, removed, metrics, {}
 

@@ -162,6 +162,11 @@ def run(snapshot: Snapshot, entry: IndexEntry, transient: str, final: str, opera
 
 
 # -- building index files -----------------------------------------------------------------
+Build = Callable[..., list[IndexFile]]
+"""What writes an operation's index files: :func:`build_files` or a function of its
+signature (``indexeddf.spark.maintenance.spark_build`` runs it as a Spark job)."""
+
+
 def build_files(snapshot: Snapshot, entry: IndexEntry, data_files, written: list[str], dir_name: str,
                 progress: Progress = None) -> list[IndexFile]:
     """Index files of ``entry`` for ``data_files``, written under ``dir_name`` in chunks

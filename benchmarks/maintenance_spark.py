@@ -1,0 +1,222 @@
+"""Index builds and refreshes in one Python process against the same operations as Spark jobs
+(``spark=``, ``local[2]``): ``create_index("by_s", ["s"])`` and ``refresh("primary", mode="full")``.
+
+    python benchmarks/maintenance_spark.py [--rows 20000000] [--buckets 32]
+                                           [--ops create,refresh] [--record NAME]
+
+The table is the check table of ``benchmarks/changes.py`` (k bigint, v bigint, s 64
+characters; optimized to one file per bucket). Each way runs in a child process of its own,
+which runs the operation twice, each time on a fresh copy of the table (copies are not
+timed): "first" is the session's first job (the Spark child starts its session before the
+clock, but Spark's Python workers start within it), "again" the same operation in the same
+process. A child reports each run's wall time and CPU time (user + system, of every process
+of the child: itself, the JVM, Spark's Python workers; on a loaded machine the CPU time is
+the steadier figure), the peak RSS (``VmHWM``) of its Python process and of the Spark
+driver JVM, and the peak of the summed RSS of all its processes, sampled every 0.1 s. The
+speed-up is the single process's second run's wall time over each run's (above 1: faster).
+``--record NAME`` writes the printed lines into ``benchmarks/results/<date>-NAME.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+CHILD = "--child"
+OPS = {"create": 'create_index("by_s", ["s"])', "refresh": 'refresh("primary", mode="full")'}
+
+
+def vm(pid, key: str = "VmHWM") -> float:
+    """A /proc status figure of ``pid`` in MiB (0 when the process is gone)."""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith(key + ":"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return 0.0
+
+
+def descendants(root: int) -> list[int]:
+    """``root`` and every process below it (the JVM, and Spark's Python workers below that)."""
+    parents: dict[int, list[int]] = {}
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            continue
+        parents.setdefault(ppid, []).append(int(pid))
+    out, todo = [], [root]
+    while todo:
+        pid = todo.pop()
+        out.append(pid)
+        todo += parents.get(pid, [])
+    return out
+
+
+class TreePeak:
+    """Samples the summed RSS of this process's tree every 0.1 s, on a thread."""
+
+    def __init__(self):
+        self.peak, self._stop = 0.0, threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.wait(0.1):
+            self.peak = max(self.peak, sum(vm(p, "VmRSS") for p in descendants(os.getpid())))
+
+    def stop(self) -> float:
+        self._stop.set()
+        self._thread.join()
+        return self.peak
+
+
+def java_child() -> int | None:
+    """The Spark driver JVM this process started."""
+    for pid in descendants(os.getpid())[1:]:
+        try:
+            with open(f"/proc/{pid}/comm") as f:
+                if f.read().strip() == "java":
+                    return pid
+        except OSError:
+            continue
+    return None
+
+
+def cpu_seconds() -> float:
+    """User and system CPU seconds of this process's tree so far (reaped children included)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    total = 0
+    for pid in descendants(os.getpid()):
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += sum(int(x) for x in fields[11:15])  # utime, stime, cutime, cstime
+    return total / tick
+
+
+def child(paths: list[str], op: str, way: str) -> None:
+    """``op`` on each copy in turn, in this process (the second run finds the session's
+    Python workers started): prints the wall and CPU seconds of each and peak RSS figures as JSON."""
+    from indexeddf import IndexedTable
+
+    spark = None
+    if way == "spark":
+        import indexeddf
+
+        spark = indexeddf.local_session("indexeddf-maintenance-benchmark", cores=2)
+    sampler = TreePeak()
+    runs = []
+    for path in paths:
+        t = IndexedTable.for_path(path)
+        cpu, started = cpu_seconds(), time.perf_counter()
+        if op == "create":
+            t.create_index("by_s", ["s"], spark=spark)
+        else:
+            t.refresh("primary", mode="full", spark=spark)
+        runs.append({"seconds": time.perf_counter() - started, "cpu_seconds": cpu_seconds() - cpu})
+    tree = sampler.stop()
+    jvm = java_child()
+    print(json.dumps({"runs": runs, "python_peak_mib": round(vm("self")),
+                      "jvm_peak_mib": round(vm(jvm)) if jvm else None, "tree_peak_mib": round(tree)}))
+    if spark is not None:
+        spark.stop()
+
+
+def measure(base: Path, work: Path, op: str, way: str) -> dict:
+    """``op`` run ``way`` twice, each on a fresh copy of the table, in one child process."""
+    copies = [work / f"{op}-{way}-{i}" for i in (1, 2)]
+    for c in copies:
+        shutil.copytree(base, c)
+    try:
+        out = subprocess.run([sys.executable, __file__, CHILD, op, way, *map(str, copies)],
+                             capture_output=True, text=True)
+        if out.returncode:
+            sys.exit(out.stderr[-3000:])
+        return json.loads(out.stdout.strip().splitlines()[-1])
+    finally:
+        for c in copies:
+            shutil.rmtree(c, ignore_errors=True)
+
+
+def run(args) -> list[str]:
+    from changes import build
+
+    printed: list[str] = []
+
+    def say(line: str) -> None:
+        print(line, flush=True)
+        printed.append(line)
+
+    work = Path(tempfile.mkdtemp(prefix="maintenance-bench-", dir=args.work))
+    try:
+        base = work / "table"
+        t0 = time.perf_counter()
+        build(base, args.rows, args.buckets)
+        say(f"table: {args.rows:,} rows, {args.buckets} buckets, built in {time.perf_counter() - t0:.0f} s")
+        for op in args.ops.split(","):
+            runs = {way: measure(base, work, op, way) for way in ("single", "spark")}
+            base_s = runs["single"]["runs"][1]["seconds"]
+            say(f"{OPS[op]}")
+            say(f"{'way':<30} {'wall s':>7} {'CPU s':>7} {'speed-up':>9} {'python MiB':>11} {'JVM MiB':>8} {'all MiB':>8}")
+            for way, r in runs.items():
+                for i, one in enumerate(r["runs"]):
+                    name = ("single process" if way == "single" else "spark= (local[2])") + (", first" if i == 0 else ", again")
+                    say(f"{name:<30} {one['seconds']:>7.2f} {one['cpu_seconds']:>7.1f} {base_s / one['seconds']:>8.2f}x "
+                        f"{r['python_peak_mib']:>11} {r['jvm_peak_mib'] or '-':>8} {r['tree_peak_mib']:>8}")
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return printed
+
+
+def record(args, printed: list[str]) -> None:
+    """The printed lines as a results JSON (the shape tests/test_benchmark_results.py reads)."""
+    now = datetime.now(timezone.utc)
+    name = f"{now:%Y-%m-%d-%H%M}-{args.record}"
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                            cwd=Path(__file__).parent).stdout.strip() or None
+    doc = {"run": name, "kind": "benchmarks/maintenance_spark.py", "date": f"{now:%Y-%m-%d}",
+           "command": "python benchmarks/maintenance_spark.py " + " ".join(sys.argv[1:]), "commit": commit,
+           "machine": "2 cores, shared with other helpers' test runs (loaded: timings are noisy)",
+           "source": "benchmarks/maintenance_spark.py", "notes": [args.note] if args.note else [],
+           "printed": printed}
+    out = Path(__file__).parent / "results" / f"{name}.json"
+    out.write_text(json.dumps(doc, indent=1) + "\n")
+    print(f"recorded {out}")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--rows", type=int, default=20_000_000)
+    ap.add_argument("--buckets", type=int, default=32)
+    ap.add_argument("--ops", default="create,refresh")
+    ap.add_argument("--work", default=None, help="folder for the tables (default: the system's temp)")
+    ap.add_argument("--record", default=None, help="write benchmarks/results/<date>-RECORD.json")
+    ap.add_argument("--note", default=None, help="a note kept in the recorded JSON")
+    args = ap.parse_args()
+    printed = run(args)
+    if args.record:
+        record(args, printed)
+
+
+if __name__ == "__main__":
+    if len(sys.argv) > 1 and sys.argv[1] == CHILD:
+        child(sys.argv[4:], sys.argv[2], sys.argv[3])
+    else:
+        main()

@@ -1,0 +1,291 @@
+"""Index builds as Spark jobs: ``create_index`` and ``refresh`` with ``spark=``.
+
+The driver plans and commits once, through the same index lifecycle as the single-process
+path (``writer/lifecycle.py``); only the work between the two commits (reading keys,
+hashing, sorting, writing index files) runs on the executors, in one Spark job:
+
+1. read: where Spark's own Parquet reader reads what the project's reader reads
+   (``_split``), Spark scans the index columns with each row's ordinal in its file and
+   computes the bucket and key hash with its own ``hash()``; the other files (deletion
+   vectors, column mapping, an index on a partition column, ...) are read by a few Python
+   tasks a core through the project's reader (``format/datafiles.py``) a row group at a
+   time and hashed with ``spec/bucketing.py``. Either way hashes and buckets are bit for
+   bit those of the single-process path, and only fixed-width entries go on: index
+   bucket, key hash, file id, row ordinal;
+2. write, in the same tasks (no shuffle: the read partitions are merged into one task a
+   core): each task sorts its entries a chunk of :data:`WRITE_CHUNK_ENTRIES` at a time
+   (memory bounded by a chunk) and writes one index file per index bucket and chunk, as
+   the single-process build writes one per bucket and chunk of data, and returns the
+   files' descriptors; a failing task deletes what it wrote.
+
+The files go under the operation's ``pendingDir``, so a failed job leaves nothing a
+``cancel_index`` (run by the failing operation itself) or ``vacuum`` does not delete.
+"""
+
+from __future__ import annotations
+
+import os
+import posixpath
+import re
+import uuid
+from typing import Iterator
+
+import numpy as np
+import pyarrow as pa
+
+from ..format.datafiles import iter_live_row_groups, missing_file
+from ..spec.actions import AddFile, IndexEntry, IndexFile
+from ..spec.bucketing import KEY_HASH_SEED, bucket_ids, key_hash, seed_prefix
+from ..spec.column_mapping import mapping_mode, table_schema
+from ..writer.index_files import INDEX_DIR, write_entries
+from ..writer.lifecycle import Progress, say
+from .options import shared_storage
+from .types import spark_type
+
+KEY_PREFIX = seed_prefix(KEY_HASH_SEED)
+"""Spark's ``hash(KEY_PREFIX, keys...)`` is the key hash of index entries."""
+ENTRY_ARROW = pa.schema([("bucket", pa.int32()), ("hash", pa.int64()), ("file_id", pa.int64()), ("row", pa.int32())])
+"""An index entry between the read and the write stage. The uint32 key hash rides in an
+int64 so that Spark sorts it as the index file does (unsigned)."""
+ENTRY_SCHEMA = "bucket int, hash long, file_id long, row int"
+FILE_SCHEMA = "path string, size long, bucket int, numEntries long, fileIds array<long>"
+"""What a write task returns per index file it wrote."""
+FILE_ARROW = pa.schema([("path", pa.string()), ("size", pa.int64()), ("bucket", pa.int32()),
+                        ("numEntries", pa.int64()), ("fileIds", pa.list_(pa.int64()))])
+TASKS_PER_CORE = 1
+"""Python tasks a core of the session (``defaultParallelism``): each writes a file per index
+bucket and chunk, so fewer, bigger tasks write fewer index files."""
+WRITE_CHUNK_ENTRIES = 1 << 22
+"""Entries a write task sorts at once, then writes as one index file per index bucket: 4M
+entries, about 80 MB in the task (twice that while sorting)."""
+
+
+def spark_build(spark):
+    """A ``build`` for ``writer.lifecycle`` operations (the signature of
+    ``lifecycle.build_files``) that builds the index files in a Spark job of ``spark``."""
+
+    def build(snapshot, entry: IndexEntry, data_files, written: list[str], dir_name: str,
+              progress: Progress = None) -> list[IndexFile]:
+        return build_files(spark, snapshot, entry, list(data_files), written, dir_name, progress)
+
+    return build
+
+
+def build_files(spark, snapshot, entry: IndexEntry, data_files: list[AddFile], written: list[str], dir_name: str,
+                progress: Progress = None) -> list[IndexFile]:
+    """Index files of ``entry`` for ``data_files``, written under ``dir_name`` by one Spark
+    job; their paths are added to ``written`` (the transaction deletes them if the commit
+    fails). Entries equal those of ``lifecycle.build_files`` for the same files."""
+    if not data_files:
+        say(progress, f"index {entry.name}: no data files to index")
+        return []
+    storage = snapshot.storage
+    shared_storage(storage.url, storage.storage_options)  # refuses storage Spark's workers cannot see
+    sc = spark.sparkContext
+    saved = {k: sc.getLocalProperty(k) for k in ("spark.jobGroup.id", "spark.job.description")}
+    group = f"indexeddf-index-{entry.name}-{uuid.uuid4().hex[:8]}"
+    try:
+        sc.setJobGroup(group, f"indexeddf: index {entry.name}: plan the build of {len(data_files)} data files")
+        entries = _entries(spark, snapshot, entry, data_files)
+        rel_dir = dir_name[len(INDEX_DIR) + 1:] if dir_name.startswith(INDEX_DIR + "/") else dir_name
+        tasks = TASKS_PER_CORE * sc.defaultParallelism
+        out = _written(entries, tasks, storage.url, storage.storage_options, rel_dir)
+        sc.setJobDescription(f"indexeddf: index {entry.name}: read, hash, sort and write the entries of "
+                             f"{len(data_files)} data files into {entry.numBuckets} index buckets")
+        say(progress, f"index {entry.name}: Spark job over {len(data_files)} data files")
+        rows = _collect(out)
+    finally:
+        for k, v in saved.items():
+            sc.setLocalProperty(k, v)
+    files = [IndexFile(path=r.path, size=r.size, bucket=r.bucket, numEntries=r.numEntries, fileIds=tuple(r.fileIds))
+             for r in rows]
+    written.extend(f.path for f in files)  # a failed commit deletes them
+    files.sort(key=lambda f: (f.bucket, f.path))
+    say(progress, f"index {entry.name}: {len(data_files)}/{len(data_files)} data files indexed, {len(files)} index files")
+    return files
+
+
+def _collect(out) -> list:
+    """The job's rows; a task's indexeddf error (e.g. ``MissingFileError`` for a data file
+    deleted outside indexeddf) is raised as itself, not as Spark's wrapper of it."""
+    from . import typed_error
+
+    try:
+        return out.collect()
+    except Exception as e:
+        typed = typed_error(e)
+        if typed is None:
+            raise
+        raise typed from e
+
+
+def _entries(spark, snapshot, entry: IndexEntry, data_files: list[AddFile]):
+    """The read stage: a DataFrame of every live row's entry (``ENTRY_SCHEMA``), from
+    Spark's own Parquet reads where they read what ``format/datafiles.py`` reads, else from
+    Python tasks."""
+    native, python = _split(snapshot, entry, data_files)
+    parts = []
+    if native:
+        parts.append(_native_entries(spark, snapshot, entry, native))
+    if python:
+        parts.append(_python_entries(spark, snapshot, entry, python))
+    return parts[0] if len(parts) == 1 else parts[0].unionByName(parts[1])
+
+
+GLOB = re.compile(r"[*?\[\]{}\\]")
+"""Characters Spark's ``read.parquet`` takes as a glob in a path."""
+
+
+def _split(snapshot, entry: IndexEntry, data_files: list[AddFile]) -> tuple[list[AddFile], list[AddFile]]:
+    """The files Spark's Parquet reader reads (JVM: fast) and those Python tasks read.
+
+    Spark reads a file's index columns by name as the table's types (missing ones as NULL,
+    INT96 and other physical encodings converted as Delta defines them) with each row's
+    ordinal (``_metadata.row_index``). Python tasks read the rest through the project's
+    reader: files with a deletion vector (their deleted rows get no entry), tables with
+    column mapping (an ``id``-mode file may name columns otherwise), an index on a
+    partition column (its values are in the log), storage Spark's Hadoop file system does
+    not reach the same way (not local), and paths Spark would take as globs or whose file
+    names repeat (rows are matched to files by name)."""
+    meta = snapshot.metadata
+    if (not snapshot.storage.is_local or mapping_mode(meta.configuration) != "none"
+            or set(entry.columns) & set(meta.partitionColumns)):
+        return [], data_files
+    native = [a for a in data_files if a.deletionVector is None and not GLOB.search(a.path)]
+    names = [posixpath.basename(a.path) for a in native]
+    if len(set(names)) != len(names):
+        return [], data_files
+    ids = {a.fileId for a in native}
+    return native, [a for a in data_files if a.fileId not in ids]
+
+
+def _native_entries(spark, snapshot, entry: IndexEntry, files: list[AddFile]):
+    """Entries computed by Spark alone: its Parquet scan of the index columns, its
+    ``hash()`` (Murmur3, seed 42: ``pmod(hash(keys), n)`` is the bucket, bit for bit, and
+    ``hash(seed_prefix(KEY_HASH_SEED), keys)`` the key hash), the file id by file name."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import StructField, StructType
+
+    storage, columns = snapshot.storage, list(entry.columns)
+    fields = {f.name: f for f in snapshot.metadata.schema_}
+    paths = [storage.full(a.path) for a in files]
+    for a, p in zip(files, paths):
+        if not os.path.exists(p):  # Spark's error would not say what to do
+            raise missing_file(storage, a.path, snapshot.version)
+    schema = StructType([StructField(c, spark_type(fields[c].type), True) for c in columns])
+    rows = spark.read.schema(schema).parquet(*paths).select(
+        *columns, F.col("_metadata.file_name").alias("_file"), F.col("_metadata.row_index").alias("_row"))
+    ids = spark.createDataFrame([(posixpath.basename(a.path), a.fileId) for a in files], "_file string, file_id long")
+    keys = [F.col(c) for c in columns]
+    return rows.join(F.broadcast(ids), "_file").select(
+        F.pmod(F.hash(*keys), F.lit(entry.numBuckets)).cast("int").alias("bucket"),
+        F.pmod(F.hash(F.lit(KEY_PREFIX), *keys).cast("long"), F.lit(1 << 32)).alias("hash"),
+        F.col("file_id"), F.col("_row").cast("int").alias("row"))
+
+
+def _python_entries(spark, snapshot, entry: IndexEntry, data_files: list[AddFile]):
+    """Entries computed by Python tasks, each reading some of the files through
+    ``format/datafiles.py`` and hashing with ``spec/bucketing.py``."""
+    storage = snapshot.storage
+    url, options = storage.url, storage.storage_options
+    schema = table_schema(snapshot.metadata)
+    columns, num_buckets, version = list(entry.columns), entry.numBuckets, snapshot.version
+    # The adds travel as JSON without their statistics (not needed; a checkpoint's are lazy).
+    adds = [a.model_copy(update={"stats": None}).model_dump_json(by_alias=True) for a in data_files]
+
+    def read(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        task_storage = shared_storage(url, options)
+        for batch in batches:
+            for group in batch.column(0).to_pylist():
+                for i in groups[group]:
+                    add = AddFile.model_validate_json(adds[i])
+                    yield from _file_entries(task_storage, add, schema, columns, num_buckets, version)
+
+    groups = _groups([a.size for a in data_files], TASKS_PER_CORE * spark.sparkContext.defaultParallelism)
+    ids = spark.range(0, len(groups), 1, numPartitions=len(groups))
+    return ids.mapInArrow(read, ENTRY_SCHEMA)
+
+
+def _groups(sizes: list[int], tasks: int) -> list[list[int]]:
+    """The files (by position) of each read task: ``tasks`` groups of about equal bytes,
+    biggest file first to the lightest group. Each Python task costs a worker round trip,
+    so a few tasks a core beat one a file; a task reads a row group at a time, so its
+    memory does not grow with its files."""
+    groups: list[list[int]] = [[] for _ in range(max(1, min(tasks, len(sizes))))]
+    load = [0] * len(groups)
+    for i in sorted(range(len(sizes)), key=lambda i: -sizes[i]):
+        g = load.index(min(load))
+        groups[g].append(i)
+        load[g] += sizes[i]
+    return groups
+
+
+def _file_entries(storage, add: AddFile, schema: pa.Schema, columns: list[str], num_buckets: int,
+                  version: int) -> Iterator[pa.RecordBatch]:
+    """The entries of one data file's live rows, a row group at a time (a task's memory is
+    a row group's keys)."""
+    for ordinals, rows in iter_live_row_groups(storage, add, schema, columns, version, use_threads=False):
+        if not rows.num_rows:
+            continue
+        keys = [rows.column(c) for c in columns]
+        yield pa.record_batch([
+            pa.array(bucket_ids(keys, num_buckets), pa.int32()),
+            pa.array(key_hash(keys).astype(np.int64), pa.int64()),
+            pa.array(np.full(rows.num_rows, add.fileId, dtype=np.int64), pa.int64()),
+            pa.array(ordinals.astype(np.int32), pa.int32()),
+        ], schema=ENTRY_ARROW)
+
+
+def _written(entries, tasks: int, url: str, options: dict, rel_dir: str):
+    """The write stage, in the tasks that read (no shuffle): the read partitions merged into
+    ``tasks`` tasks (``coalesce``), each of which sorts its entries a chunk at a time and
+    writes one index file per index bucket and chunk, as the single-process build does; a
+    DataFrame of the files (``FILE_SCHEMA``).
+
+    Spark could shuffle the entries by bucket and sort them (one file per bucket), but the
+    shuffle, Spark's sort and the rows' trip back to Python cost more CPU than the whole
+    single-process build (measured by ``benchmarks/maintenance_spark.py``); here each row
+    crosses into Python once, as 20 fixed-width bytes."""
+
+    def write(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        storage = shared_storage(url, options)
+        written: list[str] = []
+        done: list[IndexFile] = []
+        try:
+            for parts in _chunks(batches):
+                done += _write_chunk(storage, rel_dir, parts, written)
+        except BaseException:
+            for path in written:  # the job fails; this task's files are not committed
+                storage.delete(path)
+            raise
+        yield pa.RecordBatch.from_pylist(
+            [{"path": f.path, "size": f.size, "bucket": f.bucket, "numEntries": f.numEntries,
+              "fileIds": list(f.fileIds)} for f in done],
+            schema=FILE_ARROW)
+
+    return entries.coalesce(tasks).mapInArrow(write, FILE_SCHEMA)
+
+
+def _chunks(batches: Iterator[pa.RecordBatch]) -> Iterator[list[pa.RecordBatch]]:
+    """Entry batches regrouped into runs of about :data:`WRITE_CHUNK_ENTRIES` entries."""
+    parts, count = [], 0
+    for batch in batches:
+        parts.append(batch)
+        count += batch.num_rows
+        if count >= WRITE_CHUNK_ENTRIES:
+            yield parts
+            parts, count = [], 0
+    if parts:
+        yield parts
+
+
+def _write_chunk(storage, rel_dir: str, parts: list[pa.RecordBatch], written: list[str]) -> list[IndexFile]:
+    """The index files of one chunk of entries: sorted by bucket, hash, file id and row as
+    ``build_index_files`` sorts them, one file per bucket."""
+    t = pa.Table.from_batches(parts)
+    if not t.num_rows:
+        return []
+    buckets, file_ids = t.column("bucket").to_numpy(), t.column("file_id").to_numpy()
+    hashes, rows = t.column("hash").to_numpy().astype(np.uint32), t.column("row").to_numpy()
+    order = np.lexsort((rows, file_ids, hashes, buckets))
+    return write_entries(storage, rel_dir, hashes[order], file_ids[order], rows[order], buckets[order], written)

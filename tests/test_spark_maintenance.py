@@ -1,0 +1,270 @@
+"""Index builds and refreshes as Spark jobs (``create_index(..., spark=)``, ``refresh(..., spark=)``).
+
+Each test builds the same table twice (a copy of its folder: same files, ids and version),
+once in this process and once as a Spark job, and checks that both committed the same
+index entries (read back from the index files), and that lookups through the Spark-built
+index (Python ``lookup`` and the connector's filtered read) equal DuckDB's answer (its delta
+extension, delta-kernel-rs) on the same table. A job that fails on an unreadable data file
+(a real fault, in a task) leaves the log as the single-process failure leaves it.
+"""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import shutil
+
+import pyarrow as pa
+import pytest
+from connector_helpers import read as load
+from oracles import duckdb_delta
+from pyspark.sql import functions as F
+
+import indexeddf
+from indexeddf import IndexedTable
+from indexeddf.errors import MissingFileError
+from indexeddf.spark.maintenance import KEY_PREFIX, _split
+from indexeddf.spec.bucketing import bucket_ids, key_hash
+from indexeddf.writer.index_files import read_entries
+
+pytestmark = pytest.mark.spark
+
+KEYS = list(range(0, 120)) + list(range(100, 200))
+"""The keys of ``make``'s table (100..119 written twice), each in two rows."""
+S_KEYS = ["s3", "s17", "s40", "s41", "nope"]
+V_KEYS = [3, 17, 40, 123]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def connector(spark):
+    assert indexeddf.register(spark) == "connector"
+
+
+def rows(keys, part=None) -> pa.Table:
+    """k each key twice; v a bigint; s a short string (NULL for every seventh key)."""
+    ks = [k for k in keys for _ in range(2)]
+    data = {"k": pa.array(ks, pa.int64()), "v": pa.array([k % 50 for k in ks], pa.int64()),
+            "s": pa.array([None if k % 7 == 0 else f"s{k % 60}" for k in ks], pa.string())}
+    if part is not None:
+        data["p"] = pa.array([f"p{k % part}" for k in ks], pa.string())
+    return pa.table(data)
+
+
+def make(path, properties=None, part=None) -> IndexedTable:
+    """A table of several files: three writes, small row groups (several a file)."""
+    props = {"indexeddf.targetRowGroupBytes": "1024", **(properties or {})}
+    t = IndexedTable.create(str(path), rows(range(0, 120), part), index_columns=["k"], num_buckets=4,
+                            properties=props, partition_by=["p"] if part else ())
+    t.append(rows(range(100, 180), part))
+    t.append(rows(range(180, 200), part))
+    return t
+
+
+def twin(path, tmp_path) -> tuple[IndexedTable, IndexedTable]:
+    """The table at ``path`` and a copy of it: (single-process side, Spark side)."""
+    copy = tmp_path / "spark_side"
+    shutil.copytree(path, copy)
+    return IndexedTable.for_path(str(path)), IndexedTable.for_path(str(copy))
+
+
+def entries(t: IndexedTable, name: str) -> list[tuple]:
+    """Every entry of index ``name`` as (bucket, hash, file id, row), sorted."""
+    snap = IndexedTable.for_path(t.path).snapshot
+    out = []
+    for f in snap.indexes[name].files:
+        e = read_entries(snap.storage, f)
+        out += [(f.bucket, *r) for r in zip(*(e.column(c).to_pylist() for c in ("hash", "file_id", "row")))]
+    return sorted(out)
+
+
+def sorted_rows(table: pa.Table, cols) -> list:
+    return sorted(repr(r) for r in zip(*(table.column(c).to_pylist() for c in cols)))
+
+
+def check_lookups(spark, t: IndexedTable, name: str, column: str, keys: list) -> None:
+    """Lookups through index ``name`` equal DuckDB's rows for the same keys."""
+    t = IndexedTable.for_path(t.path)
+    listed = ", ".join(repr(k) for k in keys)
+    want = sorted(repr(r) for r in duckdb_delta().execute(
+        f"SELECT k, v, s FROM delta_scan('{t.path}') WHERE {column} IN ({listed})").fetchall())
+    assert want, "the keys must find rows"
+    assert sorted_rows(t.lookup(keys, columns=["k", "v", "s"], index=name), ["k", "v", "s"]) == want
+    got = load(spark, t.path).where(F.col(column).isin(keys)).select("k", "v", "s").collect()
+    assert sorted(repr(tuple(r)) for r in got) == want
+
+
+@pytest.mark.parametrize("columns", [["s"], ["v"], ["s", "v"]])
+def test_create_index_as_a_spark_job_writes_the_entries_of_the_single_process_build(spark, tmp_path, columns):
+    make(tmp_path / "t")
+    single, parallel = twin(tmp_path / "t", tmp_path)
+    lines = []
+    single.create_index("by", columns)
+    parallel.create_index("by", columns, spark=spark, progress=lines.append)
+    assert entries(parallel, "by") == entries(single, "by")
+    assert len(entries(parallel, "by")) == 2 * len(KEYS)
+    assert any("Spark job" in line for line in lines)
+    assert parallel.snapshot.indexes["by"].state == "ACTIVE"
+    assert parallel.snapshot.indexes["by"].coveredVersion == parallel.version
+    if columns == ["s"]:
+        check_lookups(spark, parallel, "by", "s", S_KEYS)
+    elif columns == ["v"]:
+        check_lookups(spark, parallel, "by", "v", V_KEYS)
+
+
+def test_create_index_on_a_partitioned_table_with_a_partition_column(spark, tmp_path):
+    make(tmp_path / "t", part=3)
+    single, parallel = twin(tmp_path / "t", tmp_path)
+    single.create_index("by", ["p", "s"])
+    parallel.create_index("by", ["p", "s"], spark=spark)
+    assert entries(parallel, "by") == entries(single, "by")
+    # An index on data columns only: Spark's scan reads the files in their partition folders.
+    assert not _split(parallel.snapshot, parallel.snapshot.indexes["primary"], parallel.snapshot.live_files())[1]
+    single.create_index("by_s", ["s"])
+    parallel.create_index("by_s", ["s"], spark=spark)
+    assert entries(parallel, "by_s") == entries(single, "by_s")
+    got = parallel.lookup([("p1", "s40"), ("p2", "s41")], columns=["k", "p", "s"], index="by")
+    want = duckdb_delta().execute(f"SELECT k, p, s FROM delta_scan('{parallel.path}') "
+                                  "WHERE (p, s) IN (('p1', 's40'), ('p2', 's41'))").fetchall()
+    assert want and sorted_rows(got, ["k", "p", "s"]) == sorted(repr(r) for r in want)
+
+
+@pytest.mark.parametrize("deleted", [[k for k in range(200) if k % 3 == 0], [185]])
+def test_rows_a_deletion_vector_deletes_get_no_entry(spark, tmp_path, deleted):
+    """Every file with a deletion vector, or one file with one and the others without (those
+    Spark's Parquet scan reads, the one a Python task reads: one job, one union)."""
+    t = make(tmp_path / "t", {"delta.enableDeletionVectors": "true"})
+    t.delete(f"k IN ({', '.join(map(str, deleted))})")
+    live = IndexedTable.for_path(t.path).snapshot.live_files()
+    native, python = _split(IndexedTable.for_path(t.path).snapshot, t.snapshot.indexes["primary"], live)
+    assert python == [a for a in live if a.deletionVector is not None] and python
+    assert len(native) == (0 if len(deleted) > 1 else len(live) - 1)
+    single, parallel = twin(tmp_path / "t", tmp_path)
+    single.create_index("by_s", ["s"])
+    parallel.create_index("by_s", ["s"], spark=spark)
+    assert entries(parallel, "by_s") == entries(single, "by_s")
+    assert len(entries(parallel, "by_s")) == 2 * len([k for k in KEYS if k not in deleted])
+    check_lookups(spark, parallel, "by_s", "s", S_KEYS + ["s5"])
+
+
+def test_spark_hash_with_the_seed_prefix_is_the_key_hash(spark):
+    """What Spark's scan computes for the entries (``hash(KEY_PREFIX, keys)``, and the bucket
+    ``pmod(hash(keys), n)``) equals ``key_hash`` and ``bucket_ids``, value for value, for
+    every kind of key type."""
+    data = pa.table({
+        "i": pa.array([0, -1, 7, None, 2**31 - 1], pa.int32()), "l": pa.array([0, -1, 2**40, None, -(2**63)], pa.int64()),
+        "d": pa.array([0.0, -0.0, 1.5, None, float("nan")], pa.float64()),
+        "s": pa.array(["", "a", "hello wörld", None, "x" * 67]), "b": pa.array([b"", b"\x00", b"\xff" * 5, None, b"ab"]),
+        "t": pa.array([0, -1, 10**15, None, 86_400_000_000], pa.timestamp("us", tz="UTC")),
+        "day": pa.array([0, -1, 19000, None, 3], pa.date32()), "dec": pa.array([0, -1, 12345, None, 10**15], pa.decimal128(18, 2)),
+    })
+    df = spark.createDataFrame(data).select(
+        *[F.col(c).cast(t) for c, t in [("i", "int"), ("l", "long"), ("d", "double"), ("s", "string"), ("b", "binary"),
+                                        ("t", "timestamp"), ("day", "date"), ("dec", "decimal(18,2)")]])
+    for cols in [["i"], ["l"], ["d"], ["s"], ["b"], ["t"], ["day"], ["dec"], ["s", "l"], ["i", "s", "d"]]:
+        keys = [F.col(c) for c in cols]
+        got = df.select(F.pmod(F.hash(F.lit(KEY_PREFIX), *keys).cast("long"), F.lit(1 << 32)).alias("h"),
+                        F.pmod(F.hash(*keys), F.lit(7)).alias("b")).collect()
+        arrays = [data.column(c) for c in cols]
+        assert [r.h for r in got] == key_hash(arrays).tolist(), cols
+        assert [r.b for r in got] == bucket_ids(arrays, 7).tolist(), cols
+
+
+@pytest.mark.parametrize("mode", ["name", "id"])
+def test_column_mapping(spark, tmp_path, mode):
+    make(tmp_path / "t", {"delta.columnMapping.mode": mode})
+    single, parallel = twin(tmp_path / "t", tmp_path)
+    single.create_index("by_s", ["s"])
+    parallel.create_index("by_s", ["s"], spark=spark)
+    assert entries(parallel, "by_s") == entries(single, "by_s")
+    check_lookups(spark, parallel, "by_s", "s", S_KEYS)
+
+
+@pytest.mark.parametrize("mode", ["incremental", "full"])
+def test_refresh_after_appends_and_deletes(spark, tmp_path, mode):
+    t = make(tmp_path / "t")
+    t.create_index("by_s", ["s"])
+    t.set_properties({"indexeddf.index.autoRefresh": "false"})
+    t.append(rows(range(200, 260)))
+    t.delete("k >= 100 AND k < 110")  # copy-on-write: files of the index go
+    single, parallel = twin(tmp_path / "t", tmp_path)
+    single.refresh("by_s", mode=mode)
+    lines = []
+    parallel.refresh("by_s", mode=mode, spark=spark, progress=lines.append)
+    assert entries(parallel, "by_s") == entries(single, "by_s")
+    assert len(entries(parallel, "by_s")) == 2 * len([k for k in KEYS + list(range(200, 260)) if not 100 <= k < 110])
+    assert any("Spark job" in line for line in lines)
+    check_lookups(spark, parallel, "by_s", "s", S_KEYS + ["s45"])
+    # The primary index too (its files are built with the data): rebuilt by a full refresh.
+    single.refresh("primary", mode="full")
+    parallel.refresh("primary", mode="full", spark=spark)
+    assert entries(parallel, "primary") == entries(single, "primary")
+    check_lookups(spark, parallel, "primary", "k", [3, 105, 111, 250])
+
+
+def test_refresh_quick_runs_no_job(spark, tmp_path):
+    t = make(tmp_path / "t")
+    t.set_properties({"indexeddf.index.autoRefresh": "false"})
+    t.append(rows(range(200, 210)))
+    before = entries(t, "primary")
+    t.refresh("primary", mode="quick", spark=spark)
+    assert entries(t, "primary") == before
+
+
+def _break_newest_file(t: IndexedTable, fault: str) -> None:
+    """A real fault in a read task: the newest data file's bytes replaced by garbage, or the
+    file deleted outside indexeddf."""
+    snap = IndexedTable.for_path(t.path).snapshot
+    newest = max(snap.live_files(), key=lambda a: a.fileId)
+    if fault == "missing":
+        os.remove(snap.storage.full(newest.path))
+        return
+    with open(snap.storage.full(newest.path), "wb") as f:
+        f.write(b"not parquet" * 100)
+
+
+def _log_states(t: IndexedTable, name: str) -> list:
+    """The index's state and file paths' count at every version, and the last version."""
+    fresh = IndexedTable.for_path(t.path)
+    out = []
+    for v in range(fresh.version + 1):
+        e = fresh.snapshot_at(v).indexes.get(name)
+        out.append(None if e is None else (e.state, len(e.files), e.properties.get("vacuumed")))
+    return out
+
+
+def _index_files_on_disk(t: IndexedTable, name: str) -> set:
+    root = t.snapshot.storage.full(f"_indexes/{name}")
+    return {str(p.relative_to(root)) for p in pathlib.Path(root).rglob("*.parquet")}
+
+
+@pytest.mark.parametrize("operation, fault", [("create", "garbage"), ("refresh", "garbage"), ("create", "missing")])
+def test_a_failed_job_leaves_the_log_as_a_failed_single_process_build(spark, tmp_path, operation, fault):
+    t = make(tmp_path / "t")
+    if operation == "refresh":
+        t.create_index("by_s", ["s"])
+        t.set_properties({"indexeddf.index.autoRefresh": "false"})
+        t.append(rows(range(200, 260)))
+    _break_newest_file(t, fault)
+    single, parallel = twin(tmp_path / "t", tmp_path)
+    kept = _index_files_on_disk(parallel, "by_s") if operation == "refresh" else set()
+
+    def run(table, **spark_arg):
+        if operation == "create":
+            table.create_index("by_s", ["s"], **spark_arg)
+        else:
+            table.refresh("by_s", mode="full", **spark_arg)
+
+    # A task's indexeddf error is raised as itself (not as Spark's wrapper of it).
+    expected = MissingFileError if fault == "missing" else Exception
+    with pytest.raises(expected):
+        run(single)
+    with pytest.raises(expected):
+        run(parallel, spark=spark)
+    assert _log_states(parallel, "by_s") == _log_states(single, "by_s")
+    final = IndexedTable.for_path(parallel.path).snapshot.indexes["by_s"]
+    assert final.state == ("DELETED" if operation == "create" else "ACTIVE")
+    # What the tasks wrote is gone (the failed operation's cancel deleted its pending folder),
+    # and a vacuum finds nothing of the job's left to delete.
+    assert _index_files_on_disk(parallel, "by_s") == kept
+    IndexedTable.for_path(parallel.path).vacuum(retention_hours=0, enforce_retention=False)
+    assert _index_files_on_disk(parallel, "by_s") == kept
