@@ -33,6 +33,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from proctree import tree, tree_cpu  # noqa: E402
+
 CHILD = "--child"
 OPS = {"create": 'create_index("by_s", ["s"])', "refresh": 'refresh("primary", mode="full")'}
 
@@ -49,24 +51,6 @@ def vm(pid, key: str = "VmHWM") -> float:
     return 0.0
 
 
-def descendants(root: int) -> list[int]:
-    """``root`` and every process below it (the JVM, and Spark's Python workers below that)."""
-    parents: dict[int, list[int]] = {}
-    for pid in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            with open(f"/proc/{pid}/stat") as f:
-                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
-        except (OSError, IndexError, ValueError):
-            continue
-        parents.setdefault(ppid, []).append(int(pid))
-    out, todo = [], [root]
-    while todo:
-        pid = todo.pop()
-        out.append(pid)
-        todo += parents.get(pid, [])
-    return out
-
-
 class TreePeak:
     """Samples the summed RSS of this process's tree every 0.1 s, on a thread."""
 
@@ -77,7 +61,7 @@ class TreePeak:
 
     def _run(self) -> None:
         while not self._stop.wait(0.1):
-            self.peak = max(self.peak, sum(vm(p, "VmRSS") for p in descendants(os.getpid())))
+            self.peak = max(self.peak, sum(vm(p, "VmRSS") for p in tree(os.getpid())))
 
     def stop(self) -> float:
         self._stop.set()
@@ -87,7 +71,7 @@ class TreePeak:
 
 def java_child() -> int | None:
     """The Spark driver JVM this process started."""
-    for pid in descendants(os.getpid())[1:]:
+    for pid in tree(os.getpid())[1:]:
         try:
             with open(f"/proc/{pid}/comm") as f:
                 if f.read().strip() == "java":
@@ -99,16 +83,7 @@ def java_child() -> int | None:
 
 def cpu_seconds() -> float:
     """User and system CPU seconds of this process's tree so far (reaped children included)."""
-    tick = os.sysconf("SC_CLK_TCK")
-    total = 0
-    for pid in descendants(os.getpid()):
-        try:
-            with open(f"/proc/{pid}/stat") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        total += sum(int(x) for x in fields[11:15])  # utime, stime, cutime, cstime
-    return total / tick
+    return sum(tree_cpu().values())
 
 
 def child(paths: list[str], op: str, way: str) -> None:
