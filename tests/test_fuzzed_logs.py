@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pyarrow as pa
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from indexeddf import IndexedTable
@@ -137,6 +137,8 @@ def exercise(path: str) -> list[BaseException]:
 
 @settings(max_examples=120, deadline=None, suppress_health_check=list(HealthCheck))
 @given(which=st.integers(0, 20), line_no=st.integers(0, 20), mutation=MUTATION)
+@example(which=0, line_no=3, mutation=("value", [0, 10], "."))  # an add naming the table root itself
+@example(which=0, line_no=3, mutation=("value", [0, 10], "data"))  # an add naming a folder of the table
 def test_damaged_logs_give_typed_errors_and_touch_nothing_outside(pristine, which, line_no, mutation):
     with tempfile.TemporaryDirectory() as d:
         root = Path(d)

@@ -60,7 +60,7 @@ def read_named_file(storage: TableStorage, path: str, version: int | None = None
     raises :class:`MissingFileError` naming it and the version."""
     try:
         return storage.read_bytes(path)
-    except FileNotFoundError:
+    except (FileNotFoundError, IsADirectoryError):  # a folder where the log names a file: no file
         raise missing_file(storage, path, version) from None
 
 
@@ -75,7 +75,7 @@ def open_parquet(storage: TableStorage, path: str, version: int | None = None,
     try:
         return pq.ParquetFile(storage.full(path), filesystem=storage.arrow_filesystem(), metadata=metadata,
                               read_dictionary=read_dictionary, coerce_int96_timestamp_unit=INT96_UNIT)
-    except FileNotFoundError:
+    except (FileNotFoundError, IsADirectoryError):  # a folder where the log names a file: no file
         raise missing_file(storage, path, version) from None
 
 

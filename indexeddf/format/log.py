@@ -72,11 +72,14 @@ def list_log(storage: TableStorage, log_dir: str = LOG_DIR) -> tuple[list[int], 
 
 
 def check_relative_path(path: str, where: str) -> None:
-    """Refuse a path that is absolute, has a URL scheme, climbs out with ``..`` or holds
-    a NUL character (no filesystem takes one)."""
+    """Refuse a path that is absolute, has a URL scheme, climbs out with ``..``, names a
+    folder (the table root itself, or a trailing ``/``) or holds a NUL character (no
+    filesystem takes one)."""
     if (
         not path
         or "\x00" in path
+        or path.endswith(("/", "\\"))
+        or posixpath.normpath(path.replace("\\", "/")) == "."
         or path.startswith("/")
         or path.startswith("\\")
         or _SCHEME.match(path)
@@ -84,8 +87,8 @@ def check_relative_path(path: str, where: str) -> None:
         or ".." in path.replace("\\", "/").split("/")
     ):
         raise UnsafePathError(
-            f"{where}: path {path!r} is not inside the table root (absolute paths, URLs and "
-            "'..' are refused). The log was not written by indexeddf or was tampered with; "
+            f"{where}: path {path!r} is not inside the table root (absolute paths, URLs, "
+            "'..' and folders are refused). The log was not written by indexeddf or was tampered with; "
             "restore the file from a backup or remove the offending commit.",
             where,
         )

@@ -118,7 +118,7 @@ def _read_dataset(snapshot: Snapshot, files: list[AddFile], schema: pa.Schema, c
         else:
             dataset = ds.dataset(paths, schema=schema, format=parquet, filesystem=storage.arrow_filesystem())
         return dataset.to_table(columns=columns, filter=filter)
-    except FileNotFoundError:
+    except (FileNotFoundError, IsADirectoryError):
         raise _first_missing(snapshot, files) from None
 
 
