@@ -32,9 +32,9 @@ def tree(root: int, kids: dict[int, list[int]] | None = None) -> list[int]:
     return out
 
 
-def cpu_and_rss(pid: int | str) -> tuple[float, int] | None:
-    """A process's CPU seconds so far (its own and its waited-for children's) and its RSS (``pid`` may
-    also be ``"<pid>/task/<tid>"``: one thread's)."""
+def cpu_and_rss(pid: int) -> tuple[float, int] | None:
+    """A process's CPU seconds so far (its own and its waited-for children's) and its RSS; None
+    when it is gone."""
     try:
         fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
         rss = int(open(f"/proc/{pid}/statm").read().split()[1]) * os.sysconf("SC_PAGE_SIZE")

@@ -70,6 +70,18 @@ def delta_rs_feed(path: str, start: int, end: int | None = None) -> list[tuple]:
     return feed_rows(pa.table(reader.read_all()))
 
 
+def delta_rs_changes_then_convert(path: str) -> IndexedTable:
+    """A delta-rs table with the feed on (protocol (1, 4)), 30 rows, changed twice by delta-rs
+    (v1: an UPDATE of k < 5, v2: a DELETE of k = 7: delta-rs's own cdc files), converted (v3)."""
+    import deltalake
+
+    deltalake.write_deltalake(path, rows(list(range(30))), configuration=FEED)
+    dt = deltalake.DeltaTable(path)
+    dt.update(updates={"v": "v + 1"}, predicate="k < 5")
+    dt.delete("k = 7")
+    return IndexedTable.convert(path, ["k"], num_buckets=2)
+
+
 def _merge(t: IndexedTable, source: pa.Table):
     return (t.merge(source, "t.k = s.k", source_alias="s", target_alias="t")
             .when_matched_delete(predicate="s.v % 3 = 0")
@@ -284,11 +296,7 @@ def test_a_delta_rs_table_with_the_feed_keeps_it_after_convert(tmp_path):
     import deltalake
 
     path = str(tmp_path / "t")
-    deltalake.write_deltalake(path, rows(list(range(30))), configuration=FEED)
-    dt = deltalake.DeltaTable(path)
-    dt.update(updates={"v": "v + 1"}, predicate="k < 5")                     # v1: delta-rs's cdc files
-    dt.delete("k = 7")                                                      # v2
-    t = IndexedTable.convert(path, ["k"], num_buckets=2)                    # v3
+    t = delta_rs_changes_then_convert(path)                                 # v1, v2: delta-rs's; v3: convert
     _merge(t, rows([1, 2, 3, 12, 40, 42], 900, "m"))                        # v4
     t.delete("k > 25")                                                      # v5
     assert all([a for a in read_commit(t.snapshot.storage, v) if isinstance(a, CdcFile)] for v in (1, 2, 4, 5))

@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 
 sys.path.insert(0, os.path.dirname(__file__))
 
-from test_change_data_feed import FEED, _key, _steps, delta_rs_feed, feed_rows, with_p  # noqa: E402
+from test_change_data_feed import FEED, _key, _steps, delta_rs_changes_then_convert, delta_rs_feed, feed_rows, with_p  # noqa: E402
 from test_changes import Duck, apply, operations, rows  # noqa: E402
 
 from indexeddf import IndexedTable  # noqa: E402
@@ -216,14 +216,8 @@ def test_keys_errors(tmp_path):
 
 def test_another_engines_change_data_files_are_read_whole_and_filtered(tmp_path):
     """delta-rs's cdc files carry no bucket: a keyed read opens them all, and keeps the key's rows."""
-    import deltalake
-
     path = str(tmp_path / "t")
-    deltalake.write_deltalake(path, rows(list(range(30))), configuration=FEED)
-    dt = deltalake.DeltaTable(path)
-    dt.update(updates={"v": "v + 1"}, predicate="k < 5")                     # v1: delta-rs's cdc files
-    dt.delete("k = 7")                                                      # v2
-    t = IndexedTable.convert(path, ["k"], num_buckets=2)                    # v3
+    t = delta_rs_changes_then_convert(path)                                 # v1, v2: delta-rs's; v3: convert
     t.update({"v": "v * 2"}, "k IN (3, 8)")                                 # v4: ours
     whole = feed_rows(t.changes(0))
     foreign = [p for p, b in file_buckets(t, 1).items() if b is None and p.startswith("_change_data")]
