@@ -235,7 +235,9 @@ def test_checkpoints_keep_deletion_vectors(tmp_path):
     storage.write_bytes(ckpt.index_state_path(0), b'{"version":0,"timestamp":0,"indexes":[]}')
     got = ckpt.read_checkpoint(storage, 0)
     assert [a for a in got if isinstance(a, AddFile)] == adds
-    assert [a for a in got if isinstance(a, RemoveFile)] == [remove]
+    deferred = [d for d in got if isinstance(d, ckpt.DeferredRemoves)]
+    assert deferred[0].by_path() == {"gone.parquet": (9, 1)}  # read from the columns, before any decoding
+    assert [a for a in got if isinstance(a, RemoveFile)] + [r for d in deferred for r in d.decode()] == [remove]
 
 
 @pytest.mark.parametrize("kind", ["add", "remove"])

@@ -42,6 +42,7 @@ ops = st.lists(
         st.tuples(st.just("append"), st.integers(0, 20)),
         st.tuples(st.just("overwrite"), st.integers(0, 20)),
         st.tuples(st.just("txn"), st.integers(0, 3)),
+        st.tuples(st.just("delete"), st.integers(0, 60)),
     ),
     min_size=1,
     max_size=25,
@@ -49,17 +50,24 @@ ops = st.lists(
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(ops=ops, interval=st.integers(2, 6), buckets=st.integers(1, 5))
-def test_checkpoint_plus_tail_equals_full_replay(ops, interval, buckets):
+@given(ops=ops, interval=st.integers(2, 6), buckets=st.integers(1, 5), vectors=st.booleans())
+def test_checkpoint_plus_tail_equals_full_replay(ops, interval, buckets, vectors):
+    """Every version replayed from its newest checkpoint and the commits after it equals the
+    replay of every commit; a checkpoint's tombstones are decoded only when read, and the file
+    ids and sizes read from its columns before that (what commits and index plans use) are
+    those of the decoded ones, also where a delete with deletion vectors took a path back."""
     path = f"memory://replay/{time.time_ns()}"
     t = IndexedTable.create(path, rows(0, 5), index_columns=["k"], num_buckets=buckets,
-                            properties={"indexeddf.checkpointInterval": str(interval)})
+                            properties={"indexeddf.checkpointInterval": str(interval),
+                                        "delta.enableDeletionVectors": str(vectors).lower()})
     n = 5
     for kind, arg in ops:
         if kind == "append":
             t.append(rows(n, arg))
         elif kind == "overwrite":
             t.overwrite(rows(n, arg))
+        elif kind == "delete":
+            t.delete(f"k % 7 = {arg % 7} AND k < {arg * 2}")
         else:
             t.append(rows(n, 1), txn=(f"app{arg % 2}", arg))
         n += 25
@@ -67,7 +75,9 @@ def test_checkpoint_plus_tail_equals_full_replay(ops, interval, buckets):
     commits, checkpoints = list_log(storage)
     assert checkpoints == [v for v in commits if v and v % interval == 0]
     for v in commits:
-        assert same_state(load_snapshot(storage, v), replay_json_only(storage, v))
+        snapshot, whole = load_snapshot(storage, v), replay_json_only(storage, v)
+        assert snapshot.tombstone_sizes == {r.fileId: r.size for r in whole.tombstones.values()}
+        assert same_state(snapshot, whole)
 
 
 def test_open_after_1000_commits_reads_one_checkpoint_and_few_json(tmp_path, monkeypatch):
@@ -167,3 +177,27 @@ def test_newer_protocol_with_unknown_actions_says_upgrade(table_path):
     _write_raw(table_path, 1, text)
     with pytest.raises(UnsupportedProtocolError, match="reader version 7"):
         IndexedTable.for_path(table_path)
+
+
+def test_reads_lookups_and_commits_decode_no_tombstone_of_a_checkpoint(tmp_path, monkeypatch):
+    """A checkpoint's tombstones (one per file removed within the retention) are decoded only
+    where they are read whole (vacuum, the next checkpoint): opening, scanning, a lookup
+    through the index and a commit read their ids and sizes from the columns."""
+    import indexeddf.format.checkpoint as ckpt
+
+    path = str(tmp_path / "t")
+    t = IndexedTable.create(path, rows(0, 200), index_columns=["k"], num_buckets=4,
+                            properties={"indexeddf.checkpointInterval": "5"})
+    for i in range(4):
+        t.delete(f"k % 10 = {i}")  # rewrites every bucket's file: four tombstones a commit
+    t.append(rows(500, 3))  # version 5: the checkpoint
+    assert list_log(TableStorage(path))[1] == [5]
+    decoded = []
+    original = ckpt.checkpoint_remove
+    monkeypatch.setattr(ckpt, "checkpoint_remove", lambda *a, **k: decoded.append(1) or original(*a, **k))
+    opened = IndexedTable.for_path(path)
+    assert opened.to_arrow().num_rows == 200 - 80 + 3
+    assert opened.lookup([15, 501])["k"].to_pylist() == [15, 501]
+    opened.append(rows(600, 1))
+    assert decoded == []
+    assert len(opened.snapshot.tombstones) >= 12 and len(decoded) >= 12  # read whole: decoded now

@@ -18,7 +18,9 @@ import warnings
 from typing import TYPE_CHECKING
 from urllib.parse import unquote
 
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from ..errors import CorruptLogError
@@ -33,6 +35,7 @@ from ..spec.delta import (
     decode_line,
     encode_path,
     metadata_object,
+    path_file_id,
     protocol_object,
     stats_string,
 )
@@ -199,10 +202,9 @@ _REMOVE_FIELDS = ("path", "deletionTimestamp", "dataChange", "size", "tags")
 _REMOVE_TYPES = ["string", "int64", "bool", "int64"]
 
 
-def _decode_removes(column: pa.ChunkedArray, source: str) -> list[RemoveFile]:
-    """The remove actions (tombstones) of a checkpoint, column by column as
-    :func:`_decode_adds` reads the adds: a table's checkpoint holds one per file it ever
-    removed."""
+def _plain_removes(column: pa.ChunkedArray) -> pa.StructArray:
+    """A checkpoint's ``remove`` column as one struct array, when its shape is the one the fast
+    decoders know (else ``_NotPlain``: the rows are decoded one by one)."""
     removes = column.combine_chunks() if column.num_chunks != 1 else column.chunk(0)
     if not isinstance(removes, pa.StructArray) or any(removes.type.get_field_index(f) < 0 for f in _REMOVE_FIELDS):
         raise _NotPlain()
@@ -210,6 +212,14 @@ def _decode_removes(column: pa.ChunkedArray, source: str) -> list[RemoveFile]:
     if not isinstance(tags, pa.MapArray) or tags.offset != 0 \
             or [str(removes.type.field(f).type) for f in _REMOVE_FIELDS[:4]] != _REMOVE_TYPES:
         raise _NotPlain()
+    return removes
+
+
+def _decode_removes(removes: pa.StructArray, source: str) -> list[RemoveFile]:
+    """The remove actions (tombstones) of a checkpoint, column by column as
+    :func:`_decode_adds` reads the adds: a table's checkpoint holds one per file it ever
+    removed."""
+    tags = removes.field("tags")
     partitions = _partition_values(removes)
     dvs = _deletion_vectors(removes)
     flat = removes.flatten()
@@ -228,6 +238,48 @@ def _decode_removes(column: pa.ChunkedArray, source: str) -> list[RemoveFile]:
         check_action_paths(r, f"{source} remove row {row}")
         out.append(r)
     return out
+
+
+class DeferredRemoves:
+    """A checkpoint's remove actions (tombstones), decoded when first needed. A table keeps
+    one per file it removed within the retention: a pipeline that rewrites a few dozen files
+    every few minutes keeps tens of thousands, about 20 µs each to decode, while reading a
+    version (a scan, a feed, a stream's batch) never looks at them. The file ids and sizes
+    that commits and plans need are read from the columns (:meth:`by_path`)."""
+
+    def __init__(self, removes: pa.StructArray, source: str):
+        self.removes, self.source = removes, source
+        self._decoded: list[RemoveFile] | None = None
+
+    def decode(self) -> list[RemoveFile]:
+        """The remove actions, decoded once (a damaged row raises ``CorruptLogError`` here)."""
+        if self._decoded is None:
+            self._decoded = _decode_removes(self.removes, self.source)
+        return self._decoded
+
+    def by_path(self) -> dict[str, tuple[int, int]]:
+        """Each tombstone's path, file id and size, as :meth:`decode` would give them, read
+        from the columns (a fraction of the decoding's cost)."""
+        if self._decoded is not None:
+            return {r.path: (r.fileId, r.size) for r in self._decoded}
+        paths = self.removes.field("path").to_pylist()
+        sizes = pc.fill_null(self.removes.field("size"), 0).to_pylist()
+        tags = self.removes.field("tags")
+        # The indexeddf.fileId tag of each row that has one; rows without take their path's id.
+        parents = np.repeat(np.arange(len(tags)), np.diff(tags.offsets.to_numpy(zero_copy_only=False)))
+        tagged = pc.equal(tags.keys, TAG_FILE_ID).to_numpy(zero_copy_only=False)
+        try:
+            ids = pc.cast(tags.items.filter(pa.array(tagged)), pa.int64()).to_pylist()
+        except (pa.ArrowInvalid, pa.ArrowTypeError):
+            return {r.path: (r.fileId, r.size) for r in self.decode()}  # a malformed tag: the decode says where
+        by_row = dict(zip(parents[tagged].tolist(), ids))
+        out = {}
+        for row, (path, size) in enumerate(zip(paths, sizes)):
+            if path is not None:
+                path = unquote(path) if "%" in path else path
+                file_id = by_row.get(row)
+                out[path] = (path_file_id(path) if file_id is None else file_id, size)
+        return out
 
 
 def _partition_values(adds: pa.StructArray) -> list:
@@ -255,9 +307,10 @@ def _deletion_vectors(adds: pa.StructArray) -> list:
     return values.to_pylist()
 
 
-def read_checkpoint(storage: "TableStorage", version: int) -> list[Action]:
+def read_checkpoint(storage: "TableStorage", version: int) -> list[Action | DeferredRemoves]:
     """The actions stored in the checkpoint of ``version``, with the index state and
-    commit timestamp of that version.
+    commit timestamp of that version; its removes come as :class:`DeferredRemoves` where
+    the columns have the usual shape.
 
     Delta's v2 checkpoints are read too (``v2Checkpoint``): a UUID-named one
     (``<v>.checkpoint.<uuid>.json`` or ``.parquet``) when the classic file is absent, and
@@ -330,7 +383,10 @@ def _parquet_actions(data: bytes, source: str) -> tuple[list[Action], list[str]]
     for name in names:
         if name in ("add", "remove"):
             try:
-                actions += (_decode_adds if name == "add" else _decode_removes)(table.column(name), source)
+                if name == "add":
+                    actions += _decode_adds(table.column(name), source)
+                else:
+                    actions.append(DeferredRemoves(_plain_removes(table.column(name)), source))
                 continue
             except _NotPlain:
                 pass  # a column shape the fast path does not know: decode row by row

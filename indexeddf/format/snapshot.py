@@ -11,6 +11,7 @@ latest ``index`` per name win; ``commitInfo`` is provenance only.
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Mapping, MutableMapping
 from dataclasses import dataclass, field
 from functools import cached_property
 
@@ -34,6 +35,80 @@ from .replay_rules import merge_index
 from .storage import TableStorage
 
 
+class Tombstones(MutableMapping):
+    """The removed files of a version by path (Delta's tombstones). Those a checkpoint holds
+    stay undecoded (:class:`~.checkpoint.DeferredRemoves`) until a caller reads them: the
+    changes replayed on top are kept in order and applied after them then. File ids and
+    sizes, which every commit and index plan needs, come from the checkpoint's columns."""
+
+    def __init__(self, items: Mapping[str, RemoveFile] | None = None,
+                 deferred: tuple[ckpt.DeferredRemoves, ...] = (), ops: tuple = ()):
+        self._data = dict(items or {})
+        self._deferred = tuple(deferred)
+        self._ops: list[tuple[str, RemoveFile | None]] = list(ops)
+        """(path, tombstone, or None where an add took the path back), applied after the deferred."""
+
+    def defer(self, removes: ckpt.DeferredRemoves) -> None:
+        """A checkpoint's removes, the first thing replayed (nothing is held before them)."""
+        self._deferred += (removes,)
+
+    def _load(self) -> dict[str, RemoveFile]:
+        if self._deferred:
+            data = {r.path: r for d in self._deferred for r in d.decode()}
+            data.update(self._data)
+            for path, r in self._ops:
+                if r is None:
+                    data.pop(path, None)
+                else:
+                    data[path] = r
+            self._data, self._deferred, self._ops = data, (), []
+        return self._data
+
+    def discard(self, path: str) -> None:
+        """Drop the tombstone of ``path`` if there is one (the file was added back)."""
+        if self._deferred:
+            self._ops.append((path, None))
+        else:
+            self._data.pop(path, None)
+
+    def __setitem__(self, path: str, r: RemoveFile) -> None:
+        if self._deferred:
+            self._ops.append((path, r))
+        else:
+            self._data[path] = r
+
+    def __getitem__(self, path: str) -> RemoveFile:
+        return self._load()[path]
+
+    def __delitem__(self, path: str) -> None:
+        del self._load()[path]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._load())
+
+    def __len__(self) -> int:
+        return len(self._load())
+
+    def copy(self) -> "Tombstones":
+        """An independent copy that shares the undecoded removes (each decodes once)."""
+        return Tombstones(self._data, self._deferred, tuple(self._ops))
+
+    def id_sizes(self) -> dict[int, int]:
+        """Each tombstone's file id and size in bytes, without decoding a checkpoint's."""
+        if not self._deferred:
+            return {r.fileId: r.size for r in self._data.values()}
+        held: dict[str, tuple[int, int]] = {}
+        for d in self._deferred:
+            held.update(d.by_path())
+        held.update({p: (r.fileId, r.size) for p, r in self._data.items()})
+        for path, r in self._ops:
+            if r is None:
+                held.pop(path, None)
+            else:
+                held[path] = (r.fileId, r.size)
+        return dict(held.values())
+
+
 @dataclass(frozen=True)
 class Snapshot:
     """The table as of ``version``. Immutable: applying commits returns a new snapshot."""
@@ -43,7 +118,8 @@ class Snapshot:
     protocol: Protocol
     metadata: Metadata
     files: dict[str, AddFile]
-    tombstones: dict[str, RemoveFile] = field(default_factory=dict)
+    tombstones: Mapping[str, RemoveFile] = field(default_factory=Tombstones)
+    """Removed files by path (a :class:`Tombstones`: a checkpoint's are decoded when first read)."""
     txns: dict[str, Txn] = field(default_factory=dict)
     indexes: dict[str, IndexEntry] = field(default_factory=dict)
     timestamp: int = 0
@@ -58,7 +134,10 @@ class Snapshot:
 
     @cached_property
     def tombstone_sizes(self) -> dict[int, int]:
-        """Bytes of each removed file, by file id (computed once per snapshot)."""
+        """Bytes of each removed file, by file id (computed once per snapshot, without
+        decoding a checkpoint's tombstones)."""
+        if isinstance(self.tombstones, Tombstones):
+            return self.tombstones.id_sizes()
         return {r.fileId: r.size for r in self.tombstones.values()}
 
     @cached_property
@@ -95,7 +174,7 @@ class ReplayState:
     protocol: Protocol | None = None
     metadata: Metadata | None = None
     files: dict[str, AddFile] = field(default_factory=dict)
-    tombstones: dict[str, RemoveFile] = field(default_factory=dict)
+    tombstones: Tombstones = field(default_factory=Tombstones)
     txns: dict[str, Txn] = field(default_factory=dict)
     indexes: dict[str, IndexEntry] = field(default_factory=dict)
     timestamp: int = 0
@@ -104,7 +183,8 @@ class ReplayState:
     @classmethod
     def from_snapshot(cls, s: Snapshot) -> "ReplayState":
         """A state holding what ``s`` holds, to replay later commits onto."""
-        return cls(s.protocol, s.metadata, dict(s.files), dict(s.tombstones), dict(s.txns), dict(s.indexes), s.timestamp,
+        tombstones = s.tombstones.copy() if isinstance(s.tombstones, Tombstones) else Tombstones(s.tombstones)
+        return cls(s.protocol, s.metadata, dict(s.files), tombstones, dict(s.txns), dict(s.indexes), s.timestamp,
                    dict(s.domains))
 
     def apply(self, actions: list[Action]) -> None:
@@ -113,11 +193,13 @@ class ReplayState:
         for a in actions:
             if isinstance(a, RemoveFile):
                 self._remove(a)
+            elif isinstance(a, ckpt.DeferredRemoves):  # a checkpoint's: the state holds no file yet
+                self.tombstones.defer(a)
         for a in actions:
             if isinstance(a, AddFile):
                 self.files[a.path] = a
-                self.tombstones.pop(a.path, None)
-            elif not isinstance(a, RemoveFile):
+                self.tombstones.discard(a.path)
+            elif not isinstance(a, (RemoveFile, ckpt.DeferredRemoves)):
                 self._apply_other(a)
 
     def _remove(self, a: RemoveFile) -> None:

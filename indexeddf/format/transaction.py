@@ -129,7 +129,7 @@ class Transaction:
     # -- internals ---------------------------------------------------------------
     def _commit(self, actions: list[Action], metrics: dict[str, Any], index_appends) -> CommitResult:
         self._check_writable(self.snapshot, actions)
-        _check_new_file_ids(actions, self.snapshot.file_ids | {t.fileId for t in self.snapshot.tombstones.values()})
+        _check_new_file_ids(actions, self.snapshot.file_ids | self.snapshot.tombstone_sizes.keys())
         max_retries = config.get(self.snapshot.metadata.configuration, "indexeddf.commit.maxRetries", lenient=True)
         current = self.snapshot  # the read snapshot with every winner applied
         for attempt in range(max_retries + 1):
