@@ -43,18 +43,23 @@ from ..writer.index_compaction import kept_ids, merge_bucket, rewritten_by_bucke
 from ..writer.index_files import DataPiece, entry_arrays
 from ..writer.lifecycle import Progress, say
 from ..writer.maintenance import FOREIGN, OPTIMIZE_BATCH_BYTES, OptimizePlan, Rewrite
+from ..writer.operations import MAX_BUCKETS
 from .maintenance import balanced_groups, collect_job
 from .options import shared_storage
 
-ENTRY_SCHEMA = "index string, bucket int, hash long, file_id long, row int, add string"
-"""A row between the two stages: an index entry (``index`` its name, ``add`` NULL), a new
-data file (``add``, its action as JSON; the rest NULL) or a marker that an index bucket's
-files are rewritten though no new entry lands there (``file_id`` NULL)."""
-ENTRY_ARROW = pa.schema([("index", pa.string()), ("bucket", pa.int32()), ("hash", pa.int64()),
-                         ("file_id", pa.int64()), ("row", pa.int32()), ("add", pa.string())])
+ENTRY_SCHEMA = "key int, hash long, file_id long, row int, add string"
+"""A row between the two stages: an index entry (``key``: its index's position times :data:`KEY_STRIDE` plus its index
+bucket; ``add`` NULL), a new data file (``add``, its action as JSON; the rest
+NULL) or a marker that an index bucket's files are rewritten though no new entry lands
+there (``file_id`` NULL). One int key: Spark shuffles and sorts it cheaper than a name and
+a bucket."""
+ENTRY_ARROW = pa.schema([("key", pa.int32()), ("hash", pa.int64()), ("file_id", pa.int64()), ("row", pa.int32()),
+                         ("add", pa.string())])
 RESULT_SCHEMA = "name string, json string"
 """What the job returns: an ``add`` (``name`` NULL) or an index file of index ``name``, as JSON."""
 RESULT_ARROW = pa.schema([("name", pa.string()), ("json", pa.string())])
+KEY_STRIDE = MAX_BUCKETS + 1
+"""Keys of one index's buckets: index i's bucket b is ``i * KEY_STRIDE + b``."""
 TASKS_PER_CORE = 2
 """Rewrite tasks a core of the session: a task rewrites its groups one after another, so
 more tasks than cores even out groups of unequal size."""
@@ -142,7 +147,7 @@ def _rewritten(spark, snapshot: Snapshot, plan: OptimizePlan, units: list[list[A
     schema = table_schema(meta)
     layout = (list(meta.indexColumns), meta.numBuckets, config.get(meta.configuration, "indexeddf.targetRowGroupBytes"),
               tuple(meta.partitionColumns))
-    indexes = [(e.name, list(e.columns), e.numBuckets) for e in plan.indexes]
+    indexes = [(i * KEY_STRIDE, list(e.columns), e.numBuckets) for i, e in enumerate(plan.indexes)]
     # The adds travel as JSON without their statistics (not needed to read a file).
     jobs = [[a.model_copy(update={"stats": None}).model_dump_json(by_alias=True) for a in unit] for unit in units]
 
@@ -156,7 +161,7 @@ def _rewritten(spark, snapshot: Snapshot, plan: OptimizePlan, units: list[list[A
 
     tasks = balanced_groups([sum(a.size for a in unit) for unit in units], TASKS_PER_CORE * spark.sparkContext.defaultParallelism)
     out = spark.range(0, len(tasks), 1, numPartitions=len(tasks)).mapInArrow(rewrite, ENTRY_SCHEMA)
-    markers = [(e.name, b, None, None, None, None) for e in plan.indexes
+    markers = [(i * KEY_STRIDE + b, None, None, None, None) for i, e in enumerate(plan.indexes)
                for b in rewritten_by_bucket(e, plan.rewrite[e.name])]
     if markers:
         out = out.unionByName(spark.createDataFrame(markers, ENTRY_SCHEMA))
@@ -178,10 +183,10 @@ def _rewrite_unit(storage, adds: list[AddFile], schema: pa.Schema, version: int,
         for add, file_rows in new:
             add = add.model_copy(update={"dataChange": False})
             out.append(pa.RecordBatch.from_pylist([{"add": add.model_dump_json(by_alias=True)}], schema=ENTRY_ARROW))
-            for name, columns, buckets in indexes:
+            for base, columns, buckets in indexes:
                 found = entry_arrays(columns, buckets, [DataPiece(add.fileId, file_rows.select(columns))])
                 if found is not None:
-                    out.append(_entry_batch(name, *found))
+                    out.append(_entry_batch(base, *found))
     except BaseException:
         for path in written:  # the job fails; nothing of this unit is committed
             storage.delete(path)
@@ -189,10 +194,10 @@ def _rewrite_unit(storage, adds: list[AddFile], schema: pa.Schema, version: int,
     yield from out
 
 
-def _entry_batch(name: str, hashes, file_ids, rows, buckets) -> pa.RecordBatch:
+def _entry_batch(base: int, hashes, file_ids, rows, buckets) -> pa.RecordBatch:
     n = len(hashes)
     return pa.record_batch([
-        pa.array([name] * n, pa.string()), pa.array(buckets.astype(np.int32), pa.int32()),
+        pa.array((base + buckets).astype(np.int32), pa.int32()),
         pa.array(hashes.astype(np.int64), pa.int64()), pa.array(file_ids, pa.int64()),
         pa.array(rows.astype(np.int32), pa.int32()), pa.nulls(n, pa.string()),
     ], schema=ENTRY_ARROW)
@@ -205,9 +210,10 @@ def _merged(spark, snapshot: Snapshot, plan: OptimizePlan, entries):
     ``RESULT_SCHEMA``."""
     storage = snapshot.storage
     url, options = storage.url, storage.storage_options
-    old = {e.name: {b: [f.model_dump_json() for f in fs] for b, fs in rewritten_by_bucket(e, plan.rewrite[e.name]).items()}
-           for e in plan.indexes}
-    keep = {e.name: kept_ids(e, plan.rewrite[e.name], plan.keep_ids) for e in plan.indexes}
+    names = [e.name for e in plan.indexes]
+    old = [{b: [f.model_dump_json() for f in fs] for b, fs in rewritten_by_bucket(e, plan.rewrite[e.name]).items()}
+           for e in plan.indexes]
+    keep = [kept_ids(e, plan.rewrite[e.name], plan.keep_ids) for e in plan.indexes]
 
     def merge(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         task_storage = shared_storage(url, options)
@@ -218,14 +224,14 @@ def _merged(spark, snapshot: Snapshot, plan: OptimizePlan, entries):
                     yield from pa.table([pa.nulls(run.num_rows, pa.string()), run.column("add")],
                                         schema=RESULT_ARROW).to_batches()
                     continue
-                name, bucket = key
+                i, bucket = divmod(key, KEY_STRIDE)
                 new = run.filter(run.column("file_id").is_valid())
                 added = None if not new.num_rows else (new.column("hash").to_numpy().astype(np.uint32),
                                                         new.column("file_id").to_numpy(), new.column("row").to_numpy())
-                files = [IndexFile.model_validate_json(j) for j in old[name].get(bucket, ())]
-                f = merge_bucket(task_storage, files, keep[name], added, name, bucket, written)
+                files = [IndexFile.model_validate_json(j) for j in old[i].get(bucket, ())]
+                f = merge_bucket(task_storage, files, keep[i], added, names[i], bucket, written)
                 if f is not None:
-                    yield pa.RecordBatch.from_pylist([{"name": name, "json": f.model_dump_json()}], schema=RESULT_ARROW)
+                    yield pa.RecordBatch.from_pylist([{"name": names[i], "json": f.model_dump_json()}], schema=RESULT_ARROW)
         except BaseException:
             for path in written:  # the job fails; this task's index files are not committed
                 task_storage.delete(path)
@@ -233,24 +239,22 @@ def _merged(spark, snapshot: Snapshot, plan: OptimizePlan, entries):
 
     pairs = sum(e.numBuckets for e in plan.indexes)
     parts = max(1, min(pairs, TASKS_PER_CORE * spark.sparkContext.defaultParallelism))
-    return (entries.repartition(parts, "index", "bucket").sortWithinPartitions("index", "bucket")
-            .mapInArrow(merge, RESULT_SCHEMA))
+    return entries.repartition(parts, "key").sortWithinPartitions("key").mapInArrow(merge, RESULT_SCHEMA)
 
 
 def _runs(batches: Iterator[pa.RecordBatch]) -> Iterator[tuple]:
-    """Consecutive rows of one (index, bucket) as one table, key None for the adds; rows
-    arrive sorted by (index, bucket), so one index bucket is in memory at a time."""
+    """Consecutive rows of one key (index bucket) as one table, key None for the adds; rows
+    arrive sorted by key, so one index bucket is in memory at a time."""
     key, parts = None, []
     for batch in batches:
         if not batch.num_rows:
             continue
         # Run boundaries found with numpy (a row-by-row loop in Python costs seconds a million).
-        names = pc.fill_null(batch.column("index"), "").to_numpy(zero_copy_only=False)
-        buckets = pc.fill_null(batch.column("bucket"), -1).to_numpy()
-        starts = np.flatnonzero(np.r_[True, (names[1:] != names[:-1]) | (buckets[1:] != buckets[:-1])])
+        keys = pc.fill_null(batch.column("key"), -1).to_numpy()
+        starts = np.flatnonzero(np.r_[True, keys[1:] != keys[:-1]])
         ends = np.r_[starts[1:], batch.num_rows]
         for s, e in zip(starts.tolist(), ends.tolist()):
-            k = None if names[s] == "" else (str(names[s]), int(buckets[s]))
+            k = None if keys[s] < 0 else int(keys[s])
             if parts and k != key:
                 yield key, pa.Table.from_batches(parts).combine_chunks()
                 parts = []
