@@ -118,7 +118,7 @@ def _progress(args):
 
 def _spark(args):
     """The Spark session a command runs its job in (``--spark-master``, ``--spark-conf``),
-    started with the connector (``indexeddf.configure``); None without ``--spark-master``
+    started with the connector (``indexeddf.spark_session``); None without ``--spark-master``
     (the command works in this process). The session is stopped when the command ends."""
     master, confs = getattr(args, "spark_master", None), getattr(args, "spark_conf", None) or []
     if not master:
@@ -131,14 +131,9 @@ def _spark(args):
         if not sep or not key.strip():
             raise InvalidOptionError(f"--spark-conf {text!r}: give a Spark setting as KEY=VALUE")
         pairs.append((key.strip(), value))
-    from pyspark.sql import SparkSession
+    from . import spark_session
 
-    from . import configure
-
-    builder = SparkSession.builder.master(master).appName(f"indexeddf {args.command}")
-    for key, value in pairs:
-        builder = builder.config(key, value)
-    args.spark_session = configure(builder).getOrCreate()
+    args.spark_session = spark_session(master, dict(pairs), app_name=f"indexeddf {args.command}")
     return args.spark_session
 
 
