@@ -23,6 +23,7 @@ from test_spark_maintenance import _break_newest_file, check_lookups, make, rows
 
 import indexeddf
 from indexeddf import IndexedTable
+from indexeddf.errors import MissingFileError
 from indexeddf.writer.index_files import read_entries
 
 pytestmark = pytest.mark.spark
@@ -167,19 +168,23 @@ def _table_files_on_disk(path: str) -> set[str]:
     return {str(p.relative_to(root)) for d in ("data", "_indexes") for p in (root / d).rglob("*.parquet")}
 
 
-def test_a_failed_job_commits_nothing_and_vacuum_deletes_what_it_wrote(spark, tmp_path):
+@pytest.mark.parametrize("fault", ["garbage", "missing"])
+def test_a_failed_job_commits_nothing_and_vacuum_deletes_what_it_wrote(spark, tmp_path, fault):
     t = make(tmp_path / "t")
     t.create_index("by_s", ["s"])
-    _break_newest_file(t, "garbage")  # a real fault: one task cannot read its bucket's files
+    _break_newest_file(t, fault)  # a real fault: one task cannot read its bucket's files
     version = IndexedTable.for_path(t.path).version
-    with pytest.raises(Exception):
+    # A task's indexeddf error is raised as itself (not as Spark's wrapper of it).
+    with pytest.raises(MissingFileError if fault == "missing" else Exception):
         IndexedTable.for_path(t.path).optimize("full", spark=spark)
     t = IndexedTable.for_path(t.path)
     assert t.version == version
     t.vacuum(retention_hours=0, enforce_retention=False)
     snap = IndexedTable.for_path(t.path).snapshot
     named = set(snap.files) | {f.path for e in snap.indexes.values() for f in e.files}
-    assert _table_files_on_disk(t.path) == named
+    gone = {p for p in named if not pathlib.Path(snap.storage.full(p)).exists()}
+    assert len(gone) == (1 if fault == "missing" else 0)  # the file deleted outside indexeddf
+    assert _table_files_on_disk(t.path) == named - gone
 
 
 def test_an_append_committed_during_the_job_still_lands(spark, tmp_path):
