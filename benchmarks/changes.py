@@ -75,18 +75,20 @@ def _rows(start: int, n: int, seed: int) -> pa.Table:
                      "v": pa.array(rng.integers(0, 1 << 40, n, dtype=np.int64)), "s": pa.array(s)})
 
 
-def build(path: Path, rows: int, buckets: int) -> None:
-    """The table: ``rows`` keys 0..rows-1 written in chunks (one create, then appends)."""
+def build(path: Path, rows: int, buckets: int, chunk_rows: int = CHUNK_ROWS, optimize: bool = True) -> None:
+    """The table: ``rows`` keys 0..rows-1 written in chunks of ``chunk_rows`` (one create, then
+    appends; each writes a file per bucket), then (``optimize``) one file per bucket."""
     from indexeddf import IndexedTable
 
     t = None
-    for start in range(0, rows, CHUNK_ROWS):
-        chunk = _rows(start, min(CHUNK_ROWS, rows - start), start)
+    for start in range(0, rows, chunk_rows):
+        chunk = _rows(start, min(chunk_rows, rows - start), start)
         if t is None:
             t = IndexedTable.create(str(path), chunk, ["k"], num_buckets=buckets)
         else:
             t.append(chunk)
-    t.optimize(mode="full")  # one sorted file per bucket, as a maintained table has
+    if optimize:
+        t.optimize(mode="full")  # one sorted file per bucket, as a maintained table has
 
 
 def source(rows: int, n: int, seed: int = 11) -> pa.Table:

@@ -1,11 +1,17 @@
-"""Index builds and refreshes in one Python process against the same operations as Spark jobs
-(``spark=``, ``local[2]``): ``create_index("by_s", ["s"])`` and ``refresh("primary", mode="full")``.
+"""Index builds, refreshes and optimize in one Python process against the same operations as
+Spark jobs (``spark=``, ``local[2]``): ``create_index("by_s", ["s"])``,
+``refresh("primary", mode="full")`` and ``optimize(mode="full")``.
 
     python benchmarks/maintenance_spark.py [--rows 20000000] [--buckets 32]
-                                           [--ops create,refresh] [--record NAME]
+                                           [--ops create,refresh,optimize] [--record NAME]
 
 The table is the check table of ``benchmarks/changes.py`` (k bigint, v bigint, s 64
-characters; optimized to one file per bucket). Each way runs in a child process of its own,
+characters; optimized to one file per bucket). ``optimize`` gets the same rows written in
+``--appends`` appends (a file per bucket each, not optimized) with a second index
+(``by_s``): it rewrites every bucket's files into one and both indexes' files. Its anchor is
+Spark alone on the same data (``local[2]``): read the table's data files as plain Parquet,
+``repartition(buckets, "k")``, ``sortWithinPartitions("k")``, write Parquet (the rewrite
+without statistics in a log, bloom filters or index entries). Each way runs in a child process of its own,
 which runs the operation twice, each time on a fresh copy of the table (copies are not
 timed): "first" is the session's first job (the Spark child starts its session before the
 clock, but Spark's Python workers start within it), "again" the same operation in the same
@@ -36,7 +42,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from proctree import tree, tree_cpu  # noqa: E402
 
 CHILD = "--child"
-OPS = {"create": 'create_index("by_s", ["s"])', "refresh": 'refresh("primary", mode="full")'}
+OPS = {"create": 'create_index("by_s", ["s"])', "refresh": 'refresh("primary", mode="full")',
+       "optimize": 'optimize(mode="full")'}
+WAYS = {"single": "single process", "spark": "spark= (local[2])", "anchor": "Spark read+repartition+sort+write"}
 
 
 def vm(pid, key: str = "VmHWM") -> float:
@@ -92,7 +100,7 @@ def child(paths: list[str], op: str, way: str) -> None:
     from indexeddf import IndexedTable
 
     spark = None
-    if way == "spark":
+    if way in ("spark", "anchor"):
         import indexeddf
 
         spark = indexeddf.local_session("indexeddf-maintenance-benchmark", cores=2)
@@ -101,8 +109,12 @@ def child(paths: list[str], op: str, way: str) -> None:
     for path in paths:
         t = IndexedTable.for_path(path)
         cpu, started = cpu_seconds(), time.perf_counter()
-        if op == "create":
+        if way == "anchor":
+            anchor(spark, t)
+        elif op == "create":
             t.create_index("by_s", ["s"], spark=spark)
+        elif op == "optimize":
+            t.optimize(mode="full", spark=spark)
         else:
             t.refresh("primary", mode="full", spark=spark)
         runs.append({"seconds": time.perf_counter() - started, "cpu_seconds": cpu_seconds() - cpu})
@@ -112,6 +124,15 @@ def child(paths: list[str], op: str, way: str) -> None:
                       "jvm_peak_mib": round(vm(jvm)) if jvm else None, "tree_peak_mib": round(tree)}))
     if spark is not None:
         spark.stop()
+
+
+def anchor(spark, t) -> None:
+    """Spark alone rewriting the table's rows one file a bucket, sorted by key: its data
+    files read as plain Parquet, hash-partitioned by ``k`` into the table's bucket count,
+    sorted within each partition, written as Parquet beside the table."""
+    paths = [t.snapshot.storage.full(a.path) for a in t.snapshot.live_files()]
+    (spark.read.parquet(*paths).repartition(t.num_buckets, "k").sortWithinPartitions("k")
+     .write.mode("overwrite").parquet(t.snapshot.storage.full("anchor_out")))
 
 
 def measure(base: Path, work: Path, op: str, way: str) -> dict:
@@ -141,23 +162,54 @@ def run(args) -> list[str]:
 
     work = Path(tempfile.mkdtemp(prefix="maintenance-bench-", dir=args.work))
     try:
-        base = work / "table"
-        t0 = time.perf_counter()
-        build(base, args.rows, args.buckets)
-        say(f"table: {args.rows:,} rows, {args.buckets} buckets, built in {time.perf_counter() - t0:.0f} s")
-        for op in args.ops.split(","):
-            runs = {way: measure(base, work, op, way) for way in ("single", "spark")}
-            base_s = runs["single"]["runs"][1]["seconds"]
-            say(f"{OPS[op]}")
-            say(f"{'way':<30} {'wall s':>7} {'CPU s':>7} {'speed-up':>9} {'python MiB':>11} {'JVM MiB':>8} {'all MiB':>8}")
-            for way, r in runs.items():
-                for i, one in enumerate(r["runs"]):
-                    name = ("single process" if way == "single" else "spark= (local[2])") + (", first" if i == 0 else ", again")
-                    say(f"{name:<30} {one['seconds']:>7.2f} {one['cpu_seconds']:>7.1f} {base_s / one['seconds']:>8.2f}x "
-                        f"{r['python_peak_mib']:>11} {r['jvm_peak_mib'] or '-':>8} {r['tree_peak_mib']:>8}")
+        ops = args.ops.split(",")
+        bases = {}
+        if set(ops) - {"optimize"}:
+            bases["table"] = work / "table"
+            t0 = time.perf_counter()
+            build(bases["table"], args.rows, args.buckets)
+            say(f"table: {args.rows:,} rows, {args.buckets} buckets, built in {time.perf_counter() - t0:.0f} s")
+        if "optimize" in ops:
+            bases["optimize"] = work / "fragmented"
+            t0 = time.perf_counter()
+            fragmented(bases["optimize"], args.rows, args.buckets, args.appends)
+            say(f"optimize's table: {args.rows:,} rows in {args.appends} writes, {args.buckets} buckets, indexes "
+                f"primary and by_s, built in {time.perf_counter() - t0:.0f} s")
+        for op in ops:
+            base = bases["optimize" if op == "optimize" else "table"]
+            ways = ("single", "spark", "anchor") if op == "optimize" else ("single", "spark")
+            runs = {way: measure(base, work, op, way) for way in ways}
+            report(say, OPS[op], runs)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return printed
+
+
+def fragmented(path: Path, rows: int, buckets: int, appends: int) -> None:
+    """The check table's rows in ``appends`` writes (a file per bucket each), indexed by_s."""
+    from changes import build
+
+    from indexeddf import IndexedTable
+
+    build(path, rows, buckets, chunk_rows=-(-rows // appends), optimize=False)
+    IndexedTable.for_path(str(path)).create_index("by_s", ["s"])
+
+
+def report(say, title: str, runs: dict) -> None:
+    """Each way's runs: wall and CPU seconds, the speed-up over the single process's second
+    run (wall), its CPU over the single process's, and against the anchor's second run."""
+    base = runs["single"]["runs"][1]
+    anchor = runs.get("anchor", {}).get("runs", [None, None])[1]
+    say(title)
+    say(f"{'way':<42} {'wall s':>7} {'CPU s':>7} {'speed-up':>9} {'CPU ratio':>10} {'vs anchor':>10} "
+        f"{'python MiB':>11} {'JVM MiB':>8} {'all MiB':>8}")
+    for way, r in runs.items():
+        for i, one in enumerate(r["runs"]):
+            name = WAYS[way] + (", first" if i == 0 else ", again")
+            versus = f"{anchor['seconds'] / one['seconds']:>9.2f}x" if anchor else f"{'-':>10}"
+            say(f"{name:<42} {one['seconds']:>7.2f} {one['cpu_seconds']:>7.1f} {base['seconds'] / one['seconds']:>8.2f}x "
+                f"{one['cpu_seconds'] / base['cpu_seconds']:>9.2f}x {versus} "
+                f"{r['python_peak_mib']:>11} {r['jvm_peak_mib'] or '-':>8} {r['tree_peak_mib']:>8}")
 
 
 def record(args, printed: list[str]) -> None:
@@ -180,7 +232,8 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--rows", type=int, default=20_000_000)
     ap.add_argument("--buckets", type=int, default=32)
-    ap.add_argument("--ops", default="create,refresh")
+    ap.add_argument("--ops", default="create,refresh,optimize")
+    ap.add_argument("--appends", type=int, default=8, help="writes of optimize's table (files a bucket)")
     ap.add_argument("--work", default=None, help="folder for the tables (default: the system's temp)")
     ap.add_argument("--record", default=None, help="write benchmarks/results/<date>-RECORD.json")
     ap.add_argument("--note", default=None, help="a note kept in the recorded JSON")

@@ -2,7 +2,7 @@
 
 Public names: :class:`IndexedTable` (the Python API of a table), :class:`HistoryEntry`,
 :func:`configure` (puts the JVM connector on a ``SparkSession.Builder``), :func:`local_session` (a local
-session with it), :func:`register` (the Spark
+session with it), :func:`spark_session` (one on any master), :func:`register` (the Spark
 data source ``indexeddf``: says whether the session has the connector or the Python fallback), and the
 typed errors in :mod:`indexeddf.errors`.
 """
@@ -10,9 +10,10 @@ typed errors in :mod:`indexeddf.errors`.
 from . import errors  # noqa: E402
 from ._version import __version__
 from .errors import *  # noqa: E402,F401,F403
-from .spark import configure, local_session, register  # noqa: E402
+from .spark import configure, local_session, register, spark_session  # noqa: E402
 from .table import HistoryEntry, IndexedTable  # noqa: E402
 
-__all__ = ["IndexedTable", "HistoryEntry", "configure", "local_session", "register", "errors", "__version__"] + [
+__all__ = ["IndexedTable", "HistoryEntry", "configure", "local_session", "spark_session", "register", "errors",
+           "__version__"] + [
     n for n in dir(errors) if n.endswith("Error")
 ]

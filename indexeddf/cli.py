@@ -116,9 +116,31 @@ def _progress(args):
     return args.progress_display
 
 
+def _spark(args):
+    """The Spark session a command runs its job in (``--spark-master``, ``--spark-conf``),
+    started with the connector (``indexeddf.spark_session``); None without ``--spark-master``
+    (the command works in this process). The session is stopped when the command ends."""
+    master, confs = getattr(args, "spark_master", None), getattr(args, "spark_conf", None) or []
+    if not master:
+        if confs:
+            raise InvalidOptionError("--spark-conf needs --spark-master (the Spark master the job runs on)")
+        return None
+    pairs = []
+    for text in confs:
+        key, sep, value = text.partition("=")
+        if not sep or not key.strip():
+            raise InvalidOptionError(f"--spark-conf {text!r}: give a Spark setting as KEY=VALUE")
+        pairs.append((key.strip(), value))
+    from . import spark_session
+
+    args.spark_session = spark_session(master, dict(pairs), app_name=f"indexeddf {args.command}")
+    return args.spark_session
+
+
 def cmd_refresh(args) -> None:
     """``refresh``: bring indexes up to the newest version."""
-    versions = IndexedTable.for_path(args.path).refresh(args.index, mode=args.mode, progress=_progress(args))
+    versions = IndexedTable.for_path(args.path).refresh(args.index, mode=args.mode, progress=_progress(args),
+                                                        spark=_spark(args))
     _emit(args, {"versions": versions}, f"refreshed ({args.mode}): committed versions {versions}")
 
 
@@ -126,7 +148,7 @@ def cmd_optimize(args) -> None:
     """``optimize``: compact small data files per bucket, and their index files."""
     t = IndexedTable.for_path(args.path)
     before = t.version
-    v = t.optimize(mode=args.mode, progress=_progress(args))
+    v = t.optimize(mode=args.mode, progress=_progress(args), spark=_spark(args))
     entry = t.history(limit=1)[0] if v != before else None
     metrics = entry.metrics if entry else {}
     payload = {"version": v, "committed": v != before, "metrics": metrics}
@@ -207,10 +229,13 @@ def cmd_index(args) -> None:
         return
     if not name:
         raise InvalidOptionError(f"index {args.action} needs an index name (NAME or --name)")
+    if args.action != "create" and args.spark_master:
+        raise InvalidOptionError(f"index {args.action} runs no Spark job: --spark-master is for index create")
     if args.action == "create":
         if not args.columns:
             raise InvalidOptionError("index create needs --columns")
-        v = t.create_index(name, args.columns.split(","), args.num_buckets, progress=_progress(args))
+        v = t.create_index(name, args.columns.split(","), args.num_buckets, progress=_progress(args),
+                           spark=_spark(args))
     elif args.action == "optimize":
         v = t.optimize_index(name, mode=args.mode or "quick", progress=_progress(args))
     else:
@@ -236,11 +261,18 @@ def build_parser() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--json", action="store_true", default=argparse.SUPPRESS, help="print JSON instead of tables")
     common.add_argument("-q", "--quiet", action="store_true", default=argparse.SUPPRESS, help="no progress on stderr")
+    # The commands whose work can run as a Spark job (create an index, refresh, optimize).
+    on_spark = argparse.ArgumentParser(add_help=False)
+    on_spark.add_argument("--spark-master", metavar="URL", default=None,
+                          help="run the work as one Spark job on this master (local[2], spark://host:7077, yarn, ...), "
+                               "the command's process being the driver; default: in this process, without Spark")
+    on_spark.add_argument("--spark-conf", metavar="KEY=VALUE", action="append", default=[],
+                          help="a Spark setting of that session (repeatable), e.g. spark.executor.memory=4g")
     sub = p.add_subparsers(dest="command", required=True)
     add = sub.add_parser
 
-    def command(name: str, **kw):
-        return add(name, parents=[common], **kw)
+    def command(name: str, spark: bool = False, **kw):
+        return add(name, parents=[common] + ([on_spark] if spark else []), **kw)
 
 
     s = command("describe", help="location, id, version, files, bytes, buckets, properties, indexes")
@@ -252,7 +284,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--limit", type=int, default=None, help="at most N commits")
     s.set_defaults(run=cmd_history)
 
-    s = command("refresh", help="bring indexes up to the newest version (REFRESHING, then ACTIVE)")
+    s = command("refresh", spark=True, help="bring indexes up to the newest version (REFRESHING, then ACTIVE)")
     s.add_argument("path", help="table location")
     s.add_argument("--index", default=None, help="one index (default: every ACTIVE index)")
     s.add_argument("--mode", choices=["incremental", "full", "quick"], default="incremental",
@@ -266,7 +298,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--version", type=int, default=None, help="table version (default: newest)")
     s.set_defaults(run=cmd_lookup)
 
-    s = command("optimize", help="compact small data files per bucket, and their index files (one commit, no data change)")
+    s = command("optimize", spark=True, help="compact small data files per bucket, and their index files (one commit, no data change)")
     s.add_argument("path", help="table location")
     s.add_argument("--mode", choices=["quick", "full"], default="quick",
                    help="quick: merge the files under 32 MiB of each bucket; full: one file per bucket (default quick)")
@@ -301,12 +333,12 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("path", help="table location")
     s.set_defaults(run=cmd_upgrade)
 
-    s = command("index", help="list, create, drop, restore, vacuum, cancel or optimize indexes",
+    s = command("index", spark=True, help="list, create, drop, restore, vacuum, cancel or optimize indexes",
                        description="list: every index and its state. create: build a secondary index (--columns). "
                                    "drop: soft delete (DELETED, files kept). restore: DELETED -> ACTIVE. vacuum: "
                                    "delete a DELETED index's files for good. cancel: return an index stuck in a "
                                    "transient state (crashed operation) to its last stable state. optimize: merge "
-                                   "an index's small files.")
+                                   "an index's small files. --spark-master: create only.")
     s.add_argument("action", choices=["list", "create", "drop", "restore", "vacuum", "cancel", "optimize"], help="what to do")
     s.add_argument("path", help="table location")
     s.add_argument("index_name", nargs="?", metavar="NAME", help="index name (all actions but list)")
@@ -334,8 +366,18 @@ def main(argv: list[str] | None = None) -> int:
         _close_progress(args)
         print(f"error: {e}", file=sys.stderr)
         return 1
+    finally:
+        _stop_spark(args)
     _close_progress(args)
     return 0
+
+
+def _stop_spark(args) -> None:
+    """Stop the session ``--spark-master`` started (its executors are the command's)."""
+    session = getattr(args, "spark_session", None)
+    if session is not None:
+        session.stop()
+        args.spark_session = None
 
 
 def _close_progress(args) -> None:

@@ -237,16 +237,23 @@ class TableAdmin:
         return result.version
 
     # -- maintenance (writer/maintenance.py, writer/lifecycle.py; docs/admin.md) ----------
-    def optimize(self, mode: str = "quick", progress=None) -> int:
+    def optimize(self, mode: str = "quick", progress=None, spark=None) -> int:
         """Compact each bucket's small data files (``"quick"``: files under 32 MiB;
         ``"full"``: one file per bucket, also rewriting a lone file named without its
         bucket, see ``to_df(bucketed=True)``) and the index files that point at them, in one
         commit that changes no data (concurrent appends still commit). Returns the new
         version, or the current one when nothing needed compacting. ``progress``: an
-        optional callable receiving one line of text per step."""
+        optional callable receiving one line of text per step. ``spark``: a SparkSession
+        whose executors read and rewrite the files in one job (the driver plans and commits
+        the same commit); None rewrites them in this process (``docs/admin.md``)."""
         from .writer import maintenance
 
-        result = maintenance.optimize(update_snapshot(self._snapshot), mode, progress=progress)
+        rewrite = None
+        if spark is not None:
+            from .spark.optimize import spark_rewrite
+
+            rewrite = spark_rewrite(spark)
+        result = maintenance.optimize(update_snapshot(self._snapshot), mode, progress=progress, rewrite=rewrite)
         return self._moved_to(result)
 
     def vacuum(self, retention_hours: float | None = None, dry_run: bool = False,

@@ -7,6 +7,7 @@ import subprocess
 import sys
 
 import pyarrow as pa
+import pytest
 
 from indexeddf import IndexedTable
 
@@ -161,3 +162,39 @@ def test_progress_is_a_bar_on_a_terminal_and_lines_elsewhere(table_path):
     text = out.decode()
     assert proc.returncode == 0
     assert "\r\x1b[K[" in text and "] vacuum: deleted " in text and text.endswith("\n"), text
+
+
+@pytest.mark.spark
+def test_spark_master_runs_the_work_as_a_spark_job(table_path):
+    """``--spark-master`` starts a session on that master (the command's process is the driver)
+    and the work runs as its job; the rows stay what DuckDB read before."""
+    from oracles import duckdb_delta
+
+    t = make(table_path)
+    for i in range(3):
+        t.append(pa.table({"k": pa.array([10 + i, 20 + i], pa.int64()), "s": ["x", "y"]}))
+    query = f"SELECT k, s FROM delta_scan('{table_path}') ORDER BY k, s"
+    before = duckdb_delta().execute(query).fetchall()
+    files_before = len(IndexedTable.for_path(table_path).snapshot.live_files())
+    r = run("optimize", table_path, "--mode", "full", "--spark-master", "local[2]",
+            "--spark-conf", "spark.ui.enabled=false", "--spark-conf", "spark.sql.shuffle.partitions=2")
+    assert r.returncode == 0, r.stderr
+    assert "optimized (full)" in r.stdout and "optimize: Spark job over" in r.stderr
+    assert IndexedTable.for_path(table_path).history(1)[0].operation == "OPTIMIZE"
+    buckets = [a.bucket for a in IndexedTable.for_path(table_path).snapshot.live_files()]
+    assert len(buckets) == len(set(buckets)) < files_before  # one file a bucket
+    assert duckdb_delta().execute(query).fetchall() == before
+
+
+def test_spark_flags_are_checked_before_any_session_starts(table_path, capsys):
+    from indexeddf import cli
+
+    make(table_path)
+    assert cli.main(["optimize", table_path, "--spark-conf", "spark.ui.enabled=false"]) == 1
+    assert "--spark-conf needs --spark-master" in capsys.readouterr().err
+    assert cli.main(["optimize", table_path, "--spark-master", "local[2]", "--spark-conf", "novalue"]) == 1
+    assert "KEY=VALUE" in capsys.readouterr().err
+    assert cli.main(["index", "drop", table_path, "primary", "--spark-master", "local[2]"]) == 1
+    assert "for index create" in capsys.readouterr().err
+    for command in (["refresh"], ["optimize"], ["index", "create"]):
+        assert "--spark-master" in run(*command, "--help").stdout

@@ -19,7 +19,7 @@ from typing import Any
 from .. import errors
 from ..errors import IndexedDFError
 
-__all__ = ["register", "configure", "local_session", "is_connect", "is_spark_dataframe", "write_dataframe", "typed_error", "CONNECTOR",
+__all__ = ["register", "configure", "local_session", "spark_session", "is_connect", "is_spark_dataframe", "write_dataframe", "typed_error", "CONNECTOR",
            "PYTHON", "PYTHON_NAME"]
 
 
@@ -32,6 +32,7 @@ from .session import (  # noqa: F401 - register_quietly: the package's own modul
     local_session,
     register,
     register_quietly,
+    spark_session,
 )
 
 

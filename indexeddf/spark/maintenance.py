@@ -93,7 +93,7 @@ def build_files(spark, snapshot, entry: IndexEntry, data_files: list[AddFile], w
         sc.setJobDescription(f"indexeddf: index {entry.name}: read, hash, sort and write the entries of "
                              f"{len(data_files)} data files into {entry.numBuckets} index buckets")
         say(progress, f"index {entry.name}: Spark job over {len(data_files)} data files")
-        rows = _collect(out)
+        rows = collect_job(out)
     finally:
         for k, v in saved.items():
             sc.setLocalProperty(k, v)
@@ -105,7 +105,7 @@ def build_files(spark, snapshot, entry: IndexEntry, data_files: list[AddFile], w
     return files
 
 
-def _collect(out) -> list:
+def collect_job(out) -> list:
     """The job's rows; a task's indexeddf error (e.g. ``MissingFileError`` for a data file
     deleted outside indexeddf) is raised as itself, not as Spark's wrapper of it."""
     from . import typed_error
@@ -201,12 +201,12 @@ def _python_entries(spark, snapshot, entry: IndexEntry, data_files: list[AddFile
                     add = AddFile.model_validate_json(adds[i])
                     yield from _file_entries(task_storage, add, schema, columns, num_buckets, version)
 
-    groups = _groups([a.size for a in data_files], TASKS_PER_CORE * spark.sparkContext.defaultParallelism)
+    groups = balanced_groups([a.size for a in data_files], TASKS_PER_CORE * spark.sparkContext.defaultParallelism)
     ids = spark.range(0, len(groups), 1, numPartitions=len(groups))
     return ids.mapInArrow(read, ENTRY_SCHEMA)
 
 
-def _groups(sizes: list[int], tasks: int) -> list[list[int]]:
+def balanced_groups(sizes: list[int], tasks: int) -> list[list[int]]:
     """The files (by position) of each read task: ``tasks`` groups of about equal bytes,
     biggest file first to the lightest group. Each Python task costs a worker round trip,
     so a few tasks a core beat one a file; a task reads a row group at a time, so its

@@ -115,6 +115,21 @@ def configure(builder):
     return builder
 
 
+def spark_session(master: str, conf: dict[str, str] | None = None, app_name: str = "indexeddf"):
+    """A Spark session on ``master`` (``local[2]``, ``spark://host:7077``, ``yarn``, ...) with the
+    connector (:func:`configure`, then :func:`register`); ``conf``: its settings. What the
+    command's ``--spark-master`` starts, to pass as ``spark=`` (docs/admin.md). An active
+    session is returned as it is, as ``getOrCreate`` does."""
+    from pyspark.sql import SparkSession
+
+    builder = SparkSession.builder.master(master).appName(app_name)
+    for key, value in (conf or {}).items():
+        builder = builder.config(key, value)
+    spark = configure(builder).getOrCreate()
+    register(spark)
+    return spark
+
+
 def local_session(app_name: str = "indexeddf", cores: int = 2, driver_memory: str = "2g",
                   shuffle_partitions: int = 4, conf: dict[str, str] | None = None):
     """A local Spark session (``local[cores]``) with the connector on it (:func:`configure`,

@@ -51,40 +51,62 @@ def compact_index(
     """
     written = [] if written is None else written
     dir_name = dir_name or entry.name
-    by_bucket: dict[int, list[IndexFile]] = defaultdict(list)
-    for f in entry.files:
-        if f.path in rewrite:
-            by_bucket[f.bucket].append(f)
+    by_bucket = rewritten_by_bucket(entry, rewrite)
     new_by_bucket = {}
     if added is not None:
         hashes, file_ids, rows, buckets = added
         for b in np.unique(buckets):
             m = buckets == b
             new_by_bucket[int(b)] = (hashes[m], file_ids[m], rows[m])
-    keep_ids = set(keep_ids) | {i for f in entry.files if f.path not in rewrite for i in f.fileIds}
-    keep = np.fromiter(keep_ids, np.int64, len(keep_ids))
+    keep = kept_ids(entry, rewrite, keep_ids)
     files, removed = [], []
     for b in sorted(set(by_bucket) | set(new_by_bucket)):
-        parts_h, parts_f, parts_r = [], [], []
-        for f in by_bucket.get(b, ()):
-            t = read_entries(storage, f)
-            fid = t.column("file_id").to_numpy()
-            m = np.isin(fid, keep)
-            parts_h.append(t.column("hash").to_numpy()[m])
-            parts_f.append(fid[m])
-            parts_r.append(t.column("row").to_numpy()[m])
-            removed.append(f.path)
-        if b in new_by_bucket:
-            h, fi, r = new_by_bucket[b]
-            parts_h.append(h)
-            parts_f.append(fi)
-            parts_r.append(r)
-        hashes = np.concatenate(parts_h).astype(np.uint32) if parts_h else np.empty(0, np.uint32)
-        if len(hashes):
-            file_ids = np.concatenate(parts_f).astype(np.int64)
-            rows = np.concatenate(parts_r).astype(np.int32)
-            files.append(write_entries_file(storage, dir_name, b, hashes, file_ids, rows, written))
+        removed += [f.path for f in by_bucket.get(b, ())]
+        merged = merge_bucket(storage, by_bucket.get(b, ()), keep, new_by_bucket.get(b), dir_name, b, written)
+        if merged is not None:
+            files.append(merged)
     return files, removed
+
+
+def rewritten_by_bucket(entry: IndexEntry, rewrite: set[str]) -> dict[int, list[IndexFile]]:
+    """The files of ``entry`` named in ``rewrite``, per index bucket (in the entry's order)."""
+    by_bucket: dict[int, list[IndexFile]] = defaultdict(list)
+    for f in entry.files:
+        if f.path in rewrite:
+            by_bucket[f.bucket].append(f)
+    return by_bucket
+
+
+def kept_ids(entry: IndexEntry, rewrite: set[str], keep_ids: set[int]) -> np.ndarray:
+    """The data file ids whose entries a rewrite of ``rewrite`` keeps: ``keep_ids``, and every
+    id a file that is not rewritten names (completeness: all of a data file's entries or none)."""
+    keep_ids = set(keep_ids) | {i for f in entry.files if f.path not in rewrite for i in f.fileIds}
+    return np.fromiter(keep_ids, np.int64, len(keep_ids))
+
+
+def merge_bucket(storage: TableStorage, old: list[IndexFile], keep: np.ndarray, added, dir_name: str, bucket: int,
+                 written: list[str]) -> IndexFile | None:
+    """One index file of ``bucket``: the entries of the ``old`` files whose file id is in
+    ``keep``, and the ``added`` (hashes, file ids, rows) of that bucket (or None); None
+    when no entry is left. Memory: one index bucket's entries."""
+    parts_h, parts_f, parts_r = [], [], []
+    for f in old:
+        t = read_entries(storage, f)
+        fid = t.column("file_id").to_numpy()
+        m = np.isin(fid, keep)
+        parts_h.append(t.column("hash").to_numpy()[m])
+        parts_f.append(fid[m])
+        parts_r.append(t.column("row").to_numpy()[m])
+    if added is not None:
+        parts_h.append(added[0])
+        parts_f.append(added[1])
+        parts_r.append(added[2])
+    hashes = np.concatenate(parts_h).astype(np.uint32) if parts_h else np.empty(0, np.uint32)
+    if not len(hashes):
+        return None
+    file_ids = np.concatenate(parts_f).astype(np.int64)
+    rows = np.concatenate(parts_r).astype(np.int32)
+    return write_entries_file(storage, dir_name, bucket, hashes, file_ids, rows, written)
 
 
 def small_file_groups(entry: IndexEntry, mode: str, small_bytes: int, live_ids: frozenset[int]) -> set[str]:
@@ -109,4 +131,5 @@ def small_file_groups(entry: IndexEntry, mode: str, small_bytes: int, live_ids: 
     return out
 
 
-__all__ = ["compact_index", "new_entries", "small_file_groups", "write_entries_file"]
+__all__ = ["compact_index", "kept_ids", "merge_bucket", "new_entries", "rewritten_by_bucket", "small_file_groups",
+           "write_entries_file"]

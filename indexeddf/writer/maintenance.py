@@ -16,6 +16,7 @@ from __future__ import annotations
 import dataclasses
 import time
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import pyarrow as pa
@@ -46,7 +47,7 @@ OPTIMIZE_MODES = ("quick", "full")
 
 # -- optimize --------------------------------------------------------------------------------
 def optimize(snapshot: Snapshot, mode: str = "quick", small_file_bytes: int = SMALL_FILE_BYTES,
-             progress: Progress = None, where: str | None = None) -> CommitResult | None:
+             progress: Progress = None, where: str | None = None, rewrite: Rewrite | None = None) -> CommitResult | None:
     """Compact each bucket's data files, and the index files that point at them.
 
     ``quick``: in each bucket, the files under ``small_file_bytes`` (when there are two
@@ -65,14 +66,17 @@ def optimize(snapshot: Snapshot, mode: str = "quick", small_file_bytes: int = SM
     ``where``: a predicate (Spark SQL) on partition columns only, as Delta's ``OPTIMIZE ...
     WHERE``: only the files of the partitions it selects are considered. A predicate that
     names another column is ``InvalidOptionError`` (Delta's rule).
+
+    ``rewrite``: what reads and writes the files (:data:`Rewrite`; default
+    :func:`rewrite_here`, this process); the plan and the commit do not depend on it.
     """
     if mode not in OPTIMIZE_MODES:
         raise InvalidOptionError(f"optimize mode {mode!r}: use one of {list(OPTIMIZE_MODES)}")
     live = optimized_files(snapshot, where)
     foreign = [a for a in live if a.bucket is None]
     if mode == "full" and foreign:
-        first = _compact(snapshot, mode, {FOREIGN: foreign}, progress)
-        return optimize(first.snapshot, mode, small_file_bytes, progress, where) or first
+        first = _compact(snapshot, mode, {FOREIGN: foreign}, progress, rewrite)
+        return optimize(first.snapshot, mode, small_file_bytes, progress, where, rewrite) or first
     groups: dict = defaultdict(list)
     for a in live:
         # A file with a deletion vector is always rewritten: that purges its deleted rows.
@@ -84,7 +88,7 @@ def optimize(snapshot: Snapshot, mode: str = "quick", small_file_bytes: int = SM
     if not groups:
         say(progress, "optimize: nothing to compact")
         return None
-    return _compact(snapshot, mode, groups, progress)
+    return _compact(snapshot, mode, groups, progress, rewrite)
 
 
 def optimized_files(snapshot: Snapshot, where: str | None) -> list:
@@ -121,54 +125,94 @@ def _bucket(group) -> int:
     return group[0] if isinstance(group, tuple) else group
 
 
-def _compact(snapshot: Snapshot, mode: str, groups: dict[int, list[AddFile]], progress: Progress) -> CommitResult:
-    """One commit that rewrites the files of ``groups`` (bucket -> files) into bucketed
-    files and updates every ACTIVE index to match."""
-    storage, meta = snapshot.storage, snapshot.metadata
-    schema = table_schema(meta)
+@dataclass(frozen=True)
+class OptimizePlan:
+    """What one optimize commit rewrites, as the driver plans it (the same with or without
+    Spark): the files of each group, every ACTIVE index, and per index the index files it
+    rewrites."""
+
+    mode: str
+    groups: dict
+    """Group (:func:`_group`) -> the data files rewritten into that group's new file(s)."""
+    indexes: list[IndexEntry]
+    keep_ids: set[int]
+    """The ids of the data files that stay live."""
+    rewrite: dict[str, set[str]]
+    """Index name -> the paths of its index files rewritten (merged per index bucket)."""
+
+
+Rewrite = Callable[[Snapshot, OptimizePlan, list, Progress], tuple[list[AddFile], list[IndexEntry]]]
+"""Writes a plan's data and index files (paths into the list: a failed commit deletes them);
+returns the new files' ``add`` actions (``dataChange = false``) and the ``index`` actions
+(new files, ``removedFiles``) of every index of the plan. ``spark/optimize.py`` has one
+that runs as a Spark job; :func:`rewrite_here` runs in this process."""
+
+
+def plan_optimize(snapshot: Snapshot, mode: str, groups: dict) -> OptimizePlan:
+    """The :class:`OptimizePlan` of rewriting ``groups``: the index files that name a removed
+    data file, and with ``full`` every file of an index bucket with several files."""
     indexes = sorted((i for i in snapshot.indexes.values() if i.state == "ACTIVE"), key=lambda i: i.name)
-    key_columns = sorted({c for i in indexes for c in i.columns})
+    removed_ids = {a.fileId for b in groups for a in groups[b]}
+    rewrite = {}
+    for entry in indexes:
+        paths = {f.path for f in entry.files if removed_ids.intersection(f.fileIds)}
+        if mode == "full":
+            per_bucket = defaultdict(list)
+            for f in entry.files:
+                per_bucket[f.bucket].append(f.path)
+            paths |= {p for ps in per_bucket.values() if len(ps) >= 2 for p in ps}
+        rewrite[entry.name] = paths
+    return OptimizePlan(mode, groups, indexes, set(snapshot.file_ids) - removed_ids, rewrite)
+
+
+def _compact(snapshot: Snapshot, mode: str, groups: dict[int, list[AddFile]], progress: Progress,
+             rewrite: Rewrite | None = None) -> CommitResult:
+    """One commit that rewrites the files of ``groups`` (bucket -> files) into bucketed
+    files and updates every ACTIVE index to match; ``rewrite`` writes the files (default:
+    :func:`rewrite_here`), the commit is the same either way."""
+    plan = plan_optimize(snapshot, mode, groups)
     tx = Transaction(snapshot, "OPTIMIZE", {"mode": mode}, read_buckets=())
     try:
-        adds, pieces = [], []
-        rg_bytes = config.get(meta.configuration, "indexeddf.targetRowGroupBytes")
-        for batch in _batches(groups):
-            tables = [read_live_rows(storage, a, schema, version=snapshot.version) for a in batch]
-            written = write_bucketed_pieces(storage, pa.concat_tables(tables), list(meta.indexColumns), meta.numBuckets,
-                                            rg_bytes, tx.written_paths, meta.partitionColumns, schema)
-            for add, rows in written:
-                adds.append(add.model_copy(update={"dataChange": False}))
-                pieces.append(DataPiece(add.fileId, rows.select(key_columns)))
-                say(progress, f"optimize: bucket {add.bucket}: {rows.num_rows} rows -> 1 file ({add.size} bytes)")
+        adds, index_actions = (rewrite or rewrite_here)(snapshot, plan, tx.written_paths, progress)
         removed = [a for b in groups for a in groups[b]]
-        removed_ids = {a.fileId for a in removed}
-        keep_ids = set(snapshot.file_ids) - removed_ids
         now = int(time.time() * 1000)
-        actions = [a.removal(now, data_change=False) for a in removed]
-        actions += adds
-        n_index_added = n_index_removed = 0
-        for entry in indexes:
-            rewrite = {f.path for f in entry.files if removed_ids.intersection(f.fileIds)}
-            if mode == "full":
-                per_bucket = defaultdict(list)
-                for f in entry.files:
-                    per_bucket[f.bucket].append(f.path)
-                rewrite |= {p for paths in per_bucket.values() if len(paths) >= 2 for p in paths}
-            added = new_entries(entry, pieces)
-            files, gone = compact_index(storage, entry, rewrite, keep_ids, added, entry.name, tx.written_paths)
-            n_index_added += len(files)
-            n_index_removed += len(gone)
-            actions.append(entry.model_copy(update={"files": tuple(files), "removedFiles": tuple(gone)}))
-            say(progress, f"optimize: index {entry.name}: {len(gone)} index files -> {len(files)}")
+        actions = [a.removal(now, data_change=False) for a in removed] + adds + index_actions
     except BaseException:
         tx.abort()
         raise
     metrics = {
         "numRemovedFiles": len(removed), "numAddedFiles": len(adds),
         "numRemovedBytes": sum(a.size for a in removed), "numAddedBytes": sum(a.size for a in adds),
-        "numIndexFilesRemoved": n_index_removed, "numIndexFilesAdded": n_index_added,
+        "numIndexFilesRemoved": sum(len(e.removedFiles) for e in index_actions),
+        "numIndexFilesAdded": sum(len(e.files) for e in index_actions),
     }
     return tx.commit(actions, metrics)
+
+
+def rewrite_here(snapshot: Snapshot, plan: OptimizePlan, written: list[str],
+                 progress: Progress) -> tuple[list[AddFile], list[IndexEntry]]:
+    """The :data:`Rewrite` of this process: batches of about OPTIMIZE_BATCH_BYTES read and
+    rewritten, then each index's files merged with the new files' entries."""
+    storage, meta = snapshot.storage, snapshot.metadata
+    schema = table_schema(meta)
+    key_columns = sorted({c for i in plan.indexes for c in i.columns})
+    adds, pieces = [], []
+    rg_bytes = config.get(meta.configuration, "indexeddf.targetRowGroupBytes")
+    for batch in _batches(plan.groups):
+        tables = [read_live_rows(storage, a, schema, version=snapshot.version) for a in batch]
+        new = write_bucketed_pieces(storage, pa.concat_tables(tables), list(meta.indexColumns), meta.numBuckets,
+                                    rg_bytes, written, meta.partitionColumns, schema)
+        for add, rows in new:
+            adds.append(add.model_copy(update={"dataChange": False}))
+            pieces.append(DataPiece(add.fileId, rows.select(key_columns)))
+            say(progress, f"optimize: bucket {add.bucket}: {rows.num_rows} rows -> 1 file ({add.size} bytes)")
+    index_actions = []
+    for entry in plan.indexes:
+        added = new_entries(entry, pieces)
+        files, gone = compact_index(storage, entry, plan.rewrite[entry.name], plan.keep_ids, added, entry.name, written)
+        index_actions.append(entry.model_copy(update={"files": tuple(files), "removedFiles": tuple(gone)}))
+        say(progress, f"optimize: index {entry.name}: {len(gone)} index files -> {len(files)}")
+    return adds, index_actions
 
 
 def _batches(groups: dict[int, list[AddFile]]):
