@@ -37,7 +37,7 @@ from ..format.datafiles import (
 from ..format.snapshot import Snapshot
 from ..format.storage import TableStorage, frozen_options, thawed_options
 from ..spec.actions import AddFile, IndexFile
-from ..spec.bucketing import key_hash
+from ..spec.bucketing import INDEX_BLOCK_SHARE, key_hash
 from ..spec.column_mapping import file_schema, physical_name, plain
 from ..spec.schema import check_columns, dictionary_columns
 from .cache import cache, deletion_vector_rows
@@ -161,7 +161,7 @@ def without_empty_batches(table: pa.Table) -> pa.Table:
     return pa.Table.from_batches(batches, schema=table.schema)
 
 
-PARTIAL_SHARE = 0.5
+PARTIAL_SHARE = INDEX_BLOCK_SHARE
 """A lookup reads only the row groups (blocks) of an index file whose hash range holds a
 probed hash while they are at most this share of the file's row groups; past it (a join,
 an IN list of many keys), the whole file, cached whole. A point lookup of a few keys thus

@@ -129,8 +129,8 @@ public final class IndexSegments {
         return s;
     }
 
-    /** Share of an index file's blocks past which a probe reads the whole file instead. */
-    static final double BLOCK_SHARE = 0.5;
+    /** Share of an index file's blocks past which a probe reads the whole file instead (shared with Python). */
+    static final double BLOCK_SHARE = io.indexeddf.log.Spec.INDEX_BLOCK_SHARE;
 
     /**
      * The segments a probe of {@code hashes} (key hashes, any order) needs of the index file at
