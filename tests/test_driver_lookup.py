@@ -300,8 +300,8 @@ def test_a_long_in_list_left_to_spark_skips_its_bucket_pruning(spark, tmp_path, 
 def test_a_few_keys_read_index_blocks_and_many_keys_the_whole_file(spark, tmp_path, conf):
     # One bucket whose index file has 7 blocks (row groups of ENTRY_ROW_GROUP entries), a key
     # repeated past a block, deletion vectors, and an append the index does not cover (hybrid
-    # scan): a few keys read the blocks their hashes fall in, 40 keys the whole file; every
-    # answer is DuckDB's.
+    # scan): a few keys read the blocks their hashes fall in, on the driver and in tasks, 40
+    # keys the whole file; every answer is DuckDB's.
     from dv_helpers import mark_deleted
 
     from indexeddf.writer.index_files import ENTRY_ROW_GROUP
@@ -320,6 +320,13 @@ def test_a_few_keys_read_index_blocks_and_many_keys_the_whole_file(spark, tmp_pa
         assert same(collected(df.where(where)), expected(path, where)), where
         held = jvm_cache_stats(spark, "IndexSegments")[1]
         assert 0 < held < entries, (where, held)  # blocks of the index file, not all of it
+    # Past the driver's key limit the tasks probe (local mode: in this JVM), reading blocks too.
+    conf("spark.indexeddf.driverLookup.maxKeys", "2")
+    jvm_cache_clear(spark, "IndexSegments")
+    few = "k IN (3, 5, 81000)"
+    assert "ProbeRDD" in lineage(df.where(few))
+    assert same(collected(df.where(few)), expected(path, few))
+    assert 0 < jvm_cache_stats(spark, "IndexSegments")[1] < entries
     jvm_cache_clear(spark, "IndexSegments")
     spread = f"k IN ({', '.join(map(str, range(0, n, n // 40)))})"
     assert same(collected(df.where(spread)), expected(path, spread))
