@@ -173,6 +173,12 @@ def main(argv=None) -> None:
         print(json.dumps(run(args.rows[0], args.keys, args.way)))
         return
     codes = [("this", None)] + [tuple(c.split("=", 1)) for c in args.code]
+    printed: list[str] = []
+
+    def say(line: str) -> None:
+        print(line, flush=True)
+        printed.append(line)
+
     results = []
     for label, code in codes:
         for engine in args.engines:
@@ -181,16 +187,20 @@ def main(argv=None) -> None:
                     n = args.keys if engine == "python" else args.connector_keys
                     r = {"code": label, "commit": commit_of(code), "engine": engine, "way": way, "rows": rows,
                          **run_child(code, engine, rows, n, way)}
-                    print(json.dumps(r), flush=True)
+                    say(json.dumps(r))
                     results.append(r)
     growth = growth_ratios(results, args.rows)
     for g in growth:
-        print(f"{g['code']:>6} {g['engine']:>9} {g['way']:>6}: median {g['median_ratio']}x, CPU {g['cpu_ratio']}x, "
-              f"peak RSS {g['rss_ratio']}x from {args.rows[0]:,} to {args.rows[-1]:,} rows")
+        say(f"{g['code']:>6} {g['engine']:>9} {g['way']:>6}: median {g['median_ratio']}x, CPU {g['cpu_ratio']}x, "
+            f"peak RSS {g['rss_ratio']}x from {min(args.rows):,} to {max(args.rows):,} rows")
     if args.out:
-        Path(args.out).write_text(json.dumps({
-            "benchmark": "lookup_blocks", "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-            "machine": f"{os.cpu_count()} cores, shared (loaded)", "results": results, "growth": growth}, indent=1) + "\n")
+        out = Path(args.out)
+        out.write_text(json.dumps({
+            "run": out.stem, "kind": "benchmarks/lookup_blocks.py", "date": time.strftime("%Y-%m-%d", time.gmtime()),
+            "command": "python benchmarks/lookup_blocks.py " + " ".join(argv if argv is not None else sys.argv[1:]),
+            "commit": commit_of(None), "machine": f"{os.cpu_count()} cores, shared with other helpers (loaded)",
+            "source": "benchmarks/lookup_blocks.py", "printed": printed, "lookups": results, "growth": growth},
+            indent=1) + "\n")
 
 
 def growth_ratios(results: list[dict], sizes: list[int]) -> list[dict]:
