@@ -24,7 +24,7 @@ def lineage(df) -> str:
 
 
 _DIAGNOSTICS = {("RowCache", "cacheStats"): "rowCacheStats", ("RowCache", "clear"): "clearRowCache",
-                ("IndexSegments", "cacheStats"): "segmentCacheStats"}
+                ("IndexSegments", "cacheStats"): "segmentCacheStats", ("IndexSegments", "clear"): "clearSegmentCache"}
 """The connector's counters by cache and what is asked of it: the public static methods of
 ``io.indexeddf.spark.Diagnostics``."""
 
@@ -57,7 +57,7 @@ def jvm_cache_stats(spark, cache: str) -> list[int]:
 
 
 def jvm_cache_clear(spark, cache: str) -> None:
-    """Empties a JVM cache of the connector (``"RowCache"``)."""
+    """Empties a JVM cache of the connector (``"RowCache"``, ``"IndexSegments"``)."""
     _diagnostics(spark, cache, "clear")
 
 

@@ -295,3 +295,39 @@ def test_a_long_in_list_left_to_spark_skips_its_bucket_pruning(spark, tmp_path, 
     one_bucket = [r.id for r in spark.range(6000).where("pmod(hash(id), 4) = 0").limit(1000).collect()]
     text = physical(df.where(f"k IN ({', '.join(map(str, one_bucket))})"))
     assert "Bucketed:" in text, text
+
+
+def test_a_few_keys_read_index_blocks_and_many_keys_the_whole_file(spark, tmp_path, conf):
+    # One bucket whose index file has 7 blocks (row groups of ENTRY_ROW_GROUP entries), a key
+    # repeated past a block, deletion vectors, and an append the index does not cover (hybrid
+    # scan): a few keys read the blocks their hashes fall in, on the driver and in tasks, 40
+    # keys the whole file; every answer is DuckDB's.
+    from dv_helpers import mark_deleted
+
+    from indexeddf.writer.index_files import ENTRY_ROW_GROUP
+
+    path = tmp_path / "t"
+    n = 5 * ENTRY_ROW_GROUP
+    t = IndexedTable.create(str(path), rows_of(list(range(n)) + [7] * (ENTRY_ROW_GROUP + 100)), index_columns=["k"],
+                            num_buckets=1, properties={"indexeddf.index.autoRefresh": "false",
+                                                       "indexeddf.targetRowGroupBytes": "4096"})
+    entries = sum(f.numEntries for e in t.snapshot.indexes.values() for f in e.files)
+    mark_deleted(str(path), {a.path: list(range(0, a.stats.numRecords, 3)) for a in t.snapshot.live_files()})
+    IndexedTable.for_path(str(path)).append(rows_of(list(range(100, 200)) + [7], tag="b"))  # not indexed
+    df = load(spark, path)
+    jvm_cache_clear(spark, "IndexSegments")
+    for where in ("k = 7", "k = 150", "k = 70000", "k IN (3, 5, 81000)", "k = 99999999"):
+        assert same(collected(df.where(where)), expected(path, where)), where
+        held = jvm_cache_stats(spark, "IndexSegments")[1]
+        assert 0 < held < entries, (where, held)  # blocks of the index file, not all of it
+    # Past the driver's key limit the tasks probe (local mode: in this JVM), reading blocks too.
+    conf("spark.indexeddf.driverLookup.maxKeys", "2")
+    jvm_cache_clear(spark, "IndexSegments")
+    few = "k IN (3, 5, 81000)"
+    assert "ProbeRDD" in lineage(df.where(few))
+    assert same(collected(df.where(few)), expected(path, few))
+    assert 0 < jvm_cache_stats(spark, "IndexSegments")[1] < entries
+    jvm_cache_clear(spark, "IndexSegments")
+    spread = f"k IN ({', '.join(map(str, range(0, n, n // 40)))})"
+    assert same(collected(df.where(spread)), expected(path, spread))
+    assert jvm_cache_stats(spark, "IndexSegments")[:2] == [1, entries]  # the file whole, once

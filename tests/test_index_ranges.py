@@ -1,7 +1,8 @@
 """Lookups that read only the row groups of an index file that can hold their keys.
 
-Index files are sorted by key hash in row groups of ``ENTRY_ROW_GROUP`` entries; a
-lookup of a few keys in a fresh process reads the groups whose hash range holds them.
+Index files are sorted by key hash in row groups (blocks) of ``ENTRY_ROW_GROUP`` entries;
+a lookup of a few keys reads the blocks whose hash range holds them (cached one by one),
+however many lookups the process made before.
 Every answer must equal the same question asked of DuckDB over ``to_arrow()``, whichever
 way the segments were read (in parts, whole, cached or not), also for a key whose rows
 straddle a row-group boundary.
@@ -83,15 +84,50 @@ def test_the_repeated_key_straddles_row_groups_and_comes_back_whole(table):
     assert sorted(got.column("v").to_pylist()) == sorted(r[1] for r in expected(table, [-1]))
 
 
-def test_a_process_that_keeps_looking_up_loads_the_index_whole_once(table):
+def test_a_process_that_keeps_looking_up_holds_blocks_not_the_whole_index(table):
     cache().clear()
-    assert answer(table, [3]) == expected(table, [3])
-    assert not any(k[0] == "segment" and k[2].endswith(".parquet") and "bucket" in k[2]
-                   for k in cache().keys() if _big(table, k))
-    assert answer(table, [4]) == expected(table, [4])  # the second lookup: the big file whole
-    assert any(k[0] == "segment" and _big(table, k) for k in cache().keys())
+    big = _big_file(table)
+    groups = pq.ParquetFile(f"{table.path}/{big.path}").metadata.num_row_groups
+    for k in (3, 4, 5, 1000, 2 * ENTRY_ROW_GROUP + 7, 3):
+        assert answer(table, [k]) == expected(table, [k])
+    keys = cache().keys()
+    assert not any(k[0] in ("segment", "bucket-trie") and _big(table, k) for k in keys)
+    blocks = [k for k in keys if k[0] == "segment-group" and _big(table, k)]
+    assert 0 < len(blocks) < groups  # the blocks those keys' hashes fall in, each read once
+
+
+def test_blocks_with_duplicates_deletion_vectors_and_a_stale_index_equal_duckdb(tmp_path):
+    """Several blocks an index file, a key repeated past a block, rows deleted by deletion
+    vectors, and files the index does not cover yet (hybrid scan): whichever way a lookup
+    reads the index, its answer is DuckDB's over the live rows."""
+    from dv_helpers import mark_deleted
+
+    path = str(tmp_path / "t")
+    t = IndexedTable.create(path, table_rows(4 * ENTRY_ROW_GROUP, ENTRY_ROW_GROUP + 50), ["k"], num_buckets=2,
+                            properties={"indexeddf.index.autoRefresh": "false"})
+    mark_deleted(path, {a.path: np.arange(0, a.stats.numRecords, 3) for a in t.snapshot.live_files()})
+    t = IndexedTable.for_path(path)
+    extra = table_rows(500, 5).set_column(1, "v", pa.array(np.arange(505, dtype=np.int64) + 10**9))
+    t.append(extra)  # not indexed: autoRefresh is off
+    t = IndexedTable.for_path(path)
+    covered = {i for entry in t.snapshot.indexes.values() for f in entry.files for i in f.fileIds}
+    assert any(a.fileId not in covered for a in t.snapshot.live_files())  # scanned beside the index
+    rng = random.Random(11)
+    groups = [[-1], [0], [1, 2], [499, 500, 501], rng.sample(range(4 * ENTRY_ROW_GROUP), 3), [-1, 7, 99_999_999]]
+    for keys in groups:
+        cache().clear()
+        assert answer(t, keys) == expected(t, keys), keys
+        assert any(k[0] == "segment-group" for k in cache().keys()), keys
+        assert answer(t, keys) == expected(t, keys), keys  # again, from the cached blocks
+    many = list(range(0, 4 * ENTRY_ROW_GROUP, 13)) + [-1]  # most blocks: whole files
+    cache().clear()
+    assert answer(t, many) == expected(t, many)
+    assert any(k[0] == "segment" for k in cache().keys())
+
+
+def _big_file(table):
+    return max((f for entry in table.snapshot.indexes.values() for f in entry.files), key=lambda f: f.numEntries)
 
 
 def _big(table, key) -> bool:
-    big = max((f for entry in table.snapshot.indexes.values() for f in entry.files), key=lambda f: f.numEntries)
-    return len(key) > 2 and key[2] == big.path
+    return len(key) > 2 and key[2] == _big_file(table).path

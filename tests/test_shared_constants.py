@@ -21,9 +21,11 @@ JAVA = connector.sources_dir() / "java"
 
 ALLOWED = {
     ("DeltaLog.java", "MAX_SNAPSHOT_FILES = 1_000_000"),
+    ("LookupLimits.java", '"spark.indexeddf.lookup.maxReadFraction", "0.5"'),
 }
 """Java lines that hold a shared value by coincidence (file, a fragment of the line): the
-snapshot cache's bound on files is not the key cap."""
+snapshot cache's bound on files is not the key cap, the default of a Spark conf is not the
+share of index blocks."""
 
 
 def test_the_document_holds_what_spec_defines():
@@ -50,6 +52,8 @@ def _patterns(value) -> list[str]:
         return []
     if isinstance(value, int):
         return [rf"\b{value}\b", rf"\b0x{value:x}\b", rf"\b{value:_}\b"]
+    if isinstance(value, float):
+        return [rf"(?<![\w.]){re.escape(repr(value))}[dDfF]?(?![\w.])"]
     if isinstance(value, str):
         number = [rf"(?<![\w.]){re.escape(value)}(?![\w.])"] if re.fullmatch(r"\d+\.\d+", value) else []
         return [re.escape(f'"{value}"'), *number]

@@ -37,7 +37,7 @@ from ..format.datafiles import (
 from ..format.snapshot import Snapshot
 from ..format.storage import TableStorage, frozen_options, thawed_options
 from ..spec.actions import AddFile, IndexFile
-from ..spec.bucketing import key_hash
+from ..spec.bucketing import INDEX_BLOCK_SHARE, key_hash
 from ..spec.column_mapping import file_schema, physical_name, plain
 from ..spec.schema import check_columns, dictionary_columns
 from .cache import cache, deletion_vector_rows
@@ -161,14 +161,12 @@ def without_empty_batches(table: pa.Table) -> pa.Table:
     return pa.Table.from_batches(batches, schema=table.schema)
 
 
-PARTIAL_SHARE = 0.5
-"""A lookup reads only the row groups of an index file whose hash range holds a probed
-hash while they are at most this share of the file's row groups; past it, the whole file
-(cached whole: later lookups of any key find it in memory)."""
-PARTIAL_READS = 1
-"""Partial reads of one index file before a lookup reads it whole: the first lookup of a
-process reads row groups, a process that keeps looking up (a service, a pipeline's loop)
-loads the file once and then answers from memory, as it did before partial reads."""
+PARTIAL_SHARE = INDEX_BLOCK_SHARE
+"""A lookup reads only the row groups (blocks) of an index file whose hash range holds a
+probed hash while they are at most this share of the file's row groups; past it (a join,
+an IN list of many keys), the whole file, cached whole. A point lookup of a few keys thus
+costs a few blocks a bucket however large the bucket, and a process that keeps looking up
+new keys holds the blocks it read, not every bucket's whole index."""
 
 
 def bucket_trie(ctx: ReadContext | Snapshot, index_files: tuple[IndexFile, ...],
@@ -249,12 +247,6 @@ def _segment_parts(ctx: ReadContext, f: IndexFile, probes: np.ndarray) -> list[S
     if len(groups) > PARTIAL_SHARE * n:
         return None
     c = cache()
-    reads_key = ("partial-reads", ctx.table_id, f.path)
-    reads = c.get(reads_key) or 0
-    if reads >= PARTIAL_READS:
-        return None
-    c.discard([reads_key])
-    c.put(reads_key, reads + 1, 64)
     keys = {int(g): ("segment-group", ctx.table_id, f.path, int(g)) for g in groups}
     found = {g: c.get(k) for g, k in keys.items()}
     missing = [g for g, seg in found.items() if seg is None]

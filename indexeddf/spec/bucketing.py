@@ -418,6 +418,12 @@ def hash_python_values(
 KEY_HASH_SEED = 0x2545F491
 """Seed of the key hash that index files and tries are sorted and probed by."""
 
+INDEX_BLOCK_SHARE = 0.5
+"""Index files are sorted by key hash in row groups (blocks), each a hash range. A probe
+reads only the blocks whose range holds one of its hashes while they are at most this
+share of the file's blocks; past it (a join, a long IN list) it reads the file whole. The
+Python reader and the connector choose alike."""
+
 
 def key_hash(columns: Sequence[pa.Array | pa.ChunkedArray]) -> np.ndarray:
     """The 32-bit key hash of index entries (uint32): Spark's hash with another seed.

@@ -32,6 +32,7 @@ def shared_constants() -> dict:
     return {
         "bucketSeed": bucketing.SEED,
         "keyHashSeed": bucketing.KEY_HASH_SEED,
+        "indexBlockShare": bucketing.INDEX_BLOCK_SHARE,
         "maxIndexKeys": config.MAX_INDEX_KEYS,
         "propertyDefaults": {name: config.PROPERTIES[name].default for name in _CONNECTOR_PROPERTIES},
         "readableStates": sorted(states.READABLE_STATES),

@@ -27,6 +27,11 @@ public final class Spec {
     public static final int BUCKET_SEED = DOC.path("bucketSeed").asInt();
     /** Seed of the index entries' key hash (PROTOCOL.md 10.5). */
     public static final int KEY_HASH_SEED = (int) DOC.path("keyHashSeed").asLong();
+    /**
+     * Share of an index file's blocks (row groups, each a key hash range) past which a probe reads
+     * the whole file instead of the blocks holding its hashes.
+     */
+    public static final double INDEX_BLOCK_SHARE = DOC.path("indexBlockShare").asDouble();
     /** The most keys one index lookup takes; a filter fixing more is answered by a scan. */
     public static final int MAX_INDEX_KEYS = DOC.path("maxIndexKeys").asInt();
     /** States in which an index answers reads (PROTOCOL.md 4.5.3). */

@@ -31,6 +31,11 @@ public final class Diagnostics {
         return IndexSegments.cacheStats();
     }
 
+    /** Drops every segment and block the cache of index segments holds. */
+    public static void clearSegmentCache() {
+        IndexSegments.clear();
+    }
+
     /**
      * The connector planner's choice for the filter {@code filtered} (over an indexeddf table), as
      * JSON ({@link PlanReport#filter}).

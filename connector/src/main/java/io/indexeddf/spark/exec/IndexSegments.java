@@ -4,11 +4,14 @@ import java.io.IOException;
 import java.util.Arrays;
 import java.util.HashMap;
 import java.util.LinkedHashMap;
+import java.util.List;
 import java.util.Map;
 
 import org.apache.hadoop.conf.Configuration;
 import org.apache.hadoop.fs.FileSystem;
 import org.apache.hadoop.fs.Path;
+import org.apache.parquet.column.statistics.Statistics;
+import org.apache.parquet.hadoop.metadata.BlockMetaData;
 import org.apache.spark.sql.SparkSession;
 import org.apache.spark.sql.catalyst.InternalRow;
 import org.apache.spark.sql.execution.datasources.PartitionedFile;
@@ -27,6 +30,12 @@ import scala.jdk.javaapi.CollectionConverters;
  * (least recently used first out, bounded in bytes; shared by every query of the JVM).
  * An entry costs 12 bytes: the key hash, the position of its data file in the segment's
  * small table of file ids, and the row ordinal.
+ *
+ * <p>Index files are sorted by key hash in row groups (blocks) of 16,384 entries, each with
+ * its hash range in the footer's statistics. A probe of a few hashes ({@link #segments})
+ * reads only the blocks whose range holds one, each cached on its own, so a point lookup
+ * costs a few blocks a bucket however large the bucket; a probe that would touch more than
+ * half of a file's blocks (a join, a long IN list) reads and caches the whole file.
  */
 public final class IndexSegments {
     /** Default bound of the cache: a quarter of the heap, at most 1 GiB. */
@@ -90,6 +99,11 @@ public final class IndexSegments {
         return CACHE.stats();
     }
 
+    /** Drops every segment and block the cache holds (for tests and benchmarks). */
+    public static void clear() {
+        CACHE.clear();
+    }
+
     /**
      * A reader of index files (their entries as columnar batches), built on the driver and
      * serializable: tasks that probe read their segments with it.
@@ -115,10 +129,87 @@ public final class IndexSegments {
         return s;
     }
 
+    /** Share of an index file's blocks past which a probe reads the whole file instead (shared with Python). */
+    static final double BLOCK_SHARE = io.indexeddf.log.Spec.INDEX_BLOCK_SHARE;
+
+    /**
+     * The segments a probe of {@code hashes} (key hashes, any order) needs of the index file at
+     * {@code path}: the whole file's segment when it is cached or when the hashes touch more
+     * than {@link #BLOCK_SHARE} of its blocks (or it has one block), else the segments of the
+     * blocks whose hash range holds one of them (from the cache, or read now and cached).
+     */
+    static List<Segment> segments(Function1<PartitionedFile, Iterator<InternalRow>> entries, Path path, long numEntries,
+                                  int[] hashes, Configuration conf, long maxBytes) throws IOException {
+        String key = path.toString();
+        Segment whole = CACHE.get(key);
+        if (whole != null) {
+            return java.util.Collections.singletonList(whole);
+        }
+        ParquetRows.Footer footer = ParquetRows.footer(path, conf);  // FileNotFoundException: vacuumed
+        List<Integer> groups = touchedBlocks(footer, hashes);
+        int n = footer.byteStart.length;
+        if (n < 2 || groups.size() > BLOCK_SHARE * n) {
+            return java.util.Collections.singletonList(segment(entries, path, numEntries, conf, maxBytes));
+        }
+        long size = -1;  // the file's length, asked for once a block is read
+        List<Segment> out = new java.util.ArrayList<>(groups.size());
+        for (int g : groups) {
+            String blockKey = key + "#" + g;
+            Segment s = CACHE.get(blockKey);
+            if (s == null) {
+                if (size < 0) {
+                    size = path.getFileSystem(conf).getFileStatus(path).getLen();
+                }
+                // A split holding just this row group: Spark's Parquet reader reads the row
+                // groups whose middle falls inside the split.
+                s = read(entries, path, footer.byteStart[g], footer.byteLength[g], size,
+                    footer.rowBounds[g + 1] - footer.rowBounds[g]);
+                CACHE.put(blockKey, s, maxBytes);
+            }
+            out.add(s);
+        }
+        return out;
+    }
+
+    /** The blocks (row groups) of an index file whose hash range holds one of {@code hashes}. */
+    static List<Integer> touchedBlocks(ParquetRows.Footer footer, int[] hashes) {
+        int[] probes = new int[hashes.length];
+        for (int i = 0; i < hashes.length; i++) {
+            probes[i] = hashes[i] ^ Integer.MIN_VALUE;  // unsigned order as signed
+        }
+        Arrays.sort(probes);
+        List<BlockMetaData> blocks = footer.metadata.getBlocks();
+        List<Integer> out = new java.util.ArrayList<>();
+        for (int g = 0; g < blocks.size(); g++) {
+            int lo = Integer.MIN_VALUE;
+            int hi = Integer.MAX_VALUE;
+            Statistics<?> stats = blocks.get(g).getColumns().get(0).getStatistics();  // "hash"
+            if (stats != null && stats.hasNonNullValue() && stats.genericGetMin() instanceof Integer) {
+                lo = ((Integer) stats.genericGetMin()) ^ Integer.MIN_VALUE;
+                hi = ((Integer) stats.genericGetMax()) ^ Integer.MIN_VALUE;
+                if (lo > hi) {  // statistics in another order than the writer's: the block may hold any hash
+                    lo = Integer.MIN_VALUE;
+                    hi = Integer.MAX_VALUE;
+                }
+            }
+            int at = Arrays.binarySearch(probes, lo);
+            int first = at >= 0 ? at : -at - 1;
+            if (first < probes.length && probes[first] <= hi) {
+                out.add(g);
+            }
+        }
+        return out;
+    }
+
     private static Segment read(Function1<PartitionedFile, Iterator<InternalRow>> reader, Path path, long numEntries,
                                 Configuration conf) throws IOException {
         FileSystem fs = path.getFileSystem(conf);
         long size = fs.getFileStatus(path).getLen();  // FileNotFoundException: a vacuumed index file
+        return read(reader, path, 0, size, size, numEntries);
+    }
+
+    private static Segment read(Function1<PartitionedFile, Iterator<InternalRow>> reader, Path path, long start,
+                                long length, long size, long numEntries) throws IOException {
         int n = (int) Math.max(0, Math.min(Integer.MAX_VALUE - 8, numEntries));
         int[] hashes = new int[n];
         int[] pos = new int[n];
@@ -126,7 +217,8 @@ public final class IndexSegments {
         Map<Long, Integer> ids = new HashMap<>();
         long[] idTable = new long[4];
         int count = 0;
-        Iterator<InternalRow> it = reader.apply(ParquetRows.split(path, 0, size, size, 0, DeletionVectorFormat.metadata(null)));
+        Iterator<InternalRow> it = reader.apply(ParquetRows.split(path, start, length, size, 0,
+            DeletionVectorFormat.metadata(null)));
         while (it.hasNext()) {
             Object next = it.next();
             ColumnarBatch batch = (ColumnarBatch) next;
@@ -213,6 +305,11 @@ public final class IndexSegments {
                 bytes -= eldest.getValue().bytes();
                 it.remove();
             }
+        }
+
+        synchronized void clear() {
+            items.clear();
+            bytes = 0;
         }
 
         synchronized long[] stats() {

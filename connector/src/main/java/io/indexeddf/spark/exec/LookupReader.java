@@ -396,15 +396,18 @@ public final class LookupReader {
         Map<Integer, int[]> hashes = hashesByBucket(plan, schema);
         List<IndexLog.IndexFile> touched = touchedFiles(plan, hashes);
         Function1<PartitionedFile, Iterator<InternalRow>> entries = IndexSegments.entryReader(session, conf);
-        List<java.util.concurrent.Callable<IndexSegments.Segment>> loads = new ArrayList<>();
+        List<java.util.concurrent.Callable<List<IndexSegments.Segment>>> loads = new ArrayList<>();
         for (IndexLog.IndexFile f : touched) {
             org.apache.hadoop.fs.Path path = new org.apache.hadoop.fs.Path(root, f.path);
-            loads.add(() -> IndexSegments.segment(entries, path, f.numEntries, conf, maxBytes));
+            int[] probes = hashes.get(f.bucket);
+            loads.add(() -> IndexSegments.segments(entries, path, f.numEntries, probes, conf, maxBytes));
         }
-        List<IndexSegments.Segment> segments = inParallel(loads);  // cold segments load side by side
+        List<List<IndexSegments.Segment>> segments = inParallel(loads);  // cold blocks load side by side
         Map<Long, Ordinals> found = new HashMap<>();
         for (int i = 0; i < touched.size(); i++) {
-            probeInto(segments.get(i), hashes.get(touched.get(i).bucket), plan.liveCovered::contains, found);
+            for (IndexSegments.Segment s : segments.get(i)) {
+                probeInto(s, hashes.get(touched.get(i).bucket), plan.liveCovered::contains, found);
+            }
         }
         return sortedDistinct(found);
     }

@@ -157,9 +157,11 @@ public final class ProbeRDD extends RDD<InternalRow> {
         Configuration conf = groupReader.hadoopConf();
         Map<Long, LookupReader.Ordinals> found = new HashMap<>();
         for (int s = 0; s < share.segments.size(); s++) {
-            IndexSegments.Segment segment = IndexSegments.segment(entryReader, new Path(share.segments.get(s)),
-                share.entries.get(s), conf, cacheMaxBytes < 0 ? IndexSegments.DEFAULT_MAX_BYTES : cacheMaxBytes);
-            LookupReader.probeInto(segment, share.hashes.get(s), share.files::containsKey, found);
+            for (IndexSegments.Segment segment : IndexSegments.segments(entryReader, new Path(share.segments.get(s)),
+                    share.entries.get(s), share.hashes.get(s), conf,
+                    cacheMaxBytes < 0 ? IndexSegments.DEFAULT_MAX_BYTES : cacheMaxBytes)) {
+                LookupReader.probeInto(segment, share.hashes.get(s), share.files::containsKey, found);
+            }
         }
         LookupReader.Pieces pieces = new LookupReader.Pieces();
         LookupReader.addCandidates(pieces, LookupReader.sortedDistinct(found), share.files, conf);

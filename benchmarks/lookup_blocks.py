@@ -1,0 +1,224 @@
+"""Point lookups of new keys at two table sizes: does their cost grow with the table?
+
+A lookup of a few keys reads, per index file of a touched bucket, the blocks (index row
+groups of 16,384 entries) whose hash range holds the keys' hashes, then the data row
+group holding the row. This benchmark times a lookup of one new key (a user id drawn at
+random, never looked up before in the process; about 2 % of them are in no row) through ``IndexedTable.lookup`` and through the JVM connector
+(``spark.read.format("indexeddf")...where(user_id = k).collect()``), each at every size
+given, in two ways a process can be warm:
+
+- ``blocks``: the process made a few point lookups before (footers read, code loaded);
+  each new key reads its own index blocks and data row group (the blocks and row groups
+  a timed call read are dropped after it, untimed, so the next call finds none of them);
+- ``whole``: the process first looked up 2,000 keys at once, which reads every bucket's
+  index files whole and keeps them (what a process held before index blocks, once each
+  bucket had been looked up twice); each new key then reads its data row group only.
+
+Each (engine, way, size) runs in a process of its own, so its peak RSS (``VmHWM``: of the
+Python process, or of the Spark driver JVM) is its own. Times are per lookup: the median
+wall time and the mean CPU time (of the Python process, or of the JVM), over ``--keys``
+new keys. ``--code DIR`` runs another checkout's ``indexeddf`` (its jar built in it) for a
+before/after comparison in one run. Results JSON: ``--out``.
+
+    python benchmarks/lookup_blocks.py --rows 2000000 20000000 --out benchmarks/results/<stamp>-lookup-blocks.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+
+
+def vm_peak_mib(pid: int | str = "self") -> float:
+    """Peak resident memory (``VmHWM``) of ``pid`` in MiB."""
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def python_child(rows: int, n_keys: int, way: str) -> dict:
+    """New-key lookups through ``IndexedTable.lookup`` in this process."""
+    import datasets
+
+    from indexeddf import IndexedTable
+    from indexeddf.reader.cache import cache, configure
+
+    configure(4 << 30)  # the bound of the lookup scenarios: nothing evicted at these sizes
+    path = datasets.events(rows)
+    t = IndexedTable.for_path(path)
+    warm(lambda ks: t.lookup(ks), path, way)
+    timed = ("segment-group", "rowgroup")
+    # Only index state stays warm: the data row groups the warm-up read would answer later
+    # keys of the same row groups from memory (the 2,000 keys touch most of them).
+    cache().discard([x for x in cache().keys() if x[0] == "rowgroup"])
+    walls, cpus, found = [], [], 0
+    for k in datasets.some_keys(path, n_keys, seed=5):
+        before = set(cache().keys())
+        c0, w0 = time.process_time(), time.perf_counter()
+        got = t.lookup([k])
+        walls.append(time.perf_counter() - w0)
+        cpus.append(time.process_time() - c0)
+        found += got.num_rows
+        cache().discard([x for x in cache().keys() if x not in before and x[0] in timed])
+    return summary(walls, cpus, vm_peak_mib(), rows_found=found, cache_bytes=cache().stats.bytes)
+
+
+def connector_child(rows: int, n_keys: int, way: str) -> dict:
+    """New-key lookups through the JVM connector (driver-local lookups) in this process's Spark."""
+    import datasets
+    from proctree import cpu_and_rss, tree
+
+    import indexeddf
+
+    path = datasets.events(rows)
+    spark = indexeddf.local_session("lookup-blocks", conf={"spark.default.parallelism": "2"})
+    jvm = next(p for p in tree(os.getpid())[1:] if open(f"/proc/{p}/comm").read().strip() == "java")
+    df = spark.read.format("indexeddf").load(path)
+
+    def query(keys):
+        return df.where(f"user_id IN ({', '.join(map(str, keys))})").collect()
+
+    warm(query, path, way)
+    clear = _segment_cache_clear(spark) if way == "blocks" else None
+    walls, cpus, found = [], [], 0
+    for k in datasets.some_keys(path, n_keys, seed=5):
+        c0, w0 = cpu_and_rss(jvm)[0], time.perf_counter()
+        got = df.where(f"user_id = {k}").collect()
+        walls.append(time.perf_counter() - w0)
+        cpus.append(cpu_and_rss(jvm)[0] - c0)
+        found += len(got)
+        if clear is not None:
+            clear()  # untimed: the next key reads its own blocks
+    out = summary(walls, cpus, vm_peak_mib(jvm), rows_found=found)
+    spark.stop()
+    return out
+
+
+def _segment_cache_clear(spark):
+    """A call that empties the connector's index segment cache, or None when the connector
+    has no such call (a checkout from before index blocks, which caches whole files only)."""
+    jvm = spark._jvm
+    loader = jvm.org.apache.spark.util.Utils.getContextOrSparkClassLoader()
+    klass = jvm.java.lang.Class.forName("io.indexeddf.spark.Diagnostics", True, loader)
+    try:
+        method = klass.getMethod("clearSegmentCache", spark.sparkContext._gateway.new_array(jvm.java.lang.Class, 0))
+    except Exception:  # py4j wraps NoSuchMethodException
+        return None
+    return lambda: method.invoke(None, spark.sparkContext._gateway.new_array(jvm.java.lang.Object, 0))
+
+
+def warm(lookup, path: str, way: str) -> None:
+    """Make the process warm ``way`` (see the module's docstring)."""
+    import datasets
+
+    if way == "whole":
+        lookup(datasets.some_keys(path, 2_000, seed=99))  # every bucket's index files, read whole
+    for k in datasets.some_keys(path, 20, seed=98):
+        lookup([k])
+
+
+def summary(walls: list[float], cpus: list[float], peak_mib: float, **extra) -> dict:
+    """Per-lookup figures in milliseconds, the peak RSS in MiB."""
+    return {"lookups": len(walls), "median_ms": round(1000 * statistics.median(walls), 2),
+            "p90_ms": round(1000 * sorted(walls)[int(0.9 * len(walls))], 2),
+            "cpu_ms_mean": round(1000 * statistics.fmean(cpus), 2), "peak_rss_mib": round(peak_mib), **extra}
+
+
+def run_child(code: str | None, engine: str, rows: int, n_keys: int, way: str) -> dict:
+    """One (engine, way, size) in a process of its own, with ``code``'s indexeddf."""
+    env = dict(os.environ)
+    if code:
+        env["PYTHONPATH"] = os.pathsep.join([code, env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    cmd = [sys.executable, __file__, "--child", engine, "--rows", str(rows), "--keys", str(n_keys), "--way", way]
+    done = subprocess.run(cmd, env=env, cwd=HERE, capture_output=True, text=True)
+    if done.returncode != 0:
+        raise RuntimeError(f"{engine} {way} {rows}: {done.stderr[-3000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def commit_of(code: str | None) -> str:
+    """The commit of ``code`` (a git checkout), or of this one."""
+    where = code or str(HERE.parent)
+    try:
+        return subprocess.run(["git", "-C", where, "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                              check=True).stdout.strip()
+    except (subprocess.CalledProcessError, FileNotFoundError):
+        return Path(where, "COMMIT").read_text().strip() if Path(where, "COMMIT").exists() else "unknown"
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--rows", type=int, nargs="+", default=[2_000_000, 20_000_000])
+    ap.add_argument("--keys", type=int, default=200, help="new keys looked up, one at a time")
+    ap.add_argument("--connector-keys", type=int, default=100)
+    ap.add_argument("--engines", nargs="+", default=["python", "connector"])
+    ap.add_argument("--ways", nargs="+", default=["blocks", "whole"])
+    ap.add_argument("--code", action="append", default=[], help="another checkout to run as well (label=DIR)")
+    ap.add_argument("--out")
+    ap.add_argument("--child", help=argparse.SUPPRESS)
+    ap.add_argument("--way", default="blocks", help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+    if args.child:
+        run = python_child if args.child == "python" else connector_child
+        print(json.dumps(run(args.rows[0], args.keys, args.way)))
+        return
+    codes = [("this", None)] + [tuple(c.split("=", 1)) for c in args.code]
+    printed: list[str] = []
+
+    def say(line: str) -> None:
+        print(line, flush=True)
+        printed.append(line)
+
+    results = []
+    for label, code in codes:
+        for engine in args.engines:
+            for way in args.ways:
+                for rows in args.rows:
+                    n = args.keys if engine == "python" else args.connector_keys
+                    r = {"code": label, "commit": commit_of(code), "engine": engine, "way": way, "rows": rows,
+                         **run_child(code, engine, rows, n, way)}
+                    say(json.dumps(r))
+                    results.append(r)
+    growth = growth_ratios(results, args.rows)
+    for g in growth:
+        say(f"{g['code']:>6} {g['engine']:>9} {g['way']:>6}: median {g['median_ratio']}x, CPU {g['cpu_ratio']}x, "
+            f"peak RSS {g['rss_ratio']}x from {min(args.rows):,} to {max(args.rows):,} rows")
+    if args.out:
+        out = Path(args.out)
+        out.write_text(json.dumps({
+            "run": out.stem, "kind": "benchmarks/lookup_blocks.py", "date": time.strftime("%Y-%m-%d", time.gmtime()),
+            "command": "python benchmarks/lookup_blocks.py " + " ".join(argv if argv is not None else sys.argv[1:]),
+            "commit": commit_of(None), "machine": f"{os.cpu_count()} cores, shared with other helpers (loaded)",
+            "source": "benchmarks/lookup_blocks.py", "printed": printed, "lookups": results, "growth": growth},
+            indent=1) + "\n")
+
+
+def growth_ratios(results: list[dict], sizes: list[int]) -> list[dict]:
+    """Largest size's figures over the smallest's, per (code, engine, way)."""
+    out = []
+    small, large = min(sizes), max(sizes)
+    for r in results:
+        if r["rows"] != small:
+            continue
+        big = next((b for b in results if b["rows"] == large and all(b[k] == r[k] for k in ("code", "engine", "way"))),
+                   None)
+        if big is not None and big is not r:
+            out.append({k: r[k] for k in ("code", "commit", "engine", "way")} | {
+                "median_ratio": round(big["median_ms"] / r["median_ms"], 2),
+                "cpu_ratio": round(big["cpu_ms_mean"] / r["cpu_ms_mean"], 2),
+                "rss_ratio": round(big["peak_rss_mib"] / r["peak_rss_mib"], 2)})
+    return out
+
+
+if __name__ == "__main__":
+    main()
