@@ -197,7 +197,7 @@ def test_reads_lookups_and_commits_decode_no_tombstone_of_a_checkpoint(tmp_path,
     monkeypatch.setattr(ckpt, "checkpoint_remove", lambda *a, **k: decoded.append(1) or original(*a, **k))
     opened = IndexedTable.for_path(path)
     assert opened.to_arrow().num_rows == 200 - 80 + 3
-    assert opened.lookup([15, 501])["k"].to_pylist() == [15, 501]
+    assert sorted(opened.lookup([15, 501])["k"].to_pylist()) == [15, 501]
     opened.append(rows(600, 1))
     assert decoded == []
     assert len(opened.snapshot.tombstones) >= 12 and len(decoded) >= 12  # read whole: decoded now
