@@ -250,6 +250,7 @@ class DeferredRemoves:
     def __init__(self, removes: pa.StructArray, source: str):
         self.removes, self.source = removes, source
         self._decoded: list[RemoveFile] | None = None
+        self._by_path: dict[str, tuple[int, int]] | None = None
 
     def decode(self) -> list[RemoveFile]:
         """The remove actions, decoded once (a damaged row raises ``CorruptLogError`` here)."""
@@ -259,7 +260,13 @@ class DeferredRemoves:
 
     def by_path(self) -> dict[str, tuple[int, int]]:
         """Each tombstone's path, file id and size, as :meth:`decode` would give them, read
-        from the columns (a fraction of the decoding's cost)."""
+        from the columns once (a fraction of the decoding's cost): every snapshot replayed
+        from this checkpoint asks for them at its first commit or index plan."""
+        if self._by_path is None:
+            self._by_path = self._read_by_path()
+        return self._by_path
+
+    def _read_by_path(self) -> dict[str, tuple[int, int]]:
         if self._decoded is not None:
             return {r.path: (r.fileId, r.size) for r in self._decoded}
         paths = self.removes.field("path").to_pylist()

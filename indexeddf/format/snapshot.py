@@ -118,8 +118,8 @@ class Snapshot:
     protocol: Protocol
     metadata: Metadata
     files: dict[str, AddFile]
-    tombstones: Mapping[str, RemoveFile] = field(default_factory=Tombstones)
-    """Removed files by path (a :class:`Tombstones`: a checkpoint's are decoded when first read)."""
+    tombstones: Tombstones = field(default_factory=Tombstones)
+    """Removed files by path (a checkpoint's are decoded when first read)."""
     txns: dict[str, Txn] = field(default_factory=dict)
     indexes: dict[str, IndexEntry] = field(default_factory=dict)
     timestamp: int = 0
@@ -136,9 +136,7 @@ class Snapshot:
     def tombstone_sizes(self) -> dict[int, int]:
         """Bytes of each removed file, by file id (computed once per snapshot, without
         decoding a checkpoint's tombstones)."""
-        if isinstance(self.tombstones, Tombstones):
-            return self.tombstones.id_sizes()
-        return {r.fileId: r.size for r in self.tombstones.values()}
+        return self.tombstones.id_sizes()
 
     @cached_property
     def file_ids(self) -> frozenset[int]:
@@ -183,8 +181,7 @@ class ReplayState:
     @classmethod
     def from_snapshot(cls, s: Snapshot) -> "ReplayState":
         """A state holding what ``s`` holds, to replay later commits onto."""
-        tombstones = s.tombstones.copy() if isinstance(s.tombstones, Tombstones) else Tombstones(s.tombstones)
-        return cls(s.protocol, s.metadata, dict(s.files), tombstones, dict(s.txns), dict(s.indexes), s.timestamp,
+        return cls(s.protocol, s.metadata, dict(s.files), s.tombstones.copy(), dict(s.txns), dict(s.indexes), s.timestamp,
                    dict(s.domains))
 
     def apply(self, actions: list[Action]) -> None:

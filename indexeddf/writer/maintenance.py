@@ -24,7 +24,7 @@ import pyarrow as pa
 from ..errors import InvalidIndexStateError, InvalidOptionError, VersionNotFoundError
 from ..format.datafiles import read_live_rows
 from ..format.log import list_log, read_commit
-from ..format.snapshot import Snapshot, load_snapshot, update_snapshot
+from ..format.snapshot import Snapshot, Tombstones, load_snapshot, update_snapshot
 from ..format.transaction import ALL_BUCKETS, CommitResult, Transaction
 from ..spec import config
 from ..spec.actions import AddFile, CdcFile, CommitInfo, IndexEntry, named_with_bucket
@@ -421,7 +421,8 @@ def restore(snapshot: Snapshot, version: int) -> CommitResult | None:
     # The files restored are the very files (path and id) removed earlier: let the
     # transaction's check of new file ids skip their tombstones.
     readd_paths = {a.path for a in readds}
-    base = dataclasses.replace(current, tombstones={p: r for p, r in current.tombstones.items() if p not in readd_paths})
+    base = dataclasses.replace(current, tombstones=Tombstones(
+        {p: r for p, r in current.tombstones.items() if p not in readd_paths}))
     tx = Transaction(base, "RESTORE", {"version": version}, read_buckets=ALL_BUCKETS, isolation="Serializable")
     metrics = {"numRemovedFiles": len(removes), "numRestoredFiles": len(readds),
                "numIndexesRestored": len(index_actions), "tableSizeAfterRestore": old.size_bytes()}
