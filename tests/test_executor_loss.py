@@ -27,14 +27,14 @@ def test_a_write_survives_a_lost_executor(cluster, tmp_path):
     url, env = cluster
     path = str(tmp_path / "t")
     rows = 40_000
-    driver = subprocess.Popen([sys.executable, WORKER, url, path, str(rows), "6", "2"], stdout=subprocess.PIPE,
+    driver = subprocess.Popen([sys.executable, WORKER, url, path, str(rows), "8", "3"], stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, text=True, env=env)
     assert driver.stdout.readline().strip() == "writing"
     deadline = time.monotonic() + 120
     while len(executors(env["SPARK_WORKER_DIR"])) < 2:
         assert time.monotonic() < deadline, "no executors came up"
         time.sleep(0.2)
-    time.sleep(2.5)  # the first tasks are sleeping inside their partitions (2 s each, 3 a core)
+    time.sleep(4)  # the first tasks are sleeping inside their partitions
     victim = executors(env["SPARK_WORKER_DIR"])[0]
     os.kill(victim, signal.SIGKILL)
     out, err = driver.communicate(timeout=300)
