@@ -1,14 +1,18 @@
 """A standalone Spark cluster on loopback for tests that need executors in their own JVMs:
 a master and two one-core workers launched with pyspark's own ``bin/spark-class`` (a plain
 module beside the tests; ``conftest.py`` makes :func:`cluster` a session fixture, so one
-cluster serves every test that asks for it)."""
+cluster serves every test that asks for it), and :func:`cluster_app`, the one Spark application
+on it that those tests send their work to."""
 
 from __future__ import annotations
 
 import contextlib
+import json
 import os
+import queue
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -83,3 +87,66 @@ def cluster(tmp_path_factory):
     """The cluster's master URL, and the environment its applications (driver processes) run with."""
     with standalone(tmp_path_factory.mktemp("cluster")) as (url, env, _):
         yield url, env
+
+
+class Lines:
+    """A process's stdout lines, read by a thread so that a wait can time out."""
+
+    def __init__(self, stream):
+        self.q: queue.Queue = queue.Queue()
+        threading.Thread(target=lambda: [self.q.put(line) for line in stream], daemon=True).start()
+
+    def wait_for(self, prefix: str | tuple[str, ...], timeout: float) -> str:
+        """The next line that starts with ``prefix`` (the lines before it are dropped)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            line = self.q.get(timeout=max(0.1, deadline - time.monotonic())).strip()
+            if line.startswith(prefix):
+                return line
+
+
+class ClusterApp:
+    """The one Spark application of the run on the cluster (``workers/cluster_app.py``): the
+    tests send it commands and read its answers."""
+
+    def __init__(self, url: str, env: dict, folder: Path):
+        self.url, self.env, self.worker_dir = url, env, env["SPARK_WORKER_DIR"]
+        self.err_path = folder / "driver.err"
+        self.proc = subprocess.Popen([sys.executable, str(Path(__file__).parent / "workers" / "cluster_app.py"), url],
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=open(self.err_path, "w"),
+                                     text=True, env=env)
+        self.out = Lines(self.proc.stdout)
+        self.out.wait_for("ready", 180)
+
+    def send(self, **cmd) -> None:
+        """Start a command (``workers/cluster_app.py`` lists them); read its answer with :meth:`wait_for`."""
+        assert self.proc.poll() is None, self.stderr()
+        self.proc.stdin.write(json.dumps(cmd) + "\n")
+        self.proc.stdin.flush()
+
+    def wait_for(self, prefix: str | tuple[str, ...], timeout: float) -> str:
+        try:
+            return self.out.wait_for(prefix, timeout)
+        except queue.Empty:
+            raise AssertionError(f"the cluster application gave no {prefix!r} in {timeout} s:\n{self.stderr()}")
+
+    def stderr(self) -> str:
+        return self.err_path.read_text()[-3000:]
+
+    def close(self) -> None:
+        try:
+            self.send(cmd="quit")
+            self.proc.stdin.close()
+            self.proc.wait(timeout=60)
+        except (AssertionError, OSError, subprocess.TimeoutExpired):
+            self.proc.kill()
+
+
+@pytest.fixture(scope="session")
+def cluster_app(cluster, tmp_path_factory):
+    """One Spark application on the cluster, started at its first use, for every test of the run
+    that needs executors in their own JVMs (lookups on executors, executors killed mid-write)."""
+    url, env = cluster
+    app = ClusterApp(url, env, tmp_path_factory.mktemp("cluster_app"))
+    yield app
+    app.close()

@@ -11,11 +11,9 @@ version for indexeddf, delta-rs and DuckDB, and a later MERGE works).
 from __future__ import annotations
 
 import os
-import queue
 import signal
 import subprocess
 import sys
-import threading
 import time
 import urllib.parse
 from pathlib import Path
@@ -29,7 +27,7 @@ import pytest
 sys.path.insert(0, os.path.dirname(__file__))
 
 from oracles import duckdb_delta  # noqa: E402
-from standalone_cluster import executors  # noqa: E402
+from standalone_cluster import Lines, executors  # noqa: E402
 
 import indexeddf  # noqa: E402
 from indexeddf import IndexedTable  # noqa: E402
@@ -152,21 +150,6 @@ def _vacuum_leaves_the_live_files(path: str, expected: pa.Table) -> set[str]:
     return orphans
 
 
-class _Lines:
-    """A process's stdout lines, read by a thread so that a wait can time out."""
-
-    def __init__(self, stream):
-        self.q: queue.Queue = queue.Queue()
-        threading.Thread(target=lambda: [self.q.put(line) for line in stream], daemon=True).start()
-
-    def wait_for(self, prefix: str | tuple[str, ...], timeout: float) -> str:
-        deadline = time.monotonic() + timeout
-        while True:
-            line = self.q.get(timeout=max(0.1, deadline - time.monotonic())).strip()
-            if line.startswith(prefix):
-                return line
-
-
 def _when_files_appear(path: str, known: set[str], timeout: float) -> set[str]:
     """The change's first files on disk (its tasks are writing), polled every 20 ms."""
     deadline = time.monotonic() + timeout
@@ -233,51 +216,41 @@ def _kill_an_executor_mid_write(path: str, known: set[str], worker_dir: str, pat
 
 @pytest.mark.spark
 @pytest.mark.slow
-def test_a_change_survives_lost_executors(cluster, tmp_path):
+def test_a_change_survives_lost_executors(cluster_app, tmp_path):
     """A MERGE (deletion vectors: each task writes its rows' new data and index files and
     one DV file) on the standalone cluster, an executor SIGKILLed while its task has one
     of the change's files open (or, failing such a moment, once the first file is on disk): Spark reruns the lost tasks on new executors, the
     version equals DuckDB's answer with every key once (a lost attempt's files are never
     committed beside its rerun's), or the statement fails and nothing is committed; the
     lost attempts' files are orphans that vacuum removes, never the committed ones."""
-    url, env = cluster
     path = str(tmp_path / "t")
     rows, src = 16_000, (0, 19_000, 3)
     t = _table(path, rows, vectors=True)
     versions, expected = [t.version], [t.to_arrow(columns=["k", "v"])]
-    err = open(tmp_path / "driver.err", "w")
     # One statement: a DELETE's tasks write the same DV files as the MERGE's, and each lost
     # executor costs the suite a relaunch.
-    driver = subprocess.Popen([sys.executable, WORKER, url, path, *map(str, src), "0", MERGE],
-                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err, text=True, env=env)
-    out = _Lines(driver.stdout)
-    lost = []  # the files the killed attempts had open
-    try:
-        for i, statement in enumerate((MERGE,)):
-            known = _on_disk(path)
-            driver.stdin.write("go\n")
-            driver.stdin.flush()
-            out.wait_for(f"running {i}", 120)
-            # At the change's first file, while its other tasks still write (a quiet machine
-            # finishes this MERGE in a few seconds).
-            lost.append(_kill_an_executor_mid_write(path, known, env["SPARK_WORKER_DIR"], 0))
-            line = out.wait_for((f"done {i}", f"failed {i}"), 240)
-            now = IndexedTable.for_path(path)
-            if line.startswith(f"done {i}"):  # Spark reran the lost tasks: one commit, the right rows
-                assert now.version == versions[-1] + 1
-                expected.append(_reference(expected[-1], statement, _source(*src)))
-                versions.append(now.version)
-            else:  # the statement failed as a whole: nothing committed
-                assert now.version == versions[-1], line
-            for v, e in zip(versions, expected):
-                _check_version(path, v, e)
-        driver.stdin.close()
-        assert driver.wait(timeout=120) == 0
-    finally:
-        if driver.poll() is None:
-            driver.kill()
-        err.close()
-    assert len(versions) == 2, (tmp_path / "driver.err").read_text()[-3000:]  # the statement survived
+    known = _on_disk(path)
+    cluster_app.send(cmd="sql", statement=MERGE.format(table=f"indexeddf.`{path}`"), src=list(src),
+                     conf={"spark.sql.shuffle.partitions": "8",
+                           "spark.sql.adaptive.enabled": "false",  # eight write tasks, never coalesced into one
+                           # Spark's plan, whose tasks write: a small MERGE would go to the
+                           # Python engine, which writes in the driver.
+                           "spark.indexeddf.merge.engineMaxSourceBytes": "-1"})
+    cluster_app.wait_for("running", 120)
+    # At the change's first file, while its other tasks still write (a quiet machine
+    # finishes this MERGE in a few seconds).
+    lost = [_kill_an_executor_mid_write(path, known, cluster_app.worker_dir, 0)]
+    line = cluster_app.wait_for(("done", "failed"), 240)
+    now = IndexedTable.for_path(path)
+    if line.startswith("done"):  # Spark reran the lost tasks: one commit, the right rows
+        assert now.version == versions[-1] + 1
+        expected.append(_reference(expected[-1], MERGE, _source(*src)))
+        versions.append(now.version)
+    else:  # the statement failed as a whole: nothing committed
+        assert now.version == versions[-1], line
+    for v, e in zip(versions, expected):
+        _check_version(path, v, e)
+    assert len(versions) == 2, (line, cluster_app.stderr())  # the statement survived
     orphans = _vacuum_leaves_the_live_files(path, expected[-1])
     half_written = {f for f in lost if f is not None}
     print(f"lost attempts' open files: {lost}; vacuumed orphans: {len(orphans)}")
@@ -313,7 +286,7 @@ def test_a_change_whose_driver_dies_leaves_the_table_as_it_was(spark, tmp_path):
     try:
         driver.stdin.write("go\n")
         driver.stdin.flush()
-        out = _Lines(driver.stdout)
+        out = Lines(driver.stdout)
         out.wait_for("running 0", 180)
         new = _when_files_appear(path, known, 180)
         os.killpg(driver.pid, signal.SIGKILL)

@@ -1,15 +1,13 @@
 """Lookups of many keys on a standalone cluster: the executors probe the index, not the
-driver. A driver process on the loopback cluster (``standalone_cluster.py``) runs the
-lookups through the JVM connector; its answers must equal DuckDB over ``to_arrow()`` of
-the same version, its plan must be the probing tasks (``ProbeRDD``), and the driver's own
-segment cache must stay empty: every segment was read and probed in an executor's JVM."""
+driver. The run's application on the loopback cluster (``standalone_cluster.py``,
+``workers/cluster_app.py``) runs the lookups through the JVM connector; its answers must
+equal DuckDB over ``to_arrow()`` of the same version, its plan must be the probing tasks
+(``ProbeRDD``), and the driver's own segment cache must stay empty: every segment was read
+and probed in an executor's JVM."""
 
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
-from pathlib import Path
 
 import duckdb
 import pytest
@@ -18,7 +16,6 @@ from connector_helpers import rows_of
 from indexeddf import IndexedTable
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
-WORKER = str(Path(__file__).parent / "workers" / "cluster_lookup.py")
 
 WHERES = [
     "k IN (1, 2, 3, 350, 7, 999, 3999, 4001)",  # primary index, an appended unindexed file, a deleted key
@@ -49,12 +46,10 @@ def expected(path: str, where: str) -> list[tuple]:
     return sorted(con.execute(f"SELECT k, s, v FROM t WHERE {where}").fetchall(), key=repr)
 
 
-def test_executors_probe_the_index_of_a_many_key_lookup(cluster, table):
-    url, env = cluster
-    run = subprocess.run([sys.executable, WORKER, url, table, *WHERES], capture_output=True, text=True, env=env,
-                         timeout=600)
-    assert run.returncode == 0, run.stderr[-3000:]
-    out = json.loads(run.stdout.strip().splitlines()[-1])
+def test_executors_probe_the_index_of_a_many_key_lookup(cluster_app, table):
+    cluster_app.send(cmd="lookup", path=table, wheres=WHERES,
+                     conf={"spark.indexeddf.driverLookup.maxKeys": "1"})  # every IN of 2+ keys: tasks
+    out = json.loads(cluster_app.wait_for("lookup ", 300)[len("lookup "):])
     for where in WHERES:
         got = sorted((tuple(r) for r in out["answers"][where]), key=repr)
         assert got == expected(table, where), where
