@@ -15,7 +15,6 @@ import signal
 import subprocess
 import sys
 import time
-import urllib.parse
 from pathlib import Path
 
 import duckdb
@@ -54,9 +53,9 @@ def test_an_abort_after_the_commit_keeps_the_committed_deletion_vectors(tmp_path
     path = str(tmp_path / "t")
     t = _vector_table(path)
     add = t.snapshot.live_files()[0]
-    uri = "file://" + urllib.parse.quote(os.path.join(path, add.path))
     ordinals = np.arange(0, 20, 2)  # a 1000-row table of two buckets: each file holds more
-    batch = pa.record_batch({OP: pa.array(["delete"] * len(ordinals)), FILE: pa.array([uri] * len(ordinals)),
+    batch = pa.record_batch({OP: pa.array(["delete"] * len(ordinals)),
+                             FILE: pa.array([add.fileId] * len(ordinals), pa.int64()),
                              ROW: pa.array(ordinals, pa.int64())})
     spec = {"operation": "DELETE", "readVersion": t.version, "parameters": "{}",
             "resultFile": str(tmp_path / "missing-folder" / "result.json")}  # the metrics cannot be written

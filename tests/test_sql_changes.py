@@ -448,11 +448,15 @@ def test_a_change_of_few_keys_reads_its_target_rows_through_the_index(registered
     assert scans == 1 and ordered(IndexedTable.for_path(path).to_arrow()) == ordered(duck.rows())
     # A query of _metadata through the index gives what Spark's own scan gives.
     keys = "k IN (4, 10, 600, 3000, 5998, 7001)"
-    query = f"SELECT k, _metadata.file_path, _metadata.file_name, _metadata.file_size, _metadata.row_index FROM {name}"
+    query = (f"SELECT k, _metadata.file_path, _metadata.file_name, _metadata.file_size, _metadata.row_index, "
+             f"_metadata.indexeddf_file_id FROM {name}")
     through_index = sorted(spark.sql(f"{query} WHERE {keys}").collect())
     conf("spark.indexeddf.driverLookup.enabled", "false")
     conf("spark.indexeddf.lookupTasks.enabled", "false")
     assert through_index == sorted(spark.sql(f"{query} WHERE {keys}").collect()) and len(through_index) == 5
+    # The file id a change names its rows by is the log's id of the row's file.
+    ids = {a.path.rsplit("/", 1)[-1]: a.fileId for a in IndexedTable.for_path(path).snapshot.live_files()}
+    assert all(r.indexeddf_file_id == ids[r.file_name] for r in through_index), through_index
 
 
 @pytest.mark.parametrize("source_rows", ["big", "declined"])

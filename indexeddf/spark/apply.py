@@ -4,10 +4,10 @@ outcome Spark computed, written by Spark's tasks and committed once by the drive
 The connector's command (``io.indexeddf.spark.plan.SparkChange``, docs/spark-tables.md) plans
 the statement over the table's relation at the version it resolved: Catalyst evaluates the
 condition and the assignments, and every changed row arrives here as ``__indexeddf_op``
-(``delete`` or ``update``), ``__indexeddf_file`` and ``__indexeddf_row`` (Spark's
-``_metadata.file_path`` and ``row_index``: the row's file and its ordinal there, what a
-deletion vector names) and, for an UPDATE, the row's new values in the table's columns. Spark
-repartitions the rows by file, so every changed row of a file is in one task.
+(``delete`` or ``update``), ``__indexeddf_file`` and ``__indexeddf_row`` (the row's file
+id, ``_metadata.indexeddf_file_id``, and Spark's ``_metadata.row_index``: its ordinal in the
+file, what a deletion vector names) and, for an UPDATE, the row's new values in the table's
+columns. Spark repartitions the rows by file, so every changed row of a file is in one task.
 
 1. each task (:meth:`ApplyWriter.write`) writes its files' outcome with the change engine's
    writer (:func:`indexeddf.changes.rewrite.apply_outcome`): a deletion vector per file (the
@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import json
 import time
-import urllib.parse
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Iterator
@@ -226,13 +225,18 @@ _COUNTS = ("num_source_rows", "num_target_rows_inserted", "num_target_rows_updat
 
 
 def _by_file(snapshot: Snapshot, rows: pa.Table) -> Iterator[tuple[AddFile, np.ndarray, pa.Table]]:
-    """Each file the rows name (Spark's ``_metadata.file_path``: a URI of the file), the
-    ordinals of its changed rows, and those rows."""
-    by_path = {urllib.parse.unquote(a.path): a for a in snapshot.live_files()}
-    files = rows.column(FILE)
-    for name in pc.unique(files).to_pylist():
-        add = _file_of(by_path, name)
-        mine = rows.filter(pc.equal(files, name))
+    """Each file the rows name (its id, ``_metadata.indexeddf_file_id``), the ordinals of its
+    changed rows, and those rows."""
+    if not rows.num_rows:
+        return
+    by_id = {a.fileId: a for a in snapshot.live_files()}
+    ids = rows.column(FILE).to_numpy()
+    order = np.argsort(ids, kind="stable")  # one pass: the rows of each file together
+    sorted_ids = ids[order]
+    starts = np.flatnonzero(np.r_[True, sorted_ids[1:] != sorted_ids[:-1]])
+    for start, end in zip(starts, np.r_[starts[1:], len(ids)]):
+        add = _file_of(by_id, int(sorted_ids[start]))
+        mine = rows.take(order[start:end])
         ordinals = mine.column(ROW).to_numpy().astype(np.int64)
         if len(unique_sorted(ordinals)) != len(ordinals):  # only a MERGE's join can name a row twice
             raise InvalidOptionError(
@@ -242,13 +246,9 @@ def _by_file(snapshot: Snapshot, rows: pa.Table) -> Iterator[tuple[AddFile, np.n
         yield add, ordinals, mine
 
 
-def _file_of(by_path: dict[str, AddFile], uri: str) -> AddFile:
-    """The live file a Spark file path names: the longest tail of its path that is a file
-    of the version (a table's files are named relative to its root, which Spark's path
-    spells in its own scheme)."""
-    parts = urllib.parse.unquote(urllib.parse.urlparse(uri).path).split("/")
-    for start in range(len(parts)):
-        add = by_path.get("/".join(parts[start:]))
-        if add is not None:
-            return add
-    raise InvalidOptionError(f"a change named the file {uri}, which the version it read does not hold")
+def _file_of(by_id: dict[int, AddFile], file_id: int) -> AddFile:
+    """The live file of the version read whose id a changed row names."""
+    add = by_id.get(file_id)
+    if add is None:
+        raise InvalidOptionError(f"a change named the file id {file_id}, which the version it read does not hold")
+    return add

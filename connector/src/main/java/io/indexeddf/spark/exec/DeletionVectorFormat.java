@@ -55,9 +55,9 @@ import scala.runtime.AbstractFunction1;
  * is deleted and a {@code Filter} over the scan; narrowing the batch keeps the plan and the
  * relation's output untouched.) Read as rows (the vectorized reader off, or a caller that asks
  * for rows), a file with a DV costs one copy of each kept row. Versions without any DV keep
- * the plain {@link ParquetFileFormat} ({@link TableRelation#read}).
+ * {@link TableParquetFormat} ({@link TableRelation#read}).
  */
-public final class DeletionVectorFormat extends ParquetFileFormat {
+public final class DeletionVectorFormat extends TableParquetFormat {
     private static final long serialVersionUID = 1L;
     /** The key of a file's {@link DeletionVectorDescriptor} in its metadata. */
     public static final String METADATA_KEY = "indexeddf_deletion_vector";

@@ -49,6 +49,8 @@ public final class LookupReader {
     static final class Piece implements java.io.Serializable {
         private static final long serialVersionUID = 1L;
         final String path;
+        /** The file's id ({@link TableParquetFormat#FILE_ID}). */
+        final long fileId;
         final long fileSize;
         final long modificationTime;
         /** The row groups to read, ascending; null: the whole file, filtered (hybrid scan). */
@@ -64,9 +66,10 @@ public final class LookupReader {
         /** The file's partition values ({@code add.partitionValues}; empty when unpartitioned): its rows get them. */
         final Map<String, String> partitionValues;
 
-        private Piece(String path, long fileSize, long modificationTime, int[] groups, long[] wanted, long[] ordinals,
-                      long length, DeletionVectorDescriptor dv, Map<String, String> partitionValues) {
+        private Piece(String path, long fileId, long fileSize, long modificationTime, int[] groups, long[] wanted,
+                      long[] ordinals, long length, DeletionVectorDescriptor dv, Map<String, String> partitionValues) {
             this.path = path;
+            this.fileId = fileId;
             this.fileSize = fileSize;
             this.modificationTime = modificationTime;
             this.groups = groups;
@@ -79,7 +82,7 @@ public final class LookupReader {
 
         /** The whole live file {@code a} (a hybrid scan's piece, and what tasks that probe are told of a file). */
         static Piece whole(AddFile a) {
-            return new Piece(DeltaPaths.uri(a.location), a.size, a.modificationTime, null, null, null, a.size,
+            return new Piece(DeltaPaths.uri(a.location), a.fileId, a.size, a.modificationTime, null, null, null, a.size,
                 a.deletionVector, a.partitionValues);
         }
 
@@ -90,13 +93,14 @@ public final class LookupReader {
 
         /** Row groups {@code groups} of this whole file, with the rows at offsets {@code wanted} of them (file ordinals {@code ordinals}). */
         Piece rows(int[] groups, long[] wanted, long[] ordinals, long length) {
-            return new Piece(path, fileSize, modificationTime, groups, wanted, ordinals, length, dv, partitionValues);
+            return new Piece(path, fileId, fileSize, modificationTime, groups, wanted, ordinals, length, dv,
+                partitionValues);
         }
 
-        /** The whole file as Spark's readers take a split (with its DV, for {@link DeletionVectorFormat}). */
+        /** The whole file as Spark's readers take a split (with its id and DV, {@link TableParquetFormat}). */
         PartitionedFile split() {
             return ParquetRows.split(location(), 0, fileSize, fileSize, modificationTime,
-                DeletionVectorFormat.metadata(dv));
+                TableParquetFormat.fileMetadata(fileId, dv));
         }
     }
 

@@ -11,10 +11,11 @@ import org.apache.spark.sql.types.StructType;
 /**
  * Spark's {@code _metadata} column for the rows an index lookup reads: the struct a file scan
  * gives each row ({@code file_path}, {@code file_name}, {@code file_size}, ...,
- * {@code row_index}), with the fields of the column's type as the plan has it. The file's
- * fields are Spark's own values for the file ({@code FileFormat.getFileConstantMetadataColumnValue},
- * so {@code file_path} is the string Spark's scan would give); {@code row_index} is the row's
- * ordinal in its file, which the index knows. A change names the rows it changes by these two
+ * {@code row_index}, and the table's {@code indexeddf_file_id}), with the fields of the
+ * column's type as the plan has it. The file's fields are Spark's own values for the file
+ * ({@code FileFormat.getFileConstantMetadataColumnValue}, so {@code file_path} is the string
+ * Spark's scan would give); {@code row_index} is the row's ordinal in its file, which the index
+ * knows. A change names the rows it changes by the file's id and the ordinal
  * (docs/spark-tables.md), so a change's target rows can come from the index instead of a scan.
  */
 public final class RowMetadata implements java.io.Serializable {
@@ -40,6 +41,7 @@ public final class RowMetadata implements java.io.Serializable {
         for (StructField f : scala.jdk.javaapi.CollectionConverters.asJava(FileFormat$.MODULE$.BASE_METADATA_FIELDS())) {
             known.add(f.name());
         }
+        known.add(TableParquetFormat.FILE_ID);  // the file's id rides with its split
         for (StructField f : type.fields()) {
             if (!known.contains(f.name()) && !f.name().equals(ROW_INDEX)) {
                 return null;

@@ -72,8 +72,8 @@ public final class SnapshotFileIndex implements FileIndex {
         long total = 0;
         for (AddFile a : listed) {
             FileStatus st = new FileStatus(a.size, false, 1, BLOCK_SIZE, a.modificationTime, a.location);
-            // A file's deletion vector rides with it to the reader (DeletionVectorFormat).
-            FileStatusWithMetadata f = new FileStatusWithMetadata(st, DeletionVectorFormat.metadata(a.deletionVector));
+            // A file's id and deletion vector ride with it to the reader (TableParquetFormat).
+            FileStatusWithMetadata f = new FileStatusWithMetadata(st, TableParquetFormat.fileMetadata(a));
             out.add(f);
             total += a.size;
             byPartition.computeIfAbsent(a.partitionValues, k -> new ArrayList<>()).add(f);

@@ -112,7 +112,7 @@ public final class TableRelation {
         // A column-mapped table's files are read through DeletionVectorFormat too, which renames
         // the columns to their physical names (a file without a DV is read as it is).
         ParquetFileFormat format = SnapshotFileIndex.hasDeletionVectors(snapshot) || ColumnMapping.mapped(schema)
-            ? new DeletionVectorFormat() : new ParquetFileFormat();
+            ? new DeletionVectorFormat() : new TableParquetFormat();
         // A partitioned table's data schema keeps its partition columns where the table has
         // them: Spark then reads those columns from the partition values and keeps the
         // table's column order (HadoopFsRelation merges overlapping columns in place).
@@ -137,7 +137,7 @@ public final class TableRelation {
             vectors |= a.deletionVector != null;
         }
         ParquetFileFormat format = vectors || ColumnMapping.mapped(schema)
-            ? new DeletionVectorFormat() : new ParquetFileFormat();
+            ? new DeletionVectorFormat() : new TableParquetFormat();
         SnapshotFileIndex index = new SnapshotFileIndex(snapshot, schema, files);
         scala.collection.immutable.Map<String, String> noOptions = scala.collection.immutable.Map$.MODULE$.empty();
         return new HadoopFsRelation(index, index.partitionSchema(), schema, Option.empty(), format, noOptions,

@@ -105,7 +105,7 @@ public final class DriverLookup extends Rule<LogicalPlan> {
 
     /**
      * The relation's Spark {@code _metadata} column among {@code output}, or null (a change names
-     * its rows by {@code _metadata.file_path} and {@code row_index}).
+     * its rows by {@code _metadata.indexeddf_file_id} and {@code row_index}).
      */
     static Attribute metadataColumn(List<Attribute> output) {
         for (Attribute a : output) {

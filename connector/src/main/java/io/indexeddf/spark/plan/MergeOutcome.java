@@ -127,7 +127,7 @@ final class MergeOutcome {
                 Option.empty());
         List<NamedExpression> countRow = new ArrayList<>();
         countRow.add(SparkChange.alias(Literal.create("count", DataTypes.StringType), SparkChange.OP));
-        countRow.add(SparkChange.alias(Literal.create(null, DataTypes.StringType), SparkChange.FILE));
+        countRow.add(SparkChange.alias(Literal.create(null, DataTypes.LongType), SparkChange.FILE));
         countRow.add(SparkChange.alias(sourceRowCount.toAttribute(), SparkChange.ROW));
         for (Attribute col : columns) {
             countRow.add(SparkChange.alias(Literal.create(null, col.dataType()), col.name()));
@@ -136,8 +136,9 @@ final class MergeOutcome {
             CollectionConverters.asScala(List.<LogicalPlan>of(changes,
                 new Project(CollectionConverters.asScala(countRow).toList(), count))).toList(), false, false);
         List<Attribute> o = CollectionConverters.asJava(outcome.output());
+        // Any value will do for an insert (it has no file): its bucket spreads the inserts.
         Expression part = new Coalesce(CollectionConverters.asScala(List.<Expression>of(o.get(1),
-            new Cast(insertBucket(target, o.subList(3, o.size())), DataTypes.StringType, Option.empty())))
+            new Cast(insertBucket(target, o.subList(3, o.size())), DataTypes.LongType, Option.empty())))
             .toList());
         return new RepartitionByExpression(CollectionConverters.asScala(List.of(part)).toList(), outcome,
             Option.empty(), Option.empty());

@@ -16,6 +16,7 @@ import io.indexeddf.log.IndexedDFException;
 import io.indexeddf.log.Snapshot;
 import io.indexeddf.spark.exec.CheckConstraints;
 import io.indexeddf.spark.exec.PythonWriter;
+import io.indexeddf.spark.exec.TableParquetFormat;
 import io.indexeddf.spark.exec.TableRelation;
 import org.apache.spark.sql.Dataset;
 import org.apache.spark.sql.Row;
@@ -45,8 +46,8 @@ import scala.jdk.javaapi.CollectionConverters;
  * {@code DELETE FROM}, {@code UPDATE ... SET} and {@code MERGE INTO} on an indexeddf table, planned
  * and evaluated by Spark (docs/spark-tables.md; a MERGE's join: {@link MergeOutcome}): the
  * command builds a Spark plan over the connector's
- * relation at the version the statement resolved, with Spark's {@code _metadata.file_path}
- * and {@code _metadata.row_index} of every row the condition (Catalyst's own evaluation, so
+ * relation at the version the statement resolved, with the file id ({@code _metadata.indexeddf_file_id})
+ * and Spark's {@code _metadata.row_index} of every row the condition (Catalyst's own evaluation, so
  * any function, UDF or subquery works) selects, and for UPDATE the new values of each such row
  * (the assignments, evaluated by Spark). The rows are repartitioned by their file, so one task
  * holds every changed row of a file, and written by the Python data source's tasks
@@ -179,8 +180,10 @@ public final class SparkChange extends JavaCommand {
             Option.empty(), Option.empty());
     }
 
-    /** {@link #FILE} and {@link #ROW} of a relation with its metadata columns: Spark's
-     * {@code _metadata.file_path} and {@code _metadata.row_index}. */
+    /** {@link #FILE} and {@link #ROW} of a relation with its metadata columns: the file's id
+     * ({@code _metadata.indexeddf_file_id}, {@link TableParquetFormat}: a long per row, where the
+     * file's path would be a long string that a MERGE's join carries for every target row it
+     * reads) and Spark's {@code _metadata.row_index}. */
     static List<Alias> rowId(LogicalRelation withMeta) {
         Attribute meta = DriverLookup.metadataColumn(
             new ArrayList<Attribute>(CollectionConverters.asJava(withMeta.metadataOutput())));
@@ -189,8 +192,9 @@ public final class SparkChange extends JavaCommand {
                 + "a change cannot name the rows it changes");
         }
         StructType fields = (StructType) meta.dataType();
+        String id = TableParquetFormat.FILE_ID;
         return List.of(
-            alias(new GetStructField(meta, fields.fieldIndex("file_path"), Option.apply("file_path")), FILE),
+            alias(new GetStructField(meta, fields.fieldIndex(id), Option.apply(id)), FILE),
             alias(new GetStructField(meta, fields.fieldIndex("row_index"), Option.apply("row_index")), ROW));
     }
 
