@@ -148,7 +148,7 @@ def cmd_optimize(args) -> None:
     """``optimize``: compact small data files per bucket, and their index files."""
     t = IndexedTable.for_path(args.path)
     before = t.version
-    v = t.optimize(mode=args.mode, progress=_progress(args), spark=_spark(args))
+    v = t.optimize(mode=args.mode, progress=_progress(args), spark=_spark(args), num_buckets=args.num_buckets)
     entry = t.history(limit=1)[0] if v != before else None
     metrics = entry.metrics if entry else {}
     payload = {"version": v, "committed": v != before, "metrics": metrics}
@@ -302,6 +302,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("path", help="table location")
     s.add_argument("--mode", choices=["quick", "full"], default="quick",
                    help="quick: merge the files under 32 MiB of each bucket; full: one file per bucket (default quick)")
+    s.add_argument("--num-buckets", type=int, default=None,
+                   help="with --mode full: rewrite the table into this many buckets (see docs/indexes.md)")
     s.set_defaults(run=cmd_optimize)
 
     s = command("vacuum", help="delete files that no version inside the retention needs (never the log)")

@@ -15,6 +15,7 @@ from indexeddf import IndexedTable
 from indexeddf.errors import InvalidOptionError
 from indexeddf.spec import config
 from indexeddf.spec.bucket_count import DEFAULT_NUM_BUCKETS, MAX_DEFAULT_BUCKETS, default_num_buckets
+from indexeddf.spec.bucketing import bucket_ids
 
 sys.path.insert(0, os.path.dirname(__file__))
 from oracles import duckdb_delta  # noqa: E402
@@ -26,7 +27,7 @@ SMALL_TARGET = {"indexeddf.buckets.targetFileSize": "4kb"}
 
 def rows(n: int, start: int = 0) -> pa.Table:
     k = np.arange(start, start + n, dtype=np.int64)
-    return pa.table({"k": k, "v": pa.array([f"value-{i:08d}" for i in k])})
+    return pa.table({"k": k, "v": pa.array([f"value-{i:08d}" for i in k], pa.string())})
 
 
 def duckdb_rows(path: str) -> list[tuple]:
@@ -136,3 +137,149 @@ def test_create_from_a_spark_dataframe_chooses_the_count(spark, tmp_path):
     assert t.num_buckets > 16
     assert {a.bucket for a in t.snapshot.live_files()} <= set(range(t.num_buckets))
     assert duckdb_rows(path) == [(i, f"value-{i:08d}") for i in range(5000)]
+
+
+# -- changing the count with optimize ---------------------------------------------------------
+def table_of_many_files(path: str, num_buckets: int = 4) -> IndexedTable:
+    """A table of 4 commits (several files a bucket) with a secondary index on ``v``."""
+    t = IndexedTable.create(path, rows(1000), ["k"], num_buckets=num_buckets)
+    for start in (1000, 2000, 3000):
+        t.append(rows(1000, start))
+    t.create_index("by_v", ["v"])
+    return t
+
+
+def assert_bucketed(path: str, t: IndexedTable) -> None:
+    """Every live file holds exactly rows of its bucket under the table's count, read by pyarrow."""
+    import pyarrow.parquet as pq
+
+    for add in t.snapshot.live_files():
+        keys = pq.read_table(os.path.join(path, add.path), columns=["k"]).column("k")
+        assert 0 <= add.bucket < t.num_buckets
+        assert set(bucket_ids([keys], t.num_buckets).tolist()) == {add.bucket}, add.path
+
+
+def test_optimize_changes_the_bucket_count(tmp_path):
+    path = str(tmp_path / "t")
+    t = table_of_many_files(path)
+    before, old_version = duckdb_rows(path), t.version
+    version = t.optimize(mode="full", num_buckets=8)
+    t = IndexedTable.for_path(path)
+    assert version == t.version == old_version + 1  # one batch: one commit
+    assert t.num_buckets == 8 and t.snapshot.indexes["primary"].numBuckets == 8
+    assert t.snapshot.indexes["by_v"].numBuckets == 4  # a secondary index keeps its own count
+    assert sorted(a.bucket for a in t.snapshot.live_files()) == list(range(8))  # one file a bucket
+    assert_bucketed(path, t)
+    assert duckdb_rows(path) == before == delta_rs_rows(path)
+    assert t.history()[0].operation == "OPTIMIZE"
+    # Lookups through both rebuilt indexes, now and at the version before.
+    assert sorted(t.lookup([5, 3999, 4000]).column("k").to_pylist()) == [5, 3999]
+    assert t.lookup(["value-00002500"], index="by_v").column("k").to_pylist() == [2500]
+    assert "index files read: 1 " in t.explain("k = 7")  # answered from one bucket of the index
+    old = IndexedTable.for_path(path, version=old_version)
+    assert old.num_buckets == 4 and old.lookup([7]).column("v").to_pylist() == ["value-00000007"]
+    # An append afterwards goes to the new buckets.
+    t.append(rows(500, 4000))
+    t = IndexedTable.for_path(path)
+    assert t.num_buckets == 8
+    assert_bucketed(path, t)
+    assert t.lookup([4321]).column("v").to_pylist() == ["value-00004321"]
+    assert len(duckdb_rows(path)) == len(delta_rs_rows(path)) == 4500
+
+
+def test_a_table_read_in_several_batches_is_compacted_in_a_second_commit(tmp_path, monkeypatch):
+    from indexeddf.writer import maintenance
+
+    path = str(tmp_path / "t")
+    t = table_of_many_files(path)
+    before, old_version = duckdb_rows(path), t.version
+    monkeypatch.setattr(maintenance, "OPTIMIZE_BATCH_BYTES", 1)  # every old file is a batch of its own
+    t.optimize(mode="full", num_buckets=2)
+    t = IndexedTable.for_path(path)
+    assert t.version == old_version + 2
+    assert sorted(a.bucket for a in t.snapshot.live_files()) == [0, 1]
+    assert_bucketed(path, t)
+    assert duckdb_rows(path) == before
+    assert sorted(t.lookup([0, 1, 2, 3999]).column("k").to_pylist()) == [0, 1, 2, 3999]
+
+
+def test_changing_the_count_of_an_empty_table(tmp_path):
+    path = str(tmp_path / "t")
+    t = IndexedTable.create(path, rows(0), ["k"])
+    t.optimize(mode="full", num_buckets=32)
+    t = IndexedTable.for_path(path)
+    assert t.num_buckets == 32
+    t.append(rows(100))
+    assert_bucketed(path, IndexedTable.for_path(path))
+    assert delta_rs_rows(path) == duckdb_rows(path)
+
+
+def test_a_bucket_count_change_is_refused_where_it_cannot_hold(tmp_path):
+    t = table_of_many_files(str(tmp_path / "t"))
+    with pytest.raises(InvalidOptionError, match="mode='full'"):
+        t.optimize(mode="quick", num_buckets=8)
+    with pytest.raises(InvalidOptionError, match="num_buckets"):
+        t.optimize(mode="full", num_buckets=0)
+    t.optimize(mode="full", num_buckets=4)  # the count it has: a plain full optimize
+    assert IndexedTable.for_path(t.path).num_buckets == 4
+
+
+def test_a_concurrent_append_and_a_bucket_count_change_do_not_both_commit(tmp_path):
+    """Delta's rules for a metadata change: the append that lost fails (MetadataChangedError);
+    the change that lost to an append fails (ConcurrentAppendError), as the appended files
+    carry the old buckets. Either way nothing of the loser stays and the rows are right."""
+    from indexeddf.errors import ConcurrentAppendError, MetadataChangedError
+    from indexeddf.writer import maintenance, operations
+
+    path = str(tmp_path / "t")
+    t = table_of_many_files(path)
+    # The change read version v; an append commits v + 1 first.
+    read = t.snapshot
+    IndexedTable.for_path(path).append(rows(10, 5000))
+    with pytest.raises(ConcurrentAppendError):
+        maintenance.optimize(read, "full", num_buckets=8)
+    t = IndexedTable.for_path(path)
+    assert t.num_buckets == 4 and len(duckdb_rows(path)) == 4010
+    on_disk = {os.path.relpath(os.path.join(d, f), path) for d, _, fs in os.walk(os.path.join(path, "data")) for f in fs}
+    assert on_disk == {a.path for a in t.snapshot.live_files()}  # the failed change's files were deleted
+    # The append read version v; the change commits v + 1 first.
+    read = t.snapshot
+    IndexedTable.for_path(path).optimize(mode="full", num_buckets=8)
+    with pytest.raises(MetadataChangedError):
+        operations.append(read, rows(10, 6000))
+    t = IndexedTable.for_path(path)
+    assert t.num_buckets == 8 and len(duckdb_rows(path)) == 4010
+    assert_bucketed(path, t)
+
+
+def test_spark_optimize_changes_the_bucket_count(spark, tmp_path):
+    path = str(tmp_path / "t")
+    t = table_of_many_files(path)
+    before = duckdb_rows(path)
+    t.optimize(mode="full", num_buckets=8, spark=spark)
+    t = IndexedTable.for_path(path)
+    assert t.num_buckets == 8 and t.snapshot.indexes["primary"].numBuckets == 8
+    assert sorted(a.bucket for a in t.snapshot.live_files()) == list(range(8))
+    assert_bucketed(path, t)
+    assert duckdb_rows(path) == before == delta_rs_rows(path)
+    assert sorted(t.lookup([5, 3999]).column("k").to_pylist()) == [5, 3999]
+    assert t.lookup(["value-00002500"], index="by_v").column("k").to_pylist() == [2500]
+    # Spark reads it bucketed by the new count.
+    got = spark.read.format("indexeddf").load(path).where("k = 2500").select("v").collect()
+    assert [r.v for r in got] == ["value-00002500"]
+
+
+def test_the_command_changes_the_bucket_count(tmp_path):
+    import json
+    import subprocess
+
+    path = str(tmp_path / "t")
+    table_of_many_files(path)
+    before = duckdb_rows(path)
+    r = subprocess.run([sys.executable, "-m", "indexeddf.cli", "--json", "optimize", path, "--mode", "full",
+                        "--num-buckets", "8"], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["committed"]
+    t = IndexedTable.for_path(path)
+    assert t.num_buckets == 8 and duckdb_rows(path) == before
+    assert_bucketed(path, t)
