@@ -283,3 +283,20 @@ def test_the_command_changes_the_bucket_count(tmp_path):
     t = IndexedTable.for_path(path)
     assert t.num_buckets == 8 and duckdb_rows(path) == before
     assert_bucketed(path, t)
+
+
+def test_a_partitioned_table_changes_its_bucket_count_inside_its_partitions(tmp_path):
+    path = str(tmp_path / "t")
+    data = rows(2000).append_column("p", pa.array([["a", "b", "c"][i % 3] for i in range(2000)], pa.string()))
+    t = IndexedTable.create(path, data, ["k"], num_buckets=4, partition_by=["p"])
+    t.append(data.slice(0, 100).set_column(0, "k", pa.array(np.arange(5000, 5100), pa.int64())))
+    before = duckdb_delta().execute(f"SELECT k, v, p FROM delta_scan('{path}') ORDER BY k").fetchall()
+    t.optimize(mode="full", num_buckets=8)
+    t = IndexedTable.for_path(path)
+    assert t.num_buckets == 8
+    assert_bucketed(path, t)
+    # One file per (partition, bucket), each in its partition.
+    pairs = [(a.partitionValues["p"], a.bucket) for a in t.snapshot.live_files()]
+    assert len(pairs) == len(set(pairs)) == 3 * 8
+    assert duckdb_delta().execute(f"SELECT k, v, p FROM delta_scan('{path}') ORDER BY k").fetchall() == before
+    assert sorted(t.lookup([1, 5050]).column("p").to_pylist()) == ["b", "c"]
