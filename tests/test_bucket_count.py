@@ -300,3 +300,19 @@ def test_a_partitioned_table_changes_its_bucket_count_inside_its_partitions(tmp_
     assert len(pairs) == len(set(pairs)) == 3 * 8
     assert duckdb_delta().execute(f"SELECT k, v, p FROM delta_scan('{path}') ORDER BY k").fetchall() == before
     assert sorted(t.lookup([1, 5050]).column("p").to_pylist()) == ["b", "c"]
+
+
+def test_create_table_as_select_chooses_the_count(spark, tmp_path):
+    path = str(tmp_path / "ctas")
+    spark.sql("DROP TABLE IF EXISTS bucket_count_ctas")
+    try:
+        spark.sql(f"CREATE TABLE bucket_count_ctas USING indexeddf OPTIONS (indexColumns 'k') "
+                  f"TBLPROPERTIES ('indexeddf.buckets.targetFileSize' = '4kb') LOCATION '{path}' "
+                  "AS SELECT id AS k, format_string('value-%08d', id) AS v FROM range(5000)")
+        t = IndexedTable.for_path(path)
+        assert t.num_buckets > 16
+        assert t.properties["indexeddf.buckets.targetFileSize"] == "4kb"
+        assert duckdb_rows(path) == [(i, f"value-{i:08d}") for i in range(5000)]
+        assert spark.sql("SELECT v FROM bucket_count_ctas WHERE k = 4321").collect()[0].v == "value-00004321"
+    finally:
+        spark.sql("DROP TABLE IF EXISTS bucket_count_ctas")
