@@ -148,7 +148,7 @@ def cmd_optimize(args) -> None:
     """``optimize``: compact small data files per bucket, and their index files."""
     t = IndexedTable.for_path(args.path)
     before = t.version
-    v = t.optimize(mode=args.mode, progress=_progress(args), spark=_spark(args))
+    v = t.optimize(mode=args.mode, progress=_progress(args), spark=_spark(args), num_buckets=args.num_buckets)
     entry = t.history(limit=1)[0] if v != before else None
     metrics = entry.metrics if entry else {}
     payload = {"version": v, "committed": v != before, "metrics": metrics}
@@ -174,8 +174,8 @@ def cmd_convert(args) -> None:
     """``convert``: index, in place, a Delta table another engine wrote."""
     t = IndexedTable.convert(args.path, [c.strip() for c in args.index_columns.split(",") if c.strip()],
                              num_buckets=args.num_buckets, progress=_progress(args))
-    _emit(args, {"version": t.version, "indexColumns": t.index_columns, "numBuckets": args.num_buckets},
-          f"indexed by {t.index_columns} into {args.num_buckets} buckets at version {t.version}; "
+    _emit(args, {"version": t.version, "indexColumns": t.index_columns, "numBuckets": t.num_buckets},
+          f"indexed by {t.index_columns} into {t.num_buckets} buckets at version {t.version}; "
           "its files get buckets with: indexeddf optimize PATH --mode full")
 
 
@@ -302,6 +302,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("path", help="table location")
     s.add_argument("--mode", choices=["quick", "full"], default="quick",
                    help="quick: merge the files under 32 MiB of each bucket; full: one file per bucket (default quick)")
+    s.add_argument("--num-buckets", type=int, default=None,
+                   help="with --mode full: rewrite the table into this many buckets (see docs/indexes.md)")
     s.set_defaults(run=cmd_optimize)
 
     s = command("vacuum", help="delete files that no version inside the retention needs (never the log)")
@@ -322,7 +324,8 @@ def build_parser() -> argparse.ArgumentParser:
     s = command("convert", help="index, in place, a Delta table another engine wrote (no data rewritten)")
     s.add_argument("path", help="location of the Delta table")
     s.add_argument("--index-columns", required=True, help="comma-separated columns to bucket and index by")
-    s.add_argument("--num-buckets", type=int, default=16, help="buckets (default 16)")
+    s.add_argument("--num-buckets", type=int, default=None,
+                   help="buckets (default: from the table's bytes, 16 to 1024; see docs/indexes.md)")
     s.set_defaults(run=cmd_convert)
 
     s = command("upgrade", help="turn a table of the first layout (_indexeddf_log/) into a Delta table in place",

@@ -17,6 +17,8 @@ from .optimizer import planner
 from .reader import lookup as lookup_mod
 from .reader.direct import read_snapshot
 from .spark import is_spark_dataframe as _is_spark
+from .spec import config
+from .spec.bucket_count import default_num_buckets
 from .spec.schema import arrow_schema
 from .table_admin import HistoryEntry, IndexInfo, TableAdmin
 from .table_writes import TableWrites
@@ -48,7 +50,7 @@ class IndexedTable(TableWrites, TableAdmin):
         path: str,
         data: Any,
         index_columns: Sequence[str],
-        num_buckets: int = 16,
+        num_buckets: int | None = None,
         *,
         name: str | None = None,
         description: str | None = None,
@@ -62,20 +64,25 @@ class IndexedTable(TableWrites, TableAdmin):
         Spark DataFrame (may have no rows; its schema becomes the table's; from Spark every
         column is nullable). A Spark DataFrame is written by its executors (see
         ``docs/spark.md``). ``index_columns``: the
-        columns rows are bucketed by; ``num_buckets``: how many buckets (1..65536).
+        columns rows are bucketed by; ``num_buckets``: how many buckets (1..65536); None
+        chooses it from the data's size: enough that a bucket holds about the property
+        ``indexeddf.buckets.targetFileSize`` (256 MiB), a power of two from 16 to 1024
+        (``docs/indexes.md``, "Choosing the bucket count").
         ``properties``: table properties (see ``docs/options.md``). ``partition_by``: Delta
         partition columns (each file then holds one value of each, in a ``col=value``
         directory; docs/PROTOCOL.md §18), from any of these. Raises
         ``TableExistsError`` when a table is already there.
         """
         if _is_spark(data):
-            from .spark import write_dataframe
+            from .spark import plan_size_bytes, write_dataframe
 
             if list_log(TableStorage(path, storage_options))[0]:
                 raise TableExistsError(
                     f"a table already exists at {path}; open it with IndexedTable.for_path, "
                     "or use overwrite() to replace its content"
                 )
+            if num_buckets is None:
+                num_buckets = default_num_buckets(plan_size_bytes(data), config.validate(properties or {}))
             version = write_dataframe(
                 data, path, "append", index_columns=list(index_columns), num_buckets=num_buckets,
                 storage_options=storage_options,
@@ -97,7 +104,7 @@ class IndexedTable(TableWrites, TableAdmin):
         cls,
         path: str,
         index_columns: Sequence[str],
-        num_buckets: int = 16,
+        num_buckets: int | None = None,
         *,
         properties: dict[str, str] | None = None,
         storage_options: dict[str, Any] | None = None,
@@ -105,7 +112,8 @@ class IndexedTable(TableWrites, TableAdmin):
     ) -> "IndexedTable":
         """Index, in place, a Delta table that another engine wrote (delta-rs, Spark with
         Delta, ...): one commit adds the indexeddf settings (``index_columns``,
-        ``num_buckets``, ``properties``) to its metaData and a primary index over its live
+        ``num_buckets``: None chooses it from the live files' bytes as ``create`` does,
+        ``properties``) to its metaData and a primary index over its live
         files. No data file is rewritten; they carry no bucket, so reads treat each as
         holding rows of any bucket until ``optimize(mode="full")`` rewrites them into
         buckets. Other Delta writers may keep appending: their files are unindexed

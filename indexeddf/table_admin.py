@@ -237,7 +237,7 @@ class TableAdmin:
         return result.version
 
     # -- maintenance (writer/maintenance.py, writer/lifecycle.py; docs/admin.md) ----------
-    def optimize(self, mode: str = "quick", progress=None, spark=None) -> int:
+    def optimize(self, mode: str = "quick", progress=None, spark=None, num_buckets: int | None = None) -> int:
         """Compact each bucket's small data files (``"quick"``: files under 32 MiB;
         ``"full"``: one file per bucket, also rewriting a lone file named without its
         bucket, see ``to_df(bucketed=True)``) and the index files that point at them, in one
@@ -245,7 +245,14 @@ class TableAdmin:
         version, or the current one when nothing needed compacting. ``progress``: an
         optional callable receiving one line of text per step. ``spark``: a SparkSession
         whose executors read and rewrite the files in one job (the driver plans and commits
-        the same commit); None rewrites them in this process (``docs/admin.md``)."""
+        the same commit); None rewrites them in this process (``docs/admin.md``).
+
+        ``num_buckets`` (with ``mode="full"``): a new bucket count. One commit changes the
+        table's ``numBuckets``, rewrites every file into the new buckets and rebuilds every
+        ACTIVE index (a second one compacts the buckets when the table was read in several
+        batches). It conflicts as a metadata change does: concurrent writers fail, and so
+        does this when another writer added files meanwhile (``ConcurrentAppendError``;
+        ``docs/indexes.md``, "Choosing the bucket count")."""
         from .writer import maintenance
 
         rewrite = None
@@ -253,7 +260,8 @@ class TableAdmin:
             from .spark.optimize import spark_rewrite
 
             rewrite = spark_rewrite(spark)
-        result = maintenance.optimize(update_snapshot(self._snapshot), mode, progress=progress, rewrite=rewrite)
+        result = maintenance.optimize(update_snapshot(self._snapshot), mode, progress=progress, rewrite=rewrite,
+                                      num_buckets=num_buckets)
         return self._moved_to(result)
 
     def vacuum(self, retention_hours: float | None = None, dry_run: bool = False,

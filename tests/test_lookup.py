@@ -122,6 +122,26 @@ def test_cache_is_bounded_and_evicts_least_recently_used(table_path):
         cache().resize(1 << 30)
 
 
+def test_the_cache_counts_a_footer_by_its_row_groups(table_path):
+    """A decoded Parquet footer holds every row group's column chunks (about a kilobyte
+    each, several times their serialized size); the cache's bound counts them, so a table
+    with more row groups costs its cache more."""
+    import pyarrow.parquet as pq
+
+    t = IndexedTable.create(table_path, batch([(i, f"n{i}", i) for i in range(20_000)]), index_columns=["id"],
+                            num_buckets=1, properties={"indexeddf.targetRowGroupBytes": "4096"})
+    cache().clear()
+    t.lookup([7])
+    (data,) = t.snapshot.live_files()
+    meta = pq.read_metadata(f"{table_path}/{data.path}")
+    assert meta.num_row_groups > 50
+    chunks = meta.num_row_groups * meta.num_columns
+    index_meta = pq.read_metadata(f"{table_path}/{t.snapshot.indexes['primary'].files[0].path}")
+    chunks += index_meta.num_row_groups * index_meta.num_columns
+    assert cache_stats().bytes >= lookup_module.FOOTER_CHUNK_BYTES * chunks > 8 * (meta.serialized_size
+                                                                                 + index_meta.serialized_size)
+
+
 def test_index_errors(table_path):
     t = IndexedTable.create(table_path, batch([(1, "a", 1)]), index_columns=["id"], num_buckets=2)
     with pytest.raises(IndexNotFoundError):

@@ -13,7 +13,8 @@ On a lost race the transaction reads the winning commits and either rebases onto
   commit a duplicate: it is dropped and the winner's version is returned;
 - a winner that removed a file we remove: ``ConcurrentDeleteDeleteError``;
 - a winner that removed a file in data we read: ``ConcurrentDeleteReadError``;
-- a winner that added data to the buckets we read: ``ConcurrentAppendError``;
+- a winner that added data to the buckets we read: ``ConcurrentAppendError`` (a blind append
+  only under Serializable, or against a commit that changes the bucket count);
 - a winner that changed an index this commit also changes (other than by only adding
   files to it while it stays ACTIVE, as appends do): ``ConcurrentIndexError``;
 - anything else (blind appends, changes with ``dataChange=false``) rebases.
@@ -231,7 +232,11 @@ class Transaction:
         # appends against what the transaction read, and ADD COLUMNS read nothing): rows written
         # meanwhile read the new columns as NULL, as the rows before them do.
         added = _added_columns(ours, self.snapshot.metadata) if schema_change else None
-        appends_conflict = not blind or self.isolation_level(before) == "Serializable"
+        # A new bucket count (optimize with num_buckets): files a winner added were bucketed by the
+        # old count, so even a blind append conflicts (Delta's rule: under WriteSerializable a
+        # transaction that changes the metadata checks blind appends too).
+        rebucket = any(isinstance(a, Metadata) and a.numBuckets != self.snapshot.metadata.numBuckets for a in ours)
+        appends_conflict = rebucket or not blind or self.isolation_level(before) == "Serializable"
         # An idempotent commit that the winner already made is a duplicate, whatever else
         # the two commits would conflict on.
         if any(isinstance(a, Txn) and a.appId in our_txns and a.version >= our_txns[a.appId] for a in winning):

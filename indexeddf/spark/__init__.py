@@ -20,7 +20,7 @@ from .. import errors
 from ..errors import IndexedDFError
 
 __all__ = ["register", "configure", "local_session", "spark_session", "is_connect", "is_spark_dataframe", "write_dataframe", "typed_error", "CONNECTOR",
-           "PYTHON", "PYTHON_NAME"]
+           "PYTHON", "PYTHON_NAME", "plan_size_bytes"]
 
 
 from .session import (  # noqa: F401 - register_quietly: the package's own modules call it
@@ -145,6 +145,23 @@ def write_dataframe(
             os.remove(result_file)
         except OSError:
             pass
+
+
+def plan_size_bytes(df) -> int | None:
+    """Spark's estimate of ``df``'s size in bytes (its optimized plan's ``sizeInBytes``: the
+    files' bytes for a file scan, rows times row width otherwise), or None where Spark does
+    not know it (the estimate is ``spark.sql.defaultSizeInBytes``, or a Spark Connect session,
+    whose plans the client cannot see). Nothing runs: statistics come from the plan."""
+    jdf = getattr(df, "_jdf", None)
+    if jdf is None:
+        return None
+    try:
+        raw = jdf.queryExecution().optimizedPlan().stats().sizeInBytes()
+        size = raw if isinstance(raw, int) else int(raw.toString())  # py4j converts Scala's BigInt or not
+        unknown = int(df.sparkSession._jsparkSession.sessionState().conf().defaultSizeInBytes())
+    except Exception:  # noqa: BLE001 - a plan Spark cannot estimate: the size is unknown
+        return None
+    return size if 0 <= size < unknown else None
 
 
 def _constraints_checked(df, path: str, options: dict[str, str]):

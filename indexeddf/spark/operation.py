@@ -213,7 +213,7 @@ def _convert(snapshot, spec: dict) -> dict:
         raise InvalidOptionError("CONVERT TO INDEXEDDF needs INDEX BY (columns)")
     if list(snapshot.metadata.indexColumns) == columns:
         return {"version": snapshot.version}
-    num_buckets = spec.get("numBuckets") or so.DEFAULT_NUM_BUCKETS
+    num_buckets = spec.get("numBuckets") or None  # None: from the table's bytes
     return {"version": convert_table(snapshot, columns, num_buckets).version}
 
 

@@ -145,7 +145,7 @@ def _rewritten(spark, snapshot: Snapshot, plan: OptimizePlan, units: list[list[A
     storage, meta = snapshot.storage, snapshot.metadata
     url, options, version = storage.url, storage.storage_options, snapshot.version
     schema = table_schema(meta)
-    layout = (list(meta.indexColumns), meta.numBuckets, config.get(meta.configuration, "indexeddf.targetRowGroupBytes"),
+    layout = (list(meta.indexColumns), plan.num_buckets, config.get(meta.configuration, "indexeddf.targetRowGroupBytes"),
               tuple(meta.partitionColumns))
     indexes = [(i * KEY_STRIDE, list(e.columns), e.numBuckets) for i, e in enumerate(plan.indexes)]
     # The adds travel as JSON without their statistics (not needed to read a file).

@@ -15,11 +15,15 @@ import pyarrow as pa
 
 from ..errors import InvalidOptionError, SchemaMismatchError
 from ..spec import config
+from ..spec.bucket_count import default_num_buckets
 from ..spec.constraints import CHECKED_OPTION
 from ..spec.schema import Field, fields_from_arrow
-from ..writer.operations import MAX_BUCKETS  # noqa: F401 - re-exported for the Spark writer
+from ..writer.operations import MAX_BUCKETS
 
-DEFAULT_NUM_BUCKETS = 16
+SIZE_OPTION = "_sizeInBytes"
+"""Private option the connector sets on a write that may create a table without ``numBuckets``:
+Spark's estimate of the written plan's bytes (``sizeInBytes``), from which
+:func:`new_table_buckets` chooses the count."""
 
 # -- options ------------------------------------------------------------------------
 PARTITION_COLUMNS_OPTION = "__partition_columns"
@@ -31,7 +35,7 @@ READ_OPTIONS = _COMMON + ["versionAsOf", "timestampAsOf", "maxPartitionBytes"]
 _CREATE = ["indexColumns", "numBuckets", "name", "description", "tableProperties"]
 WRITE_OPTIONS = _COMMON + _CREATE + ["saveMode", "overwriteSchema", "mergeSchema", "replaceWhere", "txnAppId",
                                      "txnVersion", "_commitResultFile", "_addColumns", "_setProperties",
-                                     "_unsetProperties", "_replaceTable", "_dynamicPartitionOverwrite",
+                                     "_unsetProperties", "_replaceTable", "_dynamicPartitionOverwrite", SIZE_OPTION,
                                      PARTITION_COLUMNS_OPTION, CHECKED_OPTION]
 STREAM_OPTIONS = _COMMON + _CREATE + ["mergeSchema", "txnAppId", "checkpointLocation", CHECKED_OPTION]
 _PROPERTY_NAMES = {name.lower(): name for name in config.PROPERTIES}
@@ -155,6 +159,16 @@ def int_option(opts: dict[str, str], name: str, default: int | None, lo: int, hi
         bound = f"{lo}..{hi}" if hi is not None else f">= {lo}"
         raise InvalidOptionError(f"option {name} must be in {bound}, got {value}")
     return value
+
+
+def new_table_buckets(opts: dict[str, str], props: dict[str, str]) -> int:
+    """The bucket count of a table a write creates: ``numBuckets``, else the count that the
+    plan's estimated size (:data:`SIZE_OPTION`) and the table's properties give
+    (``spec/bucket_count.py``; 16 without an estimate)."""
+    given = int_option(opts, "numBuckets", None, 1, MAX_BUCKETS)
+    if given is not None:
+        return given
+    return default_num_buckets(int_option(opts, SIZE_OPTION, None, 0), props)
 
 
 def bool_option(opts: dict[str, str], name: str) -> bool:

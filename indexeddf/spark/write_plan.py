@@ -169,7 +169,7 @@ def plan_write(options: Any, spark_schema, overwrite: bool, streaming: bool) -> 
                 "add .option('indexColumns', 'col1,col2') (and optionally .option('numBuckets', 16))"
             )
         index_columns = so.index_columns_option(raw_cols)
-        num_buckets = so.int_option(opts, "numBuckets", so.DEFAULT_NUM_BUCKETS, 1, so.MAX_BUCKETS)
+        num_buckets = so.new_table_buckets(opts, props)
         fields = so.fields_of(spark_schema)
         missing = [c for c in index_columns if c not in [f.name for f in fields]]
         if missing:
@@ -305,8 +305,8 @@ def _plan_replace(opts: dict[str, str], spark_schema, snapshot: Snapshot | None,
     if missing:
         raise SchemaMismatchError(f"index columns {missing} are not in the new schema (columns: {names})", missing)
     check_index_types(fields, index_columns)
-    default_buckets = snapshot.metadata.numBuckets if snapshot is not None else so.DEFAULT_NUM_BUCKETS
-    num_buckets = so.int_option(opts, "numBuckets", default_buckets, 1, so.MAX_BUCKETS)
+    num_buckets = (so.new_table_buckets(opts, props) if snapshot is None
+                   else so.int_option(opts, "numBuckets", snapshot.metadata.numBuckets, 1, so.MAX_BUCKETS))
     partition_by = check_partition_columns(so.partition_by_option(opts) or (), names)
     metadata = evolve(Metadata(
         id=str(uuid.uuid4()), name=opts.get("name"), description=opts.get("description"),

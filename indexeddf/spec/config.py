@@ -8,6 +8,7 @@ engines that do (:data:`DELTA_PROPERTIES`).
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Callable
 
@@ -45,6 +46,26 @@ def _non_negative(s: str) -> float:
     return v
 
 
+_UNITS = {"": 0, "b": 0, "k": 1, "kb": 1, "m": 2, "mb": 2, "g": 3, "gb": 3, "t": 4, "tb": 4, "p": 5, "pb": 5}
+_SIZE = re.compile(r"^\s*(\d+)\s*([a-z]*)\s*$")
+
+
+def parse_byte_size(text: str) -> int:
+    """A size as Delta's ``delta.targetFileSize`` takes it (Spark's ``byteStringAsBytes``): a
+    number of bytes, or with a binary unit ``b``, ``k``/``kb``, ``m``/``mb``, ``g``/``gb``,
+    ``t``/``tb``, ``p``/``pb`` (case-insensitive); it must be positive."""
+    m = _SIZE.match(str(text).lower())
+    if m is None or m.group(2) not in _UNITS:
+        raise ValueError("must be a size in bytes, optionally with a unit (b, kb, mb, gb, tb, pb)")
+    value = int(m.group(1)) << (10 * _UNITS[m.group(2)])
+    if value <= 0:
+        raise ValueError("must be a positive size")
+    return value
+
+
+DEFAULT_BUCKET_TARGET_BYTES = 256 << 20
+"""Default of ``indexeddf.buckets.targetFileSize`` (why: ``spec/bucket_count.py``)."""
+
 MAX_INDEX_KEYS = 1_000_000
 """The most keys one index lookup takes: a filter whose fixed values combine to more
 keys is answered by a scan, and ``lookup()`` refuses more (use a join)."""
@@ -75,6 +96,13 @@ PROPERTIES: dict[str, Property] = {
             "indexeddf.targetRowGroupBytes", str(1024 * 1024), _positive_int,
             "Target size in bytes of one Parquet row group of a row-batch file (about 1 MB; "
             "a lookup decodes a whole row group per matching key and file).",
+        ),
+        Property(
+            "indexeddf.buckets.targetFileSize", str(DEFAULT_BUCKET_TARGET_BYTES), parse_byte_size,
+            "Bytes of data a bucket should hold when a table is created without a bucket count: the "
+            "count is the data's size over this, rounded up to a power of two, from 16 to 1024 (bytes "
+            "as measured at create: Arrow in memory, Spark's plan estimate, or the Parquet files that "
+            "convert indexes). Takes a unit as delta.targetFileSize does (128mb, 1gb).",
         ),
         Property(
             "indexeddf.commit.maxRetries", "100", _positive_int,

@@ -20,6 +20,7 @@ from ..format.storage import TableStorage
 from ..format.transaction import CommitResult, Transaction
 from ..spec import config
 from ..spec.actions import IndexEntry
+from ..spec.bucket_count import default_num_buckets
 from ..spec.features import check_writable, upgraded
 from . import lifecycle
 from .index_files import INDEX_DIR, PRIMARY
@@ -28,20 +29,24 @@ from .lifecycle import Progress
 from .operations import check_num_buckets
 
 
-def convert_table(snapshot: Snapshot, index_columns: list[str], num_buckets: int,
+def convert_table(snapshot: Snapshot, index_columns: list[str], num_buckets: int | None,
                   properties: dict[str, str] | None = None, progress: Progress = None) -> CommitResult:
     """Index the Delta table read as ``snapshot`` (loaded with ``unindexed_ok``) by
-    ``index_columns`` into ``num_buckets`` buckets: one commit, the data untouched."""
+    ``index_columns`` into ``num_buckets`` buckets: one commit, the data untouched.
+    ``num_buckets`` None: chosen from the live files' bytes (``spec/bucket_count.py``)."""
     if snapshot.metadata.indexColumns:
         raise TableExistsError(
             f"{snapshot.storage.url} is already an indexeddf table (indexed by {list(snapshot.metadata.indexColumns)}); "
             "open it with IndexedTable.for_path"
         )
-    check_num_buckets(num_buckets)
+    if num_buckets is not None:
+        check_num_buckets(num_buckets)
     columns = list(index_columns)
     validate_columns(snapshot, columns)
     check_writable(snapshot.protocol, snapshot.metadata, snapshot.storage.url)
     conf = {**snapshot.metadata.configuration, **config.validate(properties or {})}
+    if num_buckets is None:
+        num_buckets = default_num_buckets(sum(a.size for a in snapshot.live_files()), conf)
     metadata = snapshot.metadata.model_copy(
         update={"indexColumns": tuple(columns), "numBuckets": num_buckets, "configuration": conf})
     entry = IndexEntry(name=PRIMARY, columns=tuple(columns), kind="primary", state="ACTIVE",

@@ -47,7 +47,8 @@ OPTIMIZE_MODES = ("quick", "full")
 
 # -- optimize --------------------------------------------------------------------------------
 def optimize(snapshot: Snapshot, mode: str = "quick", small_file_bytes: int = SMALL_FILE_BYTES,
-             progress: Progress = None, where: str | None = None, rewrite: Rewrite | None = None) -> CommitResult | None:
+             progress: Progress = None, where: str | None = None, rewrite: Rewrite | None = None,
+             num_buckets: int | None = None) -> CommitResult | None:
     """Compact each bucket's data files, and the index files that point at them.
 
     ``quick``: in each bucket, the files under ``small_file_bytes`` (when there are two
@@ -69,9 +70,15 @@ def optimize(snapshot: Snapshot, mode: str = "quick", small_file_bytes: int = SM
 
     ``rewrite``: what reads and writes the files (:data:`Rewrite`; default
     :func:`rewrite_here`, this process); the plan and the commit do not depend on it.
+
+    ``num_buckets`` (with ``full``): a new bucket count; see :func:`rebucket`.
     """
     if mode not in OPTIMIZE_MODES:
         raise InvalidOptionError(f"optimize mode {mode!r}: use one of {list(OPTIMIZE_MODES)}")
+    if num_buckets is not None and num_buckets != snapshot.metadata.numBuckets:
+        first = rebucket(snapshot, mode, num_buckets, progress, where, rewrite)
+        # Batches of the old files each wrote a file a new bucket: compact them (a second commit).
+        return optimize(first.snapshot, mode, small_file_bytes, progress, None, rewrite) or first
     live = optimized_files(snapshot, where)
     foreign = [a for a in live if a.bucket is None]
     if mode == "full" and foreign:
@@ -114,6 +121,36 @@ FOREIGN = -1
 """Group key of the files without a bucket (added by other Delta writers)."""
 
 
+def rebucket(snapshot: Snapshot, mode: str, num_buckets: int, progress: Progress = None, where: str | None = None,
+             rewrite: Rewrite | None = None) -> CommitResult | None:
+    """Change the table's bucket count: ONE commit with the metadata's new ``numBuckets``,
+    every live file rewritten into the new buckets (read in batches of about
+    OPTIMIZE_BATCH_BYTES, as files without a bucket are: memory of a batch, not of the
+    table) and every ACTIVE index rebuilt over the new files (the primary index with the
+    new count, PROTOCOL.md §4.5). The rows do not change (``dataChange = false``), but the
+    metadata does, so every concurrent writer fails and this commit fails on any winner
+    that added files (they were written with the old buckets); see ``format/transaction.py``.
+    An empty table gets the commit too (its metadata alone changes)."""
+    from .operations import check_num_buckets
+
+    check_num_buckets(num_buckets)
+    if mode != "full":
+        raise InvalidOptionError(f"optimize(num_buckets={num_buckets}) rewrites every file: use mode='full'")
+    if where is not None:
+        raise InvalidOptionError("optimize(num_buckets=...) rewrites the whole table; it takes no where predicate")
+    primary = next((i for i in snapshot.indexes.values() if i.kind == "primary"), None)
+    if primary is not None and primary.state != "ACTIVE":
+        raise InvalidIndexStateError(
+            f"the primary index is {primary.state}; changing the bucket count rebuilds it, so it must be ACTIVE "
+            "(cancel_index returns a stuck index to its stable state)")
+    groups: dict = defaultdict(list)
+    for a in snapshot.live_files():  # as files without a bucket: each batch may hold any bucket
+        groups[(FOREIGN, tuple(sorted(a.partitionValues.items(), key=repr))) if a.partitionValues else FOREIGN].append(a)
+    say(progress, f"optimize: {snapshot.metadata.numBuckets} buckets -> {num_buckets}")
+    # No file to read: nothing for a Spark job to do, the index files are merged here.
+    return _compact(snapshot, mode, dict(groups), progress, rewrite if groups else None, num_buckets)
+
+
 def _group(a: AddFile):
     """The compaction group of a file: its bucket, and in a partitioned table its partition
     too (buckets are compacted inside each partition: files never change partition)."""
@@ -139,6 +176,9 @@ class OptimizePlan:
     """The ids of the data files that stay live."""
     rewrite: dict[str, set[str]]
     """Index name -> the paths of its index files rewritten (merged per index bucket)."""
+    num_buckets: int = 0
+    """The bucket count the new data files are written with: the table's, or a new one
+    (:func:`rebucket`; ``indexes`` then hold the primary index with that count)."""
 
 
 Rewrite = Callable[[Snapshot, OptimizePlan, list, Progress], tuple[list[AddFile], list[IndexEntry]]]
@@ -148,35 +188,46 @@ returns the new files' ``add`` actions (``dataChange = false``) and the ``index`
 that runs as a Spark job; :func:`rewrite_here` runs in this process."""
 
 
-def plan_optimize(snapshot: Snapshot, mode: str, groups: dict) -> OptimizePlan:
+def plan_optimize(snapshot: Snapshot, mode: str, groups: dict, num_buckets: int | None = None) -> OptimizePlan:
     """The :class:`OptimizePlan` of rewriting ``groups``: the index files that name a removed
-    data file, and with ``full`` every file of an index bucket with several files."""
-    indexes = sorted((i for i in snapshot.indexes.values() if i.state == "ACTIVE"), key=lambda i: i.name)
+    data file, and with ``full`` every file of an index bucket with several files. With a new
+    ``num_buckets``, the primary index takes it and every file of every ACTIVE index is
+    rewritten (entries bucketed by the old count cannot stay)."""
+    now = snapshot.metadata.numBuckets
+    changed = num_buckets is not None and num_buckets != now
+    indexes = sorted((i.model_copy(update={"numBuckets": num_buckets}) if changed and i.kind == "primary" else i
+                      for i in snapshot.indexes.values() if i.state == "ACTIVE"), key=lambda i: i.name)
     removed_ids = {a.fileId for b in groups for a in groups[b]}
     rewrite = {}
     for entry in indexes:
-        paths = {f.path for f in entry.files if removed_ids.intersection(f.fileIds)}
+        paths = {f.path for f in entry.files if removed_ids.intersection(f.fileIds) or changed}
         if mode == "full":
             per_bucket = defaultdict(list)
             for f in entry.files:
                 per_bucket[f.bucket].append(f.path)
             paths |= {p for ps in per_bucket.values() if len(ps) >= 2 for p in ps}
         rewrite[entry.name] = paths
-    return OptimizePlan(mode, groups, indexes, set(snapshot.file_ids) - removed_ids, rewrite)
+    return OptimizePlan(mode, groups, indexes, set(snapshot.file_ids) - removed_ids, rewrite,
+                        num_buckets if changed else now)
 
 
 def _compact(snapshot: Snapshot, mode: str, groups: dict[int, list[AddFile]], progress: Progress,
-             rewrite: Rewrite | None = None) -> CommitResult:
+             rewrite: Rewrite | None = None, num_buckets: int | None = None) -> CommitResult:
     """One commit that rewrites the files of ``groups`` (bucket -> files) into bucketed
     files and updates every ACTIVE index to match; ``rewrite`` writes the files (default:
-    :func:`rewrite_here`), the commit is the same either way."""
-    plan = plan_optimize(snapshot, mode, groups)
-    tx = Transaction(snapshot, "OPTIMIZE", {"mode": mode}, read_buckets=())
+    :func:`rewrite_here`), the commit is the same either way. A new ``num_buckets`` also
+    commits the metadata with it, and reads the whole table (:func:`rebucket`)."""
+    plan = plan_optimize(snapshot, mode, groups, num_buckets)
+    changed = plan.num_buckets != snapshot.metadata.numBuckets
+    params = {"mode": mode, "numBuckets": plan.num_buckets} if changed else {"mode": mode}
+    tx = Transaction(snapshot, "OPTIMIZE", params, read_buckets=ALL_BUCKETS if changed else ())
     try:
         adds, index_actions = (rewrite or rewrite_here)(snapshot, plan, tx.written_paths, progress)
         removed = [a for b in groups for a in groups[b]]
         now = int(time.time() * 1000)
         actions = [a.removal(now, data_change=False) for a in removed] + adds + index_actions
+        if changed:
+            actions.insert(0, snapshot.metadata.model_copy(update={"numBuckets": plan.num_buckets}))
     except BaseException:
         tx.abort()
         raise
@@ -200,7 +251,7 @@ def rewrite_here(snapshot: Snapshot, plan: OptimizePlan, written: list[str],
     rg_bytes = config.get(meta.configuration, "indexeddf.targetRowGroupBytes")
     for batch in _batches(plan.groups):
         tables = [read_live_rows(storage, a, schema, version=snapshot.version) for a in batch]
-        new = write_bucketed_pieces(storage, pa.concat_tables(tables), list(meta.indexColumns), meta.numBuckets,
+        new = write_bucketed_pieces(storage, pa.concat_tables(tables), list(meta.indexColumns), plan.num_buckets,
                                     rg_bytes, written, meta.partitionColumns, schema)
         for add, rows in new:
             adds.append(add.model_copy(update={"dataChange": False}))

@@ -16,6 +16,7 @@ from ..format.storage import TableStorage
 from ..format.transaction import ALL_BUCKETS, CommitResult, Transaction, commit_create
 from ..spec import config
 from ..spec.actions import Action, AddFile, IndexEntry, IndexFile, Metadata, Txn
+from ..spec.bucket_count import default_num_buckets
 from ..spec.change_data import DELETE, labelled
 from ..spec.column_mapping import check_mode_change, evolve, table_schema
 from ..spec.constraints import checker_for
@@ -40,7 +41,7 @@ def create_table(
     storage: TableStorage,
     data: Any,
     index_columns: list[str],
-    num_buckets: int,
+    num_buckets: int | None,
     *,
     name: str | None = None,
     description: str | None = None,
@@ -48,8 +49,10 @@ def create_table(
     partition_by: Sequence[str] = (),
 ) -> CommitResult:
     """Write version 0: protocol, metadata and the first rows (``partition_by``: the
-    table's Delta partition columns, PROTOCOL.md §18)."""
-    check_num_buckets(num_buckets)
+    table's Delta partition columns, PROTOCOL.md §18). ``num_buckets`` None: chosen from the
+    rows' size in memory (``spec/bucket_count.py``)."""
+    if num_buckets is not None:
+        check_num_buckets(num_buckets)
     if list_log(storage)[0]:
         raise TableExistsError(
             f"a table already exists at {storage.url}; open it with IndexedTable.for_path, "
@@ -59,6 +62,9 @@ def create_table(
     index_columns = list(index_columns)
     fields = table_fields(table, index_columns)
     table = conform(table, fields)
+    configuration = config.validate(properties or {})
+    if num_buckets is None:
+        num_buckets = default_num_buckets(table.nbytes, configuration)
     metadata = evolve(Metadata(
         id=str(uuid.uuid4()),
         name=name,
@@ -66,7 +72,7 @@ def create_table(
         schema=fields,
         indexColumns=tuple(index_columns),
         numBuckets=num_buckets,
-        configuration=config.validate(properties or {}),
+        configuration=configuration,
         createdTime=int(time.time() * 1000),
         partitionColumns=check_partition_columns(partition_by, [f.name for f in fields]),
     ))

@@ -103,6 +103,7 @@ public final class PythonWriter {
                 break;
             }
         }
+        sizeEstimate(session, opts, path, data);
         if (tableRows) {  // a table the connector cannot reach (no table yet, s3:// without hadoop-aws): its tasks check
             data = CheckConstraints.forWrite(session, path, data, opts);
         }
@@ -112,6 +113,33 @@ public final class PythonWriter {
             throw unwrapped(e);
         }
         return new WrittenRelation(sqlContext, writtenSchema(path, session, data.schema()));
+    }
+
+    /** The private option with Spark's estimate of the written bytes (the Python writer's {@code SIZE_OPTION}). */
+    static final String SIZE_OPTION = "_sizeInBytes";
+
+    /**
+     * A write that may create the table without {@code numBuckets} (no table at {@code path}, or a
+     * replace) passes Spark's estimate of its plan's bytes ({@code sizeInBytes} of the optimized
+     * plan, nothing run) to the Python writer, which chooses the bucket count from it
+     * ({@code spec/bucket_count.py}). An estimate Spark does not have ({@code
+     * spark.sql.defaultSizeInBytes}) is left out: the count is then the default.
+     */
+    private static void sizeEstimate(org.apache.spark.sql.classic.SparkSession session, Map<String, String> opts,
+                                     String path, Dataset<Row> data) {
+        if (lookup(opts, "numBuckets") != null || lookup(opts, "_operation") != null  // a statement: no rows
+            || (lookup(opts, "_replaceTable") == null && tableExists(path, session.sessionState().newHadoopConf()))) {
+            return;
+        }
+        try {
+            scala.math.BigInt size = data.queryExecution().optimizedPlan().stats().sizeInBytes();
+            if (size.signum() >= 0 && size.compare(scala.math.BigInt.apply(session.sessionState().conf()
+                    .defaultSizeInBytes())) < 0) {
+                opts.put(SIZE_OPTION, size.toString());
+            }
+        } catch (RuntimeException e) {
+            // A plan Spark cannot estimate: the Python writer takes the default count.
+        }
     }
 
     /**
