@@ -83,19 +83,22 @@ def test_four_processes_append_on_s3_and_lose_nothing(s3):
 
 
 def test_the_endpoint_decides_who_wins_a_version(s3):
-    opts = json.dumps(s3.endpoint.options())
-    for round_ in range(3):
-        rel = f"_race/{round_:020d}.json"
-        start = time.time() + 4
-        procs = [subprocess.Popen([sys.executable, str(WORKERS / "race_put.py"), "s3://lake/race", opts, rel, f"w{w}",
-                                   str(start)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-                 for w in range(6)]
-        outs = [p.communicate(timeout=120) for p in procs]
-        assert [p.returncode for p in procs] == [0] * 6, [e for _, e in outs]
-        won = [f"w{w}" for w, (out, _) in enumerate(outs) if out.strip() == "1"]
-        assert len(won) == 1, outs
-        from indexeddf.format.storage import TableStorage
+    """Six processes race for each of three objects (one process start for all three races):
+    exactly one wins each, and the object holds the winner's bytes."""
+    from indexeddf.format.storage import TableStorage
 
+    opts = json.dumps(s3.endpoint.options())
+    rels = [f"_race/{round_:020d}.json" for round_ in range(3)]
+    start = time.time() + 4
+    procs = [subprocess.Popen([sys.executable, str(WORKERS / "race_put.py"), "s3://lake/race", opts, f"w{w}",
+                               str(start), "1.0", *rels], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for w in range(6)]
+    outs = [p.communicate(timeout=120) for p in procs]
+    assert [p.returncode for p in procs] == [0] * 6, [e for _, e in outs]
+    results = [out.split() for out, _ in outs]
+    for i, rel in enumerate(rels):
+        won = [f"w{w}" for w, r in enumerate(results) if r[i] == "1"]
+        assert len(won) == 1, outs
         assert TableStorage("s3://lake/race", json.loads(opts)).read_bytes(rel).decode() == won[0]
 
 
