@@ -14,6 +14,7 @@ import os
 import pathlib
 import shutil
 
+import foreign_tables
 import pyarrow as pa
 import pytest
 from connector_helpers import read as load
@@ -268,3 +269,34 @@ def test_a_failed_job_leaves_the_log_as_a_failed_single_process_build(spark, tmp
     assert _index_files_on_disk(parallel, "by_s") == kept
     IndexedTable.for_path(parallel.path).vacuum(retention_hours=0, enforce_retention=False)
     assert _index_files_on_disk(parallel, "by_s") == kept
+
+
+# -- convert(spark=): the primary index of a Delta table another engine wrote -------------------
+CONVERTED = {"plain": lambda p: foreign_tables.appended(p, foreign_tables.three()),
+             "deletion_vectors": foreign_tables.with_deletion_vectors,
+             "partitioned": foreign_tables.part_multi}
+"""delta-rs tables (``tests/foreign_tables.py``): three writes; with another writer's deletion
+vectors (Python tasks read those files, Spark's scan the others); partitioned by three columns."""
+
+
+@pytest.mark.parametrize("case, columns", [("plain", ["id"]), ("deletion_vectors", ["id"]),
+                                           ("partitioned", ["id"]), ("partitioned", ["s", "id"])])
+def test_convert_as_a_spark_job_writes_the_entries_of_the_single_process_convert(spark, tmp_path, case, columns):
+    CONVERTED[case](str(tmp_path / "t"))
+    copy = tmp_path / "spark_side"
+    shutil.copytree(tmp_path / "t", copy)
+    single = IndexedTable.convert(str(tmp_path / "t"), columns, num_buckets=3)
+    lines = []
+    parallel = IndexedTable.convert(str(copy), columns, num_buckets=3, spark=spark, progress=lines.append)
+    assert any("Spark job" in line for line in lines)
+    assert parallel.version == single.version and parallel.history(1)[0].operation == "CONVERT"
+    assert entries(parallel, "primary") == entries(single, "primary")
+    live = duckdb_delta().execute(f"SELECT count(*) FROM delta_scan('{parallel.path}')").fetchone()[0]
+    assert len(entries(parallel, "primary")) == live
+    # Keys found and not (500; ("a/b", 3)), by the index's columns.
+    keys = [3, 4, 41, 42, 77, 500] if columns == ["id"] else [("sp ace", 3), ("a/b", 42), ("x=y", 43), ("a/b", 3)]
+    listed = ", ".join(repr(k) for k in keys)
+    want = sorted(repr(r) for r in duckdb_delta().execute(
+        f"SELECT id, v FROM delta_scan('{parallel.path}') WHERE ({', '.join(columns)}) IN ({listed})").fetchall())
+    got = IndexedTable.for_path(parallel.path).lookup(keys, columns=["id", "v"])
+    assert want and sorted_rows(got, ["id", "v"]) == want
