@@ -22,6 +22,13 @@ in one Spark job of two stages:
 A failing task deletes what it wrote and fails the job; nothing is committed, and files
 of other tasks or of attempts Spark dropped are named by no version, so ``vacuum``
 deletes them.
+
+``optimize_index(..., spark=)`` (:func:`spark_compact`) merges an index's own small files
+the same way, in one stage: the driver picks the files as ``writer/lifecycle.py`` does
+and commits through the same lifecycle (OPTIMIZING, then ACTIVE); each Python task merges
+the files of some index buckets, one bucket at a time (``merge_bucket``), into one file
+per bucket under the operation's ``pendingDir``, so a failed job leaves what
+``cancel_index`` deletes.
 """
 
 from __future__ import annotations
@@ -41,7 +48,7 @@ from ..spec.column_mapping import table_schema
 from ..writer.files import write_bucketed_pieces
 from ..writer.index_compaction import kept_ids, merge_bucket, rewritten_by_bucket
 from ..writer.index_files import DataPiece, entry_arrays
-from ..writer.lifecycle import Progress, say
+from ..writer.lifecycle import Compact, Progress, say
 from ..writer.maintenance import FOREIGN, OPTIMIZE_BATCH_BYTES, OptimizePlan, Rewrite
 from ..writer.operations import MAX_BUCKETS
 from .maintenance import balanced_groups, collect_job
@@ -262,3 +269,66 @@ def _runs(batches: Iterator[pa.RecordBatch]) -> Iterator[tuple]:
             parts.append(batch.slice(s, e - s))
     if parts:
         yield key, pa.Table.from_batches(parts).combine_chunks()
+
+
+# -- optimize_index(spark=): an index's own files merged per index bucket ---------------------
+def spark_compact(spark, progress: Progress = None) -> Compact:
+    """A ``compact`` for ``writer.lifecycle.optimize_index`` that merges the index files in
+    one job of ``spark`` (the driver commits through the same lifecycle)."""
+
+    def compact(storage, entry: IndexEntry, rewrite: set[str], keep_ids: set[int], dir_name: str,
+                written: list[str]) -> tuple[list[IndexFile], list[str]]:
+        return compact_files(spark, storage, entry, rewrite, keep_ids, dir_name, written, progress)
+
+    return compact
+
+
+def compact_files(spark, storage, entry: IndexEntry, rewrite: set[str], keep_ids: set[int], dir_name: str,
+                  written: list[str], progress: Progress = None) -> tuple[list[IndexFile], list[str]]:
+    """What ``index_compaction.compact_index`` returns for the same files (the new files,
+    up to their names, and the replaced paths), each index bucket's files merged by a
+    Python task (``merge_bucket``: a task's memory is one index bucket's entries). The new
+    paths are added to ``written`` (a failed commit deletes them)."""
+    shared_storage(storage.url, storage.storage_options)  # refuses storage Spark's workers cannot see
+    url, options = storage.url, storage.storage_options
+    by_bucket = rewritten_by_bucket(entry, rewrite)
+    buckets = sorted(by_bucket)
+    old = [[f.model_dump_json() for f in by_bucket[b]] for b in buckets]
+    keep = kept_ids(entry, rewrite, keep_ids)
+    sc = spark.sparkContext
+    # Buckets of about equal bytes a task: a task costs a Python worker's round trip.
+    tasks = balanced_groups([sum(f.size for f in by_bucket[b]) for b in buckets], TASKS_PER_CORE * sc.defaultParallelism)
+
+    def merge(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        task_storage = shared_storage(url, options)
+        mine: list[str] = []
+        done: list[IndexFile] = []
+        try:
+            for batch in batches:
+                for task in batch.column(0).to_pylist():
+                    for i in tasks[task]:
+                        files = [IndexFile.model_validate_json(j) for j in old[i]]
+                        f = merge_bucket(task_storage, files, keep, None, dir_name, buckets[i], mine)
+                        if f is not None:
+                            done.append(f)
+        except BaseException:
+            for path in mine:  # the job fails; this task's index files are not committed
+                task_storage.delete(path)
+            raise
+        yield pa.RecordBatch.from_pylist([{"name": entry.name, "json": f.model_dump_json()} for f in done],
+                                         schema=RESULT_ARROW)
+
+    saved = {k: sc.getLocalProperty(k) for k in ("spark.jobGroup.id", "spark.job.description")}
+    try:
+        sc.setJobGroup(f"indexeddf-optimize-index-{entry.name}-{uuid.uuid4().hex[:8]}",
+                       f"indexeddf: optimize index {entry.name}: merge {len(rewrite)} index files "
+                       f"of {len(buckets)} index buckets")
+        say(progress, f"index {entry.name}: Spark job merging {len(rewrite)} index files of {len(buckets)} index buckets")
+        out = spark.range(0, len(tasks), 1, numPartitions=max(1, len(tasks))).mapInArrow(merge, RESULT_SCHEMA)
+        rows = collect_job(out)
+    finally:
+        for k, v in saved.items():
+            sc.setLocalProperty(k, v)
+    files = sorted((IndexFile.model_validate_json(r.json) for r in rows), key=lambda f: (f.bucket, f.path))
+    written.extend(f.path for f in files)
+    return files, [f.path for b in buckets for f in by_bucket[b]]
