@@ -12,7 +12,9 @@ driver, runs what ``IndexedTable.optimize`` / ``vacuum`` / ``restore`` / ``creat
 ``drop_index`` / ``refresh`` run (the same functions of ``indexeddf.writer``; this module sits
 below ``indexeddf.table``, which imports ``indexeddf.spark``) and leaves Delta's result values
 as JSON in the file ``_commitResultFile`` names, which the command turns into rows. An error is
-the operation's own typed error.
+the operation's own typed error. ``CREATE INDEX`` and ``REFRESH INDEX`` take two writes: this
+commit begins the operation and plans its build, and a second write (operation ``indexBuild``)
+builds the index files in its tasks and commits them (``index_statements.py``).
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ OPERATION_OPTION = "_operation"
 
 OPERATION_OPTIONS = ["path", "storageOptions", OPERATION_OPTION, "_commitResultFile"]
 OPERATIONS = ("optimize", "vacuum", "restore", "createIndex", "dropIndex", "refreshIndex", "renameColumn",
-              "dropColumns", "addConstraint", "dropConstraint", "convert", "convertParquet", "truncate")
+              "dropColumns", "addConstraint", "dropConstraint", "convert", "convertParquet", "truncate", "indexBuild")
 
 RETENTION_CHECK_CONF = "spark.databricks.delta.retentionDurationCheck.enabled"
 """Delta's session conf that lets VACUUM go below the table's retention (the JVM reads it)."""
@@ -47,6 +49,11 @@ def operation_writer(options: Any) -> "OperationWriter":
     """The writer that runs the statement at its commit (options checked on the driver)."""
     opts = so.parse_options(options, OPERATION_OPTIONS, "a maintenance statement")
     spec = so.json_option(opts, OPERATION_OPTION, OPERATIONS)
+    if spec["operation"] == "indexBuild":  # an index statement's build, on executors
+        from .index_statements import build_writer
+
+        return build_writer(so.option_path(opts), so.storage_options(opts),
+                            spec | {"resultFile": opts.get("_commitResultFile")})
     return OperationWriter(so.option_path(opts), so.storage_options(opts), spec, opts.get("_commitResultFile"))
 
 
@@ -219,7 +226,9 @@ def _convert(snapshot, spec: dict) -> dict:
 
 def _index_statement(snapshot, operation: str, spec: dict) -> dict:
     """``CREATE INDEX [IF NOT EXISTS]``, ``DROP INDEX [IF EXISTS]``, ``REFRESH INDEX``: the
-    Python API's ``create_index``, ``drop_index`` and ``refresh``; the version afterwards."""
+    Python API's ``create_index``, ``drop_index`` and ``refresh``; the version afterwards.
+    With ``onExecutors`` (the connector's form), ``CREATE INDEX`` and ``REFRESH INDEX`` only
+    begin here and return the plan of the build its tasks run (``index_statements.py``)."""
     from ..errors import IndexExistsError, IndexNotFoundError
     from ..writer import index_ops, lifecycle
 
@@ -228,6 +237,13 @@ def _index_statement(snapshot, operation: str, spec: dict) -> dict:
         raise InvalidOptionError(f"an index statement needs an index name, got {name!r}")
     result = None
     try:
+        if spec.get("onExecutors") and operation in ("createIndex", "refreshIndex"):
+            # The connector's two-write form: begin here, the build by a second write's tasks.
+            from .index_statements import begin_build
+
+            begun = begin_build(snapshot, operation, spec)
+            if begun is not None:
+                return begun
         if operation == "createIndex":
             result = index_ops.create_index(snapshot, name, list(spec.get("columns") or []), spec.get("numBuckets"))
         elif operation == "dropIndex":

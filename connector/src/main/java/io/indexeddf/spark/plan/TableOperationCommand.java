@@ -53,7 +53,10 @@ import scala.jdk.javaapi.CollectionConverters;
  *       INDEX}: {@code CREATE INDEX [IF NOT EXISTS] name ON [TABLE] table (c, ...) [OPTIONS
  *       (numBuckets = n)]} ({@code IndexedTable.create_index}), {@code DROP INDEX [IF EXISTS]
  *       name ON [TABLE] table} ({@code drop_index}), and {@code REFRESH INDEX name ON [TABLE] table
- *       [INCREMENTAL | FULL | QUICK]} ({@code refresh}). No result rows.</li>
+ *       [INCREMENTAL | FULL | QUICK]} ({@code refresh}). No result rows. {@code CREATE INDEX} and
+ *       {@code REFRESH INDEX} run two writes: the first one's commit begins the operation (its
+ *       transient state) and returns the build's plan; the second one's tasks, one a core, build
+ *       the index files and its commit commits them ({@link #buildIndex}).</li>
  *   <li>{@code ALTER TABLE table RENAME COLUMN a TO b} and {@code DROP COLUMN[S] [IF EXISTS] (c, ...)}
  *       ({@code IndexedTable.rename_column} / {@code drop_columns}; {@link ColumnChanges}). No result
  *       rows.</li>
@@ -291,8 +294,13 @@ public final class TableOperationCommand extends JavaCommand {
                 Boolean.parseBoolean(session.conf().get(RETENTION_CHECK_CONF, "true").trim()));
         } else if ("restore".equals(operation) && op.get("timestamp") != null) {
             op.put("version", table.log(session).versionAt((String) op.get("timestamp")));
+        } else if ("createIndex".equals(operation) || "refreshIndex".equals(operation)) {
+            op.put("onExecutors", true);
         }
-        JsonNode result = runInPython(session, table, op);
+        JsonNode result = runInPython(session, table, op, 1);
+        if (result.has("plan")) {
+            result = buildIndex(session, table, result.get("plan"));
+        }
         table.invalidate(session);
         List<Row> rows = new ArrayList<>();
         if ("optimize".equals(operation)) {
@@ -359,8 +367,28 @@ public final class TableOperationCommand extends JavaCommand {
         return relative == null ? root.toString() : new Path(root, relative).toString();
     }
 
-    /** Runs the operation through the Python data source; returns the outcome it wrote. */
-    private JsonNode runInPython(SparkSession session, SqlTable table, Map<String, Object> op) {
+    /**
+     * The second write of {@code CREATE INDEX} / {@code REFRESH INDEX}: the first one's commit
+     * committed the index's transient state and planned the build; here one row per task (the
+     * session's default parallelism), each naming a group of the data files, reaches the Python
+     * writer's tasks, which read, hash, sort and write the index files, and its commit commits
+     * them ({@code indexeddf/spark/index_statements.py}). A failed job aborts the write, which
+     * cancels the operation.
+     */
+    private JsonNode buildIndex(SparkSession session, SqlTable table, JsonNode plan) {
+        int tasks = Math.max(1, session.sparkContext().defaultParallelism());
+        Map<String, Object> build = new LinkedHashMap<>();
+        build.put("operation", "indexBuild");
+        build.put("plan", plan);
+        build.put("tasks", tasks);
+        return runInPython(session, table, build, tasks);
+    }
+
+    /**
+     * Runs the operation through the Python data source, a write of {@code rows} rows in as many
+     * tasks (the row ids, 0 to rows - 1); returns the outcome its commit wrote.
+     */
+    private JsonNode runInPython(SparkSession session, SqlTable table, Map<String, Object> op, int rows) {
         File result;
         try {
             result = File.createTempFile("indexeddf-operation-", ".json");
@@ -378,8 +406,9 @@ public final class TableOperationCommand extends JavaCommand {
             options.put("_commitResultFile", result.getAbsolutePath());
             scala.collection.immutable.Map<String, String> params =
                 scala.collection.immutable.Map$.MODULE$.from(CollectionConverters.asScala(options));
-            // One row reaches the writer's commit through one task; it carries nothing.
-            PythonWriter.save(session.sqlContext(), SaveMode.Append, params, session.range(1).toDF());
+            // One row a task: a statement's write carries nothing but that row's id (an
+            // index build's tasks read it as their group of data files).
+            PythonWriter.save(session.sqlContext(), SaveMode.Append, params, session.range(0, rows, 1, rows).toDF());
             byte[] body = Files.readAllBytes(result.toPath());
             if (body.length == 0) {
                 throw new IndexedDFException("IndexedDFError", statement() + " left no result in " + result);
