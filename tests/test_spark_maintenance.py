@@ -358,13 +358,16 @@ def test_sql_index_statements_that_read_no_data_run_no_build(spark, sql, tmp_pat
     assert IndexedTable.for_path(t.path).version == version + 2  # the refresh's two commits
 
 
-def test_a_failed_sql_build_leaves_the_log_as_a_failed_single_process_build(spark, sql, tmp_path):
+@pytest.mark.parametrize("fault", ["garbage", "missing"])
+def test_a_failed_sql_build_leaves_the_log_as_a_failed_single_process_build(spark, sql, tmp_path, fault):
     t = make(tmp_path / "t")
-    _break_newest_file(t, "garbage")  # a real fault: one task cannot read its data file
+    _break_newest_file(t, fault)  # a real fault: one task cannot read its data file
     single, parallel = twin(tmp_path / "t", tmp_path)
-    with pytest.raises(Exception):
+    # A task's indexeddf error reaches the statement's caller as itself.
+    expected = MissingFileError if fault == "missing" else Exception
+    with pytest.raises(expected):
         single.create_index("by_s", ["s"])
-    with pytest.raises(Exception):
+    with pytest.raises(expected):
         sql(f"CREATE INDEX by_s ON indexeddf.`{parallel.path}` (s)")
     assert _log_states(parallel, "by_s") == _log_states(single, "by_s")
     assert IndexedTable.for_path(parallel.path).snapshot.indexes["by_s"].state == "DELETED"
