@@ -272,3 +272,58 @@ def test_a_failed_optimize_index_job_leaves_the_log_as_a_failed_single_process_m
     final = IndexedTable.for_path(parallel.path).snapshot.indexes["by_s"]
     assert final.state == "ACTIVE" and {f.path for f in final.files} == {f.path for f in t.snapshot.indexes["by_s"].files}
     assert _index_files_on_disk(parallel, "by_s") == kept
+
+
+# -- SQL OPTIMIZE: the rewrite in Spark's tasks -----------------------------------------------------
+@pytest.mark.parametrize("props, delete", [({}, False), (DV, True)])
+def test_sql_optimize_rewrites_in_spark_tasks_what_the_single_process_optimize_writes(spark, sql, tmp_path, props,
+                                                                                      delete):
+    t = make(tmp_path / "t", props)
+    t.create_index("by_s", ["s"])
+    if delete:
+        t.delete(DELETED)  # deletion vectors: their rows are purged by the rewrite
+    before = duck_rows(t.path)
+    single, parallel = twin(tmp_path / "t", tmp_path)
+    assert single.optimize("quick") > t.version
+    group = f"sql-optimize-{len(props)}"
+    spark.sparkContext.setJobGroup(group, "indexeddf test")
+    try:
+        [row] = sql(f"OPTIMIZE indexeddf.`{parallel.path}`")
+    finally:
+        spark.sparkContext.setLocalProperty("spark.jobGroup.id", None)
+    tracker = spark.sparkContext.statusTracker()
+    tasks = [tracker.getStageInfo(s).numTasks for j in tracker.getJobIdsForGroup(group)
+             for s in tracker.getJobInfo(j).stageIds]
+    assert max(tasks) > 1  # the rewrite and the merge ran as tasks, not in the commit's one
+    assert layout(parallel.path) == layout(single.path)
+    assert duck_rows(parallel.path) == before
+    metrics = [{k: n for k, n in IndexedTable.for_path(side.path).history(1)[0].metrics.items() if k != "numAddedBytes"}
+               for side in (single, parallel)]
+    assert metrics[1] == metrics[0]
+    assert IndexedTable.for_path(parallel.path).history(1)[0].operation == "OPTIMIZE"
+    assert (row["metrics"]["numFilesAdded"], row["metrics"]["numFilesRemoved"]) == \
+        (metrics[0]["numAddedFiles"], metrics[0]["numRemovedFiles"])
+    check_lookups(spark, parallel, "primary", "k", [4, 17, 105, 199])
+    check_lookups(spark, parallel, "by_s", "s", ["s3", "s17", "s40", "s41", "nope"])
+    # Nothing left to compact: no job, nothing committed.
+    version = IndexedTable.for_path(parallel.path).version
+    [row] = sql(f"OPTIMIZE indexeddf.`{parallel.path}`")
+    assert row["metrics"]["numFilesRemoved"] == 0 and IndexedTable.for_path(parallel.path).version == version
+
+
+@pytest.mark.parametrize("fault", ["garbage", "missing"])
+def test_a_failed_sql_optimize_commits_nothing_and_vacuum_deletes_what_it_wrote(spark, sql, tmp_path, fault):
+    t = make(tmp_path / "t")
+    t.create_index("by_s", ["s"])
+    _break_newest_file(t, fault)  # a real fault: one rewrite task cannot read its files
+    version = IndexedTable.for_path(t.path).version
+    with pytest.raises(MissingFileError if fault == "missing" else Exception):
+        sql(f"OPTIMIZE indexeddf.`{t.path}`")
+    t = IndexedTable.for_path(t.path)
+    assert t.version == version
+    t.vacuum(retention_hours=0, enforce_retention=False)
+    snap = IndexedTable.for_path(t.path).snapshot
+    named = set(snap.files) | {f.path for e in snap.indexes.values() for f in e.files}
+    gone = {p for p in named if not pathlib.Path(snap.storage.full(p)).exists()}
+    assert len(gone) == (1 if fault == "missing" else 0)  # the file deleted outside indexeddf
+    assert _table_files_on_disk(t.path) == named - gone

@@ -39,7 +39,7 @@ import scala.jdk.javaapi.CollectionConverters;
  *       predicate on partition columns only, Delta's rule; another column is
  *       {@code InvalidOptionError}). {@code ZORDER BY} is refused: the rows of an indexeddf file
  *       are clustered by the hash of the index columns, and a secondary index is what finds rows
- *       by other columns.</li>
+ *       by other columns. The rewrite runs as a Spark job ({@link #optimizeOnExecutors}).</li>
  *   <li>{@code VACUUM table [RETAIN n HOURS] [DRY RUN]}: {@code path}: the table's location,
  *       or with {@code DRY RUN} one row for each file vacuum would delete. A retention below
  *       the table's {@code indexeddf.vacuum.minRetentionHours} (168 by default, Delta's 7 days)
@@ -289,6 +289,7 @@ public final class TableOperationCommand extends JavaCommand {
         op.put("operation", operation);
         if ("optimize".equals(operation)) {
             refuseOptimizeClauses();
+            op.put("onExecutors", true);
         } else if ("vacuum".equals(operation)) {
             op.put("enforceRetention",
                 Boolean.parseBoolean(session.conf().get(RETENTION_CHECK_CONF, "true").trim()));
@@ -299,7 +300,8 @@ public final class TableOperationCommand extends JavaCommand {
         }
         JsonNode result = runInPython(session, table, op, 1);
         if (result.has("plan")) {
-            result = buildIndex(session, table, result.get("plan"));
+            result = "optimize".equals(operation) ? optimizeOnExecutors(session, table, result.get("plan"))
+                : buildIndex(session, table, result.get("plan"));
         }
         table.invalidate(session);
         List<Row> rows = new ArrayList<>();
@@ -385,10 +387,51 @@ public final class TableOperationCommand extends JavaCommand {
     }
 
     /**
+     * {@code OPTIMIZE}'s rewrite as the job of {@code optimize(spark=)}: the first write's commit
+     * planned it (the version it read); here the Python data source's reader rewrites the groups of
+     * files in its partitions, a task a group of groups, and yields the new files' adds and their
+     * index entries; Spark shuffles them by (index, index bucket) and sorts them; the write's tasks
+     * merge each index bucket's entries and its commit commits the optimize once
+     * ({@code indexeddf/spark/optimize_statement.py}).
+     */
+    private JsonNode optimizeOnExecutors(SparkSession session, SqlTable table, JsonNode plan) {
+        int cores = Math.max(1, session.sparkContext().defaultParallelism());
+        com.fasterxml.jackson.databind.node.ObjectNode withCores =
+            ((com.fasterxml.jackson.databind.node.ObjectNode) plan).deepCopy().put("cores", cores);
+        String text;
+        try {
+            text = DeltaLog.JSON.writeValueAsString(withCores);
+        } catch (IOException e) {
+            throw new IndexedDFException("IndexedDFError", "cannot write the plan of OPTIMIZE: " + e, e);
+        }
+        org.apache.spark.sql.DataFrameReader reader = session.read().format(TableRelation.PYTHON_NAME)
+            .option("path", table.path).option("_optimizeRewrite", text);
+        if (table.storageOptions != null) {
+            reader = reader.option("storageOptions", table.storageOptions);
+        }
+        // Two merge tasks a core, no more than there are index buckets (each task's keys arrive sorted).
+        int parts = Math.max(1, Math.min(plan.path("pairs").asInt(), 2 * cores));
+        org.apache.spark.sql.Dataset<Row> entries = reader.load()
+            .repartition(parts, org.apache.spark.sql.functions.col("key")).sortWithinPartitions("key");
+        Map<String, Object> merge = new LinkedHashMap<>();
+        merge.put("operation", "optimizeMerge");
+        merge.put("plan", withCores);
+        return runInPython(session, table, merge, entries);
+    }
+
+    /**
      * Runs the operation through the Python data source, a write of {@code rows} rows in as many
      * tasks (the row ids, 0 to rows - 1); returns the outcome its commit wrote.
      */
     private JsonNode runInPython(SparkSession session, SqlTable table, Map<String, Object> op, int rows) {
+        // One row a task: a statement's write carries nothing but that row's id (an index
+        // build's tasks read it as their group of data files).
+        return runInPython(session, table, op, session.range(0, rows, 1, rows).toDF());
+    }
+
+    /** Runs the operation through the Python data source, a write of {@code data}; returns the outcome its commit wrote. */
+    private JsonNode runInPython(SparkSession session, SqlTable table, Map<String, Object> op,
+                                 org.apache.spark.sql.Dataset<Row> data) {
         File result;
         try {
             result = File.createTempFile("indexeddf-operation-", ".json");
@@ -406,9 +449,7 @@ public final class TableOperationCommand extends JavaCommand {
             options.put("_commitResultFile", result.getAbsolutePath());
             scala.collection.immutable.Map<String, String> params =
                 scala.collection.immutable.Map$.MODULE$.from(CollectionConverters.asScala(options));
-            // One row a task: a statement's write carries nothing but that row's id (an
-            // index build's tasks read it as their group of data files).
-            PythonWriter.save(session.sqlContext(), SaveMode.Append, params, session.range(0, rows, 1, rows).toDF());
+            PythonWriter.save(session.sqlContext(), SaveMode.Append, params, data);
             byte[] body = Files.readAllBytes(result.toPath());
             if (body.length == 0) {
                 throw new IndexedDFException("IndexedDFError", statement() + " left no result in " + result);
