@@ -173,7 +173,7 @@ def cmd_vacuum(args) -> None:
 def cmd_convert(args) -> None:
     """``convert``: index, in place, a Delta table another engine wrote."""
     t = IndexedTable.convert(args.path, [c.strip() for c in args.index_columns.split(",") if c.strip()],
-                             num_buckets=args.num_buckets, progress=_progress(args))
+                             num_buckets=args.num_buckets, progress=_progress(args), spark=_spark(args))
     _emit(args, {"version": t.version, "indexColumns": t.index_columns, "numBuckets": t.num_buckets},
           f"indexed by {t.index_columns} into {t.num_buckets} buckets at version {t.version}; "
           "its files get buckets with: indexeddf optimize PATH --mode full")
@@ -229,15 +229,16 @@ def cmd_index(args) -> None:
         return
     if not name:
         raise InvalidOptionError(f"index {args.action} needs an index name (NAME or --name)")
-    if args.action != "create" and args.spark_master:
-        raise InvalidOptionError(f"index {args.action} runs no Spark job: --spark-master is for index create")
+    if args.action not in ("create", "optimize") and args.spark_master:
+        raise InvalidOptionError(f"index {args.action} runs no Spark job: --spark-master is for index create "
+                                 "and index optimize")
     if args.action == "create":
         if not args.columns:
             raise InvalidOptionError("index create needs --columns")
         v = t.create_index(name, args.columns.split(","), args.num_buckets, progress=_progress(args),
                            spark=_spark(args))
     elif args.action == "optimize":
-        v = t.optimize_index(name, mode=args.mode or "quick", progress=_progress(args))
+        v = t.optimize_index(name, mode=args.mode or "quick", progress=_progress(args), spark=_spark(args))
     else:
         run = {"drop": t.drop_index, "restore": t.restore_index}.get(args.action)
         if run is not None:
@@ -261,7 +262,8 @@ def build_parser() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--json", action="store_true", default=argparse.SUPPRESS, help="print JSON instead of tables")
     common.add_argument("-q", "--quiet", action="store_true", default=argparse.SUPPRESS, help="no progress on stderr")
-    # The commands whose work can run as a Spark job (create an index, refresh, optimize).
+    # The commands whose work can run as a Spark job (create or optimize an index, refresh,
+    # optimize, convert).
     on_spark = argparse.ArgumentParser(add_help=False)
     on_spark.add_argument("--spark-master", metavar="URL", default=None,
                           help="run the work as one Spark job on this master (local[2], spark://host:7077, yarn, ...), "
@@ -321,7 +323,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("version", type=int, metavar="VERSION", help="the version to go back to")
     s.set_defaults(run=cmd_restore)
 
-    s = command("convert", help="index, in place, a Delta table another engine wrote (no data rewritten)")
+    s = command("convert", spark=True, help="index, in place, a Delta table another engine wrote (no data rewritten)")
     s.add_argument("path", help="location of the Delta table")
     s.add_argument("--index-columns", required=True, help="comma-separated columns to bucket and index by")
     s.add_argument("--num-buckets", type=int, default=None,
@@ -341,7 +343,7 @@ def build_parser() -> argparse.ArgumentParser:
                                    "drop: soft delete (DELETED, files kept). restore: DELETED -> ACTIVE. vacuum: "
                                    "delete a DELETED index's files for good. cancel: return an index stuck in a "
                                    "transient state (crashed operation) to its last stable state. optimize: merge "
-                                   "an index's small files. --spark-master: create only.")
+                                   "an index's small files. --spark-master: create and optimize only.")
     s.add_argument("action", choices=["list", "create", "drop", "restore", "vacuum", "cancel", "optimize"], help="what to do")
     s.add_argument("path", help="table location")
     s.add_argument("index_name", nargs="?", metavar="NAME", help="index name (all actions but list)")

@@ -109,6 +109,7 @@ class IndexedTable(TableWrites, TableAdmin):
         properties: dict[str, str] | None = None,
         storage_options: dict[str, Any] | None = None,
         progress: Any = None,
+        spark: Any = None,
     ) -> "IndexedTable":
         """Index, in place, a Delta table that another engine wrote (delta-rs, Spark with
         Delta, ...): one commit adds the indexeddf settings (``index_columns``,
@@ -119,8 +120,10 @@ class IndexedTable(TableWrites, TableAdmin):
         buckets. Other Delta writers may keep appending: their files are unindexed
         appends (hybrid scans find their rows, ``refresh`` indexes them).
 
-        ``progress``: called with a line of text as the index is built. Raises
-        ``TableNotFoundError`` when there is no Delta table, ``TableExistsError`` when it
+        ``progress``: called with a line of text as the index is built. ``spark``: a
+        SparkSession whose executors read, hash, sort and write the primary index's files
+        in one job, as ``create_index(spark=)`` does (the driver commits); None builds it in
+        this process (``docs/admin.md``). Raises ``TableNotFoundError`` when there is no Delta table, ``TableExistsError`` when it
         is indexed already, ``UnsupportedFeatureError`` naming a Delta feature indexeddf
         does not implement (column mapping, nested columns, ...). Deletion vectors are
         read: the index skips the rows they delete. A partitioned table keeps its
@@ -129,9 +132,15 @@ class IndexedTable(TableWrites, TableAdmin):
         """
         from .writer.convert import convert_table
 
+        build = None  # None: the index is built in this process
+        if spark is not None:
+            from .spark.maintenance import spark_build
+
+            build = spark_build(spark)
         storage = TableStorage(path, storage_options)
         snapshot = load_snapshot(storage, unindexed_ok=True)
-        return cls(convert_table(snapshot, list(index_columns), num_buckets, properties, progress).snapshot)
+        result = convert_table(snapshot, list(index_columns), num_buckets, properties, progress, build=build)
+        return cls(result.snapshot)
 
     @staticmethod
     def upgrade(path: str, storage_options: dict[str, Any] | None = None, progress: Any = None):

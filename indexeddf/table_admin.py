@@ -310,11 +310,21 @@ class TableAdmin:
 
         return self._moved_to(lifecycle.cancel_index(update_snapshot(self._snapshot), name, progress))
 
-    def optimize_index(self, name: str, mode: str = "quick", progress=None) -> int:
-        """Merge an index's small files per index bucket (OPTIMIZING -> ACTIVE)."""
+    def optimize_index(self, name: str, mode: str = "quick", progress=None, spark=None) -> int:
+        """Merge an index's small files per index bucket (OPTIMIZING -> ACTIVE); ``mode``:
+        ``"quick"`` (each bucket's files under 8 MiB) or ``"full"`` (one file per bucket,
+        dropping entries of removed data files). ``spark``: a SparkSession whose executors
+        merge the files, a task per group of index buckets, in one job (the driver
+        commits); None merges them in this process (``docs/admin.md``). Returns the
+        version of the last commit (the current one when nothing needed merging)."""
         from .writer import lifecycle
 
-        return self._moved_to(lifecycle.optimize_index(update_snapshot(self._snapshot), name, mode, progress))
+        compact = None
+        if spark is not None:
+            from .spark.optimize import spark_compact
+
+            compact = spark_compact(spark, progress)
+        return self._moved_to(lifecycle.optimize_index(update_snapshot(self._snapshot), name, mode, progress, compact))
 
     def _moved_to(self, result) -> int:
         self._snapshot = update_snapshot(self._snapshot) if result is None else result.snapshot

@@ -196,5 +196,9 @@ def test_spark_flags_are_checked_before_any_session_starts(table_path, capsys):
     assert "KEY=VALUE" in capsys.readouterr().err
     assert cli.main(["index", "drop", table_path, "primary", "--spark-master", "local[2]"]) == 1
     assert "for index create" in capsys.readouterr().err
-    for command in (["refresh"], ["optimize"], ["index", "create"]):
+    # convert and index optimize take the flags too (the session is asked for before any work).
+    for command in (["convert", table_path, "--index-columns", "k"], ["index", "optimize", table_path, "primary"]):
+        assert cli.main([*command, "--spark-conf", "spark.ui.enabled=false"]) == 1
+        assert "--spark-conf needs --spark-master" in capsys.readouterr().err
+    for command in (["refresh"], ["optimize"], ["index", "create"], ["convert"]):
         assert "--spark-master" in run(*command, "--help").stdout

@@ -14,6 +14,7 @@ import os
 import pathlib
 import shutil
 
+import foreign_tables
 import pyarrow as pa
 import pytest
 from connector_helpers import read as load
@@ -268,3 +269,109 @@ def test_a_failed_job_leaves_the_log_as_a_failed_single_process_build(spark, tmp
     assert _index_files_on_disk(parallel, "by_s") == kept
     IndexedTable.for_path(parallel.path).vacuum(retention_hours=0, enforce_retention=False)
     assert _index_files_on_disk(parallel, "by_s") == kept
+
+
+# -- convert(spark=): the primary index of a Delta table another engine wrote -------------------
+CONVERTED = {"plain": lambda p: foreign_tables.appended(p, foreign_tables.three()),
+             "deletion_vectors": foreign_tables.with_deletion_vectors,
+             "partitioned": foreign_tables.part_multi}
+"""delta-rs tables (``tests/foreign_tables.py``): three writes; with another writer's deletion
+vectors (Python tasks read those files, Spark's scan the others); partitioned by three columns."""
+
+
+@pytest.mark.parametrize("case, columns", [("plain", ["id"]), ("deletion_vectors", ["id"]),
+                                           ("partitioned", ["id"]), ("partitioned", ["s", "id"])])
+def test_convert_as_a_spark_job_writes_the_entries_of_the_single_process_convert(spark, tmp_path, case, columns):
+    CONVERTED[case](str(tmp_path / "t"))
+    copy = tmp_path / "spark_side"
+    shutil.copytree(tmp_path / "t", copy)
+    single = IndexedTable.convert(str(tmp_path / "t"), columns, num_buckets=3)
+    lines = []
+    parallel = IndexedTable.convert(str(copy), columns, num_buckets=3, spark=spark, progress=lines.append)
+    assert any("Spark job" in line for line in lines)
+    assert parallel.version == single.version and parallel.history(1)[0].operation == "CONVERT"
+    assert entries(parallel, "primary") == entries(single, "primary")
+    live = duckdb_delta().execute(f"SELECT count(*) FROM delta_scan('{parallel.path}')").fetchone()[0]
+    assert len(entries(parallel, "primary")) == live
+    # Keys found and not (500; ("a/b", 3)), by the index's columns.
+    keys = [3, 4, 41, 42, 77, 500] if columns == ["id"] else [("sp ace", 3), ("a/b", 42), ("x=y", 43), ("a/b", 3)]
+    listed = ", ".join(repr(k) for k in keys)
+    want = sorted(repr(r) for r in duckdb_delta().execute(
+        f"SELECT id, v FROM delta_scan('{parallel.path}') WHERE ({', '.join(columns)}) IN ({listed})").fetchall())
+    got = IndexedTable.for_path(parallel.path).lookup(keys, columns=["id", "v"])
+    assert want and sorted_rows(got, ["id", "v"]) == want
+
+
+# -- SQL CREATE INDEX / REFRESH INDEX: the build in the statement's tasks --------------------------
+def _task_counts(spark, group: str) -> list[int]:
+    """The task count of every stage of the jobs run in job group ``group``."""
+    tracker = spark.sparkContext.statusTracker()
+    return sorted(tracker.getStageInfo(s).numTasks for j in tracker.getJobIdsForGroup(group)
+                  for s in tracker.getJobInfo(j).stageIds)
+
+
+def _in_group(spark, group: str, run) -> None:
+    """``run()`` with its jobs in the job group ``group`` (a name no other test uses)."""
+    spark.sparkContext.setJobGroup(group, "indexeddf test")
+    try:
+        run()
+    finally:
+        spark.sparkContext.setLocalProperty("spark.jobGroup.id", None)
+
+
+@pytest.mark.parametrize("properties", [{}, {"delta.enableDeletionVectors": "true"}])
+def test_sql_create_and_refresh_index_build_in_the_statements_tasks(spark, sql, tmp_path, properties):
+    t = make(tmp_path / "t", properties)
+    t.set_properties({"indexeddf.index.autoRefresh": "false"})
+    if properties:
+        t.delete("k IN (3, 40, 105, 150)")  # deletion vectors: their rows get no entry
+    single, parallel = twin(tmp_path / "t", tmp_path)
+    single.create_index("by_s", ["s"])
+    group = f"create-{len(properties)}"
+    _in_group(spark, group, lambda: sql(f"CREATE INDEX by_s ON indexeddf.`{parallel.path}` (s)"))
+    # Two writes: the one-task commit that began it, then a task per core that built the files.
+    assert _task_counts(spark, group) == [1, spark.sparkContext.defaultParallelism]
+    assert entries(parallel, "by_s") == entries(single, "by_s")
+    # Appended files the index does not cover (autoRefresh off), then a copy: the same files and ids.
+    single.append(rows(range(300, 320)))
+    shutil.copytree(single.path, tmp_path / "refreshed")
+    parallel = IndexedTable.for_path(str(tmp_path / "refreshed"))
+    for mode in ("INCREMENTAL", "FULL"):
+        single.refresh("by_s", mode=mode.lower())
+        sql(f"REFRESH INDEX by_s ON indexeddf.`{parallel.path}` {mode}")
+        assert entries(parallel, "by_s") == entries(single, "by_s")
+    # The same commits; the index files' count follows the tasks (each writes one a bucket).
+    history = [[(h.operation, h.parameters, h.metrics.get("numIndexedFiles"))
+                for h in IndexedTable.for_path(side.path).history(4)] for side in (single, parallel)]
+    assert history[1] == history[0]
+    assert IndexedTable.for_path(parallel.path).snapshot.indexes["by_s"].state == "ACTIVE"
+    check_lookups(spark, parallel, "by_s", "s", S_KEYS + ["s20"])
+
+
+def test_sql_index_statements_that_read_no_data_run_no_build(spark, sql, tmp_path):
+    t = make(tmp_path / "t")
+    t.create_index("by_s", ["s"])
+    version = t.version
+    _in_group(spark, "none", lambda: sql(f"CREATE INDEX IF NOT EXISTS by_s ON indexeddf.`{t.path}` (s)"))
+    _in_group(spark, "none", lambda: sql(f"REFRESH INDEX by_s ON indexeddf.`{t.path}` QUICK"))
+    assert _task_counts(spark, "none") == [1, 1]  # each statement's one write
+    assert IndexedTable.for_path(t.path).version == version + 2  # the refresh's two commits
+
+
+@pytest.mark.parametrize("fault", ["garbage", "missing"])
+def test_a_failed_sql_build_leaves_the_log_as_a_failed_single_process_build(spark, sql, tmp_path, fault):
+    t = make(tmp_path / "t")
+    _break_newest_file(t, fault)  # a real fault: one task cannot read its data file
+    single, parallel = twin(tmp_path / "t", tmp_path)
+    # A task's indexeddf error reaches the statement's caller as itself.
+    expected = MissingFileError if fault == "missing" else Exception
+    with pytest.raises(expected):
+        single.create_index("by_s", ["s"])
+    with pytest.raises(expected):
+        sql(f"CREATE INDEX by_s ON indexeddf.`{parallel.path}` (s)")
+    assert _log_states(parallel, "by_s") == _log_states(single, "by_s")
+    assert IndexedTable.for_path(parallel.path).snapshot.indexes["by_s"].state == "DELETED"
+    # The abort deleted the tasks' files with the pending folder; a file of a task Spark was
+    # still cancelling may land after it, named by no version: vacuum deletes it.
+    IndexedTable.for_path(parallel.path).vacuum(retention_hours=0, enforce_retention=False)
+    assert _index_files_on_disk(parallel, "by_s") == set()

@@ -19,7 +19,15 @@ import deltalake
 import pyarrow.parquet as pq
 import pytest
 from oracles import duckdb_delta
-from test_spark_maintenance import _break_newest_file, check_lookups, make, rows
+from test_spark_maintenance import (
+    _break_newest_file,
+    _index_files_on_disk,
+    _log_states,
+    check_lookups,
+    entries,
+    make,
+    rows,
+)
 
 import indexeddf
 from indexeddf import IndexedTable
@@ -206,3 +214,116 @@ def test_an_append_committed_during_the_job_still_lands(spark, tmp_path):
     assert duck_rows(t.path) == sorted(before + added)
     check_lookups(spark, t, "primary", "k", [3, 105, 300, 309])
     check_lookups(spark, t, "by_s", "s", ["s3", "s10", "s45"])
+
+
+# -- optimize_index(spark=): an index's own small files merged per index bucket ----------------
+def _small_index_files(path) -> IndexedTable:
+    """``make``'s table with an index ``by_s`` of several files per index bucket (created, then
+    maintained by two appends), and a delete that removes some data files (copy-on-write)."""
+    t = make(path)
+    t.create_index("by_s", ["s"])
+    t.append(rows(range(200, 230)))
+    t.append(rows(range(230, 260)))
+    t.delete("k >= 100 AND k < 110")
+    return IndexedTable.for_path(t.path)
+
+
+@pytest.mark.parametrize("mode", ["quick", "full"])
+def test_optimize_index_as_a_spark_job_writes_the_entries_of_the_single_process_merge(spark, tmp_path, mode):
+    t = _small_index_files(tmp_path / "t")
+    before = {b: sum(1 for f in t.snapshot.indexes["by_s"].files if f.bucket == b) for b in range(4)}
+    assert min(before.values()) >= 2
+    single, parallel = twin(tmp_path / "t", tmp_path)
+    lines = []
+    assert parallel.optimize_index("by_s", mode, spark=spark, progress=lines.append) == \
+        single.optimize_index("by_s", mode) == t.version + 2
+    assert any("Spark job" in line for line in lines)
+    assert entries(parallel, "by_s") == entries(single, "by_s")
+    for side in (single, parallel):
+        e = IndexedTable.for_path(side.path).snapshot.indexes["by_s"]
+        assert e.state == "ACTIVE" and sorted(f.bucket for f in e.files) == [0, 1, 2, 3]  # one file a bucket
+        assert IndexedTable.for_path(side.path).history(1)[0].metrics == single.history(1)[0].metrics
+    check_lookups(spark, parallel, "by_s", "s", ["s3", "s17", "s40", "s41", "s45", "nope"])
+
+
+def test_optimize_index_with_nothing_to_merge_runs_no_job(spark, tmp_path):
+    t = make(tmp_path / "t")
+    t.create_index("by_s", ["s"])  # one file per index bucket
+    lines = []
+    assert t.optimize_index("by_s", "quick", spark=spark, progress=lines.append) == t.version
+    assert not lines
+
+
+def test_a_failed_optimize_index_job_leaves_the_log_as_a_failed_single_process_merge(spark, tmp_path):
+    """A real fault in one task (an index file's bytes replaced by garbage): the operation's
+    own cancel puts the index back ACTIVE with its files, and deletes what the other tasks
+    wrote under its pending folder, as the single-process failure does."""
+    t = _small_index_files(tmp_path / "t")
+    victim = t.snapshot.indexes["by_s"].files[0]
+    with open(t.snapshot.storage.full(victim.path), "wb") as f:
+        f.write(b"not parquet" * 100)
+    single, parallel = twin(tmp_path / "t", tmp_path)
+    kept = _index_files_on_disk(parallel, "by_s")
+    with pytest.raises(Exception):
+        single.optimize_index("by_s", "full")
+    with pytest.raises(Exception):
+        parallel.optimize_index("by_s", "full", spark=spark)
+    assert _log_states(parallel, "by_s") == _log_states(single, "by_s")
+    final = IndexedTable.for_path(parallel.path).snapshot.indexes["by_s"]
+    assert final.state == "ACTIVE" and {f.path for f in final.files} == {f.path for f in t.snapshot.indexes["by_s"].files}
+    assert _index_files_on_disk(parallel, "by_s") == kept
+
+
+# -- SQL OPTIMIZE: the rewrite in Spark's tasks -----------------------------------------------------
+@pytest.mark.parametrize("props, delete", [({}, False), (DV, True)])
+def test_sql_optimize_rewrites_in_spark_tasks_what_the_single_process_optimize_writes(spark, sql, tmp_path, props,
+                                                                                      delete):
+    t = make(tmp_path / "t", props)
+    t.create_index("by_s", ["s"])
+    if delete:
+        t.delete(DELETED)  # deletion vectors: their rows are purged by the rewrite
+    before = duck_rows(t.path)
+    single, parallel = twin(tmp_path / "t", tmp_path)
+    assert single.optimize("quick") > t.version
+    group = f"sql-optimize-{len(props)}"
+    spark.sparkContext.setJobGroup(group, "indexeddf test")
+    try:
+        [row] = sql(f"OPTIMIZE indexeddf.`{parallel.path}`")
+    finally:
+        spark.sparkContext.setLocalProperty("spark.jobGroup.id", None)
+    tracker = spark.sparkContext.statusTracker()
+    tasks = [tracker.getStageInfo(s).numTasks for j in tracker.getJobIdsForGroup(group)
+             for s in tracker.getJobInfo(j).stageIds]
+    assert max(tasks) > 1  # the rewrite and the merge ran as tasks, not in the commit's one
+    assert layout(parallel.path) == layout(single.path)
+    assert duck_rows(parallel.path) == before
+    metrics = [{k: n for k, n in IndexedTable.for_path(side.path).history(1)[0].metrics.items() if k != "numAddedBytes"}
+               for side in (single, parallel)]
+    assert metrics[1] == metrics[0]
+    assert IndexedTable.for_path(parallel.path).history(1)[0].operation == "OPTIMIZE"
+    assert (row["metrics"]["numFilesAdded"], row["metrics"]["numFilesRemoved"]) == \
+        (metrics[0]["numAddedFiles"], metrics[0]["numRemovedFiles"])
+    check_lookups(spark, parallel, "primary", "k", [4, 17, 105, 199])
+    check_lookups(spark, parallel, "by_s", "s", ["s3", "s17", "s40", "s41", "nope"])
+    # Nothing left to compact: no job, nothing committed.
+    version = IndexedTable.for_path(parallel.path).version
+    [row] = sql(f"OPTIMIZE indexeddf.`{parallel.path}`")
+    assert row["metrics"]["numFilesRemoved"] == 0 and IndexedTable.for_path(parallel.path).version == version
+
+
+@pytest.mark.parametrize("fault", ["garbage", "missing"])
+def test_a_failed_sql_optimize_commits_nothing_and_vacuum_deletes_what_it_wrote(spark, sql, tmp_path, fault):
+    t = make(tmp_path / "t")
+    t.create_index("by_s", ["s"])
+    _break_newest_file(t, fault)  # a real fault: one rewrite task cannot read its files
+    version = IndexedTable.for_path(t.path).version
+    with pytest.raises(MissingFileError if fault == "missing" else Exception):
+        sql(f"OPTIMIZE indexeddf.`{t.path}`")
+    t = IndexedTable.for_path(t.path)
+    assert t.version == version
+    t.vacuum(retention_hours=0, enforce_retention=False)
+    snap = IndexedTable.for_path(t.path).snapshot
+    named = set(snap.files) | {f.path for e in snap.indexes.values() for f in e.files}
+    gone = {p for p in named if not pathlib.Path(snap.storage.full(p)).exists()}
+    assert len(gone) == (1 if fault == "missing" else 0)  # the file deleted outside indexeddf
+    assert _table_files_on_disk(t.path) == named - gone

@@ -13,7 +13,7 @@ hashing, sorting, writing index files) runs on the executors, in one Spark job:
    bit those of the single-process path, and only fixed-width entries go on: index
    bucket, key hash, file id, row ordinal;
 2. write, in the same tasks (no shuffle: the read partitions are merged into one task a
-   core): each task sorts its entries a chunk of :data:`WRITE_CHUNK_ENTRIES` at a time
+   core): each task sorts its entries a chunk of ``index_tasks.WRITE_CHUNK_ENTRIES`` at a time
    (memory bounded by a chunk) and writes one index file per index bucket and chunk, as
    the single-process build writes one per bucket and chunk of data, and returns the
    files' descriptors; a failing task deletes what it wrote.
@@ -30,23 +30,20 @@ import re
 import uuid
 from typing import Iterator
 
-import numpy as np
 import pyarrow as pa
 
-from ..format.datafiles import iter_live_row_groups, missing_file
+from ..format.datafiles import missing_file
 from ..spec.actions import AddFile, IndexEntry, IndexFile
-from ..spec.bucketing import KEY_HASH_SEED, bucket_ids, key_hash, seed_prefix
+from ..spec.bucketing import KEY_HASH_SEED, seed_prefix
 from ..spec.column_mapping import mapping_mode, table_schema
-from ..writer.index_files import INDEX_DIR, write_entries
+from ..writer.index_files import INDEX_DIR
 from ..writer.lifecycle import Progress, say
+from .index_tasks import balanced_groups, file_entries, write_entry_batches
 from .options import shared_storage
 from .types import spark_type
 
 KEY_PREFIX = seed_prefix(KEY_HASH_SEED)
 """Spark's ``hash(KEY_PREFIX, keys...)`` is the key hash of index entries."""
-ENTRY_ARROW = pa.schema([("bucket", pa.int32()), ("hash", pa.int64()), ("file_id", pa.int64()), ("row", pa.int32())])
-"""An index entry between the read and the write stage. The uint32 key hash rides in an
-int64 so that Spark sorts it as the index file does (unsigned)."""
 ENTRY_SCHEMA = "bucket int, hash long, file_id long, row int"
 FILE_SCHEMA = "path string, size long, bucket int, numEntries long, fileIds array<long>"
 """What a write task returns per index file it wrote."""
@@ -55,9 +52,6 @@ FILE_ARROW = pa.schema([("path", pa.string()), ("size", pa.int64()), ("bucket", 
 TASKS_PER_CORE = 1
 """Python tasks a core of the session (``defaultParallelism``): each writes a file per index
 bucket and chunk, so fewer, bigger tasks write fewer index files."""
-WRITE_CHUNK_ENTRIES = 1 << 22
-"""Entries a write task sorts at once, then writes as one index file per index bucket: 4M
-entries, about 80 MB in the task (twice that while sorting)."""
 
 
 def spark_build(spark):
@@ -199,41 +193,11 @@ def _python_entries(spark, snapshot, entry: IndexEntry, data_files: list[AddFile
             for group in batch.column(0).to_pylist():
                 for i in groups[group]:
                     add = AddFile.model_validate_json(adds[i])
-                    yield from _file_entries(task_storage, add, schema, columns, num_buckets, version)
+                    yield from file_entries(task_storage, add, schema, columns, num_buckets, version)
 
     groups = balanced_groups([a.size for a in data_files], TASKS_PER_CORE * spark.sparkContext.defaultParallelism)
     ids = spark.range(0, len(groups), 1, numPartitions=len(groups))
     return ids.mapInArrow(read, ENTRY_SCHEMA)
-
-
-def balanced_groups(sizes: list[int], tasks: int) -> list[list[int]]:
-    """The files (by position) of each read task: ``tasks`` groups of about equal bytes,
-    biggest file first to the lightest group. Each Python task costs a worker round trip,
-    so a few tasks a core beat one a file; a task reads a row group at a time, so its
-    memory does not grow with its files."""
-    groups: list[list[int]] = [[] for _ in range(max(1, min(tasks, len(sizes))))]
-    load = [0] * len(groups)
-    for i in sorted(range(len(sizes)), key=lambda i: -sizes[i]):
-        g = load.index(min(load))
-        groups[g].append(i)
-        load[g] += sizes[i]
-    return groups
-
-
-def _file_entries(storage, add: AddFile, schema: pa.Schema, columns: list[str], num_buckets: int,
-                  version: int) -> Iterator[pa.RecordBatch]:
-    """The entries of one data file's live rows, a row group at a time (a task's memory is
-    a row group's keys)."""
-    for ordinals, rows in iter_live_row_groups(storage, add, schema, columns, version, use_threads=False):
-        if not rows.num_rows:
-            continue
-        keys = [rows.column(c) for c in columns]
-        yield pa.record_batch([
-            pa.array(bucket_ids(keys, num_buckets), pa.int32()),
-            pa.array(key_hash(keys).astype(np.int64), pa.int64()),
-            pa.array(np.full(rows.num_rows, add.fileId, dtype=np.int64), pa.int64()),
-            pa.array(ordinals.astype(np.int32), pa.int32()),
-        ], schema=ENTRY_ARROW)
 
 
 def _written(entries, tasks: int, url: str, options: dict, rel_dir: str):
@@ -248,44 +212,10 @@ def _written(entries, tasks: int, url: str, options: dict, rel_dir: str):
     crosses into Python once, as 20 fixed-width bytes."""
 
     def write(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        storage = shared_storage(url, options)
-        written: list[str] = []
-        done: list[IndexFile] = []
-        try:
-            for parts in _chunks(batches):
-                done += _write_chunk(storage, rel_dir, parts, written)
-        except BaseException:
-            for path in written:  # the job fails; this task's files are not committed
-                storage.delete(path)
-            raise
+        done = write_entry_batches(shared_storage(url, options), rel_dir, batches)
         yield pa.RecordBatch.from_pylist(
             [{"path": f.path, "size": f.size, "bucket": f.bucket, "numEntries": f.numEntries,
               "fileIds": list(f.fileIds)} for f in done],
             schema=FILE_ARROW)
 
     return entries.coalesce(tasks).mapInArrow(write, FILE_SCHEMA)
-
-
-def _chunks(batches: Iterator[pa.RecordBatch]) -> Iterator[list[pa.RecordBatch]]:
-    """Entry batches regrouped into runs of about :data:`WRITE_CHUNK_ENTRIES` entries."""
-    parts, count = [], 0
-    for batch in batches:
-        parts.append(batch)
-        count += batch.num_rows
-        if count >= WRITE_CHUNK_ENTRIES:
-            yield parts
-            parts, count = [], 0
-    if parts:
-        yield parts
-
-
-def _write_chunk(storage, rel_dir: str, parts: list[pa.RecordBatch], written: list[str]) -> list[IndexFile]:
-    """The index files of one chunk of entries: sorted by bucket, hash, file id and row as
-    ``build_index_files`` sorts them, one file per bucket."""
-    t = pa.Table.from_batches(parts)
-    if not t.num_rows:
-        return []
-    buckets, file_ids = t.column("bucket").to_numpy(), t.column("file_id").to_numpy()
-    hashes, rows = t.column("hash").to_numpy().astype(np.uint32), t.column("row").to_numpy()
-    order = np.lexsort((rows, file_ids, hashes, buckets))
-    return write_entries(storage, rel_dir, hashes[order], file_ids[order], rows[order], buckets[order], written)

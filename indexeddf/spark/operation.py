@@ -12,7 +12,11 @@ driver, runs what ``IndexedTable.optimize`` / ``vacuum`` / ``restore`` / ``creat
 ``drop_index`` / ``refresh`` run (the same functions of ``indexeddf.writer``; this module sits
 below ``indexeddf.table``, which imports ``indexeddf.spark``) and leaves Delta's result values
 as JSON in the file ``_commitResultFile`` names, which the command turns into rows. An error is
-the operation's own typed error.
+the operation's own typed error. ``CREATE INDEX`` and ``REFRESH INDEX`` take two writes: this
+commit begins the operation and plans its build, and a second write (operation ``indexBuild``)
+builds the index files in its tasks and commits them (``index_statements.py``); ``OPTIMIZE``
+plans here, and the command reads and writes this source to rewrite the files in Spark's tasks
+(operation ``optimizeMerge``, ``optimize_statement.py``).
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
 
 from ..errors import InvalidOptionError, SchemaMismatchError
+from . import optimize_statement as ost
 from . import options as so
 
 OPERATION_OPTION = "_operation"
@@ -32,7 +37,8 @@ OPERATION_OPTION = "_operation"
 
 OPERATION_OPTIONS = ["path", "storageOptions", OPERATION_OPTION, "_commitResultFile"]
 OPERATIONS = ("optimize", "vacuum", "restore", "createIndex", "dropIndex", "refreshIndex", "renameColumn",
-              "dropColumns", "addConstraint", "dropConstraint", "convert", "convertParquet", "truncate")
+              "dropColumns", "addConstraint", "dropConstraint", "convert", "convertParquet", "truncate", "indexBuild",
+              "optimizeMerge")
 
 RETENTION_CHECK_CONF = "spark.databricks.delta.retentionDurationCheck.enabled"
 """Delta's session conf that lets VACUUM go below the table's retention (the JVM reads it)."""
@@ -47,6 +53,14 @@ def operation_writer(options: Any) -> "OperationWriter":
     """The writer that runs the statement at its commit (options checked on the driver)."""
     opts = so.parse_options(options, OPERATION_OPTIONS, "a maintenance statement")
     spec = so.json_option(opts, OPERATION_OPTION, OPERATIONS)
+    if spec["operation"] == "indexBuild":  # an index statement's build, on executors
+        from .index_statements import build_writer
+
+        return build_writer(so.option_path(opts), so.storage_options(opts),
+                            spec | {"resultFile": opts.get("_commitResultFile")})
+    if spec["operation"] == "optimizeMerge":  # OPTIMIZE's merge stage, on executors
+        return ost.MergeWriter(so.option_path(opts), so.storage_options(opts), spec["plan"],
+                               opts.get("_commitResultFile"))
     return OperationWriter(so.option_path(opts), so.storage_options(opts), spec, opts.get("_commitResultFile"))
 
 
@@ -92,7 +106,7 @@ def run_operation(url: str, storage_options: dict[str, Any], spec: dict) -> dict
         return _convert(load_snapshot(TableStorage(url, storage_options or None), unindexed_ok=True), spec)
     snapshot = load_snapshot(TableStorage(url, storage_options or None))
     if operation == "optimize":
-        return _optimize(snapshot, spec.get("where"))
+        return _optimize(snapshot, spec.get("where"), bool(spec.get("onExecutors")))
     if operation == "vacuum":
         return _vacuum(snapshot, spec)
     if operation == "restore":
@@ -111,45 +125,21 @@ def _after(snapshot, result):
     return update_snapshot(snapshot) if result is None else result.snapshot
 
 
-def _file_sizes(files) -> dict[str, Any] | None:
-    """Delta's FileSizeMetrics of ``files`` (None when there are none)."""
-    sizes = [a.size for a in files]
-    if not sizes:
-        return None
-    return {"min": min(sizes), "max": max(sizes), "avg": sum(sizes) / len(sizes), "totalFiles": len(sizes),
-            "totalSize": sum(sizes)}
-
-
-def _changed(before, after) -> tuple[list, list]:
-    """The files ``before`` has and ``after`` lacks (removed), and the reverse (added), each a
-    logical file: its path and deletion vector."""
-    def key(a):
-        dv = a.deletionVector
-        return a.path, None if dv is None else (dv.storageType, dv.pathOrInlineDv, dv.offset)
-
-    old = {key(a): a for a in before.live_files()}
-    new = {key(a): a for a in after.live_files()}
-    return [a for k, a in old.items() if k not in new], [a for k, a in new.items() if k not in old]
-
-
-def _optimize(before, where: str | None = None) -> dict:
+def _optimize(before, where: str | None = None, on_executors: bool = False) -> dict:
     """``OPTIMIZE [WHERE partition predicate]``: ``IndexedTable.optimize()`` (mode quick) of the
-    partitions the predicate selects (all without one), with Delta's metrics."""
+    partitions the predicate selects (all without one), with Delta's metrics. ``on_executors``
+    (the connector's form): when there are files to rewrite, only the plan of the job that
+    rewrites them (``optimize_statement.py``)."""
     from ..writer import maintenance
 
     start = int(time.time() * 1000)
+    if on_executors:
+        begun = ost.begin_optimize(before, where, start)
+        if begun is not None:
+            return begun
     considered = maintenance.optimized_files(before, where)
     after = _after(before, maintenance.optimize(before, "quick", where=where))
-    removed, added = _changed(before, after)
-    partitions = {tuple(sorted(a.partitionValues.items())) for a in removed}
-    return {"path": before.storage.url, "metrics": {
-        "numFilesAdded": len(added), "numFilesRemoved": len(removed),
-        "filesAdded": _file_sizes(added), "filesRemoved": _file_sizes(removed),
-        "partitionsOptimized": len(partitions), "numBatches": 1 if removed else 0,
-        "totalConsideredFiles": len(considered),
-        "totalFilesSkipped": len(considered) - len(removed),
-        "preserveInsertionOrder": False, "startTimeMs": start, "endTimeMs": int(time.time() * 1000),
-    }}
+    return ost.optimize_result(before, after, considered, start)
 
 
 def _vacuum(snapshot, spec: dict) -> dict:
@@ -176,7 +166,7 @@ def _restore(before, spec: dict) -> dict:
     if isinstance(version, bool) or not isinstance(version, int):
         raise InvalidOptionError(f"RESTORE needs a version, got {version!r}")
     after = _after(before, maintenance.restore(before, version))
-    removed, restored = _changed(before, after)
+    removed, restored = ost.changed_files(before, after)
     return {
         "table_size_after_restore": after.size_bytes(), "num_of_files_after_restore": len(after.live_files()),
         "num_removed_files": len(removed), "num_restored_files": len(restored),
@@ -219,7 +209,9 @@ def _convert(snapshot, spec: dict) -> dict:
 
 def _index_statement(snapshot, operation: str, spec: dict) -> dict:
     """``CREATE INDEX [IF NOT EXISTS]``, ``DROP INDEX [IF EXISTS]``, ``REFRESH INDEX``: the
-    Python API's ``create_index``, ``drop_index`` and ``refresh``; the version afterwards."""
+    Python API's ``create_index``, ``drop_index`` and ``refresh``; the version afterwards.
+    With ``onExecutors`` (the connector's form), ``CREATE INDEX`` and ``REFRESH INDEX`` only
+    begin here and return the plan of the build its tasks run (``index_statements.py``)."""
     from ..errors import IndexExistsError, IndexNotFoundError
     from ..writer import index_ops, lifecycle
 
@@ -228,6 +220,13 @@ def _index_statement(snapshot, operation: str, spec: dict) -> dict:
         raise InvalidOptionError(f"an index statement needs an index name, got {name!r}")
     result = None
     try:
+        if spec.get("onExecutors") and operation in ("createIndex", "refreshIndex"):
+            # The connector's two-write form: begin here, the build by a second write's tasks.
+            from .index_statements import begin_build
+
+            begun = begin_build(snapshot, operation, spec)
+            if begun is not None:
+                return begun
         if operation == "createIndex":
             result = index_ops.create_index(snapshot, name, list(spec.get("columns") or []), spec.get("numBuckets"))
         elif operation == "dropIndex":

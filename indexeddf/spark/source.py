@@ -37,6 +37,7 @@ from ..spec.column_mapping import table_schema, with_mapping
 from . import apply as sa
 from . import change as sc
 from . import operation as sop
+from . import optimize_statement as ost
 from . import options as so
 from . import write as sw
 from .types import spark_schema
@@ -91,7 +92,10 @@ class IndexedDataSource(DataSource):
         return "indexeddf"
 
     def schema(self) -> StructType:
-        """The table's Spark schema at the version this DataFrame reads (resolved now)."""
+        """The table's Spark schema at the version this DataFrame reads (resolved now); an
+        ``OPTIMIZE``'s rewrite stage (:mod:`indexeddf.spark.optimize_statement`): its rows'."""
+        if ost.is_rewrite(self.options):
+            return ost.REWRITE_SCHEMA
         opts = _read_options(self.options)
         storage = so.shared_storage(so.option_path(opts), so.storage_options(opts))
         snapshot = load_snapshot(storage, _time_travel(opts, storage))
@@ -103,7 +107,9 @@ class IndexedDataSource(DataSource):
         return spark_schema(snapshot.metadata.schema_)
 
     def reader(self, schema: StructType) -> "IndexedReader":
-        """A reader of the version :meth:`schema` resolved."""
+        """A reader of the version :meth:`schema` resolved (or of an ``OPTIMIZE``'s rewrite stage)."""
+        if ost.is_rewrite(self.options):
+            return ost.rewrite_reader(self.options)
         opts = _read_options(self.options)
         storage = so.shared_storage(so.option_path(opts), so.storage_options(opts))
         version = getattr(self, "_version", None)

@@ -30,10 +30,14 @@ from .operations import check_num_buckets
 
 
 def convert_table(snapshot: Snapshot, index_columns: list[str], num_buckets: int | None,
-                  properties: dict[str, str] | None = None, progress: Progress = None) -> CommitResult:
+                  properties: dict[str, str] | None = None, progress: Progress = None,
+                  build: lifecycle.Build | None = None) -> CommitResult:
     """Index the Delta table read as ``snapshot`` (loaded with ``unindexed_ok``) by
     ``index_columns`` into ``num_buckets`` buckets: one commit, the data untouched.
-    ``num_buckets`` None: chosen from the live files' bytes (``spec/bucket_count.py``)."""
+    ``num_buckets`` None: chosen from the live files' bytes (``spec/bucket_count.py``).
+    ``build``: what writes the primary index's files (``lifecycle.build_files``, in this
+    process, when None; ``indexeddf.spark.maintenance.spark_build`` runs it as a Spark job)."""
+    build = build or lifecycle.build_files
     if snapshot.metadata.indexColumns:
         raise TableExistsError(
             f"{snapshot.storage.url} is already an indexeddf table (indexed by {list(snapshot.metadata.indexColumns)}); "
@@ -53,8 +57,7 @@ def convert_table(snapshot: Snapshot, index_columns: list[str], num_buckets: int
                        numBuckets=num_buckets, coveredVersion=snapshot.version)
     tx = Transaction(snapshot, "CONVERT", {"indexColumns": columns, "numBuckets": num_buckets}, read_buckets=())
     try:
-        files = lifecycle.build_files(snapshot, entry, snapshot.live_files(), tx.written_paths,
-                                      f"{INDEX_DIR}/{PRIMARY}", progress)
+        files = build(snapshot, entry, snapshot.live_files(), tx.written_paths, f"{INDEX_DIR}/{PRIMARY}", progress)
     except BaseException:
         tx.abort()
         raise

@@ -30,6 +30,20 @@ def create_index(snapshot: Snapshot, name: str, columns: list[str], num_buckets:
     when None; ``indexeddf.spark.maintenance.spark_build`` runs it as a Spark job).
     """
     build = build or lifecycle.build_files
+    entry, params, removed = create_plan(snapshot, name, columns, num_buckets)
+
+    def work(started: lifecycle.Started, written):
+        snap = started.snapshot
+        files = build(snap, started.entry, snap.live_files(), written, started.pending_dir, progress)
+        return files, (), create_metrics(files), {}
+
+    return lifecycle.run(snapshot, entry, "CREATING", "ACTIVE", "CREATE INDEX", params, work, covered=True, removed=removed)
+
+
+def create_plan(snapshot: Snapshot, name: str, columns: list[str],
+                num_buckets: int | None) -> tuple[IndexEntry, dict, tuple[str, ...]]:
+    """What :func:`create_index` commits as CREATING: the new entry, the commit's
+    parameters, and the files of a DELETED index of that name it drops (checked first)."""
     num_buckets = snapshot.metadata.numBuckets if num_buckets is None else num_buckets
     _validate(snapshot, name, columns, num_buckets)
     params = {"name": name, "columns": columns, "numBuckets": num_buckets}
@@ -37,14 +51,17 @@ def create_index(snapshot: Snapshot, name: str, columns: list[str], num_buckets:
         name=name, columns=tuple(columns), kind="secondary", state="ACTIVE", numBuckets=num_buckets, coveredVersion=-1,
     )
     old = snapshot.indexes.get(name)
-    removed = tuple(f.path for f in old.files) if old is not None else ()
+    return entry, params, tuple(f.path for f in old.files) if old is not None else ()
 
-    def work(started: lifecycle.Started, written):
-        snap = started.snapshot
-        files = build(snap, started.entry, snap.live_files(), written, started.pending_dir, progress)
-        return files, (), {"numIndexFiles": len(files), "numIndexedRows": sum(f.numEntries for f in files)}, {}
 
-    return lifecycle.run(snapshot, entry, "CREATING", "ACTIVE", "CREATE INDEX", params, work, covered=True, removed=removed)
+def create_metrics(files) -> dict:
+    """The ``CREATE INDEX`` commit's metrics for the index ``files`` built."""
+    return {"numIndexFiles": len(files), "numIndexedRows": sum(f.numEntries for f in files)}
+
+
+def refresh_metrics(to_index, files, removed) -> dict:
+    """The ``REFRESH INDEX`` commit's metrics: data files indexed, index files added and removed."""
+    return {"numIndexedFiles": len(to_index), "numIndexFilesAdded": len(files), "numIndexFilesRemoved": len(removed)}
 
 
 def _validate(snapshot: Snapshot, name: str, columns: list[str], num_buckets: int) -> None:
@@ -100,6 +117,19 @@ def refresh_index(snapshot: Snapshot, name: str, mode: str = "incremental", prog
     another writer changed the same index otherwise. ``build``: as for :func:`create_index`.
     """
     build = build or lifecycle.build_files
+    entry, to_index, removed = refresh_plan(snapshot, name, mode)
+
+    def work(started: lifecycle.Started, written):
+        files = build(started.snapshot, started.entry, to_index, written, started.pending_dir, progress)
+        return files, removed, refresh_metrics(to_index, files, removed), {}
+
+    params = {"name": name, "mode": mode}
+    return lifecycle.run(snapshot, entry, "REFRESHING", "ACTIVE", "REFRESH INDEX", params, work, covered=True)
+
+
+def refresh_plan(snapshot: Snapshot, name: str, mode: str) -> tuple[IndexEntry, list, tuple[str, ...]]:
+    """What :func:`refresh_index` of ``mode`` does to index ``name`` (checked ACTIVE): the
+    entry, the live data files it indexes, the index files it removes."""
     if mode not in REFRESH_MODES:
         raise InvalidOptionError(f"refresh mode {mode!r}: use one of {list(REFRESH_MODES)}")
     entry = lifecycle.require(snapshot, name, ("ACTIVE",), "refresh")  # IndexNotFoundError, InvalidIndexStateError
@@ -125,11 +155,4 @@ def refresh_index(snapshot: Snapshot, name: str, mode: str = "incremental", prog
         removed = tuple(f.path for f in entry.files if f.path in gone)
         kept = {i for f in entry.files if f.path not in gone for i in f.fileIds}
         to_index = [a for a in snapshot.live_files() if a.fileId not in kept]
-
-    def work(started: lifecycle.Started, written):
-        files = build(started.snapshot, started.entry, to_index, written, started.pending_dir, progress)
-        metrics = {"numIndexedFiles": len(to_index), "numIndexFilesAdded": len(files), "numIndexFilesRemoved": len(removed)}
-        return files, removed, metrics, {}
-
-    params = {"name": name, "mode": mode}
-    return lifecycle.run(snapshot, entry, "REFRESHING", "ACTIVE", "REFRESH INDEX", params, work, covered=True)
+    return entry, to_index, removed

@@ -252,16 +252,25 @@ def _delete_index_files(snapshot: Snapshot, entry: IndexEntry, progress: Progres
     return paths
 
 
-def optimize_index(snapshot: Snapshot, name: str, mode: str = "quick", progress: Progress = None) -> CommitResult | None:
+Compact = Callable[..., tuple[list[IndexFile], list[str]]]
+"""What merges an index's files per index bucket: ``index_compaction.compact_index`` (in
+this process) or a function of the signature ``(storage, entry, rewrite, keep_ids,
+dir_name=, written=)`` (``indexeddf.spark.optimize.spark_compact`` runs it as a Spark job)."""
+
+
+def optimize_index(snapshot: Snapshot, name: str, mode: str = "quick", progress: Progress = None,
+                   compact: Compact | None = None) -> CommitResult | None:
     """ACTIVE -> OPTIMIZING -> ACTIVE: merge an index's files per index bucket.
 
     ``quick``: the files under 8 MiB of each bucket that has two or more of them;
     ``full``: every bucket with two or more files, or with entries of removed data
     files, becomes one file (entries of removed data files are dropped). Returns
-    None, committing nothing, when there is nothing to merge.
+    None, committing nothing, when there is nothing to merge. ``compact``: what merges
+    the files (:data:`Compact`; None merges them in this process).
     """
     from .index_compaction import compact_index, small_file_groups
 
+    compact = compact or compact_index
     if mode not in ("quick", "full"):
         raise InvalidOptionError(f"optimize mode {mode!r}: use 'quick' or 'full'")
     entry = require(snapshot, name, ("ACTIVE",), "optimize")
@@ -271,8 +280,8 @@ def optimize_index(snapshot: Snapshot, name: str, mode: str = "quick", progress:
     def work(started: Started, written):
         snap = started.snapshot
         rewrite = small_file_groups(started.entry, mode, SMALL_INDEX_FILE_BYTES, snap.file_ids)
-        files, removed = compact_index(snap.storage, started.entry, rewrite, set(snap.file_ids),
-                                       dir_name=started.pending_dir[len(INDEX_DIR) + 1:], written=written)
+        files, removed = compact(snap.storage, started.entry, rewrite, set(snap.file_ids),
+                                 dir_name=started.pending_dir[len(INDEX_DIR) + 1:], written=written)
         say(progress, f"index {name}: {len(removed)} index files -> {len(files)}")
         return files, removed, {"numIndexFilesRemoved": len(removed), "numIndexFilesAdded": len(files)}, {}
 

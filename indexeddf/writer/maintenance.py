@@ -84,18 +84,24 @@ def optimize(snapshot: Snapshot, mode: str = "quick", small_file_bytes: int = SM
     if mode == "full" and foreign:
         first = _compact(snapshot, mode, {FOREIGN: foreign}, progress, rewrite)
         return optimize(first.snapshot, mode, small_file_bytes, progress, where, rewrite) or first
+    groups = compaction_groups(live, mode, small_file_bytes)
+    if not groups:
+        say(progress, "optimize: nothing to compact")
+        return None
+    return _compact(snapshot, mode, groups, progress, rewrite)
+
+
+def compaction_groups(live: list, mode: str, small_file_bytes: int = SMALL_FILE_BYTES) -> dict:
+    """The groups (:func:`_group`) ``optimize`` of ``mode`` rewrites among the ``live`` files
+    it considers, each with its files (files without a bucket form one group in ``quick``)."""
     groups: dict = defaultdict(list)
     for a in live:
         # A file with a deletion vector is always rewritten: that purges its deleted rows.
         if mode == "full" or a.size < small_file_bytes or a.deletionVector is not None:
             groups[_group(a)].append(a)
-    groups = {b: files for b, files in sorted(groups.items(), key=lambda g: repr(g[0]))
-              if len(files) >= 2 or (mode == "full" and not named_with_bucket(files[0].path, _bucket(b)))
-              or any(f.deletionVector is not None for f in files)}
-    if not groups:
-        say(progress, "optimize: nothing to compact")
-        return None
-    return _compact(snapshot, mode, groups, progress, rewrite)
+    return {b: files for b, files in sorted(groups.items(), key=lambda g: repr(g[0]))
+            if len(files) >= 2 or (mode == "full" and not named_with_bucket(files[0].path, _bucket(b)))
+            or any(f.deletionVector is not None for f in files)}
 
 
 def optimized_files(snapshot: Snapshot, where: str | None) -> list:

@@ -28,8 +28,12 @@ import scala.jdk.javaapi.CollectionConverters;
  * operation on the table ({@code IndexedTable.optimize}, {@code vacuum}, {@code restore}) in
  * the driver's Python, through the Python data source: a write with the private option
  * {@code _operation} (the operation as JSON) whose commit runs it and leaves its outcome in
- * the file {@code _commitResultFile} names ({@code indexeddf/spark/operation.py}). No Java
- * code changes the table. The result rows have Delta's columns:
+ * the file {@code _commitResultFile} names ({@code indexeddf/spark/operation.py}). That commit
+ * runs in a Python worker of the driver, which cannot start a Spark job; so for {@code OPTIMIZE},
+ * {@code CREATE INDEX} and {@code REFRESH INDEX} it only plans (and for an index commits the
+ * transient state), and this command runs the data work as a Spark job of the Python data
+ * source's tasks, whose last commit commits. No Java code changes the table. The result rows
+ * have Delta's columns:
  * <ul>
  *   <li>{@code OPTIMIZE table [WHERE ...] [ZORDER BY ...]}: {@code path}, {@code metrics} (the
  *       fields of Delta's optimize metrics that apply: files added and removed with their size
@@ -39,7 +43,7 @@ import scala.jdk.javaapi.CollectionConverters;
  *       predicate on partition columns only, Delta's rule; another column is
  *       {@code InvalidOptionError}). {@code ZORDER BY} is refused: the rows of an indexeddf file
  *       are clustered by the hash of the index columns, and a secondary index is what finds rows
- *       by other columns.</li>
+ *       by other columns. The rewrite runs as a Spark job ({@link #optimizeOnExecutors}).</li>
  *   <li>{@code VACUUM table [RETAIN n HOURS] [DRY RUN]}: {@code path}: the table's location,
  *       or with {@code DRY RUN} one row for each file vacuum would delete. A retention below
  *       the table's {@code indexeddf.vacuum.minRetentionHours} (168 by default, Delta's 7 days)
@@ -53,7 +57,10 @@ import scala.jdk.javaapi.CollectionConverters;
  *       INDEX}: {@code CREATE INDEX [IF NOT EXISTS] name ON [TABLE] table (c, ...) [OPTIONS
  *       (numBuckets = n)]} ({@code IndexedTable.create_index}), {@code DROP INDEX [IF EXISTS]
  *       name ON [TABLE] table} ({@code drop_index}), and {@code REFRESH INDEX name ON [TABLE] table
- *       [INCREMENTAL | FULL | QUICK]} ({@code refresh}). No result rows.</li>
+ *       [INCREMENTAL | FULL | QUICK]} ({@code refresh}). No result rows. {@code CREATE INDEX} and
+ *       {@code REFRESH INDEX} run two writes: the first one's commit begins the operation (its
+ *       transient state) and returns the build's plan; the second one's tasks, one a core, build
+ *       the index files and its commit commits them ({@link #buildIndex}).</li>
  *   <li>{@code ALTER TABLE table RENAME COLUMN a TO b} and {@code DROP COLUMN[S] [IF EXISTS] (c, ...)}
  *       ({@code IndexedTable.rename_column} / {@code drop_columns}; {@link ColumnChanges}). No result
  *       rows.</li>
@@ -286,13 +293,20 @@ public final class TableOperationCommand extends JavaCommand {
         op.put("operation", operation);
         if ("optimize".equals(operation)) {
             refuseOptimizeClauses();
+            op.put("onExecutors", true);
         } else if ("vacuum".equals(operation)) {
             op.put("enforceRetention",
                 Boolean.parseBoolean(session.conf().get(RETENTION_CHECK_CONF, "true").trim()));
         } else if ("restore".equals(operation) && op.get("timestamp") != null) {
             op.put("version", table.log(session).versionAt((String) op.get("timestamp")));
+        } else if ("createIndex".equals(operation) || "refreshIndex".equals(operation)) {
+            op.put("onExecutors", true);
         }
-        JsonNode result = runInPython(session, table, op);
+        JsonNode result = runInPython(session, table, op, 1);
+        if (result.has("plan")) {
+            result = "optimize".equals(operation) ? optimizeOnExecutors(session, table, result.get("plan"))
+                : buildIndex(session, table, result.get("plan"));
+        }
         table.invalidate(session);
         List<Row> rows = new ArrayList<>();
         if ("optimize".equals(operation)) {
@@ -359,8 +373,69 @@ public final class TableOperationCommand extends JavaCommand {
         return relative == null ? root.toString() : new Path(root, relative).toString();
     }
 
-    /** Runs the operation through the Python data source; returns the outcome it wrote. */
-    private JsonNode runInPython(SparkSession session, SqlTable table, Map<String, Object> op) {
+    /**
+     * The second write of {@code CREATE INDEX} / {@code REFRESH INDEX}: the first one's commit
+     * committed the index's transient state and planned the build; here one row per task (the
+     * session's default parallelism), each naming a group of the data files, reaches the Python
+     * writer's tasks, which read, hash, sort and write the index files, and its commit commits
+     * them ({@code indexeddf/spark/index_statements.py}). A failed job aborts the write, which
+     * cancels the operation.
+     */
+    private JsonNode buildIndex(SparkSession session, SqlTable table, JsonNode plan) {
+        int tasks = Math.max(1, session.sparkContext().defaultParallelism());
+        Map<String, Object> build = new LinkedHashMap<>();
+        build.put("operation", "indexBuild");
+        build.put("plan", plan);
+        build.put("tasks", tasks);
+        return runInPython(session, table, build, tasks);
+    }
+
+    /**
+     * {@code OPTIMIZE}'s rewrite as the job of {@code optimize(spark=)}: the first write's commit
+     * planned it (the version it read); here the Python data source's reader rewrites the groups of
+     * files in its partitions, a task a group of groups, and yields the new files' adds and their
+     * index entries; Spark shuffles them by (index, index bucket) and sorts them; the write's tasks
+     * merge each index bucket's entries and its commit commits the optimize once
+     * ({@code indexeddf/spark/optimize_statement.py}).
+     */
+    private JsonNode optimizeOnExecutors(SparkSession session, SqlTable table, JsonNode plan) {
+        int cores = Math.max(1, session.sparkContext().defaultParallelism());
+        com.fasterxml.jackson.databind.node.ObjectNode withCores =
+            ((com.fasterxml.jackson.databind.node.ObjectNode) plan).deepCopy().put("cores", cores);
+        String text;
+        try {
+            text = DeltaLog.JSON.writeValueAsString(withCores);
+        } catch (IOException e) {
+            throw new IndexedDFException("IndexedDFError", "cannot write the plan of OPTIMIZE: " + e, e);
+        }
+        org.apache.spark.sql.DataFrameReader reader = session.read().format(TableRelation.PYTHON_NAME)
+            .option("path", table.path).option("_optimizeRewrite", text);
+        if (table.storageOptions != null) {
+            reader = reader.option("storageOptions", table.storageOptions);
+        }
+        // Two merge tasks a core, no more than there are index buckets (each task's keys arrive sorted).
+        int parts = Math.max(1, Math.min(plan.path("pairs").asInt(), 2 * cores));
+        org.apache.spark.sql.Dataset<Row> entries = reader.load()
+            .repartition(parts, org.apache.spark.sql.functions.col("key")).sortWithinPartitions("key");
+        Map<String, Object> merge = new LinkedHashMap<>();
+        merge.put("operation", "optimizeMerge");
+        merge.put("plan", withCores);
+        return runInPython(session, table, merge, entries);
+    }
+
+    /**
+     * Runs the operation through the Python data source, a write of {@code rows} rows in as many
+     * tasks (the row ids, 0 to rows - 1); returns the outcome its commit wrote.
+     */
+    private JsonNode runInPython(SparkSession session, SqlTable table, Map<String, Object> op, int rows) {
+        // One row a task: a statement's write carries nothing but that row's id (an index
+        // build's tasks read it as their group of data files).
+        return runInPython(session, table, op, session.range(0, rows, 1, rows).toDF());
+    }
+
+    /** Runs the operation through the Python data source, a write of {@code data}; returns the outcome its commit wrote. */
+    private JsonNode runInPython(SparkSession session, SqlTable table, Map<String, Object> op,
+                                 org.apache.spark.sql.Dataset<Row> data) {
         File result;
         try {
             result = File.createTempFile("indexeddf-operation-", ".json");
@@ -378,8 +453,7 @@ public final class TableOperationCommand extends JavaCommand {
             options.put("_commitResultFile", result.getAbsolutePath());
             scala.collection.immutable.Map<String, String> params =
                 scala.collection.immutable.Map$.MODULE$.from(CollectionConverters.asScala(options));
-            // One row reaches the writer's commit through one task; it carries nothing.
-            PythonWriter.save(session.sqlContext(), SaveMode.Append, params, session.range(1).toDF());
+            PythonWriter.save(session.sqlContext(), SaveMode.Append, params, data);
             byte[] body = Files.readAllBytes(result.toPath());
             if (body.length == 0) {
                 throw new IndexedDFException("IndexedDFError", statement() + " left no result in " + result);

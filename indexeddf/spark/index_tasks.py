@@ -1,0 +1,113 @@
+"""The Python tasks' share of an index build: a data file's entries read through the
+project's reader (``format/datafiles.py``) and hashed with ``spec/bucketing.py``, and a task's
+entries sorted a chunk at a time and written as index files.
+
+Used by ``create_index(spark=)`` / ``refresh(spark=)`` / ``convert(spark=)``
+(``maintenance.py``, in ``mapInArrow`` tasks) and by SQL ``CREATE INDEX`` / ``REFRESH INDEX``
+(``index_statements.py``, in the tasks of a write of the Python data source). This module
+imports nothing of ``indexeddf.spark`` but its options, so the data source can use it.
+"""
+
+from __future__ import annotations
+
+from typing import Iterator
+
+import numpy as np
+import pyarrow as pa
+
+from ..format.datafiles import iter_live_row_groups
+from ..spec.actions import AddFile, IndexEntry, IndexFile
+from ..spec.bucketing import bucket_ids, key_hash
+from ..spec.column_mapping import table_schema
+from ..writer.index_files import write_entries
+
+ENTRY_ARROW = pa.schema([("bucket", pa.int32()), ("hash", pa.int64()), ("file_id", pa.int64()), ("row", pa.int32())])
+"""An index entry between the read and the write stage. The uint32 key hash rides in an
+int64 so that Spark sorts it as the index file does (unsigned)."""
+WRITE_CHUNK_ENTRIES = 1 << 22
+"""Entries a write task sorts at once, then writes as one index file per index bucket: 4M
+entries, about 80 MB in the task (twice that while sorting)."""
+
+
+def balanced_groups(sizes: list[int], tasks: int) -> list[list[int]]:
+    """The files (by position) of each read task: ``tasks`` groups of about equal bytes,
+    biggest file first to the lightest group. Each Python task costs a worker round trip,
+    so a few tasks a core beat one a file; a task reads a row group at a time, so its
+    memory does not grow with its files."""
+    groups: list[list[int]] = [[] for _ in range(max(1, min(tasks, len(sizes))))]
+    load = [0] * len(groups)
+    for i in sorted(range(len(sizes)), key=lambda i: -sizes[i]):
+        g = load.index(min(load))
+        groups[g].append(i)
+        load[g] += sizes[i]
+    return groups
+
+
+def file_entries(storage, add: AddFile, schema: pa.Schema, columns: list[str], num_buckets: int,
+                 version: int) -> Iterator[pa.RecordBatch]:
+    """The entries of one data file's live rows, a row group at a time (a task's memory is
+    a row group's keys)."""
+    for ordinals, rows in iter_live_row_groups(storage, add, schema, columns, version, use_threads=False):
+        if not rows.num_rows:
+            continue
+        keys = [rows.column(c) for c in columns]
+        yield pa.record_batch([
+            pa.array(bucket_ids(keys, num_buckets), pa.int32()),
+            pa.array(key_hash(keys).astype(np.int64), pa.int64()),
+            pa.array(np.full(rows.num_rows, add.fileId, dtype=np.int64), pa.int64()),
+            pa.array(ordinals.astype(np.int32), pa.int32()),
+        ], schema=ENTRY_ARROW)
+
+
+def write_entry_batches(storage, rel_dir: str, batches: Iterator[pa.RecordBatch]) -> list[IndexFile]:
+    """A write task's index files: its entry batches (``ENTRY_ARROW``) sorted a chunk of
+    :data:`WRITE_CHUNK_ENTRIES` at a time, one file per index bucket and chunk, under
+    ``rel_dir``. On a failure the files it wrote are deleted (the job fails; nothing of the
+    task is committed)."""
+    written: list[str] = []
+    done: list[IndexFile] = []
+    try:
+        for parts in _chunks(batches):
+            done += _write_chunk(storage, rel_dir, parts, written)
+    except BaseException:
+        for path in written:
+            storage.delete(path)
+        raise
+    return done
+
+
+def task_index_files(storage, snapshot, entry: IndexEntry, data_files: list[AddFile], rel_dir: str) -> list[IndexFile]:
+    """One Python task's share of a build, reading and writing (SQL ``CREATE INDEX`` /
+    ``REFRESH INDEX`` on executors, ``indexeddf/spark/index_statements.py``): the entries of
+    ``data_files``' live rows read through the project's reader, a row group at a time, and
+    written as :func:`write_entry_batches` writes them."""
+    schema = table_schema(snapshot.metadata)
+    columns, version = list(entry.columns), snapshot.version
+    batches = (b for add in data_files
+               for b in file_entries(storage, add, schema, columns, entry.numBuckets, version))
+    return write_entry_batches(storage, rel_dir, batches)
+
+
+def _chunks(batches: Iterator[pa.RecordBatch]) -> Iterator[list[pa.RecordBatch]]:
+    """Entry batches regrouped into runs of about :data:`WRITE_CHUNK_ENTRIES` entries."""
+    parts, count = [], 0
+    for batch in batches:
+        parts.append(batch)
+        count += batch.num_rows
+        if count >= WRITE_CHUNK_ENTRIES:
+            yield parts
+            parts, count = [], 0
+    if parts:
+        yield parts
+
+
+def _write_chunk(storage, rel_dir: str, parts: list[pa.RecordBatch], written: list[str]) -> list[IndexFile]:
+    """The index files of one chunk of entries: sorted by bucket, hash, file id and row as
+    ``build_index_files`` sorts them, one file per bucket."""
+    t = pa.Table.from_batches(parts)
+    if not t.num_rows:
+        return []
+    buckets, file_ids = t.column("bucket").to_numpy(), t.column("file_id").to_numpy()
+    hashes, rows = t.column("hash").to_numpy().astype(np.uint32), t.column("row").to_numpy()
+    order = np.lexsort((rows, file_ids, hashes, buckets))
+    return write_entries(storage, rel_dir, hashes[order], file_ids[order], rows[order], buckets[order], written)
