@@ -127,18 +127,22 @@ public final class PythonWriter {
      */
     private static void sizeEstimate(org.apache.spark.sql.classic.SparkSession session, Map<String, String> opts,
                                      String path, Dataset<Row> data) {
-        if (lookup(opts, "numBuckets") != null || lookup(opts, "_operation") != null  // a statement: no rows
-            || (lookup(opts, "_replaceTable") == null && tableExists(path, session.sessionState().newHadoopConf()))) {
+        if (lookup(opts, "numBuckets") != null || lookup(opts, "_operation") != null) {  // a statement: no rows
             return;
         }
         try {
+            if (lookup(opts, "_replaceTable") == null && tableExists(path, session.sessionState().newHadoopConf())) {
+                return;
+            }
             scala.math.BigInt size = data.queryExecution().optimizedPlan().stats().sizeInBytes();
             if (size.signum() >= 0 && size.compare(scala.math.BigInt.apply(session.sessionState().conf()
                     .defaultSizeInBytes())) < 0) {
                 opts.put(SIZE_OPTION, size.toString());
             }
         } catch (RuntimeException e) {
-            // A plan Spark cannot estimate: the Python writer takes the default count.
+            // A plan Spark cannot estimate, or a table this session's Hadoop cannot reach (s3://
+            // without hadoop-aws; the Python writer reaches it with fsspec): the Python writer
+            // takes the default count.
         }
     }
 
