@@ -178,21 +178,7 @@ def _table_files_on_disk(path: str) -> set[str]:
 
 @pytest.mark.parametrize("fault", ["garbage", "missing"])
 def test_a_failed_job_commits_nothing_and_vacuum_deletes_what_it_wrote(spark, tmp_path, fault):
-    t = make(tmp_path / "t")
-    t.create_index("by_s", ["s"])
-    _break_newest_file(t, fault)  # a real fault: one task cannot read its bucket's files
-    version = IndexedTable.for_path(t.path).version
-    # A task's indexeddf error is raised as itself (not as Spark's wrapper of it).
-    with pytest.raises(MissingFileError if fault == "missing" else Exception):
-        IndexedTable.for_path(t.path).optimize("full", spark=spark)
-    t = IndexedTable.for_path(t.path)
-    assert t.version == version
-    t.vacuum(retention_hours=0, enforce_retention=False)
-    snap = IndexedTable.for_path(t.path).snapshot
-    named = set(snap.files) | {f.path for e in snap.indexes.values() for f in e.files}
-    gone = {p for p in named if not pathlib.Path(snap.storage.full(p)).exists()}
-    assert len(gone) == (1 if fault == "missing" else 0)  # the file deleted outside indexeddf
-    assert _table_files_on_disk(t.path) == named - gone
+    _a_failed_optimize_leaves_nothing(tmp_path, fault, lambda path: IndexedTable.for_path(path).optimize("full", spark=spark))
 
 
 def test_an_append_committed_during_the_job_still_lands(spark, tmp_path):
@@ -313,12 +299,19 @@ def test_sql_optimize_rewrites_in_spark_tasks_what_the_single_process_optimize_w
 
 @pytest.mark.parametrize("fault", ["garbage", "missing"])
 def test_a_failed_sql_optimize_commits_nothing_and_vacuum_deletes_what_it_wrote(spark, sql, tmp_path, fault):
+    _a_failed_optimize_leaves_nothing(tmp_path, fault, lambda path: sql(f"OPTIMIZE indexeddf.`{path}`"))
+
+
+def _a_failed_optimize_leaves_nothing(tmp_path, fault: str, optimize) -> None:
+    """``optimize(path)`` on a table with a broken file fails (a task's indexeddf error raised
+    as itself, not as Spark's wrapper of it), commits nothing, and vacuum leaves exactly the
+    files the version names (less the one deleted outside indexeddf)."""
     t = make(tmp_path / "t")
     t.create_index("by_s", ["s"])
-    _break_newest_file(t, fault)  # a real fault: one rewrite task cannot read its files
+    _break_newest_file(t, fault)  # a real fault: one task cannot read its files
     version = IndexedTable.for_path(t.path).version
     with pytest.raises(MissingFileError if fault == "missing" else Exception):
-        sql(f"OPTIMIZE indexeddf.`{t.path}`")
+        optimize(t.path)
     t = IndexedTable.for_path(t.path)
     assert t.version == version
     t.vacuum(retention_hours=0, enforce_retention=False)
