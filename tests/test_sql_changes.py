@@ -465,12 +465,14 @@ def test_a_merge_of_a_large_source_shuffles_only_the_source(registered, tmp_path
     index read too much of the table (``declined``): the target is Spark's bucketed scan of
     the table and the join shuffles only the source to the table's buckets (the scan keeps its
     bucketing, which the connector drops wherever nothing above uses it). The outcome is
-    written where the join leaves it, each bucket's changes by one task, with no repartition
-    by file (one new file a touched bucket); with ``bucketedOutcome.enabled=false`` it is
+    written where the join leaves it, with no repartition by file, each bucket's changes by one
+    task: here one task writes all four buckets' (``change.writeTasks=1``), a bucket at a time,
+    still one new file a touched bucket; with ``bucketedOutcome.enabled=false`` it is
     repartitioned by file. Both equal DuckDB's MERGE."""
     spark = registered
     conf("spark.indexeddf.merge.engineMaxSourceBytes", "-1")
     conf("spark.sql.autoBroadcastJoinThreshold", "-1")  # the tiny target would be broadcast
+    conf("spark.indexeddf.change.writeTasks", "1")
     if source_rows == "declined":
         conf("spark.indexeddf.indexedJoin.maxProbeBytes", "10m")
         conf("spark.indexeddf.lookup.maxReadFraction", "0")
@@ -494,6 +496,7 @@ def test_a_merge_of_a_large_source_shuffles_only_the_source(registered, tmp_path
         assert any(re.match(r"\(\d+\) SortMergeJoin", p) for p in parts)
         by_file = [p for p in parts if re.match(r"\(\d+\) Exchange", p) and "REPARTITION_BY_COL" in p]
         assert bool(by_file) == (bucketed_outcome == "false"), by_file
+        assert any(re.match(r"\(\d+\) Coalesce", p) for p in parts) == (bucketed_outcome == "true"), "\n".join(parts)
         t = IndexedTable.for_path(path)
         assert ordered(t.to_arrow()) == ordered(duck.rows())
         if bucketed_outcome == "true":  # the updated and inserted rows: one file a bucket

@@ -51,6 +51,10 @@ APPLY_OPTION = "changeApply"
 """The option that makes a write of ``indexeddf_python`` the outcome of a change Spark planned."""
 APPLY_OPTIONS = ["path", "storageOptions", APPLY_OPTION]
 OP, FILE, ROW = "__indexeddf_op", "__indexeddf_file", "__indexeddf_row"
+PART = "__indexeddf_part"
+"""The plan's partition a row comes from, where the connector left the outcome where its join
+put it (io.indexeddf.spark.plan.BucketedOutcome: every row of a file in one partition, the
+partitions one after another in a task); null elsewhere."""
 _SNAPSHOTS: dict[tuple, Snapshot] = {}
 """The snapshots this worker process replayed for the statements it wrote, newest last (the
 key holds the statement's own result file, so no two statements share one)."""
@@ -123,45 +127,19 @@ class ApplyWriter(DataSourceArrowWriter):
         return snapshot
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> AppliedMessage:
-        """Write the outcome of this task's files."""
-        batches = [b for b in iterator if b.num_rows]
-        if not batches:
-            return AppliedMessage()
-        rows = pa.Table.from_batches(batches)
-        snapshot = self._snapshot()
-        conf = snapshot.metadata.configuration
-        schema = file_schema(snapshot.metadata.schema_, conf)
-        ops = rows.column(OP)
-        counted = rows.filter(pc.equal(ops, "count"))  # a MERGE's source rows, counted by Spark
-        rows = rows.filter(pc.not_equal(ops, "count"))
-        ops = rows.column(OP)
-        inserted = rows.filter(pc.equal(ops, "insert"))
-        changed, deleted, updated = [], 0, 0
-        for add, ordinals, mine in _by_file(snapshot, rows.filter(pc.not_equal(ops, "insert"))):
-            new = mine.filter(pc.equal(mine.column(OP), "update"))
-            gone = mine.filter(pc.equal(mine.column(OP), "delete")).column(ROW).to_numpy().astype(np.int64)
-            changed.append((add, ordinals, new.select(schema.names).cast(schema) if new.num_rows else None, gone))
-            updated += new.num_rows
-            deleted += len(ordinals) - new.num_rows
-        metrics = ChangeMetrics()
-        written: list[str] = []
+        """Write the outcome of this task's files, a partition of the plan at a time where the
+        plan says where its partitions end (:func:`_partitions`)."""
+        message, metrics, snapshot = AppliedMessage(), ChangeMetrics(), None
         try:
-            actions, index_files = apply_outcome(
-                snapshot, schema, snapshot.metadata, deletion_vectors_enabled(conf), changed,
-                inserted.select(schema.names).cast(schema) if inserted.num_rows else None, written, metrics)
+            for rows in _partitions(iterator):
+                snapshot = snapshot or self._snapshot()
+                _write_rows(snapshot, rows, message, metrics)
         except BaseException:
-            delete_uncommitted(snapshot.storage, written)
+            if snapshot is not None:
+                delete_uncommitted(snapshot.storage, message.written)
             raise
-        metrics.num_target_rows_updated += updated
-        metrics.num_target_rows_deleted += deleted
-        metrics.num_target_rows_inserted += inserted.num_rows
-        metrics.num_source_rows += sum(counted.column(ROW).to_pylist())
-        return AppliedMessage(
-            adds=[_add_json(a) for a in actions if isinstance(a, AddFile)],
-            removes=[a.model_dump_json(by_alias=True) for a in actions if isinstance(a, RemoveFile)],
-            cdcs=[a.model_dump_json(by_alias=True) for a in actions if isinstance(a, CdcFile)],
-            index_files={k: [f.model_dump_json(by_alias=True) for f in fs] for k, fs in index_files.items()},
-            written=written, metrics={k: v for k, v in metrics.as_dict().items() if isinstance(v, int)})
+        message.metrics = {k: v for k, v in metrics.as_dict().items() if isinstance(v, int)}
+        return message
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
         """Commit every task's actions once, on the version the plan read."""
@@ -206,6 +184,62 @@ class ApplyWriter(DataSourceArrowWriter):
         """Delete what the tasks wrote; nothing was committed."""
         written = [p for m in messages if isinstance(m, AppliedMessage) for p in m.written]
         delete_uncommitted(so.shared_storage(self.url, self.storage_options), written)
+
+
+def _partitions(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.Table]:
+    """The task's rows, a plan partition at a time where they carry it (``PART``), else all
+    at once: a task that writes several buckets' outcomes holds one bucket's rows at a time."""
+    held: list[pa.RecordBatch] = []
+    part = None
+    for batch in batches:
+        if not batch.num_rows:
+            continue
+        column = batch.column(PART) if PART in batch.schema.names else None
+        if column is None or column.null_count == batch.num_rows:
+            held.append(batch)
+            continue
+        parts = column.to_numpy(zero_copy_only=False)
+        ends = np.r_[np.flatnonzero(parts[1:] != parts[:-1]) + 1, len(parts)]
+        start = 0
+        for end in ends:
+            if held and parts[start] != part:
+                yield pa.Table.from_batches(held)
+                held = []
+            held.append(batch.slice(start, end - start))
+            part, start = parts[start], end
+    if held:
+        yield pa.Table.from_batches(held)
+
+
+def _write_rows(snapshot: Snapshot, rows: pa.Table, message: AppliedMessage, metrics: ChangeMetrics) -> None:
+    """Write the outcome of the files ``rows`` change (every changed row of each) and of their
+    inserted rows into ``message``; ``metrics`` counts them."""
+    conf = snapshot.metadata.configuration
+    schema = file_schema(snapshot.metadata.schema_, conf)
+    ops = rows.column(OP)
+    counted = rows.filter(pc.equal(ops, "count"))  # a MERGE's source rows, counted by Spark
+    rows = rows.filter(pc.not_equal(ops, "count"))
+    ops = rows.column(OP)
+    inserted = rows.filter(pc.equal(ops, "insert"))
+    changed, deleted, updated = [], 0, 0
+    for add, ordinals, mine in _by_file(snapshot, rows.filter(pc.not_equal(ops, "insert"))):
+        new = mine.filter(pc.equal(mine.column(OP), "update"))
+        gone = mine.filter(pc.equal(mine.column(OP), "delete")).column(ROW).to_numpy().astype(np.int64)
+        changed.append((add, ordinals, new.select(schema.names).cast(schema) if new.num_rows else None, gone))
+        updated += new.num_rows
+        deleted += len(ordinals) - new.num_rows
+    actions, index_files = apply_outcome(
+        snapshot, schema, snapshot.metadata, deletion_vectors_enabled(conf), changed,
+        inserted.select(schema.names).cast(schema) if inserted.num_rows else None, message.written, metrics)
+    metrics.num_target_rows_updated += updated
+    metrics.num_target_rows_deleted += deleted
+    metrics.num_target_rows_inserted += inserted.num_rows
+    metrics.num_source_rows += sum(counted.column(ROW).to_pylist())
+    message.adds += [_add_json(a) for a in actions if isinstance(a, AddFile)]
+    message.removes += [a.model_dump_json(by_alias=True) for a in actions if isinstance(a, RemoveFile)]
+    message.cdcs += [a.model_dump_json(by_alias=True) for a in actions if isinstance(a, CdcFile)]
+    for name, files in index_files.items():
+        message.index_files.setdefault(name, []).extend(f.model_dump_json(by_alias=True) for f in files)
 
 
 def _one_task_a_file(removes: list[RemoveFile]) -> None:

@@ -1,6 +1,7 @@
 package io.indexeddf.spark.plan;
 
 import io.indexeddf.spark.exec.SnapshotFileIndex;
+import java.util.ArrayList;
 import java.util.HashSet;
 import java.util.List;
 import java.util.Set;
@@ -10,9 +11,11 @@ import org.apache.spark.sql.catalyst.expressions.Attribute;
 import org.apache.spark.sql.catalyst.expressions.ExprId;
 import org.apache.spark.sql.catalyst.expressions.Expression;
 import org.apache.spark.sql.catalyst.expressions.NamedExpression;
+import org.apache.spark.sql.catalyst.expressions.SparkPartitionID;
 import org.apache.spark.sql.catalyst.optimizer.BuildLeft$;
 import org.apache.spark.sql.catalyst.plans.physical.HashPartitioning;
 import org.apache.spark.sql.catalyst.rules.Rule;
+import org.apache.spark.sql.execution.CoalesceExec;
 import org.apache.spark.sql.execution.ColumnarToRowExec;
 import org.apache.spark.sql.execution.FileSourceScanExec;
 import org.apache.spark.sql.execution.FilterExec;
@@ -26,6 +29,7 @@ import org.apache.spark.sql.execution.exchange.ShuffleExchangeExec;
 import org.apache.spark.sql.execution.joins.BroadcastHashJoinExec;
 import org.apache.spark.sql.execution.joins.ShuffledHashJoinExec;
 import org.apache.spark.sql.execution.joins.SortMergeJoinExec;
+import scala.Option;
 import scala.jdk.javaapi.CollectionConverters;
 
 /**
@@ -43,7 +47,8 @@ import scala.jdk.javaapi.CollectionConverters;
  * rows in the partition of their key's bucket (the join shuffled the source by the table's
  * bucketing). The repartition then only moves every changed row, a whole copy of the outcome
  * (at 20M target rows and a 2M-row source, 3M rows with their values), across the shuffle for
- * nothing; this rule drops it. Anywhere else (no bucketed scan, a join that broadcasts the
+ * nothing; this rule drops it, and has a few tasks write the buckets' outcomes one after
+ * another ({@link #WRITE_TASKS}). Anywhere else (no bucketed scan, a join that broadcasts the
  * target, an exchange on the target's side) the repartition stays. The driver's commit checks
  * that no file was written by two tasks (indexeddf/spark/apply.py).
  */
@@ -64,9 +69,60 @@ public final class BucketedOutcome extends Rule<SparkPlan> {
 
             @Override
             public SparkPlan apply(SparkPlan p) {
-                return ((ShuffleExchangeExec) p).child();
+                return inWriteTasks(((ShuffleExchangeExec) p).child());
             }
         });
+    }
+
+    /** The session setting: the most tasks that write an outcome left where the join put it
+     * (default: twice the session's default parallelism). */
+    public static final String WRITE_TASKS = "spark.indexeddf.change.writeTasks";
+
+    /**
+     * The outcome {@code p} (one partition a bucket, or a few) tagged with each row's partition
+     * ({@link SparkChange#PART}) and coalesced into at most {@link #WRITE_TASKS} tasks: each
+     * write task writes its partitions one after another, holding one partition's rows at a
+     * time (indexeddf/spark/apply.py). A Python write task costs tens of milliseconds of CPU
+     * besides its rows (its worker's set-up, the Arrow stream): at 32 buckets and a 2M-row
+     * source, a task a bucket cost about a quarter of the MERGE's CPU.
+     */
+    private static SparkPlan inWriteTasks(SparkPlan p) {
+        List<NamedExpression> project = new ArrayList<>();
+        boolean tagged = false;
+        for (Attribute a : CollectionConverters.asJava(p.output())) {
+            if (a.name().equals(SparkChange.PART)) {
+                project.add(new Alias(new SparkPartitionID(), a.name(), a.exprId(), a.qualifier(), Option.empty(),
+                    CollectionConverters.asScala(List.<String>of()).toList()));
+                tagged = true;
+            } else {
+                project.add(a);
+            }
+        }
+        if (!tagged) {
+            return p;  // an outcome that cannot say where its partitions end: one task a partition
+        }
+        // A union (a MERGE's count row) does not say how many partitions it has; a coalesce into
+        // more partitions than there are keeps them as they are.
+        return new CoalesceExec(writeTasks(p), new ProjectExec(CollectionConverters.asScala(project).toList(), p));
+    }
+
+    private static int writeTasks(SparkPlan p) {
+        String v = p.conf().getConfString(WRITE_TASKS, "").trim();
+        if (!v.isEmpty()) {
+            try {
+                int n = Integer.parseInt(v);
+                if (n > 0) {
+                    return n;
+                }
+            } catch (NumberFormatException e) {
+                // refused below
+            }
+            throw io.indexeddf.log.IndexedDFException.option(WRITE_TASKS + " = " + v
+                + ": give a positive number of tasks, or unset it for twice the session's default parallelism");
+        }
+        org.apache.spark.SparkContext sc = p.session() != null ? p.session().sparkContext()
+            : org.apache.spark.SparkContext.getOrCreate();
+        return 2 * Math.max(1, sc.defaultParallelism());
     }
 
     /** The outcome's repartition by file, over rows whose files each lie in one partition. */

@@ -113,6 +113,7 @@ final class MergeOutcome {
             values.add(v);
             project.add(SparkChange.alias(v, col.name()));
         }
+        project.add(SparkChange.partColumn());
         Filter acted = new Filter(new IsNotNull(opExpr), join);
         Project changes = new Project(CollectionConverters.asScala(project).toList(), acted);
         // One more row: the source's row count (Delta's numSourceRows), as op "count".
@@ -132,13 +133,14 @@ final class MergeOutcome {
         for (Attribute col : columns) {
             countRow.add(SparkChange.alias(Literal.create(null, col.dataType()), col.name()));
         }
+        countRow.add(SparkChange.partColumn());
         LogicalPlan outcome = new org.apache.spark.sql.catalyst.plans.logical.Union(
             CollectionConverters.asScala(List.<LogicalPlan>of(changes,
                 new Project(CollectionConverters.asScala(countRow).toList(), count))).toList(), false, false);
         List<Attribute> o = CollectionConverters.asJava(outcome.output());
         // Any value will do for an insert (it has no file): its bucket spreads the inserts.
         Expression part = new Coalesce(CollectionConverters.asScala(List.<Expression>of(o.get(1),
-            new Cast(insertBucket(target, o.subList(3, o.size())), DataTypes.LongType, Option.empty())))
+            new Cast(insertBucket(target, o.subList(3, o.size() - 1)), DataTypes.LongType, Option.empty())))
             .toList());
         return new RepartitionByExpression(CollectionConverters.asScala(List.of(part)).toList(), outcome,
             Option.empty(), Option.empty());

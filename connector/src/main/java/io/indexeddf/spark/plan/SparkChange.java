@@ -63,6 +63,11 @@ public final class SparkChange extends JavaCommand {
     static final String OP = "__indexeddf_op";
     static final String FILE = "__indexeddf_file";
     static final String ROW = "__indexeddf_row";
+    /** The partition a changed row is written from, set only where {@link BucketedOutcome} lets
+     * the tasks write the outcome where the join leaves it (null elsewhere): the write task
+     * (indexeddf/spark/apply.py) writes each partition's rows as it ends, so a task that writes
+     * several buckets holds one bucket's rows at a time. */
+    static final String PART = "__indexeddf_part";
     /** The Python writer's option that makes a write the outcome of a change (indexeddf/spark/apply.py). */
     static final String APPLY_OPTION = "changeApply";
 
@@ -174,6 +179,7 @@ public final class SparkChange extends JavaCommand {
                 columns.add(value == null ? a : alias(value, a.name()));
             }
         }
+        columns.add(partColumn());
         Project project = new Project(CollectionConverters.asScala(columns).toList(), rows);
         Attribute file = project.output().apply(1);
         return new RepartitionByExpression(CollectionConverters.asScala(List.<Expression>of(file)).toList(), project,
@@ -196,6 +202,11 @@ public final class SparkChange extends JavaCommand {
         return List.of(
             alias(new GetStructField(meta, fields.fieldIndex(id), Option.apply(id)), FILE),
             alias(new GetStructField(meta, fields.fieldIndex("row_index"), Option.apply("row_index")), ROW));
+    }
+
+    /** {@link #PART}, null until {@link BucketedOutcome} sets it. */
+    static Alias partColumn() {
+        return alias(Literal.create(null, DataTypes.IntegerType), PART);
     }
 
     static Alias alias(Expression e, String name) {
