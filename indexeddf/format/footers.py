@@ -59,8 +59,7 @@ class CompactFooter:
                  _list_header(len(groups))]
         parts += [raw[at[g]:at[g + 1]] for g in groups]
         parts.append(raw[at[-1]:])
-        footer = b"".join(parts)
-        return pq.read_metadata(io.BytesIO(MAGIC + footer + struct.pack("<I", len(footer)) + MAGIC))
+        return decode(b"".join(parts))
 
 
 def read_footer(source) -> CompactFooter:
@@ -77,8 +76,9 @@ def read_footer(source) -> CompactFooter:
 
 def compact(raw: bytes) -> CompactFooter:
     """The :class:`CompactFooter` of a serialized ``FileMetaData``: its top-level fields are
-    walked, and the entries of its ``row_groups`` list (field 4) skipped one by one to find
-    where each starts."""
+    walked to find the ``row_groups`` list (field 4), and in it where each row group's entry
+    starts (:func:`_group_starts`)."""
+    meta = decode(raw)
     pos, fid = 0, 0
     list_at, groups, num_rows_at = -1, None, None
     while True:
@@ -98,18 +98,52 @@ def compact(raw: bytes) -> CompactFooter:
             num_rows_at = (start, pos)
         elif fid == 4 and ftype == 9:  # row_groups: list<RowGroup>
             list_at = pos
-            size, etype, pos = _list_start(raw, pos)
-            starts, counts = [pos], []
-            for _ in range(size):
-                count, pos = _row_group(raw, pos)
-                starts.append(pos)
-                counts.append(count)
-            groups, rows = np.array(starts, np.int64), np.array(counts, np.int64)
+            size, _, pos = _list_start(raw, pos)
+            groups = np.array(_group_starts(raw, pos, size, meta), np.int64)
+            pos = int(groups[-1])
         else:
             pos = _skip(raw, pos, ftype)
-    if groups is None or num_rows_at is None:
+    if groups is None or num_rows_at is None or len(groups) != meta.num_row_groups + 1:
         raise ValueError("a Parquet footer without num_rows or row_groups")
+    rows = np.array([meta.row_group(g).num_rows for g in range(meta.num_row_groups)], np.int64)
     return CompactFooter(raw, groups, list_at, num_rows_at, rows)
+
+
+def decode(footer: bytes) -> pq.FileMetaData:
+    """pyarrow's decoded ``FileMetaData`` of a serialized footer."""
+    return pq.read_metadata(io.BytesIO(MAGIC + footer + struct.pack("<I", len(footer)) + MAGIC))
+
+
+def _group_starts(raw: bytes, first: int, n: int, meta: pq.FileMetaData) -> list[int]:
+    """Where each of the ``n`` RowGroup entries from ``first`` starts, then where the last ends.
+
+    Walking every field of every column chunk in Python costs about 25 ms for a footer of
+    500 row groups, 13 times pyarrow's decoding. So each group's start is searched for
+    instead, by what the bytes there must be: the STOP of the group before, the header of
+    the ``columns`` list, and the first column chunk's ``file_offset`` (field 2), whose
+    value the decoded footer gives. A writer that puts a ``file_path`` first, or any start
+    not found, falls back to the walk; only the last group is always walked, to its end."""
+    if n == 0:
+        return [first]
+    lead = b"\x00\x19" + _list_header(meta.num_columns)
+    starts = [first]
+    for g in range(1, n):
+        sign = lead + b"\x26" + _varint(_zigzag(meta.row_group(g).column(0).file_offset))
+        at = raw.find(sign, starts[-1])
+        if at < 0:
+            return _walked_starts(raw, first, n)
+        starts.append(at + 1)
+    _, end = _row_group(raw, starts[-1])
+    return starts + [end]
+
+
+def _walked_starts(raw: bytes, pos: int, n: int) -> list[int]:
+    """:func:`_group_starts` by walking every field of every group."""
+    starts = [pos]
+    for _ in range(n):
+        _, pos = _row_group(raw, pos)
+        starts.append(pos)
+    return starts
 
 
 def _row_group(raw: bytes, pos: int) -> tuple[int, int]:
