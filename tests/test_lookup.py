@@ -161,6 +161,28 @@ def test_the_cache_keeps_footers_compact_and_reads_row_groups_through_them(table
                                                               .read_row_group(groups[0]).column("id")[0].as_py()]
 
 
+def test_a_footer_whose_row_groups_are_not_found_by_search_is_walked(tmp_path):
+    """Column chunks that name a ``file_path`` (a summary ``_metadata`` file) start otherwise
+    than the search for row groups expects: the footer is then walked field by field, and its
+    footers of some row groups decode as the whole footer's."""
+    import pyarrow.parquet as pq
+
+    from indexeddf.format.footers import _walked_starts, read_footer
+
+    pq.write_table(pa.table({"k": list(range(1000)), "s": [f"s{i}" for i in range(1000)]}), tmp_path / "f.parquet",
+                   row_group_size=100)
+    meta = pq.read_metadata(tmp_path / "f.parquet")
+    meta.set_file_path("f.parquet")
+    meta.write_metadata_file(str(tmp_path / "_metadata"))
+    with pa.OSFile(str(tmp_path / "_metadata")) as source:
+        compact = read_footer(source)
+    assert compact.num_row_groups == 10
+    assert compact.groups.tolist() == _walked_starts(compact.raw, int(compact.groups[0]), 10)
+    part = compact.metadata([7, 2])
+    assert [part.row_group(i).column(0).statistics.min for i in range(2)] == [700, 200]
+    assert part.row_group(0).column(0).file_path == "f.parquet" and part.num_rows == 200
+
+
 def test_index_errors(table_path):
     t = IndexedTable.create(table_path, batch([(1, "a", 1)]), index_columns=["id"], num_buckets=2)
     with pytest.raises(IndexNotFoundError):
