@@ -17,7 +17,10 @@ given, in two ways a process can be warm:
 Each (engine, way, size) runs in a process of its own, so its peak RSS (``VmHWM``: of the
 Python process, or of the Spark driver JVM) is its own. Times are per lookup: the median
 wall time and the mean CPU time (of the Python process, or of the JVM), over ``--keys``
-new keys. ``--code DIR`` runs another checkout's ``indexeddf`` (its jar built in it) for a
+new keys. The connector's cases also run on an empty table of the same schema (``rows`` 0:
+the same point-lookup query, in the same kind of process), the **floor** a query through
+the connector costs whatever the data; the larger sizes are printed as ratios of it too.
+``--code DIR`` runs another checkout's ``indexeddf`` (its jar built in it) for a
 before/after comparison in one run. Results JSON: ``--out``.
 
     python benchmarks/lookup_blocks.py --rows 2000000 20000000 --out benchmarks/results/<stamp>-lookup-blocks.json
@@ -80,7 +83,7 @@ def connector_child(rows: int, n_keys: int, way: str) -> dict:
 
     import indexeddf
 
-    path = datasets.events(rows)
+    path = datasets.events(rows) if rows else datasets.events_empty()  # 0: the floor
     spark = indexeddf.local_session("lookup-blocks", conf={"spark.default.parallelism": "2"})
     jvm = next(p for p in tree(os.getpid())[1:] if open(f"/proc/{p}/comm").read().strip() == "java")
     df = spark.read.format("indexeddf").load(path)
@@ -183,7 +186,8 @@ def main(argv=None) -> None:
     for label, code in codes:
         for engine in args.engines:
             for way in args.ways:
-                for rows in args.rows:
+                floor = [0] if engine == "connector" else []  # the empty table, same query
+                for rows in floor + args.rows:
                     n = args.keys if engine == "python" else args.connector_keys
                     r = {"code": label, "commit": commit_of(code), "engine": engine, "way": way, "rows": rows,
                          **run_child(code, engine, rows, n, way)}
@@ -193,14 +197,33 @@ def main(argv=None) -> None:
     for g in growth:
         say(f"{g['code']:>6} {g['engine']:>9} {g['way']:>6}: median {g['median_ratio']}x, CPU {g['cpu_ratio']}x, "
             f"peak RSS {g['rss_ratio']}x from {min(args.rows):,} to {max(args.rows):,} rows")
+    floors = floor_ratios(results)
+    for f in floors:
+        say(f"{f['code']:>6} {f['engine']:>9} {f['way']:>6}: at {f['rows']:,} rows median {f['median_ratio']}x, "
+            f"CPU {f['cpu_ratio']}x, peak RSS {f['rss_ratio']}x the empty table's")
     if args.out:
         out = Path(args.out)
         out.write_text(json.dumps({
             "run": out.stem, "kind": "benchmarks/lookup_blocks.py", "date": time.strftime("%Y-%m-%d", time.gmtime()),
             "command": "python benchmarks/lookup_blocks.py " + " ".join(argv if argv is not None else sys.argv[1:]),
             "commit": commit_of(None), "machine": f"{os.cpu_count()} cores, shared with other helpers (loaded)",
-            "source": "benchmarks/lookup_blocks.py", "printed": printed, "lookups": results, "growth": growth},
+            "source": "benchmarks/lookup_blocks.py", "printed": printed, "lookups": results, "growth": growth,
+            "floor": floors},
             indent=1) + "\n")
+
+
+def floor_ratios(results: list[dict]) -> list[dict]:
+    """Each connector case's figures over the same case on the empty table (``rows`` 0)."""
+    out = []
+    for r in results:
+        floor = next((f for f in results if f["rows"] == 0 and all(f[k] == r[k] for k in ("code", "engine", "way"))),
+                     None)
+        if floor is not None and r["rows"]:
+            out.append({k: r[k] for k in ("code", "commit", "engine", "way", "rows")} | {
+                "median_ratio": round(r["median_ms"] / floor["median_ms"], 2),
+                "cpu_ratio": round(r["cpu_ms_mean"] / floor["cpu_ms_mean"], 2),
+                "rss_ratio": round(r["peak_rss_mib"] / floor["peak_rss_mib"], 2)})
+    return out
 
 
 def growth_ratios(results: list[dict], sizes: list[int]) -> list[dict]:

@@ -57,6 +57,31 @@ def test_the_index_file_has_row_groups_bounded_by_hash(table):
     assert all(lo <= hi for lo, hi in bounds) and all(a[1] <= b[0] for a, b in zip(bounds, bounds[1:]))
 
 
+def test_index_files_hold_statistics_of_the_hash_only_and_old_files_still_read(tmp_path):
+    """New index files carry min/max statistics of ``hash`` alone (PROTOCOL.md §4.5.1); a
+    file written before, with statistics of all three columns, is read in blocks alike."""
+    path = str(tmp_path / "t")
+    t = IndexedTable.create(path, table_rows(5 * ENTRY_ROW_GROUP, 10), ["k"], num_buckets=1)
+    (f,) = t.snapshot.indexes["primary"].files
+    meta = pq.read_metadata(f"{path}/{f.path}")
+    assert meta.num_row_groups >= 5
+    for g in range(meta.num_row_groups):
+        stats = [meta.row_group(g).column(c).statistics for c in range(3)]
+        assert stats[0].has_min_max and all(s is None or not s.has_min_max for s in stats[1:])
+    keys = [3, 70_000, 81_919, -1, 10**9]
+    want = expected(t, keys)
+    assert answer(t, keys) == want
+    # The same entries as the writer wrote them before: statistics of every column.
+    entries = pq.read_table(f"{path}/{f.path}")
+    pq.write_table(entries, f"{path}/{f.path}", compression="zstd", row_group_size=ENTRY_ROW_GROUP,
+                   use_dictionary=["file_id"], column_encoding={"hash": "DELTA_BINARY_PACKED", "row": "DELTA_BINARY_PACKED"})
+    old = pq.read_metadata(f"{path}/{f.path}")
+    assert all(old.row_group(0).column(c).statistics.has_min_max for c in range(3))
+    cache().clear()
+    assert answer(t, keys) == want
+    assert any(k[0] == "segment-group" for k in cache().keys())  # read in blocks, not whole
+
+
 def test_lookups_in_parts_equal_duckdb(table):
     rng = random.Random(7)
     for keys in ([-1], [3], [0, -1, 999_999], rng.sample(range(5 * ENTRY_ROW_GROUP), 5), [1, 2, 4, 8, 16, 32]):

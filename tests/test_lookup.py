@@ -6,6 +6,7 @@ import time
 from collections import Counter
 
 import duckdb
+import numpy as np
 import pyarrow as pa
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -122,24 +123,64 @@ def test_cache_is_bounded_and_evicts_least_recently_used(table_path):
         cache().resize(1 << 30)
 
 
-def test_the_cache_counts_a_footer_by_its_row_groups(table_path):
-    """A decoded Parquet footer holds every row group's column chunks (about a kilobyte
-    each, several times their serialized size); the cache's bound counts them, so a table
-    with more row groups costs its cache more."""
+def test_the_cache_keeps_footers_compact_and_reads_row_groups_through_them(table_path):
+    """A decoded Parquet footer holds about a kilobyte for each column chunk of every row
+    group; the cache keeps a footer's serialized bytes instead (with where each row group's
+    entry lies) and decodes a footer of the row groups a read needs: what it holds of the
+    footers is their size in the files, and the rows read through them equal DuckDB's."""
+    import duckdb
     import pyarrow.parquet as pq
+
+    from indexeddf.format.footers import _walked_starts, read_footer
 
     t = IndexedTable.create(table_path, batch([(i, f"n{i}", i) for i in range(20_000)]), index_columns=["id"],
                             num_buckets=1, properties={"indexeddf.targetRowGroupBytes": "4096"})
     cache().clear()
-    t.lookup([7])
+    assert t.lookup([7, 19_999]).column("name").to_pylist() == ["n7", "n19999"]
     (data,) = t.snapshot.live_files()
-    meta = pq.read_metadata(f"{table_path}/{data.path}")
-    assert meta.num_row_groups > 50
-    chunks = meta.num_row_groups * meta.num_columns
-    index_meta = pq.read_metadata(f"{table_path}/{t.snapshot.indexes['primary'].files[0].path}")
-    chunks += index_meta.num_row_groups * index_meta.num_columns
-    assert cache_stats().bytes >= lookup_module.FOOTER_CHUNK_BYTES * chunks > 8 * (meta.serialized_size
-                                                                                 + index_meta.serialized_size)
+    index_path = f"{table_path}/{t.snapshot.indexes['primary'].files[0].path}"
+    metas = [pq.read_metadata(f"{table_path}/{data.path}"), pq.read_metadata(index_path)]
+    assert metas[0].num_row_groups > 50
+    footers = sum(m.serialized_size for m in metas)
+    held = sum(n for k, (_, n) in cache()._items.items() if k[0] in ("footer", "indexfooter"))
+    assert footers < held < 2 * footers
+    # A footer of some row groups reads those groups as the whole footer does, in the order asked.
+    with pa.OSFile(f"{table_path}/{data.path}") as source:
+        compact = read_footer(source)
+    assert compact.rows.tolist() == [metas[0].row_group(g).num_rows for g in range(metas[0].num_row_groups)]
+    # Row groups' starts are found by search; walking every field of the footer finds the same.
+    assert compact.groups.tolist() == _walked_starts(compact.raw, int(compact.groups[0]), compact.num_row_groups)
+    groups = [metas[0].num_row_groups - 1, 0, 17]
+    got = pq.ParquetFile(f"{table_path}/{data.path}", metadata=compact.metadata(groups)).read_row_groups([0, 1, 2])
+    starts = np.concatenate(([0], np.cumsum(compact.rows)))
+    want = duckdb.sql(f"SELECT id, name FROM read_parquet('{table_path}/{data.path}', file_row_number = true) "
+                      f"WHERE {' OR '.join(f'file_row_number BETWEEN {starts[g]} AND {starts[g + 1] - 1}' for g in groups)}"
+                      " ORDER BY file_row_number").fetch_arrow_table()
+    assert sorted(got.select(["id", "name"]).to_pylist(), key=str) == sorted(want.to_pylist(), key=str)
+    assert [r["id"] for r in got.slice(0, 1).to_pylist()] == [pq.ParquetFile(f"{table_path}/{data.path}")
+                                                              .read_row_group(groups[0]).column("id")[0].as_py()]
+
+
+def test_a_footer_whose_row_groups_are_not_found_by_search_is_walked(tmp_path):
+    """Column chunks that name a ``file_path`` (a summary ``_metadata`` file) start otherwise
+    than the search for row groups expects: the footer is then walked field by field, and its
+    footers of some row groups decode as the whole footer's."""
+    import pyarrow.parquet as pq
+
+    from indexeddf.format.footers import _walked_starts, read_footer
+
+    pq.write_table(pa.table({"k": list(range(1000)), "s": [f"s{i}" for i in range(1000)]}), tmp_path / "f.parquet",
+                   row_group_size=100)
+    meta = pq.read_metadata(tmp_path / "f.parquet")
+    meta.set_file_path("f.parquet")
+    meta.write_metadata_file(str(tmp_path / "_metadata"))
+    with pa.OSFile(str(tmp_path / "_metadata")) as source:
+        compact = read_footer(source)
+    assert compact.num_row_groups == 10
+    assert compact.groups.tolist() == _walked_starts(compact.raw, int(compact.groups[0]), 10)
+    part = compact.metadata([7, 2])
+    assert [part.row_group(i).column(0).statistics.min for i in range(2)] == [700, 200]
+    assert part.row_group(0).column(0).file_path == "f.parquet" and part.num_rows == 200
 
 
 def test_index_errors(table_path):

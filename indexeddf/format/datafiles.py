@@ -38,6 +38,7 @@ from ..spec.column_mapping import logical_column, physical_name, plain, resolve
 from ..spec.partitions import constant_column
 from ..spec.types import has_timestamp
 from .deletion_vectors import keep_mask, read_deletion_vector
+from .footers import CompactFooter, read_footer
 from .storage import TableStorage
 
 INT96_UNIT = "us"
@@ -76,6 +77,16 @@ def open_parquet(storage: TableStorage, path: str, version: int | None = None,
         return pq.ParquetFile(storage.full(path), filesystem=storage.arrow_filesystem(), metadata=metadata,
                               read_dictionary=read_dictionary, coerce_int96_timestamp_unit=INT96_UNIT)
     except (FileNotFoundError, IsADirectoryError):  # a folder where the log names a file: no file
+        raise missing_file(storage, path, version) from None
+
+
+def open_footer(storage: TableStorage, path: str, version: int | None = None) -> CompactFooter:
+    """The footer of the Parquet file ``path`` (relative to the table root), kept compact
+    (:mod:`.footers`); a missing file raises :class:`MissingFileError`."""
+    try:
+        with storage.arrow_filesystem().open_input_file(storage.full(path)) as source:
+            return read_footer(source)
+    except (FileNotFoundError, IsADirectoryError):
         raise missing_file(storage, path, version) from None
 
 

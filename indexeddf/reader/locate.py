@@ -27,7 +27,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..format.datafiles import open_parquet, read_file
+from ..format.datafiles import read_file
 from ..format.snapshot import Snapshot
 from ..spec.actions import AddFile, IndexFile
 from ..spec.bucketing import key_hash
@@ -41,6 +41,7 @@ from .lookup import (
     deleted_rows,
     index_footer,
     probe_trie,
+    read_index_groups,
     with_locators,
 )
 from .plan import LookupPlan, LookupTask
@@ -167,8 +168,7 @@ def _matching_entries(ctx: ReadContext, f: IndexFile, probes: np.ndarray) -> Seg
                             > np.searchsorted(probes, footer.lows, "left"))
     if len(groups) == 0:
         return Segment.from_entries(f.path, _EMPTY_ENTRIES)
-    table = open_parquet(ctx.storage, f.path, ctx.version, metadata=footer.metadata).read_row_groups(
-        groups.tolist(), use_threads=False)
+    table = read_index_groups(ctx, f.path, footer, groups.tolist())
     hashes = table.column("hash").to_numpy()
     if len(hashes) > 1 and not np.all(hashes[1:] >= hashes[:-1]):  # a file out of order: tolerated
         at = np.flatnonzero(np.isin(hashes, probes))

@@ -29,11 +29,13 @@ import pyarrow.parquet as pq
 from ..format.datafiles import (
     conform,
     file_columns,
+    open_footer,
     open_parquet,
     read_file,
     read_live_rows,
     read_named_file,
 )
+from ..format.footers import CompactFooter
 from ..format.snapshot import Snapshot
 from ..format.storage import TableStorage, frozen_options, thawed_options
 from ..spec.actions import AddFile, IndexFile
@@ -253,11 +255,10 @@ def _segment_parts(ctx: ReadContext, f: IndexFile, probes: np.ndarray) -> list[S
     if missing:
         # One read for the missing groups, on this thread: a few groups of ~100 KB decode
         # in about half the time without the hand-off to pyarrow's pool.
-        table = open_parquet(ctx.storage, f.path, ctx.version, metadata=footer.metadata).read_row_groups(
-            missing, use_threads=False)
+        table = read_index_groups(ctx, f.path, footer, missing)
         at = 0
         for g in missing:
-            rows = footer.metadata.row_group(g).num_rows
+            rows = int(footer.compact.rows[g])
             seg = Segment.from_entries(f.path, table.slice(at, rows))
             at += rows
             found[g] = seg
@@ -265,33 +266,27 @@ def _segment_parts(ctx: ReadContext, f: IndexFile, probes: np.ndarray) -> list[S
     return [found[int(g)] for g in groups]
 
 
-FOOTER_CHUNK_BYTES = 1200
-"""Memory of one column chunk's entry in a decoded Parquet footer (pyarrow's ``FileMetaData``
-keeps the whole Thrift structure: offsets, encodings, statistics): measured at 1.0 to 1.3 KB,
-7 to 10 times its serialized bytes, on the lookup benchmark's data and index files. A footer
-grows with its file's row groups, so a table's footers grow with the table; the cache counts
-them at this size so that its bound holds them too."""
-
-
-def footer_bytes(meta: pq.FileMetaData) -> int:
-    """What a cached footer costs in memory (:data:`FOOTER_CHUNK_BYTES` a column chunk)."""
-    return meta.serialized_size + FOOTER_CHUNK_BYTES * meta.num_row_groups * meta.num_columns
-
-
 @dataclass(frozen=True)
 class IndexFooter:
-    """An index file's Parquet footer and each row group's range of hashes."""
+    """An index file's footer, kept compact, and each row group's range of hashes."""
 
-    metadata: pq.FileMetaData
+    compact: CompactFooter
     lows: np.ndarray  # per row group: the smallest and largest hash
     highs: np.ndarray
+
+    @property
+    def nbytes(self) -> int:
+        """What this footer holds in memory."""
+        return self.compact.nbytes + self.lows.nbytes + self.highs.nbytes
 
 
 def index_footer(ctx: ReadContext, path: str) -> IndexFooter:
     """The footer of the index file ``path`` (cached: footers are small and reused)."""
 
     def load() -> IndexFooter:
-        meta = open_parquet(ctx.storage, path, ctx.version).metadata
+        compact = open_footer(ctx.storage, path, ctx.version)
+        # Decoded whole once, for the hash ranges, then dropped: the cache keeps the bytes.
+        meta = compact.metadata(range(compact.num_row_groups))
         lows, highs = [], []
         for i in range(meta.num_row_groups):
             stats = meta.row_group(i).column(0).statistics  # "hash", the first column
@@ -301,10 +296,15 @@ def index_footer(ctx: ReadContext, path: str) -> IndexFooter:
             else:
                 lows.append(int(stats.min))
                 highs.append(int(stats.max))
-        return IndexFooter(meta, np.array(lows, np.int64), np.array(highs, np.int64))
+        return IndexFooter(compact, np.array(lows, np.int64), np.array(highs, np.int64))
 
-    return cache().get_or_load(("indexfooter", ctx.table_id, path), load,
-                               lambda f: footer_bytes(f.metadata) + 16 * len(f.lows))
+    return cache().get_or_load(("indexfooter", ctx.table_id, path), load, lambda f: f.nbytes)
+
+
+def read_index_groups(ctx: ReadContext, path: str, footer: IndexFooter, groups: list[int]) -> pa.Table:
+    """The entries of row groups ``groups`` of the index file ``path``, in that order."""
+    return open_parquet(ctx.storage, path, ctx.version, metadata=footer.compact.metadata(groups)).read_row_groups(
+        list(range(len(groups))), use_threads=False)
 
 
 def file_segment(ctx: ReadContext, a: AddFile) -> Segment:
@@ -426,19 +426,18 @@ def _pick(table: pa.Table, rows: np.ndarray) -> list[pa.Table]:
 
 @dataclass(frozen=True)
 class _Footer:
-    metadata: pq.FileMetaData
+    compact: CompactFooter
     bounds: np.ndarray  # first row ordinal of each row group, then the row count
 
 
 def _footer(ctx: ReadContext, path: str) -> _Footer:
-    storage = ctx.storage
+    """A data file's footer, kept compact: a read decodes a footer of the row groups it reads."""
 
     def load() -> _Footer:
-        meta = open_parquet(storage, path, ctx.version).metadata
-        bounds = np.cumsum([0] + [meta.row_group(i).num_rows for i in range(meta.num_row_groups)])
-        return _Footer(meta, bounds)
+        compact = open_footer(ctx.storage, path, ctx.version)
+        return _Footer(compact, np.concatenate(([0], np.cumsum(compact.rows))))
 
-    return cache().get_or_load(("footer", ctx.table_id, path), load, lambda f: footer_bytes(f.metadata) + f.bounds.nbytes)
+    return cache().get_or_load(("footer", ctx.table_id, path), load, lambda f: f.compact.nbytes + f.bounds.nbytes)
 
 
 def _row_groups(ctx: ReadContext, path: str, footer: _Footer, groups: list[int], columns: list[str],
@@ -463,12 +462,13 @@ def _row_groups(ctx: ReadContext, path: str, footer: _Footer, groups: list[int],
             out[g] = hit
     if missing:
         storage = ctx.storage
-        # The cached footer spares a second read and parse of the file's metadata.
+        # The cached footer spares a second read and parse of the file's metadata: decoded
+        # for the missing groups only, which are its groups 0, 1, ...
         encoded = [physical_name(ctx.schema.field(c)) for c in dictionary_columns(ctx.schema, columns)]
-        pf = open_parquet(storage, path, ctx.version, footer.metadata, encoded)
+        pf = open_parquet(storage, path, ctx.version, footer.compact.metadata(missing), encoded)
         # Typed as the table's columns here, so the cache holds the table's types whoever
         # wrote the file (string columns stay dictionary-encoded until rows are picked).
-        table = conform(pf.read_row_groups(missing, columns=file_columns(pf, columns, ctx.schema)), ctx.schema, columns,
+        table = conform(pf.read_row_groups(list(range(len(missing))), columns=file_columns(pf, columns, ctx.schema)), ctx.schema, columns,
                         keep_dictionary=True, partition=ctx.partitions.get(path))
         start = 0
         for g in missing:
