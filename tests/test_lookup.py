@@ -183,6 +183,36 @@ def test_a_footer_whose_row_groups_are_not_found_by_search_is_walked(tmp_path):
     assert part.row_group(0).column(0).file_path == "f.parquet" and part.num_rows == 200
 
 
+def test_a_footer_whose_values_hold_what_the_search_looks_for_is_walked(tmp_path):
+    """A row group's statistic that holds the very bytes the search for the next row group's
+    start looks for (a binary value can hold any bytes) must not split the footer there: the
+    footer put together from the found starts is checked against pyarrow's, and walked
+    field by field when they differ."""
+    import pyarrow.parquet as pq
+
+    from indexeddf.format.footers import _list_header, _varint, _walked_starts, _zigzag, read_footer
+
+    path = tmp_path / "f.parquet"
+
+    def write(largest: bytes) -> pq.FileMetaData:
+        values = [b"a" * 40, largest, b"c" * 40, b"d" * 40]
+        pq.write_table(pa.table({"b": pa.array(values, pa.binary()), "i": [1, 2, 3, 4]}), path, row_group_size=2,
+                       compression="none", use_dictionary=False)
+        return pq.read_metadata(path)
+
+    meta = write(b"\xff" + b"z" * 39)
+    start = meta.row_group(1).column(0).file_offset
+    sign = b"\x00\x19" + _list_header(2) + b"\x26" + _varint(_zigzag(start))
+    meta = write(b"\xff" + sign + b"z" * (39 - len(sign)))  # the same length: the same offsets
+    assert meta.row_group(1).column(0).file_offset == start
+    with pa.OSFile(str(path)) as source:
+        compact = read_footer(source)
+    assert sign in compact.raw[:int(compact.groups[1])]  # the bytes lie in the first group's entry
+    assert compact.groups.tolist() == _walked_starts(compact.raw, int(compact.groups[0]), 2)
+    part = compact.metadata([1])
+    assert part.num_rows == 2 and part.row_group(0).column(1).statistics.min == 3
+
+
 def test_index_errors(table_path):
     t = IndexedTable.create(table_path, batch([(1, "a", 1)]), index_columns=["id"], num_buckets=2)
     with pytest.raises(IndexNotFoundError):

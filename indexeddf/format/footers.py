@@ -100,13 +100,33 @@ def compact(raw: bytes) -> CompactFooter:
             list_at = pos
             size, _, pos = _list_start(raw, pos)
             groups = np.array(_group_starts(raw, pos, size, meta), np.int64)
+            group_list = (pos, size)
             pos = int(groups[-1])
         else:
             pos = _skip(raw, pos, ftype)
     if groups is None or num_rows_at is None or len(groups) != meta.num_row_groups + 1:
         raise ValueError("a Parquet footer without num_rows or row_groups")
     rows = np.array([meta.row_group(g).num_rows for g in range(meta.num_row_groups)], np.int64)
-    return CompactFooter(raw, groups, list_at, num_rows_at, rows)
+    footer = CompactFooter(raw, groups, list_at, num_rows_at, rows)
+    if not _same_groups(footer.metadata(range(footer.num_row_groups)), meta):
+        # The search matched bytes inside a value (a statistic that happens to hold them):
+        # the walk, which reads every field, is exact.
+        footer = CompactFooter(raw, np.array(_walked_starts(raw, *group_list), np.int64), list_at, num_rows_at, rows)
+    return footer
+
+
+def _same_groups(spliced: pq.FileMetaData, meta: pq.FileMetaData) -> bool:
+    """Whether a footer put together from the found row-group entries lists the file's row
+    groups: each one's rows and every column chunk's offset as pyarrow decoded them."""
+    if spliced.num_row_groups != meta.num_row_groups:
+        return False
+    for g in range(meta.num_row_groups):
+        a, b = spliced.row_group(g), meta.row_group(g)
+        if a.num_rows != b.num_rows or a.num_columns != b.num_columns or any(
+                a.column(c).file_offset != b.column(c).file_offset
+                or a.column(c).data_page_offset != b.column(c).data_page_offset for c in range(b.num_columns)):
+            return False
+    return True
 
 
 def decode(footer: bytes) -> pq.FileMetaData:
@@ -133,7 +153,10 @@ def _group_starts(raw: bytes, first: int, n: int, meta: pq.FileMetaData) -> list
         if at < 0:
             return _walked_starts(raw, first, n)
         starts.append(at + 1)
-    _, end = _row_group(raw, starts[-1])
+    try:
+        _, end = _row_group(raw, starts[-1])
+    except (ValueError, IndexError):  # a start found inside a value: see compact()
+        return _walked_starts(raw, first, n)
     return starts + [end]
 
 
