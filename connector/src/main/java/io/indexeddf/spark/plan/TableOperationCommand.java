@@ -30,9 +30,10 @@ import scala.jdk.javaapi.CollectionConverters;
  * {@code _operation} (the operation as JSON) whose commit runs it and leaves its outcome in
  * the file {@code _commitResultFile} names ({@code indexeddf/spark/operation.py}). That commit
  * runs in a Python worker of the driver, which cannot start a Spark job; so for {@code OPTIMIZE},
- * {@code CREATE INDEX} and {@code REFRESH INDEX} it only plans (and for an index commits the
- * transient state), and this command runs the data work as a Spark job of the Python data
- * source's tasks, whose last commit commits. No Java code changes the table. The result rows
+ * {@code CREATE INDEX}, {@code REFRESH INDEX} and {@code CONVERT ... INDEX BY} it only plans (and
+ * for an index commits the transient state), and this command runs the data work as a Spark job
+ * (Spark's own scan and hash, and the Python data source's tasks), whose last commit commits. No
+ * Java code changes the table. The result rows
  * have Delta's columns:
  * <ul>
  *   <li>{@code OPTIMIZE table [WHERE ...] [ZORDER BY ...]}: {@code path}, {@code metrics} (the
