@@ -1,6 +1,8 @@
 """Index builds, refreshes and optimize in one Python process against the same operations as
 Spark jobs (``spark=``, ``local[2]``): ``create_index("by_s", ["s"])``,
-``refresh("primary", mode="full")`` and ``optimize(mode="full")``.
+``refresh("primary", mode="full")`` and ``optimize(mode="full")``; the two index operations
+also as SQL statements (``CREATE INDEX by_s ON ... (s)``, ``REFRESH INDEX primary ON ... FULL``:
+the connector's command, Spark's scan and hash where they read as the project's reader does).
 
     python benchmarks/maintenance_spark.py [--rows 20000000] [--buckets 32]
                                            [--ops create,refresh,optimize] [--record NAME]
@@ -44,7 +46,10 @@ from proctree import tree, tree_cpu  # noqa: E402
 CHILD = "--child"
 OPS = {"create": 'create_index("by_s", ["s"])', "refresh": 'refresh("primary", mode="full")',
        "optimize": 'optimize(mode="full")'}
-WAYS = {"single": "single process", "spark": "spark= (local[2])", "anchor": "Spark read+repartition+sort+write"}
+WAYS = {"single": "single process", "spark": "spark= (local[2])", "sql": "Spark SQL statement (local[2])",
+        "anchor": "Spark read+repartition+sort+write"}
+SQL = {"create": "CREATE INDEX by_s ON indexeddf.`{path}` (s)", "refresh": "REFRESH INDEX primary ON indexeddf.`{path}` FULL"}
+"""The SQL statement of an index operation (the ``sql`` way)."""
 
 
 def vm(pid, key: str = "VmHWM") -> float:
@@ -100,7 +105,7 @@ def child(paths: list[str], op: str, way: str) -> None:
     from indexeddf import IndexedTable
 
     spark = None
-    if way in ("spark", "anchor"):
+    if way in ("spark", "sql", "anchor"):
         import indexeddf
 
         spark = indexeddf.local_session("indexeddf-maintenance-benchmark", cores=2)
@@ -111,6 +116,8 @@ def child(paths: list[str], op: str, way: str) -> None:
         cpu, started = cpu_seconds(), time.perf_counter()
         if way == "anchor":
             anchor(spark, t)
+        elif way == "sql":
+            spark.sql(SQL[op].format(path=path)).collect()
         elif op == "create":
             t.create_index("by_s", ["s"], spark=spark)
         elif op == "optimize":
@@ -177,7 +184,7 @@ def run(args) -> list[str]:
                 f"primary and by_s, built in {time.perf_counter() - t0:.0f} s")
         for op in ops:
             base = bases["optimize" if op == "optimize" else "table"]
-            ways = ("single", "spark", "anchor") if op == "optimize" else ("single", "spark")
+            ways = ("single", "spark", "anchor") if op == "optimize" else ("single", "spark", "sql")
             runs = {way: measure(base, work, op, way) for way in ways}
             report(say, OPS[op], runs)
     finally:

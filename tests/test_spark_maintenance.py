@@ -24,7 +24,7 @@ from pyspark.sql import functions as F
 import indexeddf
 from indexeddf import IndexedTable
 from indexeddf.errors import MissingFileError
-from indexeddf.spark.maintenance import KEY_PREFIX, _split
+from indexeddf.spark.maintenance import KEY_PREFIX, split_reads
 from indexeddf.spec.bucketing import bucket_ids, key_hash
 from indexeddf.writer.index_files import read_entries
 
@@ -119,7 +119,7 @@ def test_create_index_on_a_partitioned_table_with_a_partition_column(spark, tmp_
     parallel.create_index("by", ["p", "s"], spark=spark)
     assert entries(parallel, "by") == entries(single, "by")
     # An index on data columns only: Spark's scan reads the files in their partition folders.
-    assert not _split(parallel.snapshot, parallel.snapshot.indexes["primary"], parallel.snapshot.live_files())[1]
+    assert not split_reads(parallel.snapshot, parallel.snapshot.indexes["primary"], parallel.snapshot.live_files())[1]
     single.create_index("by_s", ["s"])
     parallel.create_index("by_s", ["s"], spark=spark)
     assert entries(parallel, "by_s") == entries(single, "by_s")
@@ -136,7 +136,7 @@ def test_rows_a_deletion_vector_deletes_get_no_entry(spark, tmp_path, deleted):
     t = make(tmp_path / "t", {"delta.enableDeletionVectors": "true"})
     t.delete(f"k IN ({', '.join(map(str, deleted))})")
     live = IndexedTable.for_path(t.path).snapshot.live_files()
-    native, python = _split(IndexedTable.for_path(t.path).snapshot, t.snapshot.indexes["primary"], live)
+    native, python = split_reads(IndexedTable.for_path(t.path).snapshot, t.snapshot.indexes["primary"], live)
     assert python == [a for a in live if a.deletionVector is not None] and python
     assert len(native) == (0 if len(deleted) > 1 else len(live) - 1)
     single, parallel = twin(tmp_path / "t", tmp_path)
@@ -293,13 +293,41 @@ def test_convert_as_a_spark_job_writes_the_entries_of_the_single_process_convert
     assert entries(parallel, "primary") == entries(single, "primary")
     live = duckdb_delta().execute(f"SELECT count(*) FROM delta_scan('{parallel.path}')").fetchone()[0]
     assert len(entries(parallel, "primary")) == live
-    # Keys found and not (500; ("a/b", 3)), by the index's columns.
+    _check_converted_lookups(parallel.path, columns)
+
+
+def _check_converted_lookups(path: str, columns: list[str]) -> None:
+    """Lookups of keys found and not (500; ("a/b", 3)) by the index's columns equal DuckDB's."""
     keys = [3, 4, 41, 42, 77, 500] if columns == ["id"] else [("sp ace", 3), ("a/b", 42), ("x=y", 43), ("a/b", 3)]
     listed = ", ".join(repr(k) for k in keys)
     want = sorted(repr(r) for r in duckdb_delta().execute(
-        f"SELECT id, v FROM delta_scan('{parallel.path}') WHERE ({', '.join(columns)}) IN ({listed})").fetchall())
-    got = IndexedTable.for_path(parallel.path).lookup(keys, columns=["id", "v"])
+        f"SELECT id, v FROM delta_scan('{path}') WHERE ({', '.join(columns)}) IN ({listed})").fetchall())
+    got = IndexedTable.for_path(path).lookup(keys, columns=["id", "v"])
     assert want and sorted_rows(got, ["id", "v"]) == want
+
+
+@pytest.mark.parametrize("case, columns, buckets", [("plain", ["id"], 3), ("deletion_vectors", ["id"], 3),
+                                                    ("partitioned", ["s", "id"], 3), ("plain", ["id"], None)])
+def test_sql_convert_builds_the_primary_index_in_the_statements_job(spark, sql, tmp_path, case, columns, buckets):
+    """SQL ``CONVERT TO INDEXEDDF`` builds as ``convert(spark=)`` does (Spark's scan for
+    delta-rs's plain files, Python tasks for its deletion vectors and for an index on a
+    partition column) and commits what the single-process convert commits."""
+    CONVERTED[case](str(tmp_path / "t"))
+    copy = str(tmp_path / "sql_side")
+    shutil.copytree(tmp_path / "t", copy)
+    single = IndexedTable.convert(str(tmp_path / "t"), columns, num_buckets=buckets)
+    clause = f" BUCKETS {buckets}" if buckets else ""
+    plan = _build_plan(spark, lambda: sql(f"CONVERT TO INDEXEDDF delta.`{copy}` INDEX BY ({', '.join(columns)}){clause}"))
+    _check_reads(plan, copy, "primary")
+    converted = IndexedTable.for_path(copy)
+    assert converted.version == single.version
+    assert [(h.operation, h.parameters) for h in converted.history(1)] == [
+        (h.operation, h.parameters) for h in single.history(1)]
+    assert converted.num_buckets == single.num_buckets
+    assert entries(converted, "primary") == entries(single, "primary")
+    live = duckdb_delta().execute(f"SELECT count(*) FROM delta_scan('{copy}')").fetchone()[0]
+    assert len(entries(converted, "primary")) == live
+    _check_converted_lookups(copy, columns)
 
 
 # -- SQL CREATE INDEX / REFRESH INDEX: the build in the statement's tasks --------------------------
@@ -319,6 +347,32 @@ def _in_group(spark, group: str, run) -> None:
         spark.sparkContext.setLocalProperty("spark.jobGroup.id", None)
 
 
+def _build_plan(spark, run) -> str:
+    """``run()``, and the physical plan of the index build's write it ran (the write of the
+    entries: Spark's scan and hash, the Python data source's read, or both, then a coalesce)."""
+    store = spark._jsparkSession.sharedState().statusStore()
+    first = store.executionsCount()
+    run()
+    execs = store.executionsList()
+    plans = [execs.apply(i).physicalPlanDescription() for i in range(execs.size())
+             if execs.apply(i).executionId() >= first]
+    built = [p for p in plans if "Coalesce" in p and "AppendData" in p]
+    assert len(built) == 1, plans
+    return built[0]
+
+
+def _check_reads(plan: str, path: str, name: str) -> None:
+    """The build of index ``name`` read the live files of the table at ``path`` as
+    ``split_reads`` says: Spark's Parquet scan (the file id the connector's constant
+    ``_metadata.indexeddf_file_id``, no join) and Spark's hash for some, the Python data
+    source's tasks for the others."""
+    snapshot = IndexedTable.for_path(path).snapshot
+    native, python = split_reads(snapshot, snapshot.indexes[name], snapshot.live_files())
+    assert ("Scan parquet" in plan and "indexeddf_file_id" in plan and "pmod(hash(" in plan) == bool(native)
+    assert "Join" not in plan
+    assert ("BatchScan indexeddf_python" in plan) == bool(python)
+
+
 @pytest.mark.parametrize("properties", [{}, {"delta.enableDeletionVectors": "true"}])
 def test_sql_create_and_refresh_index_build_in_the_statements_tasks(spark, sql, tmp_path, properties):
     t = make(tmp_path / "t", properties)
@@ -328,10 +382,14 @@ def test_sql_create_and_refresh_index_build_in_the_statements_tasks(spark, sql, 
     single, parallel = twin(tmp_path / "t", tmp_path)
     single.create_index("by_s", ["s"])
     group = f"create-{len(properties)}"
-    _in_group(spark, group, lambda: sql(f"CREATE INDEX by_s ON indexeddf.`{parallel.path}` (s)"))
+    plan = _build_plan(spark, lambda: _in_group(
+        spark, group, lambda: sql(f"CREATE INDEX by_s ON indexeddf.`{parallel.path}` (s)")))
     # Two writes: the one-task commit that began it, then a task per core that built the files.
     assert _task_counts(spark, group) == [1, spark.sparkContext.defaultParallelism]
     assert entries(parallel, "by_s") == entries(single, "by_s")
+    # Files with a deletion vector are read by Python tasks, the others by Spark's scan.
+    _check_reads(plan, parallel.path, "by_s")
+    assert ("BatchScan" in plan) == bool(properties)
     # Appended files the index does not cover (autoRefresh off), then a copy: the same files and ids.
     single.append(rows(range(300, 320)))
     shutil.copytree(single.path, tmp_path / "refreshed")
@@ -346,6 +404,32 @@ def test_sql_create_and_refresh_index_build_in_the_statements_tasks(spark, sql, 
     assert history[1] == history[0]
     assert IndexedTable.for_path(parallel.path).snapshot.indexes["by_s"].state == "ACTIVE"
     check_lookups(spark, parallel, "by_s", "s", S_KEYS + ["s20"])
+
+
+@pytest.mark.parametrize("case, columns", [("plain", ["v"]), ("plain", ["d", "t", "n", "x", "m"]),
+                                           ("deletion_vectors", ["s"]), ("partitioned", ["s", "v"])])
+def test_sql_create_index_on_files_another_engine_wrote(spark, sql, tmp_path, case, columns):
+    """delta-rs's files (its Parquet writer, date, UTC timestamp, NULLs, NaN and decimal keys;
+    its deletion vectors read by Python tasks), indexed by SQL as by ``create_index()`` in one
+    process; an index on a partition column (``s``) goes to Python tasks whole."""
+    CONVERTED[case](str(tmp_path / "t"))
+    IndexedTable.convert(str(tmp_path / "t"), ["id"], num_buckets=3)
+    single, parallel = twin(tmp_path / "t", tmp_path)
+    single.create_index("by", columns)
+    plan = _build_plan(spark, lambda: sql(f"CREATE INDEX by ON indexeddf.`{parallel.path}` ({', '.join(columns)})"))
+    _check_reads(plan, parallel.path, "by")
+    assert entries(parallel, "by") == entries(single, "by")
+    live = duckdb_delta().execute(f"SELECT count(*) FROM delta_scan('{parallel.path}')").fetchone()[0]
+    assert len(entries(parallel, "by")) == live
+    if len(columns) > 2:
+        return
+    keys = [("sp ace", "r3"), ("a/b", "r42"), ("x=y", "r43")] if len(columns) == 2 else (
+        ["r3", "r41", "r77", "nope"] if columns == ["v"] else ["sp ace", "a/b", "nope"])
+    listed = ", ".join(repr(k) for k in keys)
+    want = sorted(repr(r) for r in duckdb_delta().execute(
+        f"SELECT id, v FROM delta_scan('{parallel.path}') WHERE ({', '.join(columns)}) IN ({listed})").fetchall())
+    got = IndexedTable.for_path(parallel.path).lookup(keys, columns=["id", "v"], index="by")
+    assert want and sorted_rows(got, ["id", "v"]) == want
 
 
 def test_sql_index_statements_that_read_no_data_run_no_build(spark, sql, tmp_path):

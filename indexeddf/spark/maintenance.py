@@ -5,7 +5,7 @@ path (``writer/lifecycle.py``); only the work between the two commits (reading k
 hashing, sorting, writing index files) runs on the executors, in one Spark job:
 
 1. read: where Spark's own Parquet reader reads what the project's reader reads
-   (``_split``), Spark scans the index columns with each row's ordinal in its file and
+   (``split_reads``), Spark scans the index columns with each row's ordinal in its file and
    computes the bucket and key hash with its own ``hash()``; the other files (deletion
    vectors, column mapping, an index on a partition column, ...) are read by a few Python
    tasks a core through the project's reader (``format/datafiles.py``) a row group at a
@@ -24,36 +24,35 @@ The files go under the operation's ``pendingDir``, so a failed job leaves nothin
 
 from __future__ import annotations
 
-import os
 import posixpath
-import re
 import uuid
 from typing import Iterator
 
 import pyarrow as pa
 
-from ..format.datafiles import missing_file
 from ..spec.actions import AddFile, IndexEntry, IndexFile
 from ..spec.bucketing import KEY_HASH_SEED, seed_prefix
-from ..spec.column_mapping import mapping_mode, table_schema
+from ..spec.column_mapping import table_schema
 from ..writer.index_files import INDEX_DIR
 from ..writer.lifecycle import Progress, say
-from .index_tasks import balanced_groups, file_entries, write_entry_batches
+from .index_tasks import (
+    ENTRY_SCHEMA,
+    TASKS_PER_CORE,
+    balanced_groups,
+    check_present,
+    file_entries,
+    split_reads,
+    write_entry_batches,
+)
 from .options import shared_storage
 from .types import spark_type
 
 KEY_PREFIX = seed_prefix(KEY_HASH_SEED)
 """Spark's ``hash(KEY_PREFIX, keys...)`` is the key hash of index entries."""
-ENTRY_SCHEMA = "bucket int, hash long, file_id long, row int"
 FILE_SCHEMA = "path string, size long, bucket int, numEntries long, fileIds array<long>"
 """What a write task returns per index file it wrote."""
 FILE_ARROW = pa.schema([("path", pa.string()), ("size", pa.int64()), ("bucket", pa.int32()),
                         ("numEntries", pa.int64()), ("fileIds", pa.list_(pa.int64()))])
-TASKS_PER_CORE = 1
-"""Python tasks a core of the session (``defaultParallelism``): each writes a file per index
-bucket and chunk, so fewer, bigger tasks write fewer index files."""
-
-
 def spark_build(spark):
     """A ``build`` for ``writer.lifecycle`` operations (the signature of
     ``lifecycle.build_files``) that builds the index files in a Spark job of ``spark``."""
@@ -117,40 +116,13 @@ def _entries(spark, snapshot, entry: IndexEntry, data_files: list[AddFile]):
     """The read stage: a DataFrame of every live row's entry (``ENTRY_SCHEMA``), from
     Spark's own Parquet reads where they read what ``format/datafiles.py`` reads, else from
     Python tasks."""
-    native, python = _split(snapshot, entry, data_files)
+    native, python = split_reads(snapshot, entry, data_files)
     parts = []
     if native:
         parts.append(_native_entries(spark, snapshot, entry, native))
     if python:
         parts.append(_python_entries(spark, snapshot, entry, python))
     return parts[0] if len(parts) == 1 else parts[0].unionByName(parts[1])
-
-
-GLOB = re.compile(r"[*?\[\]{}\\]")
-"""Characters Spark's ``read.parquet`` takes as a glob in a path."""
-
-
-def _split(snapshot, entry: IndexEntry, data_files: list[AddFile]) -> tuple[list[AddFile], list[AddFile]]:
-    """The files Spark's Parquet reader reads (JVM: fast) and those Python tasks read.
-
-    Spark reads a file's index columns by name as the table's types (missing ones as NULL,
-    INT96 and other physical encodings converted as Delta defines them) with each row's
-    ordinal (``_metadata.row_index``). Python tasks read the rest through the project's
-    reader: files with a deletion vector (their deleted rows get no entry), tables with
-    column mapping (an ``id``-mode file may name columns otherwise), an index on a
-    partition column (its values are in the log), storage Spark's Hadoop file system does
-    not reach the same way (not local), and paths Spark would take as globs or whose file
-    names repeat (rows are matched to files by name)."""
-    meta = snapshot.metadata
-    if (not snapshot.storage.is_local or mapping_mode(meta.configuration) != "none"
-            or set(entry.columns) & set(meta.partitionColumns)):
-        return [], data_files
-    native = [a for a in data_files if a.deletionVector is None and not GLOB.search(a.path)]
-    names = [posixpath.basename(a.path) for a in native]
-    if len(set(names)) != len(names):
-        return [], data_files
-    ids = {a.fileId for a in native}
-    return native, [a for a in data_files if a.fileId not in ids]
 
 
 def _native_entries(spark, snapshot, entry: IndexEntry, files: list[AddFile]):
@@ -160,12 +132,9 @@ def _native_entries(spark, snapshot, entry: IndexEntry, files: list[AddFile]):
     from pyspark.sql import functions as F
     from pyspark.sql.types import StructField, StructType
 
-    storage, columns = snapshot.storage, list(entry.columns)
+    columns = list(entry.columns)
     fields = {f.name: f for f in snapshot.metadata.schema_}
-    paths = [storage.full(a.path) for a in files]
-    for a, p in zip(files, paths):
-        if not os.path.exists(p):  # Spark's error would not say what to do
-            raise missing_file(storage, a.path, snapshot.version)
+    paths = check_present(snapshot, files)
     schema = StructType([StructField(c, spark_type(fields[c].type), True) for c in columns])
     rows = spark.read.schema(schema).parquet(*paths).select(
         *columns, F.col("_metadata.file_name").alias("_file"), F.col("_metadata.row_index").alias("_row"))

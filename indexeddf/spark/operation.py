@@ -12,9 +12,11 @@ driver, runs what ``IndexedTable.optimize`` / ``vacuum`` / ``restore`` / ``creat
 ``drop_index`` / ``refresh`` run (the same functions of ``indexeddf.writer``; this module sits
 below ``indexeddf.table``, which imports ``indexeddf.spark``) and leaves Delta's result values
 as JSON in the file ``_commitResultFile`` names, which the command turns into rows. An error is
-the operation's own typed error. ``CREATE INDEX`` and ``REFRESH INDEX`` take two writes: this
-commit begins the operation and plans its build, and a second write (operation ``indexBuild``)
-builds the index files in its tasks and commits them (``index_statements.py``); ``OPTIMIZE``
+the operation's own typed error. ``CREATE INDEX``, ``REFRESH INDEX`` and ``CONVERT ... INDEX BY``
+take two writes: this commit begins the operation (a conversion commits nothing yet) and plans
+its build, the command computes the entries with Spark's scan and hash (and a read of this
+source for the files only the project's reader reads), and a second write (operation
+``indexBuild``) sorts and writes the index files in its tasks and commits (``index_statements.py``); ``OPTIMIZE``
 plans here, and the command reads and writes this source to rewrite the files in Spark's tasks
 (operation ``optimizeMerge``, ``optimize_statement.py``).
 """
@@ -194,7 +196,9 @@ def _truncate(snapshot) -> dict:
 
 def _convert(snapshot, spec: dict) -> dict:
     """``CONVERT TO INDEXEDDF``: ``IndexedTable.convert`` (the Delta table indexed in place, in one
-    commit). Idempotent as Delta's ``CONVERT TO DELTA``: a table indexed by the same columns
+    commit). With ``onExecutors`` (the connector's form) and data to index, only the plan of the
+    build its job runs (``index_statements.begin_convert``; the build write's commit converts).
+    Idempotent as Delta's ``CONVERT TO DELTA``: a table indexed by the same columns
     already is left as it is; by other columns it is ``TableExistsError``."""
     from ..writer.convert import convert_table
 
@@ -204,6 +208,11 @@ def _convert(snapshot, spec: dict) -> dict:
     if list(snapshot.metadata.indexColumns) == columns:
         return {"version": snapshot.version}
     num_buckets = spec.get("numBuckets") or None  # None: from the table's bytes
+    if spec.get("onExecutors") and snapshot.live_files():
+        # The connector's form: plan here, the primary index built by its job's tasks.
+        from .index_statements import begin_convert
+
+        return begin_convert(snapshot, columns, num_buckets)
     return {"version": convert_table(snapshot, columns, num_buckets).version}
 
 

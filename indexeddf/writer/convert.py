@@ -29,15 +29,12 @@ from .lifecycle import Progress
 from .operations import check_num_buckets
 
 
-def convert_table(snapshot: Snapshot, index_columns: list[str], num_buckets: int | None,
-                  properties: dict[str, str] | None = None, progress: Progress = None,
-                  build: lifecycle.Build | None = None) -> CommitResult:
-    """Index the Delta table read as ``snapshot`` (loaded with ``unindexed_ok``) by
-    ``index_columns`` into ``num_buckets`` buckets: one commit, the data untouched.
-    ``num_buckets`` None: chosen from the live files' bytes (``spec/bucket_count.py``).
-    ``build``: what writes the primary index's files (``lifecycle.build_files``, in this
-    process, when None; ``indexeddf.spark.maintenance.spark_build`` runs it as a Spark job)."""
-    build = build or lifecycle.build_files
+def convert_plan(snapshot: Snapshot, index_columns: list[str], num_buckets: int | None,
+                 properties: dict[str, str] | None = None) -> tuple[IndexEntry, dict[str, str]]:
+    """The checks of :func:`convert_table` and what it commits, before any data is read: the
+    primary index's entry (its bucket count chosen) and the table's new configuration. SQL
+    ``CONVERT TO INDEXEDDF`` plans with it, builds on executors, then commits with
+    :func:`convert_table` (``indexeddf/spark/index_statements.py``)."""
     if snapshot.metadata.indexColumns:
         raise TableExistsError(
             f"{snapshot.storage.url} is already an indexeddf table (indexed by {list(snapshot.metadata.indexColumns)}); "
@@ -51,10 +48,24 @@ def convert_table(snapshot: Snapshot, index_columns: list[str], num_buckets: int
     conf = {**snapshot.metadata.configuration, **config.validate(properties or {})}
     if num_buckets is None:
         num_buckets = default_num_buckets(sum(a.size for a in snapshot.live_files()), conf)
-    metadata = snapshot.metadata.model_copy(
-        update={"indexColumns": tuple(columns), "numBuckets": num_buckets, "configuration": conf})
     entry = IndexEntry(name=PRIMARY, columns=tuple(columns), kind="primary", state="ACTIVE",
                        numBuckets=num_buckets, coveredVersion=snapshot.version)
+    return entry, conf
+
+
+def convert_table(snapshot: Snapshot, index_columns: list[str], num_buckets: int | None,
+                  properties: dict[str, str] | None = None, progress: Progress = None,
+                  build: lifecycle.Build | None = None) -> CommitResult:
+    """Index the Delta table read as ``snapshot`` (loaded with ``unindexed_ok``) by
+    ``index_columns`` into ``num_buckets`` buckets: one commit, the data untouched.
+    ``num_buckets`` None: chosen from the live files' bytes (``spec/bucket_count.py``).
+    ``build``: what writes the primary index's files (``lifecycle.build_files``, in this
+    process, when None; ``indexeddf.spark.maintenance.spark_build`` runs it as a Spark job)."""
+    build = build or lifecycle.build_files
+    entry, conf = convert_plan(snapshot, index_columns, num_buckets, properties)
+    columns, num_buckets = list(entry.columns), entry.numBuckets
+    metadata = snapshot.metadata.model_copy(
+        update={"indexColumns": tuple(columns), "numBuckets": num_buckets, "configuration": conf})
     tx = Transaction(snapshot, "CONVERT", {"indexColumns": columns, "numBuckets": num_buckets}, read_buckets=())
     try:
         files = build(snapshot, entry, snapshot.live_files(), tx.written_paths, f"{INDEX_DIR}/{PRIMARY}", progress)

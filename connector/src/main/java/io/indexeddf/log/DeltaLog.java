@@ -103,6 +103,18 @@ public final class DeltaLog {
         return snap;
     }
 
+    /**
+     * Version {@code version} of a Delta table that may not be indexed yet (replayed now, not
+     * cached): the files {@code CONVERT TO INDEXEDDF} indexes.
+     */
+    public Snapshot unindexedSnapshot(long version) {
+        if (version > latestVersion() || version < 0) {
+            throw new IndexedDFException("VersionNotFoundError",
+                listing.root + " has versions up to " + latestVersion() + "; version " + version + " does not exist");
+        }
+        return Replay.snapshot(listing, version, true);
+    }
+
     private Snapshot replay(long target, long latest) {
         Snapshot snap = Replay.snapshot(listing, target);
         if (target < latest) {

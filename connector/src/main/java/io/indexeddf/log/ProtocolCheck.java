@@ -116,8 +116,11 @@ final class ProtocolCheck {
         }
     }
 
-    /** The replayed protocol and metadata of the table at {@code root} are ones indexeddf reads. */
-    static void checkReadable(Path root, JsonNode protocol, JsonNode metadata) {
+    /**
+     * The replayed protocol and metadata of the table at {@code root} are ones indexeddf reads
+     * (with {@code unindexedOk}, also without its index columns: a Delta table being converted).
+     */
+    static void checkReadable(Path root, JsonNode protocol, JsonNode metadata, boolean unindexedOk) {
         checkProtocol(protocol);
         JsonNode conf = metadata.path("configuration");
         String mode = conf.path("delta.columnMapping.mode").asText("none").trim().toLowerCase(java.util.Locale.ROOT);
@@ -146,7 +149,7 @@ final class ProtocolCheck {
                 }
             }
         }
-        if (!conf.has(DeltaLog.CONF_INDEX_COLUMNS) || !conf.has(DeltaLog.CONF_NUM_BUCKETS)) {
+        if (!unindexedOk && (!conf.has(DeltaLog.CONF_INDEX_COLUMNS) || !conf.has(DeltaLog.CONF_NUM_BUCKETS))) {
             throw new IndexedDFException("NotIndexedError",
                 root + ": a Delta table that indexeddf has not indexed; index it with "
                 + "IndexedTable.convert(path, index_columns=[...], num_buckets=N)");

@@ -36,6 +36,14 @@ final class Replay {
 
     /** The snapshot of {@code target} (checked readable), replayed from {@code log}. */
     static Snapshot snapshot(LogListing log, long target) {
+        return snapshot(log, target, false);
+    }
+
+    /**
+     * The snapshot of {@code target}, replayed from {@code log}; with {@code unindexedOk} a Delta
+     * table indexeddf has not indexed is no error (what {@code CONVERT TO INDEXEDDF} reads).
+     */
+    static Snapshot snapshot(LogListing log, long target, boolean unindexedOk) {
         Long start = null;
         Long hinted = log.lastCheckpointHint();
         if (hinted != null && hinted <= target && log.checkpoints.containsKey(hinted)) {
@@ -76,7 +84,7 @@ final class Replay {
         if (state.protocol == null || state.metadata == null) {
             throw IndexedDFException.corrupt(log.root, "version " + target + " has no protocol or metaData action");
         }
-        ProtocolCheck.checkReadable(log.root, state.protocol, state.metadata);
+        ProtocolCheck.checkReadable(log.root, state.protocol, state.metadata, unindexedOk);
         // A file re-vectored with its remove after its add (Delta writers may order them so)
         // is live, not removed: no tombstone for it.
         for (AddFile a : state.adds.values()) {

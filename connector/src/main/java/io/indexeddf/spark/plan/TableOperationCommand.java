@@ -30,9 +30,10 @@ import scala.jdk.javaapi.CollectionConverters;
  * {@code _operation} (the operation as JSON) whose commit runs it and leaves its outcome in
  * the file {@code _commitResultFile} names ({@code indexeddf/spark/operation.py}). That commit
  * runs in a Python worker of the driver, which cannot start a Spark job; so for {@code OPTIMIZE},
- * {@code CREATE INDEX} and {@code REFRESH INDEX} it only plans (and for an index commits the
- * transient state), and this command runs the data work as a Spark job of the Python data
- * source's tasks, whose last commit commits. No Java code changes the table. The result rows
+ * {@code CREATE INDEX}, {@code REFRESH INDEX} and {@code CONVERT ... INDEX BY} it only plans (and
+ * for an index commits the transient state), and this command runs the data work as a Spark job
+ * (Spark's own scan and hash, and the Python data source's tasks), whose last commit commits. No
+ * Java code changes the table. The result rows
  * have Delta's columns:
  * <ul>
  *   <li>{@code OPTIMIZE table [WHERE ...] [ZORDER BY ...]}: {@code path}, {@code metrics} (the
@@ -59,7 +60,8 @@ import scala.jdk.javaapi.CollectionConverters;
  *       name ON [TABLE] table} ({@code drop_index}), and {@code REFRESH INDEX name ON [TABLE] table
  *       [INCREMENTAL | FULL | QUICK]} ({@code refresh}). No result rows. {@code CREATE INDEX} and
  *       {@code REFRESH INDEX} run two writes: the first one's commit begins the operation (its
- *       transient state) and returns the build's plan; the second one's tasks, one a core, build
+ *       transient state) and returns the build's plan; Spark's scan and hash compute the index
+ *       entries ({@link IndexEntries}), and the second write's tasks, one a core, sort and write
  *       the index files and its commit commits them ({@link #buildIndex}).</li>
  *   <li>{@code ALTER TABLE table RENAME COLUMN a TO b} and {@code DROP COLUMN[S] [IF EXISTS] (c, ...)}
  *       ({@code IndexedTable.rename_column} / {@code drop_columns}; {@link ColumnChanges}). No result
@@ -68,9 +70,11 @@ import scala.jdk.javaapi.CollectionConverters;
  *       [INDEX BY (c, ...) [BUCKETS n]]}: Delta's conversion of Parquet files into a Delta table in
  *       place (then indexed, with {@code INDEX BY}); no result rows.</li>
  *   <li>{@code CONVERT TO INDEXEDDF delta.`/path` INDEX BY (c, ...) [BUCKETS n]}:
- *       {@code IndexedTable.convert} of the Delta table there; no result rows, as Delta's
- *       {@code CONVERT TO DELTA}, and, as it, nothing done when the table is already indexed
- *       by those columns.</li>
+ *       {@code IndexedTable.convert} of the Delta table there, its primary index built by this
+ *       command's job as {@code IndexedTable.convert(spark=)} builds it ({@link #buildIndex}: the
+ *       first write's commit plans, the second one's commits the conversion); no result rows, as
+ *       Delta's {@code CONVERT TO DELTA}, and, as it, nothing done when the table is already
+ *       indexed by those columns.</li>
  * </ul>
  */
 public final class TableOperationCommand extends JavaCommand {
@@ -299,8 +303,9 @@ public final class TableOperationCommand extends JavaCommand {
                 Boolean.parseBoolean(session.conf().get(RETENTION_CHECK_CONF, "true").trim()));
         } else if ("restore".equals(operation) && op.get("timestamp") != null) {
             op.put("version", table.log(session).versionAt((String) op.get("timestamp")));
-        } else if ("createIndex".equals(operation) || "refreshIndex".equals(operation)) {
-            op.put("onExecutors", true);
+        } else if ("createIndex".equals(operation) || "refreshIndex".equals(operation)
+                || operation.startsWith("convert")) {
+            op.put("onExecutors", true);  // the index is built by this command's job (buildIndex)
         }
         JsonNode result = runInPython(session, table, op, 1);
         if (result.has("plan")) {
@@ -374,20 +379,21 @@ public final class TableOperationCommand extends JavaCommand {
     }
 
     /**
-     * The second write of {@code CREATE INDEX} / {@code REFRESH INDEX}: the first one's commit
-     * committed the index's transient state and planned the build; here one row per task (the
-     * session's default parallelism), each naming a group of the data files, reaches the Python
-     * writer's tasks, which read, hash, sort and write the index files, and its commit commits
-     * them ({@code indexeddf/spark/index_statements.py}). A failed job aborts the write, which
-     * cancels the operation.
+     * The build of {@code CREATE INDEX}, {@code REFRESH INDEX} and {@code CONVERT TO INDEXEDDF}: the
+     * first write's commit planned it (for an index statement, it committed the index's transient
+     * state); here the index entries of the files it names ({@link IndexEntries}: Spark's scan and
+     * hash where Spark's Parquet reader reads as the project's reader does, else the Python data
+     * source's tasks), merged into one task a core without a shuffle, reach the Python writer's
+     * tasks, which sort and write the index files, and its commit commits them
+     * ({@code indexeddf/spark/index_statements.py}). A failed job aborts the write, which cancels
+     * the operation.
      */
     private JsonNode buildIndex(SparkSession session, SqlTable table, JsonNode plan) {
         int tasks = Math.max(1, session.sparkContext().defaultParallelism());
         Map<String, Object> build = new LinkedHashMap<>();
         build.put("operation", "indexBuild");
         build.put("plan", plan);
-        build.put("tasks", tasks);
-        return runInPython(session, table, build, tasks);
+        return runInPython(session, table, build, IndexEntries.of(session, table, plan, tasks).coalesce(tasks));
     }
 
     /**
@@ -428,8 +434,7 @@ public final class TableOperationCommand extends JavaCommand {
      * tasks (the row ids, 0 to rows - 1); returns the outcome its commit wrote.
      */
     private JsonNode runInPython(SparkSession session, SqlTable table, Map<String, Object> op, int rows) {
-        // One row a task: a statement's write carries nothing but that row's id (an index
-        // build's tasks read it as their group of data files).
+        // One row a task: a statement's write carries nothing but that row's id.
         return runInPython(session, table, op, session.range(0, rows, 1, rows).toDF());
     }
 
