@@ -24,6 +24,7 @@ The files go under the operation's ``pendingDir``, so a failed job leaves nothin
 
 from __future__ import annotations
 
+import json
 import posixpath
 import uuid
 from typing import Iterator
@@ -44,6 +45,7 @@ from .index_tasks import (
     split_reads,
     write_entry_batches,
 )
+from .native import JVM_UNAVAILABLE
 from .options import shared_storage
 from .types import spark_type
 
@@ -126,15 +128,43 @@ def _entries(spark, snapshot, entry: IndexEntry, data_files: list[AddFile]):
 
 
 def _native_entries(spark, snapshot, entry: IndexEntry, files: list[AddFile]):
-    """Entries computed by Spark alone: its Parquet scan of the index columns, its
-    ``hash()`` (Murmur3, seed 42: ``pmod(hash(keys), n)`` is the bucket, bit for bit, and
-    ``hash(seed_prefix(KEY_HASH_SEED), keys)`` the key hash), the file id by file name."""
+    """Entries computed by Spark alone: its Parquet scan of the index columns and its
+    ``hash()`` (Murmur3: ``pmod(hash(keys), n)`` is the bucket, bit for bit, and the key hash
+    ``hash(seed_prefix(KEY_HASH_SEED), keys)``), built by the connector as for SQL's index
+    builds (``IndexEntries``: the file id is the scan's constant ``_metadata.indexeddf_file_id``);
+    where the session has no connector, by this module with a join on the file name."""
+    paths = check_present(snapshot, files)
+    # The files are all the JVM needs: a table being converted is not indexed yet.
+    plan = {"version": snapshot.version, "native": [a.fileId for a in files], "columns": list(entry.columns),
+            "numBuckets": entry.numBuckets, "unindexed": True}
+    connector = _index_entries_class(spark)
+    if connector is None:
+        return _native_entries_by_name(spark, snapshot, entry, files, paths)
+    from pyspark.sql import DataFrame
+
+    return DataFrame(connector.forPython(spark._jsparkSession, snapshot.storage.url, json.dumps(plan)), spark)
+
+
+def _index_entries_class(spark):
+    """The connector's ``IndexEntries`` class in the session's JVM, or None: no JVM (Spark
+    Connect), or no connector jar on the session (py4j then gives a package, not a class)."""
+    from py4j.java_gateway import JavaClass
+
+    try:
+        found = spark._jvm.io.indexeddf.spark.plan.IndexEntries
+    except JVM_UNAVAILABLE:
+        return None
+    return found if isinstance(found, JavaClass) else None
+
+
+def _native_entries_by_name(spark, snapshot, entry: IndexEntry, files: list[AddFile], paths: list[str]):
+    """:func:`_native_entries` without the connector: Spark's ``read.parquet`` of the files,
+    each row's file id found by joining its file name with the files'."""
     from pyspark.sql import functions as F
     from pyspark.sql.types import StructField, StructType
 
     columns = list(entry.columns)
     fields = {f.name: f for f in snapshot.metadata.schema_}
-    paths = check_present(snapshot, files)
     schema = StructType([StructField(c, spark_type(fields[c].type), True) for c in columns])
     rows = spark.read.schema(schema).parquet(*paths).select(
         *columns, F.col("_metadata.file_name").alias("_file"), F.col("_metadata.row_index").alias("_row"))

@@ -54,7 +54,7 @@ import scala.jdk.javaapi.CollectionConverters;
  *       source with the option {@value #ENTRIES_OPTION}, a task a group of files.</li>
  * </ul>
  */
-final class IndexEntries {
+public final class IndexEntries {
     /** Private read option of the Python data source: the plan whose {@code python} files it reads. */
     static final String ENTRIES_OPTION = "_indexEntries";
 
@@ -77,13 +77,29 @@ final class IndexEntries {
         return entries;
     }
 
+    /**
+     * The entries of the {@code native} files of {@code planJson} ({@code version},
+     * {@code native} file ids, {@code columns}, {@code numBuckets}) of the table at {@code path},
+     * for {@code create_index(spark=)}, {@code refresh(spark=)} and {@code convert(spark=)}
+     * ({@code indexeddf/spark/maintenance.py}): the same entries as the SQL statements' builds.
+     */
+    public static Dataset<Row> forPython(SparkSession session, String path, String planJson) {
+        JsonNode plan;
+        try {
+            plan = DeltaLog.JSON.readTree(planJson);
+        } catch (IOException e) {
+            throw new IndexedDFException("IndexedDFError", "cannot read the plan of an index build: " + e, e);
+        }
+        return nativeEntries(session, SqlTable.resolve(session, path, null, "an index build"), plan);
+    }
+
     /** The entries of the {@code native} files by Spark's scan and hash. */
     private static Dataset<Row> nativeEntries(SparkSession session, SqlTable table, JsonNode plan) {
         DeltaLog log = table.log(session);
         long version = plan.path("version").asLong();
         // A conversion reads a Delta table that is not indexed yet.
-        Snapshot snapshot = "convert".equals(plan.path("statement").asText()) ? log.unindexedSnapshot(version)
-            : log.snapshot(version);
+        Snapshot snapshot = "convert".equals(plan.path("statement").asText()) || plan.path("unindexed").asBoolean()
+            ? log.unindexedSnapshot(version) : log.snapshot(version);
         Set<Long> ids = new HashSet<>();
         for (JsonNode id : plan.path("native")) {
             ids.add(id.asLong());
