@@ -98,7 +98,7 @@ def begin_convert(snapshot: Snapshot, columns: list[str], num_buckets: int | Non
     entry, _ = convert_plan(snapshot, columns, num_buckets)
     live = snapshot.live_files()
     plan = {"name": PRIMARY, "statement": "convert", "version": snapshot.version, "pendingDir": f"{INDEX_DIR}/{PRIMARY}",
-            "fileIds": [a.fileId for a in live], "removed": []}
+            "fileIds": [a.fileId for a in live], "removed": [], "unindexed": True}
     return {"plan": plan | _reads(snapshot, entry, live)}
 
 

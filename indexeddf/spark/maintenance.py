@@ -55,6 +55,8 @@ FILE_SCHEMA = "path string, size long, bucket int, numEntries long, fileIds arra
 """What a write task returns per index file it wrote."""
 FILE_ARROW = pa.schema([("path", pa.string()), ("size", pa.int64()), ("bucket", pa.int32()),
                         ("numEntries", pa.int64()), ("fileIds", pa.list_(pa.int64()))])
+
+
 def spark_build(spark):
     """A ``build`` for ``writer.lifecycle`` operations (the signature of
     ``lifecycle.build_files``) that builds the index files in a Spark job of ``spark``."""
@@ -134,9 +136,9 @@ def _native_entries(spark, snapshot, entry: IndexEntry, files: list[AddFile]):
     builds (``IndexEntries``: the file id is the scan's constant ``_metadata.indexeddf_file_id``);
     where the session has no connector, by this module with a join on the file name."""
     paths = check_present(snapshot, files)
-    # The files are all the JVM needs: a table being converted is not indexed yet.
+    # A table being converted is not indexed yet: the JVM replays it as such (and, uncached, only then).
     plan = {"version": snapshot.version, "native": [a.fileId for a in files], "columns": list(entry.columns),
-            "numBuckets": entry.numBuckets, "unindexed": True}
+            "numBuckets": entry.numBuckets, "unindexed": not snapshot.metadata.indexColumns}
     connector = _index_entries_class(spark)
     if connector is None:
         return _native_entries_by_name(spark, snapshot, entry, files, paths)

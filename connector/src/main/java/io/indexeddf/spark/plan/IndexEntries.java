@@ -79,7 +79,8 @@ public final class IndexEntries {
 
     /**
      * The entries of the {@code native} files of {@code planJson} ({@code version},
-     * {@code native} file ids, {@code columns}, {@code numBuckets}) of the table at {@code path},
+     * {@code native} file ids, {@code columns}, {@code numBuckets}, and {@code unindexed} for a
+     * Delta table not indexed yet) of the table at {@code path},
      * for {@code create_index(spark=)}, {@code refresh(spark=)} and {@code convert(spark=)}
      * ({@code indexeddf/spark/maintenance.py}): the same entries as the SQL statements' builds.
      */
@@ -97,9 +98,8 @@ public final class IndexEntries {
     private static Dataset<Row> nativeEntries(SparkSession session, SqlTable table, JsonNode plan) {
         DeltaLog log = table.log(session);
         long version = plan.path("version").asLong();
-        // A conversion reads a Delta table that is not indexed yet.
-        Snapshot snapshot = "convert".equals(plan.path("statement").asText()) || plan.path("unindexed").asBoolean()
-            ? log.unindexedSnapshot(version) : log.snapshot(version);
+        // A conversion reads a Delta table that is not indexed yet (replayed now, not from the cache).
+        Snapshot snapshot = plan.path("unindexed").asBoolean() ? log.unindexedSnapshot(version) : log.snapshot(version);
         Set<Long> ids = new HashSet<>();
         for (JsonNode id : plan.path("native")) {
             ids.add(id.asLong());
