@@ -25,6 +25,7 @@ sys.path.insert(0, os.path.dirname(__file__))
 from oracles import duckdb_delta  # noqa: E402
 
 from indexeddf import IndexedTable  # noqa: E402
+from indexeddf.changes import rewrite as rewrite_mod  # noqa: E402
 from indexeddf.errors import InvalidOptionError, SchemaMismatchError  # noqa: E402
 from indexeddf.reader import locate as locate_mod  # noqa: E402
 
@@ -171,13 +172,16 @@ def apply(t: IndexedTable, duck: Duck, op) -> None:
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(ops=st.lists(operations, min_size=1, max_size=5), auto_refresh=st.booleans(), vectors=st.booleans(),
-       probes=st.lists(st.integers(0, 180), min_size=1, max_size=10), through=st.sampled_from(["index", "keys"]))
+       probes=st.lists(st.integers(0, 180), min_size=1, max_size=10), through=st.sampled_from(["index", "keys"]),
+       narrow=st.booleans())
 def test_every_version_equals_duckdb_running_the_same_statements(tmp_path_factory, ops, auto_refresh, vectors,
-                                                                  probes, through):
+                                                                  probes, through, narrow):
     # A change reads a touched bucket through the index, or by its key columns once its
-    # keys are many (reader/locate.py): each example forces one of the two.
+    # keys are many (reader/locate.py): each example forces one of the two. A large source
+    # is first narrowed to each file's keys (changes/rewrite.py): forced on or off too.
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(locate_mod, "INDEX_ROWS_PER_KEY", 0 if through == "index" else 1 << 40)
+        mp.setattr(rewrite_mod, "_NARROW_MIN_ROWS", 0 if narrow else 1 << 40)
         _statements_equal_duckdb(tmp_path_factory, ops, auto_refresh, vectors, probes)
 
 
