@@ -79,7 +79,8 @@ def execute(snapshot: Snapshot, change: Change) -> tuple[CommitResult | None, Ch
     if change.inserted is not None:
         tx.written_paths.extend(change.inserted.written)  # files of Spark's tasks: the transaction's now
     try:
-        actions, index_files = rewrite(snapshot, change, scope, schema, found, p.vectors, tx, metrics, metadata)
+        actions, index_files = rewrite(snapshot, change, scope, schema, found, p.vectors, tx.written_paths, metrics,
+                                       metadata)
     except BaseException:
         tx.abort()
         raise
@@ -88,7 +89,7 @@ def execute(snapshot: Snapshot, change: Change) -> tuple[CommitResult | None, Ch
         metrics.num_target_files_added += len(change.inserted.adds)
         for name, fs in change.inserted.index_files.items():
             index_files.setdefault(name, []).extend(fs)
-    return _commit_change(snapshot, change, tx, metadata, actions, index_files, metrics, started)
+    return commit_change(snapshot, change, tx, metadata, actions, index_files, metrics, started)
 
 
 @dataclass(frozen=True)
@@ -120,9 +121,10 @@ def _prepare(snapshot: Snapshot, change: Change) -> _Prepared:
     return _Prepared(schema, scope, stored, wanted, deletion_vectors_enabled(conf), metadata)
 
 
-def _commit_change(snapshot: Snapshot, change: Change, tx: Transaction, metadata, actions: list, index_files: dict,
-                   metrics: ChangeMetrics, started: float) -> tuple[CommitResult | None, ChangeMetrics]:
-    """Commit the change's actions once (nothing when there are none)."""
+def commit_change(snapshot: Snapshot, change: Change, tx: Transaction, metadata, actions: list, index_files: dict,
+                  metrics: ChangeMetrics, started: float) -> tuple[CommitResult | None, ChangeMetrics]:
+    """Commit the change's actions once (nothing when there are none): its schema with them
+    when it evolves it, its ``txn``, its metrics."""
     actions = drop_inserts_only(snapshot.storage, actions, tx.written_paths)  # the whole commit's, not a part's
     if change.new_fields and actions:
         actions.insert(0, metadata)  # the new schema, in the same commit as the rows that need it
@@ -147,41 +149,71 @@ def _execute_parts(snapshot: Snapshot, change: Change, metrics: ChangeMetrics,
     a part of some buckets meets only the files of those buckets (its rows can match no
     other target row), so each file is changed by one part, and the source is never whole
     in memory. A part of every bucket is the whole source, read once."""
-    source = change.source
     p = _prepare(snapshot, change)
-    schema, scope, stored, metadata = p.schema, p.scope, p.stored, p.metadata
     tx = Transaction(snapshot, change.operation, change.parameters, read_buckets=())
     actions, index_files, read, by = [], {}, set(), set()
     try:
-        for part in grouped(source.parts):
-            one = replace(change, source=part.read())
-            found_started = time.perf_counter()
-            found = find(snapshot, one, stored, p.wanted)
-            if part.buckets is not None:
-                found.files = [a for a in found.files if a.bucket in part.buckets]
-            if found.located is not None and change.new_fields:
-                found.located = with_new_columns(found.located, schema, stored)
-            by.add(found.by)
-            metrics.scan_time_ms += _ms(found_started)
-            if found.by == "scan":
-                part_read = ALL_BUCKETS if part.buckets is None else set(part.buckets)
-            else:
-                part_read = {a.bucket for a in found.files}
-            if part_read is ALL_BUCKETS or None in part_read:  # a file without a bucket holds every bucket's rows
-                read = ALL_BUCKETS
-            elif read is not ALL_BUCKETS:
-                read |= part_read
-            tx.read_buckets = read if read is ALL_BUCKETS else sorted(read)
-            part_actions, part_index = rewrite(snapshot, one, scope, schema, found, p.vectors, tx, metrics, metadata)
-            actions += part_actions
-            for name, fs in part_index.items():
+        for part in grouped(change.source.parts):
+            done = run_part(snapshot, replace(change, source=part.read()), p, part.buckets, tx.written_paths, metrics)
+            actions += done.actions
+            for name, fs in done.index_files.items():
                 index_files.setdefault(name, []).extend(fs)
-            del one, found  # the part's rows: one part in memory at a time
+            by.add(done.found_by)
+            read = union_read(read, done.read_buckets)
+            tx.read_buckets = read if read is ALL_BUCKETS else sorted(read)
+            del done  # the part's rows: one part in memory at a time
     except BaseException:
         tx.abort()
         raise
     metrics.rows_found_by = "scan" if "scan" in by else "index"
-    return _commit_change(snapshot, change, tx, metadata, actions, index_files, metrics, started)
+    return commit_change(snapshot, change, tx, p.metadata, actions, index_files, metrics, started)
+
+
+@dataclass
+class PartDone:
+    """What running one part of a change wrote: the actions and index files to commit, the
+    buckets it read (or ``ALL_BUCKETS``) and how it found the rows."""
+
+    actions: list
+    index_files: dict
+    read_buckets: object
+    found_by: str
+
+
+def prepare(snapshot: Snapshot, change: Change) -> "_Prepared":
+    """The checked schemas and scope of ``change`` at ``snapshot`` (:func:`run_part` takes them)."""
+    return _prepare(snapshot, change)
+
+
+def run_part(snapshot: Snapshot, one: Change, p: "_Prepared", buckets, written_paths: list[str],
+             metrics: ChangeMetrics) -> PartDone:
+    """Run ``one``, whose source rows are of ``buckets`` only (None: of any), on the files of
+    those buckets, without committing: a part of a staged source on the driver, or a Spark
+    task's buckets of a source Spark partitioned by the table's bucket. Every path written is
+    appended to ``written_paths``; ``metrics`` counts."""
+    found_started = time.perf_counter()
+    found = find(snapshot, one, p.stored, p.wanted)
+    if buckets is not None:
+        found.files = [a for a in found.files if a.bucket in buckets]
+    if found.located is not None and one.new_fields:
+        found.located = with_new_columns(found.located, p.schema, p.stored)
+    metrics.scan_time_ms += _ms(found_started)
+    if found.by == "scan":
+        read = ALL_BUCKETS if buckets is None else set(buckets)
+    else:
+        read = {a.bucket for a in found.files}
+    if read is not ALL_BUCKETS and None in read:  # a file without a bucket holds every bucket's rows
+        read = ALL_BUCKETS
+    actions, index_files = rewrite(snapshot, one, p.scope, p.schema, found, p.vectors, written_paths, metrics,
+                                   p.metadata)
+    return PartDone(actions, index_files, read, found.by)
+
+
+def union_read(read, more):
+    """Two sets of read buckets together (``ALL_BUCKETS`` absorbs)."""
+    if read is ALL_BUCKETS or more is ALL_BUCKETS:
+        return ALL_BUCKETS
+    return set(read) | set(more)
 
 
 def _ms(since: float) -> int:

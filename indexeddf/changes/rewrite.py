@@ -24,7 +24,6 @@ import pyarrow.compute as pc
 from ..format.datafiles import iter_live_row_groups, live_mask, read_file, read_rows_at
 from ..format.deletion_vectors import read_deletion_vector, write_deletion_vectors
 from ..format.snapshot import Snapshot
-from ..format.transaction import Transaction
 from ..reader import lookup as lookup_mod
 from ..spec.actions import AddFile
 from ..spec.change_data import DELETE, INSERT, UPDATE_POSTIMAGE, UPDATE_PREIMAGE, labelled
@@ -60,15 +59,16 @@ class _Written:
 
 
 def rewrite(snapshot: Snapshot, change: Change, scope: Scope, schema: pa.Schema, found: Found, vectors: bool,
-             tx: Transaction, metrics: ChangeMetrics, metadata):
+             written_paths: list[str], metrics: ChangeMetrics, metadata):
     """Every candidate file changed (rewritten, or given a deletion vector when
-    ``vectors``), then the inserts: the actions and index files to commit."""
+    ``vectors``), then the inserts: the actions and index files to commit (every path
+    written is appended to ``written_paths``, a transaction's or a task's)."""
     from concurrent.futures import ThreadPoolExecutor
 
     source = change.source
     if source is not None:
         source = source.append_column(SOURCE_ROW, pa.array(np.arange(source.num_rows, dtype=np.int64)))
-    write = _Writer(snapshot, tx.written_paths, metadata, schema)
+    write = _Writer(snapshot, written_paths, metadata, schema)
     write.inserted_files = list(change.inserted.adds) if change.inserted is not None else []
     # Updated and inserted rows must keep the table's CHECK constraints (Spark's changes check
     # them in their plan, with Catalyst: apply_outcome leaves the checker out).

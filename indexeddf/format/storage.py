@@ -33,6 +33,7 @@ import uuid
 from typing import Any, Callable
 
 import fsspec
+import pyarrow as pa
 import pyarrow.fs as pafs
 from fsspec.implementations.local import LocalFileSystem
 from fsspec.implementations.memory import MemoryFileSystem
@@ -127,7 +128,7 @@ class TableStorage:
         path = self.full(rel)
         self.check_conditional_put()
         if self.is_local:
-            return _open_local(path)
+            return _open_local_native(path)
         self.fs.makedirs(path.rsplit("/", 1)[0], exist_ok=True)
         return self.fs.open(path, "wb")
 
@@ -261,6 +262,23 @@ def _local_put_if_absent(path: str, data: bytes) -> bool:
             return False
     finally:
         os.remove(tmp)
+
+
+def _open_local_native(path: str):
+    """A local file opened for writing as Arrow's own buffered stream, its folder created when
+    missing: a Parquet writer streaming into a Python file object calls back into Python (and
+    takes the GIL) for every page it writes, which two threads copying files at once wait on."""
+    try:
+        raw = pa.OSFile(path, "wb")
+    except FileNotFoundError:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        raw = pa.OSFile(path, "wb")
+    return pa.BufferedOutputStream(raw, buffer_size=_LOCAL_BUFFER_BYTES)
+
+
+_LOCAL_BUFFER_BYTES = 1 << 20
+"""A streamed local file's write buffer: a Parquet writer writes pages and their small headers
+one by one."""
 
 
 def _open_local(path: str):

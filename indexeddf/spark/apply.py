@@ -38,7 +38,7 @@ from ..changes.rewrite import apply_outcome
 from ..errors import InvalidOptionError
 from ..format.snapshot import Snapshot, load_snapshot
 from ..format.transaction import ALL_BUCKETS, Transaction
-from ..spec.actions import AddFile, CdcFile, IndexFile, RemoveFile, Txn
+from ..spec.actions import AddFile, CdcFile, IndexFile, RemoveFile, Txn, to_line
 from ..spec.column_mapping import file_schema
 from ..spec.deletion_vectors import unique_sorted
 from ..spec.delta import LazyStats
@@ -101,9 +101,18 @@ def _add_json(add: AddFile) -> str:
     """An add as a commit message carries it: the stats a checkpoint left as text (a file
     given a deletion vector keeps them) parsed first, since the model serializes only parsed
     statistics."""
-    if isinstance(add.stats, LazyStats):
-        add = add.model_copy(update={"stats": add.stats.parsed()})
-    return add.model_dump_json(by_alias=True)
+    return _parsed(add).model_dump_json(by_alias=True)
+
+
+def _parsed(action):
+    if isinstance(action, AddFile) and isinstance(action.stats, LazyStats):
+        return action.model_copy(update={"stats": action.stats.parsed()})
+    return action
+
+
+def action_line(action) -> str:
+    """Any action as a commit message carries it (its log line; an add's stats parsed)."""
+    return to_line(_parsed(action))
 
 
 class ApplyWriter(DataSourceArrowWriter):

@@ -46,6 +46,7 @@ from ..spec.bucketing import bucket_ids
 from ..spec.schema import arrow_schema
 from . import options as so
 from .apply import txn_of
+from .change_tasks import ChangedBuckets, abort_buckets, commit_buckets, in_tasks, write_buckets
 from .write_task import drop_staging, read_staged, staging_path
 
 CHANGE_OPTION = "changeSpec"
@@ -138,8 +139,15 @@ class ChangeWriter(DataSourceArrowWriter):
     def _storage(self):
         return so.shared_storage(self.url, self.storage_options)
 
-    def write(self, iterator: Iterator[pa.RecordBatch]) -> StagedSource:
-        """Stage this task's source rows (nothing for DELETE / UPDATE)."""
+    def change_of(self, snapshot: Snapshot):
+        """The engine's change for this statement at ``snapshot``, with no source rows yet."""
+        return change_of(self.spec, self.schema.empty_table())(snapshot)
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> StagedSource | ChangedBuckets:
+        """Stage this task's source rows (nothing for DELETE / UPDATE), or run the MERGE on
+        the task's buckets when the connector partitioned the source by bucket (:mod:`.change_tasks`)."""
+        if in_tasks(self.spec):
+            return write_buckets(self, iterator)
         if self.spec["operation"] != "MERGE":
             for _ in iterator:
                 pass
@@ -179,7 +187,11 @@ class ChangeWriter(DataSourceArrowWriter):
         return staged
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
-        """Run the change on the newest version, then drop the staged source."""
+        """Run the change on the newest version, then drop the staged source (or, when the
+        tasks ran it, commit their actions on the version the plan read)."""
+        if in_tasks(self.spec):
+            commit_buckets(self, messages)
+            return
         storage = self._storage()
         try:
             snapshot = load_snapshot(storage)
@@ -214,7 +226,8 @@ class ChangeWriter(DataSourceArrowWriter):
         return staged_parts(self.schema, files, read)
 
     def abort(self, messages: list[WriterCommitMessage | None]) -> None:
-        """Drop the staged source; nothing was committed."""
+        """Drop the staged source (or the files the tasks wrote); nothing was committed."""
+        abort_buckets(self._storage(), messages)
         drop_staging(self._storage(), self.write_id)
 
 

@@ -107,7 +107,14 @@ public final class BucketedOutcome extends Rule<SparkPlan> {
     }
 
     private static int writeTasks(SparkPlan p) {
-        String v = p.conf().getConfString(WRITE_TASKS, "").trim();
+        org.apache.spark.SparkContext sc = p.session() != null ? p.session().sparkContext()
+            : org.apache.spark.SparkContext.getOrCreate();
+        return writeTasks(p.conf(), sc);
+    }
+
+    /** The tasks that write a change's outcome ({@link #WRITE_TASKS}; by default twice the default parallelism). */
+    static int writeTasks(org.apache.spark.sql.internal.SQLConf conf, org.apache.spark.SparkContext sc) {
+        String v = conf.getConfString(WRITE_TASKS, "").trim();
         if (!v.isEmpty()) {
             try {
                 int n = Integer.parseInt(v);
@@ -120,8 +127,6 @@ public final class BucketedOutcome extends Rule<SparkPlan> {
             throw io.indexeddf.log.IndexedDFException.option(WRITE_TASKS + " = " + v
                 + ": give a positive number of tasks, or unset it for twice the session's default parallelism");
         }
-        org.apache.spark.SparkContext sc = p.session() != null ? p.session().sparkContext()
-            : org.apache.spark.SparkContext.getOrCreate();
         return 2 * Math.max(1, sc.defaultParallelism());
     }
 

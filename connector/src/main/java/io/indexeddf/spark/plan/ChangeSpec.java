@@ -60,6 +60,13 @@ final class ChangeSpec {
         return json.toString();
     }
 
+    /** This MERGE run by its write tasks a bucket at a time ({@link BucketTasks}), on {@code version}. */
+    ChangeSpec inBucketTasks(long version) {
+        json.put("bucketTasks", true);
+        json.put("readVersion", version);
+        return this;
+    }
+
     /** Delta's session confs that make a change idempotent: its commit carries
      * {@code txn(appId, version)}, and a change whose app already committed that version (or a
      * later one) changes nothing. */

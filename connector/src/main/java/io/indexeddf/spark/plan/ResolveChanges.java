@@ -139,6 +139,7 @@ public final class ResolveChanges extends Rule<LogicalPlan> {
         }
         MergeIntoTable m = (MergeIntoTable) p;
         ChangeSpec.Merge merge;
+        List<Expression> bucketKeys = null;
         if (MergeStars.evolves(session, m)) {
             List<String> stars = MergeStars.of(m);
             if (stars == null) {
@@ -149,14 +150,23 @@ public final class ResolveChanges extends Rule<LogicalPlan> {
             merge = engineMerge(lr, m, stars);
         } else {
             // A table with CHECK constraints: Spark's plan, which checks them with Catalyst.
-            boolean constrained = !io.indexeddf.spark.exec.CheckConstraints.of(DriverLookup.snapshotOf(lr)).isEmpty();
-            merge = smallSource(m) && !constrained ? engineMergeOrNull(lr, m) : null;
+            io.indexeddf.log.Snapshot snapshot = DriverLookup.snapshotOf(lr);
+            boolean constrained = !io.indexeddf.spark.exec.CheckConstraints.of(snapshot).isEmpty();
+            boolean small = smallSource(m);
+            // A larger source: its write tasks run the engine a bucket at a time, where they can.
+            bucketKeys = small || constrained || engineMaxSourceBytes() < 0 ? null
+                : BucketTasks.sourceKeys(session, lr, m, snapshot);
+            merge = (small || bucketKeys != null) && !constrained ? engineMergeOrNull(lr, m) : null;
             if (merge == null || !merge.evaluable) {
                 return SparkChange.merge(lr, m);
             }
+            if (bucketKeys != null) {
+                merge.spec.inBucketTasks(snapshot.version);
+            }
         }
         ChangeSpec spec = merge.spec;
-        LogicalPlan rows = merge.sourceRows;
+        LogicalPlan rows = bucketKeys == null ? merge.sourceRows
+            : BucketTasks.rows(session, merge.sourceRows, bucketKeys, DriverLookup.snapshotOf(lr).numBuckets());
         // Where the Python commit leaves the change's metrics for the command's result row.
         String resultFile = new java.io.File(System.getProperty("java.io.tmpdir"),
             "indexeddf-change-" + java.util.UUID.randomUUID() + ".json").getPath();
@@ -176,11 +186,16 @@ public final class ResolveChanges extends Rule<LogicalPlan> {
      * target row anyway). A source Spark cannot size (a DataFrame made from local rows) is not.
      */
     private boolean smallSource(MergeIntoTable m) {
-        String v = session.conf().get(ENGINE_MAX_SOURCE_BYTES,
-            session.conf().get("spark.sql.autoBroadcastJoinThreshold", "10MB")).trim();
-        long max = v.startsWith("-") ? -1 : org.apache.spark.network.util.JavaUtils.byteStringAsBytes(v);
+        long max = engineMaxSourceBytes();
         return max >= 0 && m.notMatchedBySourceActions().isEmpty()
             && m.sourceTable().stats().sizeInBytes().compareTo(scala.math.BigInt.apply(max)) <= 0;
+    }
+
+    /** {@link #ENGINE_MAX_SOURCE_BYTES} in bytes; -1: no MERGE runs through the change engine. */
+    private long engineMaxSourceBytes() {
+        String v = session.conf().get(ENGINE_MAX_SOURCE_BYTES,
+            session.conf().get("spark.sql.autoBroadcastJoinThreshold", "10MB")).trim();
+        return v.startsWith("-") ? -1 : org.apache.spark.network.util.JavaUtils.byteStringAsBytes(v);
     }
 
     private static ChangeSpec.Merge engineMerge(LogicalRelation lr, MergeIntoTable m, List<String> stars) {
