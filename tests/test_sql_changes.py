@@ -501,3 +501,50 @@ def test_a_merge_of_a_large_source_shuffles_only_the_source(registered, tmp_path
         assert ordered(t.to_arrow()) == ordered(duck.rows())
         if bucketed_outcome == "true":  # the updated and inserted rows: one file a bucket
             assert t.history(limit=1)[0].metrics["numTargetFilesAdded"] == 4
+
+
+@pytest.mark.parametrize("vectors", [False, True])
+def test_a_large_source_runs_in_the_write_tasks_a_bucket_at_a_time(registered, tmp_path, conf, vectors):
+    """A MERGE whose source is too big for the driver and whose expressions over the target the
+    change engine evaluates as Spark does: Spark evaluates the source (a key of another type, a
+    Python UDF over the source), repartitions it by the table's bucket and coalesces the buckets
+    into the write tasks (two here, for four buckets); each task runs the engine on its buckets,
+    so no plan scans the table (expressions over the target: comparisons, ``coalesce``). Tables of two files a bucket, with and without deletion vectors,
+    equal DuckDB's after each MERGE; a target row two source rows match fails the MERGE and
+    commits nothing; with ``bucketTasks.enabled=false`` the same MERGE is Spark's join."""
+    spark = registered
+    conf("spark.indexeddf.merge.engineMaxSourceBytes", "1b")  # every source is "large"
+    conf("spark.indexeddf.change.writeTasks", "2")
+    spark.udf.register("times_two", lambda x: None if x is None else x * 2, "bigint")
+    path = str(tmp_path / "t")
+    first, more = rows(list(range(0, 3000, 2))), rows(list(range(1, 600, 2)), 5000, "x")
+    IndexedTable.create(path, first, ["k"], num_buckets=4,
+                        properties={"delta.enableDeletionVectors": str(vectors).lower()}).append(more)
+    duck = Duck(pa.concat_tables([first, more]))
+    source = rows(list(range(300, 3600, 3)) + [None], 11, "w")
+    spark_rows(spark, source).selectExpr("CAST(k AS INT) AS k", "v", "s").write.parquet(str(tmp_path / "src"))
+    spark.read.parquet(str(tmp_path / "src")).createOrReplaceTempView("large_src")
+    duck.run("CREATE OR REPLACE TABLE large_src AS SELECT * FROM source_rows", source)
+    statements = [
+        ("MERGE INTO {t} t USING large_src s ON t.k = s.k WHEN MATCHED AND t.v > s.v THEN DELETE "
+         "WHEN MATCHED THEN UPDATE SET v = {double}, s = coalesce(t.s, s.s) WHEN NOT MATCHED AND s.v % 2 = 0 THEN INSERT *"),
+        "MERGE INTO {t} t USING large_src s ON s.k = t.k AND s.v > 500 AND t.s IS NOT NULL WHEN MATCHED THEN UPDATE SET * "
+        "WHEN NOT MATCHED THEN INSERT *",
+    ]
+    for statement in statements:
+        scans, nodes = scans_of(spark, statement.format(t=f"indexeddf.`{path}`", double="times_two(s.v)"), path)
+        assert scans == 0 and "Coalesce" in nodes and "Exchange" in nodes and "SortMergeJoin" not in nodes, nodes
+        duck.run(statement.format(t="target", double="s.v * 2").replace("INSERT *", "INSERT VALUES (s.k, s.v, s.s)")
+                 .replace("UPDATE SET *", "UPDATE SET k = s.k, v = s.v, s = s.s"))
+        assert ordered(IndexedTable.for_path(path).to_arrow()) == ordered(duck.rows()), statement
+    version = IndexedTable.for_path(path).version
+    spark_rows(spark, rows([4, 4, 9000], 1, "d")).createOrReplaceTempView("twice_src")
+    with pytest.raises(Exception, match="multiple source rows matched the same target row"):
+        run_sql(spark, f"MERGE INTO indexeddf.`{path}` t USING twice_src s ON t.k = s.k WHEN MATCHED THEN UPDATE SET *")
+    assert IndexedTable.for_path(path).version == version
+    conf("spark.indexeddf.merge.bucketTasks.enabled", "false")
+    scans, nodes = scans_of(spark, f"MERGE INTO indexeddf.`{path}` t USING large_src s ON t.k = s.k "
+                                   "WHEN MATCHED THEN UPDATE SET v = t.v + 1", path)
+    assert scans > 0, nodes
+    duck.run("MERGE INTO target t USING large_src s ON t.k = s.k WHEN MATCHED THEN UPDATE SET v = t.v + 1")
+    assert ordered(IndexedTable.for_path(path).to_arrow()) == ordered(duck.rows())
