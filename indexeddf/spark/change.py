@@ -139,6 +139,10 @@ class ChangeWriter(DataSourceArrowWriter):
     def _storage(self):
         return so.shared_storage(self.url, self.storage_options)
 
+    def staging_at(self, snapshot: Snapshot) -> StagingBuckets | None:
+        """How this MERGE's source splits by the buckets of ``snapshot`` (None: it does not)."""
+        return staging_buckets(snapshot, self.spec, self.schema)
+
     def change_of(self, snapshot: Snapshot):
         """The engine's change for this statement at ``snapshot``, with no source rows yet."""
         return change_of(self.spec, self.schema.empty_table())(snapshot)

@@ -68,14 +68,16 @@ def write_buckets(writer, iterator: Iterator[pa.RecordBatch]) -> ChangedBuckets:
     """Run the MERGE on this task's buckets (``writer``: the change's ``ChangeWriter``), one
     bucket's source rows in memory at a time."""
     snapshot = load_snapshot(writer._storage(), int(writer.spec["readVersion"]))
-    if writer.staging is None:
-        raise InvalidOptionError("a MERGE run by Spark's tasks needs its ON condition to fix every bucketing column "
-                                 "of the table; nothing was committed")
+    staging = writer.staging_at(snapshot)  # the buckets of the version read, as Spark partitioned the rows
+    if staging is None:
+        raise InvalidOptionError("the MERGE cannot run a bucket at a time on the version it read (its ON condition "
+                                 "does not fix every bucketing column, or a file has no bucket); nothing was "
+                                 "committed. Run it with spark.indexeddf.merge.bucketTasks.enabled=false")
     change = writer.change_of(snapshot)
     prepared = prepare(snapshot, change)
     message, metrics, read = ChangedBuckets(), ChangeMetrics(), set()
     try:
-        for bucket, rows in _by_bucket(iterator, writer.staging, writer.schema):
+        for bucket, rows in _by_bucket(iterator, staging, writer.schema):
             metrics.num_source_rows += rows.num_rows
             done = run_part(snapshot, replace(change, source=rows), prepared, {bucket}, message.written, metrics)
             message.buckets.append(bucket)
