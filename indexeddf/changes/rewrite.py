@@ -26,6 +26,7 @@ from ..format.deletion_vectors import read_deletion_vector, write_deletion_vecto
 from ..format.snapshot import Snapshot
 from ..reader import lookup as lookup_mod
 from ..spec.actions import AddFile
+from ..spec.arrays import distinct
 from ..spec.change_data import DELETE, INSERT, UPDATE_POSTIMAGE, UPDATE_PREIMAGE, labelled
 from ..spec.constraints import ConstraintChecker
 from ..spec.deletion_vectors import unique_sorted
@@ -153,7 +154,7 @@ def _apply_file(write: "_Writer", a: AddFile, touched: np.ndarray, updated: pa.T
     snapshot = write.snapshot
     if write.feed:  # gathered now (the buffer writes it in few files, bounded in bytes)
         before = read_rows_at(snapshot.storage, a, write.schema, touched, snapshot.version)
-        ordinals = np.sort(np.unique(touched))
+        ordinals = np.sort(distinct(touched))
         gone = pa.array(np.isin(ordinals, deleted))
         changes = [labelled(before.filter(gone), DELETE), labelled(before.filter(pc.invert(gone)), UPDATE_PREIMAGE)]
         if updated is not None:

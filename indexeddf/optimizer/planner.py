@@ -35,6 +35,7 @@ from ..format.snapshot import Snapshot
 from ..reader.plan import LookupPlan, LookupTask
 from ..spec import config
 from ..spec.actions import PRIMARY_INDEX, IndexEntry, IndexFile
+from ..spec.arrays import distinct
 from ..spec.bucketing import bucket_ids
 from ..spec.column_mapping import table_schema
 from ..spec.expressions import CompiledExpression
@@ -243,7 +244,7 @@ def _plan(snapshot: Snapshot, index: IndexEntry, keys: pa.Table, why_not: str | 
                         table_schema(meta))
     if covered:
         buckets = bucket_ids([keys.column(c) for c in index.columns], index.numBuckets)
-        for b in np.unique(buckets):
+        for b in distinct(buckets):
             plan.tasks.append(LookupTask(int(b), keys.filter(pa.array(buckets == b)), cov.files_by_bucket.get(int(b), ())))
     if to_scan:
         plan.tasks.append(LookupTask(None, keys, scan_files=tuple(sorted(to_scan, key=lambda a: a.path))))

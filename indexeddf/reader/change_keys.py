@@ -34,6 +34,7 @@ import pyarrow.compute as pc
 
 from ..format.datafiles import conform, file_columns, open_parquet
 from ..format.storage import TableStorage
+from ..spec.arrays import distinct
 from ..spec.bucketing import bucket_ids, key_hash
 from ..spec.change_data import ROW_GROUP_BUCKETS
 from ..spec.column_mapping import physical_name, resolve
@@ -64,7 +65,7 @@ class KeyFilter:
     def _buckets(self, num_buckets: int) -> frozenset[int]:
         known = self._bucket_cache.get(num_buckets)
         if known is None:
-            known = frozenset(int(b) for b in np.unique(bucket_ids(self.keys.columns, num_buckets)))
+            known = frozenset(int(b) for b in distinct(bucket_ids(self.keys.columns, num_buckets)))
             self._bucket_cache[num_buckets] = known
         return known
 
@@ -75,7 +76,7 @@ class KeyFilter:
     @cached_property
     def hashes(self) -> np.ndarray:
         """The keys' hashes (sorted), a first cheap test of a row of several key columns."""
-        return np.unique(key_hash(self.keys.columns))
+        return distinct(key_hash(self.keys.columns))
 
     @cached_property
     def tuples(self) -> set:

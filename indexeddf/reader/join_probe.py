@@ -21,6 +21,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..spec.actions import AddFile, IndexFile
+from ..spec.arrays import distinct
 from ..spec.bucketing import bucket_ids, key_hash
 from ..spec.column_mapping import plain
 from .lookup import ReadContext, bucket_trie, equal_null_safe, fetch_rows, scan_files
@@ -72,11 +73,11 @@ def table_rows(side: TableSide, bucket: int, probe_keys: pa.Table, read_cols: li
     parts = []
     files = side.index_files.get(bucket, ())
     if files and probe_keys.num_rows:
-        hashes = np.unique(key_hash([probe_keys.column(c) for c in side.hash_columns]))
+        hashes = distinct(key_hash([probe_keys.column(c) for c in side.hash_columns]))
         trie = bucket_trie(side.read, tuple(files), hashes)
         _, fids, rows = trie.probe(hashes, side.read.live_covered_ids)
-        for fid in np.unique(fids):
-            parts.append(fetch_rows(side.read, side.read.paths[int(fid)], np.unique(rows[fids == fid]), read_cols))
+        for fid in distinct(fids):
+            parts.append(fetch_rows(side.read, side.read.paths[int(fid)], distinct(rows[fids == fid]), read_cols))
     if scanned is not None and bucket in scanned:
         rows = scanned[bucket]
     else:
@@ -134,13 +135,13 @@ def join_chunk(side: TableSide, spec: JoinSpec, probe: pa.Table, scanned: dict) 
     if valid.any():
         buckets[valid] = bucket_ids([keys.column(c).filter(pa.array(valid)) for c in side.hash_columns], side.num_buckets)
     out, matched_any = [], np.zeros(probe.num_rows, dtype=bool)
-    for b in np.unique(buckets[buckets >= 0]):
+    for b in distinct(buckets[buckets >= 0]):
         sel = np.flatnonzero(buckets == b)
         bkeys = keys.take(pa.array(sel))
         rows = table_rows(side, int(b), bkeys, read_cols, scanned)
         p_of, t_of = pair_rows([bkeys.column(c) for c in table_cols], [rows.column(c) for c in table_cols])
         if spec.how == "semi":
-            matched_any[sel[np.unique(p_of)]] = True
+            matched_any[sel[distinct(p_of)]] = True
             continue
         matched_any[sel[p_of]] = True
         if len(p_of):

@@ -30,6 +30,7 @@ import pyarrow.compute as pc
 from ..format.datafiles import read_file
 from ..format.snapshot import Snapshot
 from ..spec.actions import AddFile, IndexFile
+from ..spec.arrays import distinct
 from ..spec.bucketing import key_hash
 from ..spec.column_mapping import plain
 from ..spec.schema import check_columns
@@ -91,7 +92,7 @@ def _locate_task(ctx: ReadContext, files: dict[int, AddFile], task: LookupTask, 
             found = _by_key_columns(ctx, covered, task.keys, read_cols)
         else:
             hashes = key_hash([task.keys.column(c) for c in ctx.index_columns])
-            trie = BucketTrie(tuple(_matching_entries(ctx, f, np.unique(hashes)) for f in task.index_files))
+            trie = BucketTrie(tuple(_matching_entries(ctx, f, distinct(hashes)) for f in task.index_files))
             found = probe_trie(ctx, trie, ctx.live_covered_ids, task.keys, read_cols, hashes, cached=False)
     # Located rows are few chunks' worth of work downstream: one chunk a task.
     return found.select(columns + [FILE_ID, ROW_ORDINAL]).combine_chunks()
@@ -99,7 +100,7 @@ def _locate_task(ctx: ReadContext, files: dict[int, AddFile], task: LookupTask, 
 
 def _covered_files(ctx: ReadContext, files: dict[int, AddFile], index_files: tuple[IndexFile, ...]) -> list[AddFile]:
     """The live covered data files that entries of ``index_files`` point into."""
-    ids = np.unique(np.fromiter((i for f in index_files for i in f.fileIds), np.int64))
+    ids = distinct(np.fromiter((i for f in index_files for i in f.fileIds), np.int64))
     live = ids[np.isin(ids, ctx.live_covered_ids)]
     return [files[int(i)] for i in live if int(i) in files]
 
@@ -141,7 +142,7 @@ def matching_ordinals(rows: pa.Table, keys: pa.Table) -> np.ndarray:
         if len(values) < 2 or bool(np.all(values[1:] >= values[:-1])):
             # A sorted file (as optimize and changes write them): each key's rows are one
             # range, found by binary search instead of a hash probe of every row.
-            probes = np.unique(keys.column(0).to_numpy())
+            probes = distinct(keys.column(0).to_numpy())
             lo, hi = np.searchsorted(values, probes, "left"), np.searchsorted(values, probes, "right")
             return expand_ranges(lo, hi)
     if rows.num_columns == 1:

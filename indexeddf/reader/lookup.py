@@ -39,6 +39,7 @@ from ..format.footers import CompactFooter
 from ..format.snapshot import Snapshot
 from ..format.storage import TableStorage, frozen_options, thawed_options
 from ..spec.actions import AddFile, IndexFile
+from ..spec.arrays import distinct
 from ..spec.bucketing import INDEX_BLOCK_SHARE, key_hash
 from ..spec.column_mapping import file_schema, physical_name, plain
 from ..spec.schema import check_columns, dictionary_columns
@@ -198,7 +199,7 @@ def bucket_trie(ctx: ReadContext | Snapshot, index_files: tuple[IndexFile, ...],
     known = cache().get(trie_key)
     if known is not None:
         return known
-    sorted_probes = None if probes is None or not isinstance(ctx, ReadContext) else np.unique(probes)
+    sorted_probes = None if probes is None or not isinstance(ctx, ReadContext) else distinct(probes)
     segments: list[Segment] = []
     small: list[Segment] = []  # whole segments of small index files
     partial = False
@@ -352,7 +353,7 @@ def probe_trie(ctx: ReadContext, trie: BucketTrie, live: np.ndarray | None, keys
     at, probe_at = pa.array(which), pa.array(probe_of)
     for c in ctx.index_columns:
         match &= equal_null_safe(candidates.column(c).take(at), keys.column(c).take(probe_at))
-    keep = np.unique(which[match])
+    keep = distinct(which[match])
     return candidates if len(keep) == candidates.num_rows else candidates.take(pa.array(keep))
 
 
@@ -360,7 +361,7 @@ def _not_deleted(ctx: ReadContext, file_ids: np.ndarray, rows: np.ndarray) -> np
     """A mask over probe matches (file id, row ordinal): False where the file's deletion
     vector deletes the row."""
     kept = np.ones(len(rows), dtype=bool)
-    for fid in np.unique(file_ids):
+    for fid in distinct(file_ids):
         deleted = deleted_rows(ctx, ctx.paths[int(fid)])
         if deleted is not None:
             at = file_ids == fid

@@ -39,6 +39,7 @@ from ..format.storage import frozen_options
 from ..optimizer.planner import covered_ids, join_index
 from ..reader.join_probe import TableSide
 from ..reader.lookup import ReadContext, deletion_vectors_of, partitions_of
+from ..spec.arrays import distinct
 from ..spec.column_mapping import table_schema
 from ..spec.schema import arrow_schema
 from .bucketed import bucketed_scan_reason
@@ -387,7 +388,7 @@ def describe(plan: JoinPlan, snapshot: Snapshot) -> str:
             lines.append(f"  the DataFrame is repartitioned into {k} partitions by Spark's hash of its keys for "
                          f"{list(plan.side.hash_columns)}; {which}; the table is not shuffled")
         if plan.strategy == "broadcast" and plan.keys is not None:
-            touched = len(np.unique(key_buckets(plan.keys, plan.side))) if plan.keys.num_rows else 0
+            touched = len(distinct(key_buckets(plan.keys, plan.side))) if plan.keys.num_rows else 0
             lines.append(f"  buckets read: {touched} of {plan.side.num_buckets}")
     return "\n".join(lines)
 

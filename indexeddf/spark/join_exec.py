@@ -13,6 +13,7 @@ from ..format.snapshot import Snapshot
 from ..format.storage import frozen_options
 from ..reader.join_probe import JoinSpec, OtherSide, join_buckets, join_partition, pair_rows, table_rows
 from ..reader.lookup import ReadContext
+from ..spec.arrays import distinct
 from ..spec.column_mapping import table_schema
 from ..spec.schema import arrow_schema
 from .join import HOWS, JoinOptions, JoinPlan, cast_key, key_buckets, key_lists, plan_join, table_side
@@ -69,11 +70,11 @@ def _broadcast(plan: JoinPlan, snapshot: Snapshot, probe_df):
     parts = []
     if keys.num_rows:
         buckets = key_buckets(keys, side)
-        for b in np.unique(buckets):
+        for b in distinct(buckets):
             bkeys = keys.filter(pa.array(buckets == b))
             rows = table_rows(side, int(b), bkeys, read_cols)
             _, t_of = pair_rows([bkeys.column(c) for c in key_names], [rows.column(c) for c in plan.table_keys])
-            parts.append(rows.take(pa.array(np.unique(t_of))).select(wanted))
+            parts.append(rows.take(pa.array(distinct(t_of))).select(wanted))
     target = pa.schema([schema.field(c) for c in wanted])
     rows = pa.concat_tables([p.cast(target) for p in parts]) if parts else target.empty_table()
     sschema = StructType([f for f in fields if f.name in wanted])

@@ -15,6 +15,7 @@ import numpy as np
 
 from ..format.storage import TableStorage
 from ..spec.actions import IndexEntry, IndexFile
+from ..spec.arrays import distinct
 from .index_files import DataPiece, entry_arrays, index_file_path, read_entries, write_index_file
 
 
@@ -55,7 +56,7 @@ def compact_index(
     new_by_bucket = {}
     if added is not None:
         hashes, file_ids, rows, buckets = added
-        for b in np.unique(buckets):
+        for b in distinct(buckets):
             m = buckets == b
             new_by_bucket[int(b)] = (hashes[m], file_ids[m], rows[m])
     keep = kept_ids(entry, rewrite, keep_ids)

@@ -23,6 +23,7 @@ import pyarrow.parquet as pq
 from ..format.datafiles import read_named_file
 from ..format.storage import TableStorage
 from ..spec.actions import PRIMARY_INDEX, IndexFile
+from ..spec.arrays import distinct
 from ..spec.bucketing import bucket_ids, key_hash
 
 INDEX_DIR = "_indexes"
@@ -129,7 +130,7 @@ def distinct_ids(file_ids: np.ndarray) -> tuple[int, ...]:
         return ()
     if bool((file_ids == file_ids[0]).all()):
         return (int(file_ids[0]),)
-    return tuple(int(i) for i in np.unique(file_ids))
+    return tuple(int(i) for i in distinct(file_ids))
 
 
 def read_entries(storage: TableStorage, f: IndexFile, version: int | None = None) -> pa.Table:
