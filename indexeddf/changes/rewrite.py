@@ -244,8 +244,8 @@ def _sources_by_file(located: dict[int, pa.Table] | None, source: pa.Table | Non
     where pairing each file's rows with the whole source would build a hash table of the
     whole source once a file: at 2,000,000 source rows and 32 files, most of a MERGE's time.
     Only the key equality narrows: the rest of the merge predicate is applied to the pairs."""
-    if located is None or source is None or not change.keys or not located or source.num_rows < _NARROW_MIN_ROWS:
-        return None
+    if located is None or source is None or not change.keys or len(located) < 2 or source.num_rows < _NARROW_MIN_ROWS:
+        return None  # one file meets the source once anyway
     left = [t for t, _ in change.keys]
     any_rows = next(iter(located.values()))
     try:  # the source's keys in the target's types, as the pairs compare them (rows._pairs)
