@@ -526,7 +526,7 @@ def test_a_large_source_runs_in_the_write_tasks_a_bucket_at_a_time(registered, t
     spark.read.parquet(str(tmp_path / "src")).createOrReplaceTempView("large_src")
     duck.run("CREATE OR REPLACE TABLE large_src AS SELECT * FROM source_rows", source)
     statements = [
-        ("MERGE INTO {t} t USING large_src s ON t.k = s.k WHEN MATCHED AND t.v > s.v THEN DELETE "
+        ("MERGE INTO {t} t USING large_src s ON t.k = s.k WHEN MATCHED AND t.v > s.v AND t.v > 700 THEN DELETE "
          "WHEN MATCHED THEN UPDATE SET v = {double}, s = coalesce(t.s, s.s) WHEN NOT MATCHED AND s.v % 2 = 0 THEN INSERT *"),
         "MERGE INTO {t} t USING large_src s ON s.k = t.k AND s.v > 500 AND t.s IS NOT NULL WHEN MATCHED THEN UPDATE SET * "
         "WHEN NOT MATCHED THEN INSERT *",

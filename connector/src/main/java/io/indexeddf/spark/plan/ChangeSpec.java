@@ -243,6 +243,33 @@ final class ChangeSpec {
         });
     }
 
+    /**
+     * {@code e} with each integral cast of a literal ({@code CAST(700 AS BIGINT)}, which Spark's
+     * analyzer writes wherever an int literal meets a bigint column) replaced by the literal of
+     * the cast's type, as Spark's optimizer folds it: the engine reads {@code 700L} as Spark does,
+     * so {@code t.v > 700} stays an expression it evaluates. A cast Spark would fail is kept.
+     */
+    static Expression castLiteralsFolded(Expression e) {
+        return e.transformUp(new AbstractPartialFunction<Expression, Expression>() {
+            @Override
+            public boolean isDefinedAt(Expression x) {
+                return x instanceof org.apache.spark.sql.catalyst.expressions.Cast
+                    && ((org.apache.spark.sql.catalyst.expressions.Cast) x).child()
+                        instanceof org.apache.spark.sql.catalyst.expressions.Literal
+                    && x.dataType() instanceof org.apache.spark.sql.types.IntegralType;
+            }
+
+            @Override
+            public Expression apply(Expression x) {
+                try {
+                    return org.apache.spark.sql.catalyst.expressions.Literal.create(x.eval(null), x.dataType());
+                } catch (RuntimeException overflow) {
+                    return x;
+                }
+            }
+        });
+    }
+
     private static void refuseSubquery(Expression e, String where) {
         if (SubqueryExpression$.MODULE$.hasSubquery(e)) {
             throw IndexedDFException.option(where + " of a change to an indexeddf table has a subquery (" + e.sql()
@@ -288,7 +315,7 @@ final class ChangeSpec {
                         + "nor the source");
                 }
             }
-            Expression rest = computeSourceParts(spelledOut(e));
+            Expression rest = computeSourceParts(castLiteralsFolded(spelledOut(e)));
             evaluable &= engineEvaluates(rest);
             return qualified(rest, target).sql();
         }
