@@ -202,6 +202,8 @@ public final class IndexSegments {
         private final Map<Long, Integer> ids = new HashMap<>();
         private long[] idTable = new long[4];
         private int count;
+        private long lastId;
+        private int lastPos;
 
         Entries(int n) {
             hashes = new int[n];
@@ -219,17 +221,21 @@ public final class IndexSegments {
             }
             for (int i = 0; i < rowsInBatch; i++) {
                 long fid = batch.column(1).getLong(i);
-                Integer p = ids.get(fid);
-                if (p == null) {
-                    p = ids.size();
-                    ids.put(fid, p);
-                    if (p >= idTable.length) {
-                        idTable = Arrays.copyOf(idTable, idTable.length * 2);
+                if (count == 0 || fid != lastId) {  // runs of one file id (one data file a bucket) skip the map
+                    Integer p = ids.get(fid);
+                    if (p == null) {
+                        p = ids.size();
+                        ids.put(fid, p);
+                        if (p >= idTable.length) {
+                            idTable = Arrays.copyOf(idTable, idTable.length * 2);
+                        }
+                        idTable[p] = fid;
                     }
-                    idTable[p] = fid;
+                    lastId = fid;
+                    lastPos = p;
                 }
                 hashes[count] = ((int) batch.column(0).getLong(i)) ^ Integer.MIN_VALUE;
-                pos[count] = p;
+                pos[count] = lastPos;
                 rows[count] = batch.column(2).getInt(i);
                 count++;
             }

@@ -310,6 +310,14 @@ public final class ParquetRows {
         }
     }
 
+    /** Drops every footer the cache holds (for tests and benchmarks). */
+    public static void clearFooters() {
+        synchronized (FOOTERS) {
+            FOOTERS.clear();
+            footerBytes = 0;
+        }
+    }
+
     private static Footer readFooter(Path path, Configuration conf) throws IOException {
         FileSystem fs = path.getFileSystem(conf);
         long length = fs.getFileStatus(path).getLen();  // FileNotFoundException: a vacuumed file
