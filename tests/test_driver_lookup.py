@@ -347,9 +347,8 @@ def test_lookups_through_compact_footers_equal_spark_and_pyarrow_reads(spark, tm
 
     path = tmp_path / "t"
     n = 3 * ENTRY_ROW_GROUP
-    t = IndexedTable.create(str(path), rows_of(list(range(n)) + [11] * 50), index_columns=["k"], num_buckets=2,
-                            properties={"indexeddf.index.autoRefresh": "false",
-                                        "indexeddf.targetRowGroupBytes": "4096"})
+    IndexedTable.create(str(path), rows_of(list(range(n)) + [11] * 50), index_columns=["k"], num_buckets=2,
+                        properties={"indexeddf.index.autoRefresh": "false", "indexeddf.targetRowGroupBytes": "4096"})
     IndexedTable.for_path(str(path)).append(rows_of(list(range(n - 50, n + 50)) + [11], tag="b"))  # not indexed
     wheres = ["k = 11", "k = 5", "k = 12345", f"k = {n - 10}", f"k = {n + 20}", f"k IN (1, 4000, {n - 1}, {n + 1})",
               "k = -1", f"k = {n // 2} AND v > 3"]
