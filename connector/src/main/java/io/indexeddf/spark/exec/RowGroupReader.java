@@ -313,8 +313,10 @@ public final class RowGroupReader implements java.io.Serializable {
         HadoopInputFile in = HadoopInputFile.fromStatus(
             new org.apache.hadoop.fs.FileStatus(fileSize, false, 1, 128L << 20, 0, path), c);
         try {
+            // A plain open: the input file's builder-based open sets options on a configuration per call.
             reader.initialize(new org.apache.hadoop.mapred.FileSplit(path, 0, fileSize, new String[0]), context(named),
-                Option.apply(in), Option.apply(in.newStream()), Option.apply(cut));
+                Option.apply(in), Option.apply(org.apache.parquet.hadoop.util.HadoopStreams.wrap(
+                    path.getFileSystem(c).open(path))), Option.apply(cut));
             reader.initBatch(new StructType(), InternalRow.empty());
             if (batches) {
                 reader.enableReturningBatches();
