@@ -186,75 +186,12 @@ public final class IndexSegments {
         return out;
     }
 
-    /**
-     * The entries of row groups {@code groups} of the index file at {@code path} (about
-     * {@code numEntries}): decoded by parquet-mr's column readers from the cached footer cut to
-     * those row groups. Three plain columns need none of Spark's reader set-up (its requested
-     * schema parsed and clipped, column vectors allocated), which cost a block read more than
-     * its decoding; an index file of other column types is read by Spark's reader.
-     */
+    /** The entries of row groups {@code groups} of the index file at {@code path} (about {@code numEntries}). */
     private static Segment read(RowGroupReader reader, Path path, int[] groups, long numEntries) throws IOException {
         int n = (int) Math.max(0, Math.min(Integer.MAX_VALUE - 8, numEntries));
         Entries e = new Entries(n);
-        Configuration conf = reader.hadoopConf();
-        ParquetRows.Footer footer = ParquetRows.footer(path, conf);
-        org.apache.parquet.hadoop.metadata.ParquetMetadata cut = footer.metadata(groups);
-        org.apache.parquet.schema.MessageType schema = cut.getFileMetaData().getSchema();
-        org.apache.parquet.column.ColumnDescriptor[] columns = entryColumns(schema);
-        if (columns == null) {
-            reader.readBatches(path, groups, e::add);
-            return sorted(e.segment());
-        }
-        org.apache.parquet.hadoop.util.HadoopInputFile in = org.apache.parquet.hadoop.util.HadoopInputFile.fromStatus(
-            new org.apache.hadoop.fs.FileStatus(footer.fileLength, false, 1, 128L << 20, 0, path), conf);
-        try (org.apache.parquet.hadoop.ParquetFileReader file = new org.apache.parquet.hadoop.ParquetFileReader(in, cut,
-                readOptions(conf), org.apache.parquet.hadoop.util.HadoopStreams.wrap(path.getFileSystem(conf).open(path)))) {
-            org.apache.parquet.column.page.PageReadStore pages;
-            while ((pages = file.readNextRowGroup()) != null) {
-                org.apache.parquet.column.impl.ColumnReadStoreImpl store = new org.apache.parquet.column.impl.ColumnReadStoreImpl(
-                    pages, new org.apache.parquet.example.DummyRecordConverter(schema).getRootConverter(), schema,
-                    cut.getFileMetaData().getCreatedBy());
-                e.add(store.getColumnReader(columns[0]), store.getColumnReader(columns[1]),
-                    store.getColumnReader(columns[2]), pages.getRowCount());
-            }
-        }
+        reader.readBatches(path, groups, e::add);
         return sorted(e.segment());
-    }
-
-    /**
-     * The index file's columns hash (int32: uint32), file_id (int64) and row (int32), required or
-     * optional, top level; null when it has others (Spark's reader converts those).
-     */
-    private static org.apache.parquet.column.ColumnDescriptor[] entryColumns(org.apache.parquet.schema.MessageType schema) {
-        String[] names = {"hash", "file_id", "row"};
-        org.apache.parquet.schema.PrimitiveType.PrimitiveTypeName[] types = {
-            org.apache.parquet.schema.PrimitiveType.PrimitiveTypeName.INT32,
-            org.apache.parquet.schema.PrimitiveType.PrimitiveTypeName.INT64,
-            org.apache.parquet.schema.PrimitiveType.PrimitiveTypeName.INT32};
-        org.apache.parquet.column.ColumnDescriptor[] out = new org.apache.parquet.column.ColumnDescriptor[3];
-        for (int i = 0; i < 3; i++) {
-            if (!schema.containsPath(new String[] {names[i]})) {
-                return null;
-            }
-            org.apache.parquet.column.ColumnDescriptor c = schema.getColumnDescription(new String[] {names[i]});
-            if (c.getMaxRepetitionLevel() != 0 || c.getPrimitiveType().getPrimitiveTypeName() != types[i]) {
-                return null;
-            }
-            out[i] = c;
-        }
-        return out;
-    }
-
-    /** Read options from the reader's configuration, built once for it (building reads a dozen settings). */
-    private static volatile Object[] options;
-
-    private static org.apache.parquet.ParquetReadOptions readOptions(Configuration conf) {
-        Object[] held = options;
-        if (held == null || held[0] != conf) {
-            held = new Object[] {conf, org.apache.parquet.HadoopReadOptions.builder(conf).build()};
-            options = held;
-        }
-        return (org.apache.parquet.ParquetReadOptions) held[1];
     }
 
     /** Entries as the batches of an index file's read give them. */
@@ -301,45 +238,6 @@ public final class IndexSegments {
                 pos[count] = lastPos;
                 rows[count] = batch.column(2).getInt(i);
                 count++;
-            }
-        }
-
-        /** The next {@code n} entries from column readers of hash, file_id and row (a null value: an IOException). */
-        void add(org.apache.parquet.column.ColumnReader hash, org.apache.parquet.column.ColumnReader fileId,
-                 org.apache.parquet.column.ColumnReader row, long n) throws IOException {
-            if (count + n > hashes.length) {
-                int grow = (int) Math.min(Integer.MAX_VALUE - 8, Math.max(count + n, hashes.length * 2L));
-                hashes = Arrays.copyOf(hashes, grow);
-                pos = Arrays.copyOf(pos, grow);
-                rows = Arrays.copyOf(rows, grow);
-            }
-            for (long i = 0; i < n; i++) {
-                if (hash.getCurrentDefinitionLevel() < hash.getDescriptor().getMaxDefinitionLevel()
-                        || fileId.getCurrentDefinitionLevel() < fileId.getDescriptor().getMaxDefinitionLevel()
-                        || row.getCurrentDefinitionLevel() < row.getDescriptor().getMaxDefinitionLevel()) {
-                    throw new IOException("an index entry with a null column");
-                }
-                long fid = fileId.getLong();
-                if (count == 0 || fid != lastId) {
-                    Integer p = ids.get(fid);
-                    if (p == null) {
-                        p = ids.size();
-                        ids.put(fid, p);
-                        if (p >= idTable.length) {
-                            idTable = Arrays.copyOf(idTable, idTable.length * 2);
-                        }
-                        idTable[p] = fid;
-                    }
-                    lastId = fid;
-                    lastPos = p;
-                }
-                hashes[count] = hash.getInteger() ^ Integer.MIN_VALUE;  // uint32 bits, unsigned order as signed
-                pos[count] = lastPos;
-                rows[count] = row.getInteger();
-                count++;
-                hash.consume();
-                fileId.consume();
-                row.consume();
             }
         }
 
