@@ -24,7 +24,8 @@ def lineage(df) -> str:
 
 
 _DIAGNOSTICS = {("RowCache", "cacheStats"): "rowCacheStats", ("RowCache", "clear"): "clearRowCache",
-                ("IndexSegments", "cacheStats"): "segmentCacheStats", ("IndexSegments", "clear"): "clearSegmentCache"}
+                ("IndexSegments", "cacheStats"): "segmentCacheStats", ("IndexSegments", "clear"): "clearSegmentCache",
+                ("Footers", "cacheStats"): "footerCacheStats", ("Footers", "clear"): "clearFooterCache"}
 """The connector's counters by cache and what is asked of it: the public static methods of
 ``io.indexeddf.spark.Diagnostics``."""
 
@@ -52,12 +53,12 @@ def jvm_diagnostic(spark, method: str, *args):
 
 def jvm_cache_stats(spark, cache: str) -> list[int]:
     """The connector's own counters of a JVM cache (``"RowCache"``: row groups, rows, bytes;
-    ``"IndexSegments"``: segments, entries, bytes)."""
+    ``"IndexSegments"``: segments, entries, bytes; ``"Footers"``: Parquet footers, bytes)."""
     return [int(x) for x in _diagnostics(spark, cache, "cacheStats")]
 
 
 def jvm_cache_clear(spark, cache: str) -> None:
-    """Empties a JVM cache of the connector (``"RowCache"``, ``"IndexSegments"``)."""
+    """Empties a JVM cache of the connector (``"RowCache"``, ``"IndexSegments"``, ``"Footers"``)."""
     _diagnostics(spark, cache, "clear")
 
 

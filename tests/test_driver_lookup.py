@@ -331,3 +331,58 @@ def test_a_few_keys_read_index_blocks_and_many_keys_the_whole_file(spark, tmp_pa
     spread = f"k IN ({', '.join(map(str, range(0, n, n // 40)))})"
     assert same(collected(df.where(spread)), expected(path, spread))
     assert jvm_cache_stats(spark, "IndexSegments")[:2] == [1, entries]  # the file whole, once
+
+
+def test_lookups_through_compact_footers_equal_spark_and_pyarrow_reads(spark, tmp_path):
+    # Many data row groups and index blocks in two buckets, an append the index does not cover
+    # (hybrid scan), then deletion vectors. The JVM keeps each footer as its row groups' Thrift
+    # bytes and decodes, for a read, only the row groups it reads: lookups from a cold footer
+    # cache and from a warm one give Spark's own Parquet read of the live files (before the
+    # DVs) and pyarrow's read of the files without the rows the DVs delete (after them), both
+    # filtered by DuckDB; the cache counts bytes.
+    import pyarrow.parquet as pq
+    from dv_helpers import mark_deleted
+
+    from indexeddf.writer.index_files import ENTRY_ROW_GROUP
+
+    path = tmp_path / "t"
+    n = 3 * ENTRY_ROW_GROUP
+    IndexedTable.create(str(path), rows_of(list(range(n)) + [11] * 50), index_columns=["k"], num_buckets=2,
+                        properties={"indexeddf.index.autoRefresh": "false", "indexeddf.targetRowGroupBytes": "4096"})
+    IndexedTable.for_path(str(path)).append(rows_of(list(range(n - 50, n + 50)) + [11], tag="b"))  # not indexed
+    wheres = ["k = 11", "k = 5", "k = 12345", f"k = {n - 10}", f"k = {n + 20}", f"k IN (1, 4000, {n - 1}, {n + 1})",
+              "k = -1", f"k = {n // 2} AND v > 3"]
+
+    def duck(rows: pa.Table, where: str) -> pa.Table:
+        con = duckdb.connect()
+        con.register("t", rows)
+        out = con.execute(f"SELECT k, s, v FROM t WHERE {where}").arrow()
+        return out.read_all() if isinstance(out, pa.RecordBatchReader) else out
+
+    def check(reference: pa.Table):
+        df = load(spark, path)
+        for cold in (True, False):
+            if cold:
+                jvm_cache_clear(spark, "Footers")
+                jvm_cache_clear(spark, "IndexSegments")
+            for where in wheres:
+                q = df.where(where)
+                before = jobs(spark)
+                got = collected(q)
+                assert jobs(spark) == before, where  # answered on the driver
+                assert same(got, duck(reference, where)), (where, cold)
+        footers, held = jvm_cache_stats(spark, "Footers")
+        # Hundreds of bytes a row group (parquet-mr's decoded footer holds about 1 KB a column chunk).
+        assert 0 < footers and 0 < held < 1500 * groups + 20_000 * footers, (footers, held, groups)
+
+    snap = IndexedTable.for_path(str(path)).snapshot
+    index_files = [path / f.path for e in snap.indexes.values() for f in e.files]
+    counts = [pq.ParquetFile(p).metadata.num_row_groups for p in [path / a.path for a in snap.live_files()] + index_files]
+    groups = sum(counts)
+    assert max(counts) > 20
+    files = [str(path / a.path) for a in snap.live_files()]
+    check(pa.Table.from_pylist([r.asDict() for r in spark.read.parquet(*files).select("k", "s", "v").collect()],
+                               schema=SCHEMA))
+    mark_deleted(str(path), {a.path: list(range(0, a.stats.numRecords, 3)) for a in snap.live_files()})
+    kept = [pq.read_table(f, columns=["k", "s", "v"]) for f in files]  # the DVs delete every third row of each
+    check(pa.concat_tables([t.filter(pa.array([i % 3 != 0 for i in range(t.num_rows)])) for t in kept]))

@@ -79,15 +79,23 @@ public final class IndexLog {
             return READABLE_STATES.contains(state);
         }
 
-        /** Ids of the data files it covers (empty unless readable). */
+        /** {@link #coveredIds}, built once: every lookup of the version asks for it. */
+        private volatile Set<Long> covered;
+
+        /** Ids of the data files it covers (empty unless readable; not to be changed). */
         public Set<Long> coveredIds() {
-            Set<Long> out = new HashSet<>();
-            if (readable()) {
-                for (IndexFile f : files) {
-                    for (long id : f.fileIds) {
-                        out.add(id);
+            Set<Long> out = covered;
+            if (out == null) {
+                Set<Long> ids = new HashSet<>();
+                if (readable()) {
+                    for (IndexFile f : files) {
+                        for (long id : f.fileIds) {
+                            ids.add(id);
+                        }
                     }
                 }
+                out = java.util.Collections.unmodifiableSet(ids);
+                covered = out;
             }
             return out;
         }

@@ -2,6 +2,7 @@ package io.indexeddf.spark;
 
 import io.indexeddf.log.Spec;
 import io.indexeddf.spark.exec.IndexSegments;
+import io.indexeddf.spark.exec.ParquetRows;
 import io.indexeddf.spark.exec.PlanReport;
 import io.indexeddf.spark.exec.RowCache;
 import org.apache.spark.sql.Dataset;
@@ -34,6 +35,16 @@ public final class Diagnostics {
     /** Drops every segment and block the cache of index segments holds. */
     public static void clearSegmentCache() {
         IndexSegments.clear();
+    }
+
+    /** The cache of Parquet footers (compact): {footers, bytes} held. */
+    public static long[] footerCacheStats() {
+        return ParquetRows.footerCacheStats();
+    }
+
+    /** Drops every footer the footer cache holds. */
+    public static void clearFooterCache() {
+        ParquetRows.clearFooters();
     }
 
     /**

@@ -45,7 +45,8 @@ import scala.runtime.BoxedUnit;
  * {@code RESTORE}, {@code CONVERT TO DELTA}, {@code CONVERT TO INDEXEDDF}, {@code SHOW INDEXES}) and the index statements ({@code CREATE INDEX}, {@code DROP INDEX}, {@code REFRESH INDEX}),
  * and hands every other text to Spark's. The table functions {@link TableChanges} are Delta's
  * {@code table_changes} and {@code table_changes_by_path} (the change data feed). The query-stage preparation rule
- * {@link UnneededBuckets} reads a table's scan unbucketed where nothing uses its bucketing.
+ * {@link UnneededBuckets} reads a table's scan unbucketed where nothing uses its bucketing. The planner
+ * strategy {@link io.indexeddf.spark.plan.LookupRows} plans a driver lookup's rows with no code generated.
  */
 public final class IndexedDFExtensions extends AbstractFunction1<SparkSessionExtensions, BoxedUnit> {
     @Override
@@ -87,6 +88,13 @@ public final class IndexedDFExtensions extends AbstractFunction1<SparkSessionExt
         // Optimizer rules.
         extensions.injectOptimizerRule(rule(DriverLookup::new));
         extensions.injectOptimizerRule(rule(IndexedJoin::new));
+        // Planning: a driver lookup's rows, already unsafe, with no code generated for them.
+        extensions.injectPlannerStrategy(new AbstractFunction1<SparkSession, org.apache.spark.sql.execution.SparkStrategy>() {
+            @Override
+            public org.apache.spark.sql.execution.SparkStrategy apply(SparkSession session) {
+                return new io.indexeddf.spark.plan.LookupRows();
+            }
+        });
         // Physical plans (adaptive execution): after Spark's own choice of bucketed scans.
         extensions.injectQueryStagePrepRule(new AbstractFunction1<SparkSession, Rule<SparkPlan>>() {
             @Override

@@ -323,10 +323,10 @@ public final class ColumnMapping {
 
     /** Whether a file (its footer) gives any column a Parquet field id. */
     public static boolean hasFieldIds(ParquetRows.Footer footer) {
-        return hasIds(footer.metadata.getFileMetaData().getSchema());
+        return footer.hasFieldIds;
     }
 
-    private static boolean hasIds(GroupType group) {
+    static boolean hasIds(GroupType group) {
         for (Type t : group.getFields()) {
             if (t.getId() != null || (!t.isPrimitive() && hasIds(t.asGroupType()))) {
                 return true;

@@ -105,25 +105,26 @@ public final class IndexSegments {
     }
 
     /**
-     * A reader of index files (their entries as columnar batches), built on the driver and
-     * serializable: tasks that probe read their segments with it.
+     * A reader of index files (their entries as columnar batches, through the cached footers),
+     * built on the driver and serializable: tasks that probe read their segments with it.
      */
-    public static Function1<PartitionedFile, Iterator<InternalRow>> entryReader(SparkSession session, Configuration conf) {
-        Seq<org.apache.spark.sql.sources.Filter> none = CollectionConverters.asScala(
-            new java.util.ArrayList<org.apache.spark.sql.sources.Filter>()).toList();
-        return ParquetRows.reader(session, new ParquetFileFormat(), ENTRY_SCHEMA, ENTRY_SCHEMA, none, true, conf);
+    public static RowGroupReader entryReader(SparkSession session, Configuration conf) {
+        return RowGroupReader.of(session, ENTRY_SCHEMA, ENTRY_SCHEMA, conf);
     }
 
     /**
      * The segment of the index file at {@code path}, from this JVM's cache or read now with
      * {@code entries} ({@link #entryReader}); the cache keeps at most {@code maxBytes}.
      */
-    static Segment segment(Function1<PartitionedFile, Iterator<InternalRow>> entries, Path path, long numEntries,
-                           Configuration conf, long maxBytes) throws IOException {
+    static Segment segment(RowGroupReader entries, Path path, long numEntries, long maxBytes) throws IOException {
         String key = path.toString();
         Segment s = CACHE.get(key);
         if (s == null) {
-            s = read(entries, path, numEntries, conf);
+            int[] all = new int[entries.groupCount(path)];  // FileNotFoundException: a vacuumed index file
+            for (int g = 0; g < all.length; g++) {
+                all[g] = g;
+            }
+            s = read(entries, path, all, numEntries);
             CACHE.put(key, s, maxBytes);
         }
         return s;
@@ -138,8 +139,8 @@ public final class IndexSegments {
      * than {@link #BLOCK_SHARE} of its blocks (or it has one block), else the segments of the
      * blocks whose hash range holds one of them (from the cache, or read now and cached).
      */
-    static List<Segment> segments(Function1<PartitionedFile, Iterator<InternalRow>> entries, Path path, long numEntries,
-                                  int[] hashes, Configuration conf, long maxBytes) throws IOException {
+    static List<Segment> segments(RowGroupReader entries, Path path, long numEntries, int[] hashes, Configuration conf,
+                                  long maxBytes) throws IOException {
         String key = path.toString();
         Segment whole = CACHE.get(key);
         if (whole != null) {
@@ -149,21 +150,15 @@ public final class IndexSegments {
         List<Integer> groups = touchedBlocks(footer, hashes);
         int n = footer.byteStart.length;
         if (n < 2 || groups.size() > BLOCK_SHARE * n) {
-            return java.util.Collections.singletonList(segment(entries, path, numEntries, conf, maxBytes));
+            return java.util.Collections.singletonList(segment(entries, path, numEntries, maxBytes));
         }
-        long size = -1;  // the file's length, asked for once a block is read
         List<Segment> out = new java.util.ArrayList<>(groups.size());
         for (int g : groups) {
             String blockKey = key + "#" + g;
             Segment s = CACHE.get(blockKey);
             if (s == null) {
-                if (size < 0) {
-                    size = path.getFileSystem(conf).getFileStatus(path).getLen();
-                }
-                // A split holding just this row group: Spark's Parquet reader reads the row
-                // groups whose middle falls inside the split.
-                s = read(entries, path, footer.byteStart[g], footer.byteLength[g], size,
-                    footer.rowBounds[g + 1] - footer.rowBounds[g]);
+                // Just this row group, through the cached footer (no footer read again).
+                s = read(entries, path, new int[] {g}, footer.rowBounds[g + 1] - footer.rowBounds[g]);
                 CACHE.put(blockKey, s, maxBytes);
             }
             out.add(s);
@@ -178,20 +173,10 @@ public final class IndexSegments {
             probes[i] = hashes[i] ^ Integer.MIN_VALUE;  // unsigned order as signed
         }
         Arrays.sort(probes);
-        List<BlockMetaData> blocks = footer.metadata.getBlocks();
         List<Integer> out = new java.util.ArrayList<>();
-        for (int g = 0; g < blocks.size(); g++) {
-            int lo = Integer.MIN_VALUE;
-            int hi = Integer.MAX_VALUE;
-            Statistics<?> stats = blocks.get(g).getColumns().get(0).getStatistics();  // "hash"
-            if (stats != null && stats.hasNonNullValue() && stats.genericGetMin() instanceof Integer) {
-                lo = ((Integer) stats.genericGetMin()) ^ Integer.MIN_VALUE;
-                hi = ((Integer) stats.genericGetMax()) ^ Integer.MIN_VALUE;
-                if (lo > hi) {  // statistics in another order than the writer's: the block may hold any hash
-                    lo = Integer.MIN_VALUE;
-                    hi = Integer.MAX_VALUE;
-                }
-            }
+        for (int g = 0; g < footer.firstLo.length; g++) {
+            int lo = footer.firstLo[g];  // the block's hash range ("hash", the first column), unsigned order as signed
+            int hi = footer.firstHi[g];
             int at = Arrays.binarySearch(probes, lo);
             int first = at >= 0 ? at : -at - 1;
             if (first < probes.length && probes[first] <= hi) {
@@ -201,27 +186,32 @@ public final class IndexSegments {
         return out;
     }
 
-    private static Segment read(Function1<PartitionedFile, Iterator<InternalRow>> reader, Path path, long numEntries,
-                                Configuration conf) throws IOException {
-        FileSystem fs = path.getFileSystem(conf);
-        long size = fs.getFileStatus(path).getLen();  // FileNotFoundException: a vacuumed index file
-        return read(reader, path, 0, size, size, numEntries);
+    /** The entries of row groups {@code groups} of the index file at {@code path} (about {@code numEntries}). */
+    private static Segment read(RowGroupReader reader, Path path, int[] groups, long numEntries) throws IOException {
+        int n = (int) Math.max(0, Math.min(Integer.MAX_VALUE - 8, numEntries));
+        Entries e = new Entries(n);
+        reader.readBatches(path, groups, e::add);
+        return sorted(e.segment());
     }
 
-    private static Segment read(Function1<PartitionedFile, Iterator<InternalRow>> reader, Path path, long start,
-                                long length, long size, long numEntries) throws IOException {
-        int n = (int) Math.max(0, Math.min(Integer.MAX_VALUE - 8, numEntries));
-        int[] hashes = new int[n];
-        int[] pos = new int[n];
-        int[] rows = new int[n];
-        Map<Long, Integer> ids = new HashMap<>();
-        long[] idTable = new long[4];
-        int count = 0;
-        Iterator<InternalRow> it = reader.apply(ParquetRows.split(path, start, length, size, 0,
-            DeletionVectorFormat.metadata(null)));
-        while (it.hasNext()) {
-            Object next = it.next();
-            ColumnarBatch batch = (ColumnarBatch) next;
+    /** Entries as the batches of an index file's read give them. */
+    private static final class Entries {
+        private int[] hashes;
+        private int[] pos;
+        private int[] rows;
+        private final Map<Long, Integer> ids = new HashMap<>();
+        private long[] idTable = new long[4];
+        private int count;
+        private long lastId;
+        private int lastPos;
+
+        Entries(int n) {
+            hashes = new int[n];
+            pos = new int[n];
+            rows = new int[n];
+        }
+
+        void add(ColumnarBatch batch) {
             int rowsInBatch = batch.numRows();
             if (count + rowsInBatch > hashes.length) {
                 int grow = Math.max(count + rowsInBatch, hashes.length * 2);
@@ -231,28 +221,34 @@ public final class IndexSegments {
             }
             for (int i = 0; i < rowsInBatch; i++) {
                 long fid = batch.column(1).getLong(i);
-                Integer p = ids.get(fid);
-                if (p == null) {
-                    p = ids.size();
-                    ids.put(fid, p);
-                    if (p >= idTable.length) {
-                        idTable = Arrays.copyOf(idTable, idTable.length * 2);
+                if (count == 0 || fid != lastId) {  // runs of one file id (one data file a bucket) skip the map
+                    Integer p = ids.get(fid);
+                    if (p == null) {
+                        p = ids.size();
+                        ids.put(fid, p);
+                        if (p >= idTable.length) {
+                            idTable = Arrays.copyOf(idTable, idTable.length * 2);
+                        }
+                        idTable[p] = fid;
                     }
-                    idTable[p] = fid;
+                    lastId = fid;
+                    lastPos = p;
                 }
                 hashes[count] = ((int) batch.column(0).getLong(i)) ^ Integer.MIN_VALUE;
-                pos[count] = p;
+                pos[count] = lastPos;
                 rows[count] = batch.column(2).getInt(i);
                 count++;
             }
         }
-        if (count != hashes.length) {
-            hashes = Arrays.copyOf(hashes, count);
-            pos = Arrays.copyOf(pos, count);
-            rows = Arrays.copyOf(rows, count);
+
+        Segment segment() {
+            if (count != hashes.length) {
+                hashes = Arrays.copyOf(hashes, count);
+                pos = Arrays.copyOf(pos, count);
+                rows = Arrays.copyOf(rows, count);
+            }
+            return new Segment(hashes, pos, rows, Arrays.copyOf(idTable, ids.size()));
         }
-        Segment s = new Segment(hashes, pos, rows, Arrays.copyOf(idTable, ids.size()));
-        return sorted(s);
     }
 
     /** The segment itself when its hashes are in order (writers sort them), else a sorted copy. */

@@ -399,7 +399,7 @@ public final class LookupReader {
         }
         Map<Integer, int[]> hashes = hashesByBucket(plan, schema);
         List<IndexLog.IndexFile> touched = touchedFiles(plan, hashes);
-        Function1<PartitionedFile, Iterator<InternalRow>> entries = IndexSegments.entryReader(session, conf);
+        RowGroupReader entries = IndexSegments.entryReader(session, conf);
         List<java.util.concurrent.Callable<List<IndexSegments.Segment>>> loads = new ArrayList<>();
         for (IndexLog.IndexFile f : touched) {
             org.apache.hadoop.fs.Path path = new org.apache.hadoop.fs.Path(root, f.path);

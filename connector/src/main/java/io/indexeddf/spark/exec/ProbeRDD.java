@@ -50,7 +50,7 @@ public final class ProbeRDD extends RDD<InternalRow> {
 
     private final List<Share> shares;
     private final List<List<LookupReader.Piece>> scans;
-    private final Function1<PartitionedFile, Iterator<InternalRow>> entryReader;
+    private final RowGroupReader entryReader;
     /** Bound of each executor's segment cache; negative: that JVM's default. */
     private final long cacheMaxBytes;
     private final RowGroupReader groupReader;
@@ -59,7 +59,7 @@ public final class ProbeRDD extends RDD<InternalRow> {
     private final RowMetadata meta;
 
     public ProbeRDD(SparkContext sc, List<Share> shares, List<List<LookupReader.Piece>> scans,
-             Function1<PartitionedFile, Iterator<InternalRow>> entryReader, long cacheMaxBytes,
+             RowGroupReader entryReader, long cacheMaxBytes,
              RowGroupReader groupReader, Function1<PartitionedFile, Iterator<InternalRow>> scanReader,
              Expression bound, RowMetadata meta) {
         super(sc, CollectionConverters.asScala(new ArrayList<org.apache.spark.Dependency<?>>()).toList(),

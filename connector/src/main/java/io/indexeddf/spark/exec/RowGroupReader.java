@@ -7,7 +7,6 @@ import java.util.Map;
 
 import org.apache.hadoop.conf.Configuration;
 import org.apache.hadoop.fs.Path;
-import org.apache.parquet.hadoop.metadata.BlockMetaData;
 import org.apache.parquet.hadoop.metadata.ParquetMetadata;
 import org.apache.parquet.hadoop.util.HadoopInputFile;
 import org.apache.spark.sql.SparkSession;
@@ -15,6 +14,7 @@ import org.apache.spark.sql.catalyst.InternalRow;
 import org.apache.spark.sql.execution.datasources.parquet.ParquetFileFormat;
 import org.apache.spark.sql.sources.Filter;
 import org.apache.spark.sql.types.StructType;
+import org.apache.spark.sql.vectorized.ColumnarBatch;
 import scala.Option;
 import scala.collection.immutable.Seq;
 
@@ -267,14 +267,35 @@ public final class RowGroupReader implements java.io.Serializable {
     /** Calls {@code each} with every row of row groups {@code groups} (ascending) of {@code path}, in file order. */
     private void decode(Path path, long fileSize, ParquetRows.Footer footer, int[] groups,
                         java.util.function.Consumer<InternalRow> each) throws IOException {
-        Configuration c = byName != null && !ColumnMapping.hasFieldIds(footer) ? byName.value() : conf.value();
-        List<BlockMetaData> all = footer.metadata.getBlocks();
-        List<BlockMetaData> chosen = new java.util.ArrayList<>(groups.length);
-        for (int g : groups) {
-            chosen.add(all.get(g));
-        }
-        ParquetMetadata cut = new ParquetMetadata(footer.metadata.getFileMetaData(), chosen);
-        java.util.Map<String, String> kv = footer.metadata.getFileMetaData().getKeyValueMetaData();
+        decode(path, fileSize, footer, groups, false, row -> each.accept((InternalRow) row));
+    }
+
+    /**
+     * Calls {@code each} with the columnar batches of row groups {@code groups} (ascending) of
+     * {@code path}, in file order; each batch is reused by the next.
+     */
+    void readBatches(Path path, int[] groups, java.util.function.Consumer<ColumnarBatch> each) throws IOException {
+        ParquetRows.Footer footer = ParquetRows.footer(path, conf.value());
+        decode(path, footer.fileLength, footer, groups, true, batch -> each.accept((ColumnarBatch) batch));
+    }
+
+    /** The row groups of {@code path}'s footer (cached). */
+    int groupCount(Path path) throws IOException {
+        return ParquetRows.footer(path, conf.value()).groupCount();
+    }
+
+    /**
+     * Calls {@code each} with every row (or, with {@code batches}, every columnar batch) of row
+     * groups {@code groups} (ascending) of {@code path}, in file order: Spark's vectorized
+     * reader over the cached footer cut to those row groups (the file's footer is not read
+     * again).
+     */
+    private void decode(Path path, long fileSize, ParquetRows.Footer footer, int[] groups, boolean batches,
+                        java.util.function.Consumer<Object> each) throws IOException {
+        boolean named = byName != null && !ColumnMapping.hasFieldIds(footer);
+        Configuration c = named ? byName.value() : conf.value();
+        ParquetMetadata cut = footer.metadata(groups);
+        java.util.Map<String, String> kv = cut.getFileMetaData().getKeyValueMetaData();
         scala.Function1<String, String> lookup = new scala.runtime.AbstractFunction1<String, String>() {
             @Override
             public String apply(String k) {
@@ -292,12 +313,16 @@ public final class RowGroupReader implements java.io.Serializable {
         HadoopInputFile in = HadoopInputFile.fromStatus(
             new org.apache.hadoop.fs.FileStatus(fileSize, false, 1, 128L << 20, 0, path), c);
         try {
-            reader.initialize(new org.apache.hadoop.mapred.FileSplit(path, 0, fileSize, new String[0]),
-                new org.apache.hadoop.mapreduce.task.TaskAttemptContextImpl(c, new org.apache.hadoop.mapreduce.TaskAttemptID()),
-                Option.apply(in), Option.apply(in.newStream()), Option.apply(cut));
+            // A plain open: the input file's builder-based open sets options on a configuration per call.
+            reader.initialize(new org.apache.hadoop.mapred.FileSplit(path, 0, fileSize, new String[0]), context(named),
+                Option.apply(in), Option.apply(org.apache.parquet.hadoop.util.HadoopStreams.wrap(
+                    path.getFileSystem(c).open(path))), Option.apply(cut));
             reader.initBatch(new StructType(), InternalRow.empty());
+            if (batches) {
+                reader.enableReturningBatches();
+            }
             while (reader.nextKeyValue()) {
-                each.accept((InternalRow) reader.getCurrentValue());
+                each.accept(reader.getCurrentValue());
             }
         } catch (InterruptedException e) {
             Thread.currentThread().interrupt();
@@ -305,5 +330,25 @@ public final class RowGroupReader implements java.io.Serializable {
         } finally {
             reader.close();
         }
+    }
+
+    /** Task contexts of this reader's two configurations, built once: building one copies the whole configuration. */
+    private transient volatile org.apache.hadoop.mapreduce.TaskAttemptContext[] contexts;
+
+    /**
+     * The task context the reads pass Spark's Parquet reader, which only reads its
+     * configuration (never changes it): one per configuration, shared by every read.
+     */
+    private org.apache.hadoop.mapreduce.TaskAttemptContext context(boolean named) {
+        org.apache.hadoop.mapreduce.TaskAttemptContext[] held = contexts;
+        if (held == null) {
+            held = new org.apache.hadoop.mapreduce.TaskAttemptContext[] {
+                new org.apache.hadoop.mapreduce.task.TaskAttemptContextImpl(conf.value(),
+                    new org.apache.hadoop.mapreduce.TaskAttemptID()),
+                byName == null ? null : new org.apache.hadoop.mapreduce.task.TaskAttemptContextImpl(byName.value(),
+                    new org.apache.hadoop.mapreduce.TaskAttemptID())};
+            contexts = held;
+        }
+        return held[named ? 1 : 0];
     }
 }

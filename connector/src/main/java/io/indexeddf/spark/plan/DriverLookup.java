@@ -217,14 +217,13 @@ public final class DriverLookup extends Rule<LogicalPlan> {
             }
             read.add(metaColumn);
         }
-        Configuration hadoopConf = ((org.apache.spark.sql.classic.SparkSession) session).sessionState().newHadoopConf();
+        Configuration hadoopConf = hadoopConf(session);
         boolean local = ((org.apache.spark.sql.classic.SparkSession) session).sparkContext().isLocal();
         try {
             if (plan.manyKeys && !(limits.rowCache && local && limits.driver)) {
                 return probeTasks(plan, snapshot, schema, required, condition, read, meta, hadoopConf, limits);
             }
             LookupReader.Pieces pieces = LookupReader.pieces(session, plan, snapshot, schema, hadoopConf, limits);
-            Seq<Attribute> attrs = CollectionConverters.asScala(read).toList();
             long live = liveBytes(snapshot);
             // The index pays when it skips most of the table: reading most of it through the
             // index is slower than Spark's parallel scan (a small table is cheap either way).
@@ -248,8 +247,7 @@ public final class DriverLookup extends Rule<LogicalPlan> {
                     read, meta, hadoopConf, limits.maxRows);
                 if (rows != null) {
                     // The rows satisfy the whole condition already: no Filter stays above them.
-                    return new LocalRelation(attrs, CollectionConverters.asScala(rows).toList(), false,
-                        Option.empty());
+                    return LookupRows.relation(read, rows);
                 }
             }
             return skipsMost && limits.tasks
@@ -263,6 +261,35 @@ public final class DriverLookup extends Rule<LogicalPlan> {
                 + "); Spark's scan answers instead", e);
             return null;
         }
+    }
+
+    /** Per session: the SQL settings and Hadoop entries a configuration was built with, and it. */
+    private static final Map<String, Object[]> HADOOP_CONFS = java.util.Collections.synchronizedMap(
+        new java.util.LinkedHashMap<String, Object[]>(16, 0.75f, true) {
+            @Override
+            protected boolean removeEldestEntry(Map.Entry<String, Object[]> e) {
+                return size() > 8;
+            }
+        });
+
+    /**
+     * The session's Hadoop configuration ({@code newHadoopConf}: the context's plus the session's
+     * settings), built again only when the session's SQL settings or the number of the context's
+     * Hadoop entries changed: building one copies about a thousand entries (milliseconds a
+     * query). Callers only read it.
+     */
+    static Configuration hadoopConf(SparkSession session) {
+        org.apache.spark.sql.classic.SparkSession classic = (org.apache.spark.sql.classic.SparkSession) session;
+        scala.collection.immutable.Map<String, String> settings = classic.sessionState().conf().getAllConfs();
+        int entries = classic.sparkContext().hadoopConfiguration().size();
+        String key = classic.sessionUUID();
+        Object[] held = HADOOP_CONFS.get(key);
+        if (held != null && held[0].equals(settings) && (int) held[1] == entries) {
+            return (Configuration) held[2];
+        }
+        Configuration conf = classic.sessionState().newHadoopConf();
+        HADOOP_CONFS.put(key, new Object[] {settings, entries, conf});
+        return conf;
     }
 
     private static long liveBytes(Snapshot snapshot) {

@@ -15,8 +15,6 @@ import java.util.Map;
 
 import org.apache.hadoop.conf.Configuration;
 import org.apache.parquet.column.statistics.Statistics;
-import org.apache.parquet.hadoop.metadata.BlockMetaData;
-import org.apache.parquet.hadoop.metadata.ColumnChunkMetaData;
 import org.apache.parquet.io.api.Binary;
 import org.apache.spark.sql.types.ByteType;
 import org.apache.spark.sql.types.DataType;
@@ -114,9 +112,9 @@ final class ReadEstimate {
         for (int i = 0; i < read.size(); i++) {
             Keys keys = byBucket.get(read.get(i).bucket);
             ParquetRows.Footer footer = footers.get(i);
-            List<BlockMetaData> blocks = footer.metadata.getBlocks();
-            for (int g = 0; g < blocks.size(); g++) {
-                if (keys.touch(statistics(blocks.get(g), column))) {
+            Statistics<?>[] stats = footer.statistics(column);
+            for (int g = 0; g < stats.length; g++) {
+                if (keys.touch(stats[g])) {
                     bytes += footer.byteLength[g];
                 }
             }
@@ -124,14 +122,6 @@ final class ReadEstimate {
         return bytes;
     }
 
-    private static Statistics<?> statistics(BlockMetaData block, String column) {
-        for (ColumnChunkMetaData c : block.getColumns()) {
-            if (c.getPath().size() == 1 && c.getPath().toArray()[0].equals(column)) {
-                return c.getStatistics();
-            }
-        }
-        return null;
-    }
 
     /** The keys of one bucket, sorted: integers as longs, strings as their UTF-8 bytes (unsigned order, as Parquet's). */
     private static final class Keys {
