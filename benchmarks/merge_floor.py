@@ -12,6 +12,11 @@ the last round's CPU seconds of the process tree are printed (benchmarks/proctre
   into the table's buckets from Spark moves them so;
 - ``source to buckets, to Python``: the same rows then handed to Python tasks as Arrow, as
   many tasks as the MERGE's writers (twice the default parallelism);
+- ``source to Python, not shuffled``: the source's rows handed to Python tasks where Spark
+  reads them (no shuffle): the least any Python writer of the rows pays to receive them;
+- ``Spark's own bucketed write of the source``: Spark shuffles the source by bucket, sorts
+  each bucket by key and writes it as zstd Parquet itself, no Python: the floor of a writer
+  that would run in the JVM;
 - ``target keys``: Spark's scan of the table's key with each row's file id and ordinal;
 - ``join``: that scan joined with the source (a no-op sink);
 - ``Python write``: the project's writer writing the source's rows as a new table of the
@@ -128,6 +133,10 @@ def main() -> None:
             .mode("overwrite").save(),
             "source to buckets, to Python": lambda: source_df.repartition(args.buckets, "k").coalesce(tasks)
             .mapInArrow(count_rows, "n long").collect(),
+            "source to Python, not shuffled": lambda: source_df.mapInArrow(count_rows, "n long").collect(),
+            "Spark's own bucketed write of the source": lambda: source_df.repartition(args.buckets, "k")
+            .sortWithinPartitions("k").write.mode("overwrite").option("compression", "zstd")
+            .parquet(str(work / "spark-written")),
             "target keys": lambda: target.where("row_index < 0").count(),
             "join": lambda: target.join(source_df, "k", "right").write.format("noop").mode("overwrite").save(),
             "Python write": write_python,
@@ -153,6 +162,9 @@ def main() -> None:
     copy = figures["source to buckets, to Python"][1] + figures["Python copy of every file"][1]
     printed.append(f"copy on write's floor (source to buckets, to Python + Python copy of every file): {copy:.2f} CPU s; "
                    f"at most {anchor / copy:.2f}x delta-rs's CPU")
+    jvm = figures["Spark's own bucketed write of the source"][1]
+    printed.append(f"a writer in the JVM (Spark's own bucketed write of the source, no Python): {jvm:.2f} CPU s; "
+                   f"at most {anchor / jvm:.2f}x delta-rs's CPU")
     for line in printed:
         print(line, flush=True)
     spark.stop()
