@@ -27,7 +27,7 @@ from ..spec.column_mapping import physical_names, to_physical
 from ..spec.deletion_vectors import unique_sorted
 from ..spec.partitions import partition_dir
 from ..spec.schema import dictionary_columns
-from .files import BLOOM_FPP, StatsAccumulator, new_data_file, repeating_columns, rows_per_group
+from .files import BLOOM_FPP, StatsAccumulator, delta_encoded, new_data_file, repeating_columns, rows_per_group
 from .index_files import DataPiece, build_index_files, carried_entries
 
 
@@ -70,6 +70,7 @@ class StreamedFile:
         self._sink = self.storage.open_output(self.path)
         self._writer = pq.ParquetWriter(self._sink, self.stored, compression="zstd",
                                         use_dictionary=repeating_columns(first, dictionary_columns(self.stored)),
+                                        column_encoding=delta_encoded(self.stored, self.bloom_columns),
                                         bloom_filter_options=bloom)
 
     def close(self) -> AddFile | None:
