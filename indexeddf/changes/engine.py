@@ -64,7 +64,7 @@ def execute(snapshot: Snapshot, change: Change) -> tuple[CommitResult | None, Ch
             return None, metrics  # committed before: an idempotent retry changes nothing
     if isinstance(change.source, PartedSource):
         return _execute_parts(snapshot, change, metrics, started)
-    p = _prepare(snapshot, change)
+    p = prepare(snapshot, change)
     schema, scope, stored, metadata = p.schema, p.scope, p.stored, p.metadata
     found = find(snapshot, change, stored, p.wanted)
     if found.located is not None and change.new_fields:
@@ -108,7 +108,7 @@ class _Prepared:
     """The table's metaData after the change."""
 
 
-def _prepare(snapshot: Snapshot, change: Change) -> _Prepared:
+def prepare(snapshot: Snapshot, change: Change) -> _Prepared:
     """The schemas and expression scope of ``change`` at ``snapshot``, after :func:`_check`."""
     conf = snapshot.metadata.configuration
     schema = file_schema(change.new_fields or snapshot.metadata.schema_, conf)
@@ -149,7 +149,7 @@ def _execute_parts(snapshot: Snapshot, change: Change, metrics: ChangeMetrics,
     a part of some buckets meets only the files of those buckets (its rows can match no
     other target row), so each file is changed by one part, and the source is never whole
     in memory. A part of every bucket is the whole source, read once."""
-    p = _prepare(snapshot, change)
+    p = prepare(snapshot, change)
     tx = Transaction(snapshot, change.operation, change.parameters, read_buckets=())
     actions, index_files, read, by = [], {}, set(), set()
     try:
@@ -178,11 +178,6 @@ class PartDone:
     index_files: dict
     read_buckets: object
     found_by: str
-
-
-def prepare(snapshot: Snapshot, change: Change) -> "_Prepared":
-    """The checked schemas and scope of ``change`` at ``snapshot`` (:func:`run_part` takes them)."""
-    return _prepare(snapshot, change)
 
 
 def run_part(snapshot: Snapshot, one: Change, p: "_Prepared", buckets, written_paths: list[str],

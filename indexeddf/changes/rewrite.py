@@ -154,7 +154,7 @@ def _apply_file(write: "_Writer", a: AddFile, touched: np.ndarray, updated: pa.T
     snapshot = write.snapshot
     if write.feed:  # gathered now (the buffer writes it in few files, bounded in bytes)
         before = read_rows_at(snapshot.storage, a, write.schema, touched, snapshot.version)
-        ordinals = np.sort(distinct(touched))
+        ordinals = distinct(touched)  # sorted
         gone = pa.array(np.isin(ordinals, deleted))
         changes = [labelled(before.filter(gone), DELETE), labelled(before.filter(pc.invert(gone)), UPDATE_PREIMAGE)]
         if updated is not None:

@@ -106,7 +106,7 @@ def change_writer(options: Any, schema) -> "ChangeWriter":
     spec = so.json_option(opts, CHANGE_OPTION, ("DELETE", "UPDATE", "MERGE"))
     writer = ChangeWriter(so.option_path(opts), so.storage_options(opts), spec, so.arrow_schema_of(schema),
                           opts.get(RESULT_OPTION))
-    if spec["operation"] == "MERGE":
+    if spec["operation"] == "MERGE" and not in_tasks(spec):  # bucket tasks take the buckets of the version read
         try:
             writer.staging = staging_buckets(load_snapshot(writer._storage()), spec, writer.schema)
         except IndexedDFError:
