@@ -2,7 +2,7 @@
 the same table, copy on write and with deletion vectors.
 
     python benchmarks/changes.py [--rows 20000000] [--buckets 32] [--rounds 3]
-                                 [--runs merge:10000,merge:100,delete:200]
+                                 [--runs merge:10000,merge:100,delete:200] [--codec zstd]
 
 A MERGE changes its table, so each round runs on a fresh copy of one table (the copy is
 not timed) in a child process of its own, which reports the merge's wall time and the
@@ -75,16 +75,19 @@ def _rows(start: int, n: int, seed: int) -> pa.Table:
                      "v": pa.array(rng.integers(0, 1 << 40, n, dtype=np.int64)), "s": pa.array(s)})
 
 
-def build(path: Path, rows: int, buckets: int, chunk_rows: int = CHUNK_ROWS, optimize: bool = True) -> None:
+def build(path: Path, rows: int, buckets: int, chunk_rows: int = CHUNK_ROWS, optimize: bool = True,
+          codec: str = "zstd") -> None:
     """The table: ``rows`` keys 0..rows-1 written in chunks of ``chunk_rows`` (one create, then
-    appends; each writes a file per bucket), then (``optimize``) one file per bucket."""
+    appends; each writes a file per bucket), then (``optimize``) one file per bucket; its files
+    compressed with ``codec`` (``indexeddf.parquet.compressionCodec``)."""
     from indexeddf import IndexedTable
 
     t = None
     for start in range(0, rows, chunk_rows):
         chunk = _rows(start, min(chunk_rows, rows - start), start)
         if t is None:
-            t = IndexedTable.create(str(path), chunk, ["k"], num_buckets=buckets)
+            t = IndexedTable.create(str(path), chunk, ["k"], num_buckets=buckets,
+                                    properties={"indexeddf.parquet.compressionCodec": codec})
         else:
             t.append(chunk)
     if optimize:
@@ -209,8 +212,9 @@ def run(args) -> None:
     try:
         table = work / "table"
         t0 = time.perf_counter()
-        build(table, args.rows, args.buckets)
-        print(f"table: {args.rows:,} rows, {args.buckets} buckets, built in {time.perf_counter() - t0:.0f} s")
+        build(table, args.rows, args.buckets, codec=args.codec)
+        print(f"table: {args.rows:,} rows, {args.buckets} buckets, {args.codec} files, built in "
+              f"{time.perf_counter() - t0:.0f} s")
         for spec in args.runs.split(","):
             op, n = spec.split(":")
             if op == "reads":
@@ -453,6 +457,8 @@ def main() -> None:
                    help="comma-separated OP:N: merge (N source rows), sql (the same upsert as Spark SQL), delete (N/2 keys), or reads (lookups "
                         "and a scan after N deletion-vector upserts, against the same rows optimized)")
     p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--codec", default="zstd",
+                   help="the table's indexeddf.parquet.compressionCodec (snappy: what delta-rs writes)")
     p.add_argument("--work", default=None, help="folder for the tables (default: the system's temp folder)")
     p.add_argument("--chart", default=None, metavar="PNG",
                    help="also draw the run's timings (benchmarks/chart.py) into PNG, and write them beside it as JSON")

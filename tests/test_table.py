@@ -82,6 +82,40 @@ def test_row_groups_are_bounded(tmp_path):
     assert all(meta.row_group(i).num_rows <= 32768 // 20 for i in range(meta.num_row_groups))
 
 
+def _codecs(t, path) -> set[str]:
+    return {pq.ParquetFile(os.path.join(path, a.path)).metadata.row_group(0).column(0).compression
+            for a in t.snapshot.live_files()}
+
+
+def test_the_compression_codec_is_a_table_property(tmp_path):
+    """New data files take ``indexeddf.parquet.compressionCodec`` (zstd by default): appends,
+    the copies a copy-on-write delete writes, and optimize's rewrites; the files already
+    written keep theirs, and every file reads back alike (here and in DuckDB)."""
+    import duckdb
+    path = str(tmp_path / "t")
+    t = IndexedTable.create(path, rows(0, 2_000), index_columns=["user_id"], num_buckets=2)
+    assert _codecs(t, path) == {"ZSTD"}
+    t.set_properties({"indexeddf.parquet.compressionCodec": "SNAPPY"})  # Spark's names, any case
+    before = set(t.snapshot.files)
+    t.append(rows(2_000, 500))
+    new = [a for p, a in t.snapshot.files.items() if p not in before]
+    assert {pq.ParquetFile(os.path.join(path, a.path)).metadata.row_group(0).column(0).compression
+            for a in new} == {"SNAPPY"}
+    t.delete("user_id < 100")  # copy on write: every file holding such a key is copied
+    t.optimize(mode="full")
+    assert _codecs(t, path) == {"SNAPPY"}
+    t.set_properties({"indexeddf.parquet.compressionCodec": "uncompressed"})
+    t.append(rows(3_000, 10))
+    assert "UNCOMPRESSED" in _codecs(t, path)
+    expected = sorted(r for r in range(100, 2_500)) + list(range(3_000, 3_010))
+    assert sorted(t.to_arrow().column("user_id").to_pylist()) == expected
+    files = [os.path.join(path, a.path) for a in t.snapshot.live_files()]
+    assert sorted(duckdb.sql(f"select user_id from read_parquet({files!r})").fetchnumpy()["user_id"].tolist()) \
+        == expected
+    with pytest.raises(InvalidOptionError, match="must be one of zstd, snappy, gzip, none, uncompressed"):
+        t.set_properties({"indexeddf.parquet.compressionCodec": "lzo"})
+
+
 def test_strings_take_a_dictionary_only_where_values_repeat(tmp_path):
     """A string column whose values repeat is dictionary-encoded; one of distinct values (ids,
     free text) is written plain, in a new file and in a copy on write of it: a dictionary

@@ -128,7 +128,7 @@ class TableStorage:
         path = self.full(rel)
         self.check_conditional_put()
         if self.is_local:
-            return _open_local_native(path)
+            return _open_local(path, native=True)
         self.fs.makedirs(path.rsplit("/", 1)[0], exist_ok=True)
         return self.fs.open(path, "wb")
 
@@ -264,29 +264,22 @@ def _local_put_if_absent(path: str, data: bytes) -> bool:
         os.remove(tmp)
 
 
-def _open_local_native(path: str):
-    """A local file opened for writing as Arrow's own buffered stream, its folder created when
-    missing: a Parquet writer streaming into a Python file object calls back into Python (and
-    takes the GIL) for every page it writes, which two threads copying files at once wait on."""
+def _open_local(path: str, native: bool = False):
+    """A local file opened for writing, its folder created when missing: tried first, as
+    the folder (a bucket's, the table's) almost always exists and a change writes dozens
+    of files, each of which would otherwise pay a failing mkdir. ``native``: as Arrow's own
+    buffered stream, for a Parquet writer streaming into the file, which would otherwise call
+    back into Python (and take the GIL) for every page, what two threads copying files at
+    once wait on."""
+    opener = pa.OSFile if native else open
     try:
-        raw = pa.OSFile(path, "wb")
+        raw = opener(path, "wb")
     except FileNotFoundError:
         os.makedirs(os.path.dirname(path), exist_ok=True)
-        raw = pa.OSFile(path, "wb")
-    return pa.BufferedOutputStream(raw, buffer_size=_LOCAL_BUFFER_BYTES)
+        raw = opener(path, "wb")
+    return pa.BufferedOutputStream(raw, buffer_size=_LOCAL_BUFFER_BYTES) if native else raw
 
 
 _LOCAL_BUFFER_BYTES = 1 << 20
 """A streamed local file's write buffer: a Parquet writer writes pages and their small headers
 one by one."""
-
-
-def _open_local(path: str):
-    """A local file opened for writing, its folder created when missing: tried first, as
-    the folder (a bucket's, the table's) almost always exists and a change writes dozens
-    of files, each of which would otherwise pay a failing mkdir."""
-    try:
-        return open(path, "wb")
-    except FileNotFoundError:
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        return open(path, "wb")

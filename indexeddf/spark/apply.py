@@ -25,7 +25,7 @@ import json
 import time
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any, Iterator
+from typing import Any, Iterable, Iterator
 
 import numpy as np
 import pyarrow as pa
@@ -115,6 +115,31 @@ def action_line(action) -> str:
     return to_line(_parsed(action))
 
 
+def version_read(url: str, storage_options: dict[str, Any], statement: str | None, version: int) -> Snapshot:
+    """The version a statement's plan read, replayed once per statement in each worker
+    process: a statement's tasks (one a bucket when the outcome is written where the join
+    left it, or a few buckets each) run one after another in Spark's reused Python workers.
+    ``statement`` tells statements apart (their result file)."""
+    key = (url, json.dumps(storage_options, sort_keys=True, default=str), statement, version)
+    snapshot = _SNAPSHOTS.pop(key, None)
+    if snapshot is None:
+        snapshot = load_snapshot(so.shared_storage(url, storage_options), version)
+    _SNAPSHOTS[key] = snapshot
+    while len(_SNAPSHOTS) > 2:
+        _SNAPSHOTS.pop(next(iter(_SNAPSHOTS)))
+    return snapshot
+
+
+def task_metrics(messages: Iterable) -> ChangeMetrics:
+    """The sum of the counts and times the tasks' messages carry (their ``metrics``)."""
+    metrics = ChangeMetrics()
+    for m in messages:
+        for k, v in m.metrics.items():
+            if k in _COUNTS:
+                setattr(metrics, k, getattr(metrics, k) + v)
+    return metrics
+
+
 class ApplyWriter(DataSourceArrowWriter):
     """Writes each task's changed files, commits them all once."""
 
@@ -122,18 +147,7 @@ class ApplyWriter(DataSourceArrowWriter):
         self.url, self.storage_options, self.spec = url, storage_options, spec
 
     def _snapshot(self) -> Snapshot:
-        """The version the plan read, replayed once per statement in each worker process:
-        a statement's tasks (one a bucket when the outcome is written where the join left
-        it) run one after another in Spark's reused Python workers."""
-        key = (self.url, json.dumps(self.storage_options, sort_keys=True, default=str), self.spec.get("resultFile"),
-               int(self.spec["readVersion"]))
-        snapshot = _SNAPSHOTS.pop(key, None)
-        if snapshot is None:
-            snapshot = load_snapshot(so.shared_storage(self.url, self.storage_options), key[3])
-        _SNAPSHOTS[key] = snapshot
-        while len(_SNAPSHOTS) > 2:
-            _SNAPSHOTS.pop(next(iter(_SNAPSHOTS)))
-        return snapshot
+        return version_read(self.url, self.storage_options, self.spec.get("resultFile"), int(self.spec["readVersion"]))
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> AppliedMessage:
         """Write the outcome of this task's files, a partition of the plan at a time where the
@@ -163,10 +177,7 @@ class ApplyWriter(DataSourceArrowWriter):
         for m in msgs:
             for name, files in m.index_files.items():
                 index_files.setdefault(name, []).extend(IndexFile.model_validate_json(f) for f in files)
-        metrics = ChangeMetrics()
-        for m in msgs:
-            metrics.add(ChangeMetrics(**{k: v for k, v in m.metrics.items() if k in _COUNTS}))
-            metrics.num_source_rows += m.metrics.get("num_source_rows", 0)
+        metrics = task_metrics(msgs)
         txn = txn_of(self.spec)
         written = [p for m in msgs for p in m.written]
         if txn is not None and committed_before(snapshot, txn):
@@ -263,8 +274,10 @@ def _one_task_a_file(removes: list[RemoveFile]) -> None:
             "spark.indexeddf.change.bucketedOutcome.enabled=false, and report the plan (EXPLAIN) to indexeddf's developers")
 
 
-_COUNTS = ("num_source_rows", "num_target_rows_inserted", "num_target_rows_updated", "num_target_rows_deleted", "num_target_rows_copied", "num_output_rows",
-           "num_target_files_added", "num_target_files_removed", "num_deletion_vectors_added")
+_COUNTS = ("num_source_rows", "num_target_rows_inserted", "num_target_rows_updated", "num_target_rows_deleted",
+           "num_target_rows_copied", "num_output_rows", "num_target_files_added", "num_target_files_removed",
+           "num_target_files_scanned", "num_deletion_vectors_added", "scan_time_ms", "rewrite_time_ms")
+"""The metrics a task counts and the commit sums (the rest are the commit's own)."""
 
 
 def _by_file(snapshot: Snapshot, rows: pa.Table) -> Iterator[tuple[AddFile, np.ndarray, pa.Table]]:

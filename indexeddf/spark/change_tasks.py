@@ -31,18 +31,13 @@ from pyspark.sql.datasource import WriterCommitMessage
 from ..changes.engine import commit_change, prepare, run_part, union_read
 from ..changes.model import ChangeMetrics
 from ..errors import InvalidOptionError
-from ..format.snapshot import load_snapshot
 from ..format.transaction import ALL_BUCKETS, Transaction
 from ..spec.actions import IndexFile, parse_line
-from .apply import action_line, committed_before, txn_of
+from .apply import action_line, committed_before, task_metrics, txn_of, version_read
 from .write_commit import delete_uncommitted
 
 TASKS_KEY = "bucketTasks"
 """The key of a MERGE's ``changeSpec`` that makes its write tasks run it a bucket at a time."""
-
-_COUNTS = ("num_target_rows_inserted", "num_target_rows_updated", "num_target_rows_deleted",
-           "num_target_rows_copied", "num_output_rows", "num_target_files_added", "num_target_files_removed",
-           "num_deletion_vectors_added", "num_target_files_scanned", "scan_time_ms", "rewrite_time_ms")
 
 
 @dataclass
@@ -67,7 +62,7 @@ def in_tasks(spec: dict) -> bool:
 def write_buckets(writer, iterator: Iterator[pa.RecordBatch]) -> ChangedBuckets:
     """Run the MERGE on this task's buckets (``writer``: the change's ``ChangeWriter``), one
     bucket's source rows in memory at a time."""
-    snapshot = load_snapshot(writer._storage(), int(writer.spec["readVersion"]))
+    snapshot = version_read(writer.url, writer.storage_options, writer.result_file, int(writer.spec["readVersion"]))
     staging = writer.staging_at(snapshot)  # the buckets of the version read, as Spark partitioned the rows
     if staging is None:
         raise InvalidOptionError("the MERGE cannot run a bucket at a time on the version it read (its ON condition "
@@ -141,14 +136,10 @@ def commit_buckets(writer, messages: list) -> None:
     if twice:
         delete_uncommitted(storage, written)
         raise _split(twice[0])
-    snapshot = load_snapshot(storage, int(writer.spec["readVersion"]))
+    snapshot = version_read(writer.url, writer.storage_options, writer.result_file, int(writer.spec["readVersion"]))
     change = writer.change_of(snapshot)
     change.txn = txn_of(writer.spec)
-    metrics = ChangeMetrics()
-    for m in msgs:
-        metrics.add(ChangeMetrics(**{k: v for k, v in m.metrics.items() if k in _COUNTS}))
-        for k in ("num_source_rows", "scan_time_ms", "rewrite_time_ms"):  # what add leaves out
-            setattr(metrics, k, getattr(metrics, k) + m.metrics.get(k, 0))
+    metrics = task_metrics(msgs)
     found = {f for m in msgs for f in m.found_by}
     metrics.rows_found_by = "scan" if "scan" in found else "index"
     if change.txn is not None and committed_before(snapshot, change.txn):

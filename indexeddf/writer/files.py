@@ -18,6 +18,7 @@ import pyarrow.parquet as pq
 
 from ..errors import SchemaMismatchError
 from ..format.storage import TableStorage
+from ..spec import config
 from ..spec.actions import AddFile, FileStats
 from ..spec.bucketing import bucket_ids, key_hash
 from ..spec.column_mapping import physical_names, to_physical
@@ -98,12 +99,14 @@ def write_bucketed_pieces(
     written: list[str],
     partition_columns: tuple[str, ...] = (),
     schema: pa.Schema | None = None,
+    compression: str = "zstd",
 ) -> list[tuple[AddFile, pa.Table]]:
     """Write ``table`` as one Parquet file per touched bucket (per partition and bucket in a
     table partitioned by ``partition_columns``); each file's ``add`` action and its rows in
     file order (for indexing; with the partition columns, which the file itself lacks).
     ``schema``: the table's ``file_schema`` (``spec/column_mapping.py``), whose physical
-    names files, stats and ``partitionValues`` use in a column-mapped table.
+    names files, stats and ``partitionValues`` use in a column-mapped table. ``compression``:
+    the Parquet codec (``indexeddf.parquet.compressionCodec``, :func:`codec_of`).
 
     Each path is appended to ``written`` before its file is created, so the caller can
     delete every file of a failed write.
@@ -130,11 +133,12 @@ def write_bucketed_pieces(
     def write_one(i: int) -> tuple[AddFile, pa.Table]:
         bucket, rows, values = parts[i]
         if values is None:
-            return write_file(storage, files[i], bucket, rows, per_group, index_columns, ordered, schema), rows
+            return write_file(storage, files[i], bucket, rows, per_group, index_columns, ordered, schema,
+                              compression), rows
         # Delta's layout: a partitioned table's files hold no partition column; the add's
         # partitionValues give every row's value.
         stored = rows.drop_columns(list(partition_columns))
-        add = write_file(storage, files[i], bucket, stored, per_group, index_columns, ordered, schema)
+        add = write_file(storage, files[i], bucket, stored, per_group, index_columns, ordered, schema, compression)
         # The rows as readers will see them (an empty string partition reads as NULL).
         for c in partition_columns:
             at = rows.schema.get_field_index(c)
@@ -161,11 +165,13 @@ def split_by_partition(table: pa.Table, columns: tuple[str, ...]) -> list[tuple[
 
 
 def write_file(storage: TableStorage, file: tuple[str, int], bucket: int, rows: pa.Table, rows_per_group: int,
-               bloom_columns: list[str] = (), ordered: bool = False, schema: pa.Schema | None = None) -> AddFile:
+               bloom_columns: list[str] = (), ordered: bool = False, schema: pa.Schema | None = None,
+               compression: str = "zstd") -> AddFile:
     """Write one row-batch file (``file``: path and id) and describe it as an ``add`` action;
     ``ordered`` says the rows are in index-column order (:func:`split_by_bucket`).
     ``schema``: the table's ``file_schema``; in a column-mapped table the file's columns and
-    the stats take the physical names, and each column its Parquet field id.
+    the stats take the physical names, and each column its Parquet field id. ``compression``:
+    the Parquet codec (:func:`codec_of`).
 
     ``bloom_columns`` (the table's index columns) get a Parquet bloom filter per row
     group, so any Parquet reader (Spark, DuckDB, Trino, ...) skips the row groups
@@ -176,7 +182,7 @@ def write_file(storage: TableStorage, file: tuple[str, int], bucket: int, rows: 
         names = physical_names(schema)
         rows, bloom_columns = to_physical(rows, schema), [names.get(c, c) for c in bloom_columns]
     buf = io.BytesIO()
-    pq.write_table(rows, buf, row_group_size=rows_per_group, compression="zstd",
+    pq.write_table(rows, buf, row_group_size=rows_per_group, compression=compression,
                    # Dictionaries for strings only: numbers written plain are about as small
                    # under zstd, and decode faster (docs/benchmarks.md, data bytes per row).
                    use_dictionary=repeating_columns(rows.slice(0, rows_per_group), dictionary_columns(rows.schema)),
@@ -193,6 +199,12 @@ def write_file(storage: TableStorage, file: tuple[str, int], bucket: int, rows: 
         stats=file_stats(rows),
         sorted=ordered,
     )
+
+
+def codec_of(configuration: dict[str, str]) -> str:
+    """The codec a table's new data files are written with (its
+    ``indexeddf.parquet.compressionCodec``, as pyarrow names it)."""
+    return config.get(configuration, "indexeddf.parquet.compressionCodec")
 
 
 def repeating_columns(rows: pa.Table, columns: list[str]) -> list[str]:

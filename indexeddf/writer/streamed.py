@@ -27,7 +27,15 @@ from ..spec.column_mapping import physical_names, to_physical
 from ..spec.deletion_vectors import unique_sorted
 from ..spec.partitions import partition_dir
 from ..spec.schema import dictionary_columns
-from .files import BLOOM_FPP, StatsAccumulator, delta_encoded, new_data_file, repeating_columns, rows_per_group
+from .files import (
+    BLOOM_FPP,
+    StatsAccumulator,
+    codec_of,
+    delta_encoded,
+    new_data_file,
+    repeating_columns,
+    rows_per_group,
+)
 from .index_files import DataPiece, build_index_files, carried_entries
 
 
@@ -40,9 +48,10 @@ class StreamedFile:
     rows, so a file that gets none is never created."""
 
     def __init__(self, storage: TableStorage, file: tuple[str, int], bucket: int, schema: pa.Schema,
-                 row_group_bytes: int, bloom_columns, expected_rows: int, ordered: bool):
+                 row_group_bytes: int, bloom_columns, expected_rows: int, ordered: bool, compression: str = "zstd"):
         self.storage, (self.path, self.file_id), self.bucket = storage, file, bucket
         self.schema, self.row_group_bytes, self.ordered = schema, row_group_bytes, ordered
+        self.compression = compression
         names = physical_names(schema)
         self.bloom_columns = [names.get(c, c) for c in bloom_columns if c in schema.names
                               and not pa.types.is_boolean(schema.field(c).type)]
@@ -68,7 +77,7 @@ class StreamedFile:
         ndv = max(1, min(self.expected_rows, self._per_group))
         bloom = {c: {"ndv": ndv, "fpp": BLOOM_FPP} for c in self.bloom_columns} or None
         self._sink = self.storage.open_output(self.path)
-        self._writer = pq.ParquetWriter(self._sink, self.stored, compression="zstd",
+        self._writer = pq.ParquetWriter(self._sink, self.stored, compression=self.compression,
                                         use_dictionary=repeating_columns(first, dictionary_columns(self.stored)),
                                         column_encoding=delta_encoded(self.stored, self.bloom_columns),
                                         bloom_filter_options=bloom)
@@ -109,7 +118,7 @@ def copy_kept_rows(storage: TableStorage, metadata: Metadata, indexes: list[Inde
     written.append(file[0])
     out = StreamedFile(storage, file, add.bucket, stored, config.get(metadata.configuration,
                        "indexeddf.targetRowGroupBytes"), metadata.indexColumns, add.stats.numRecords
-                       if add.stats is not None else 0, add.sorted)
+                       if add.stats is not None else 0, add.sorted, codec_of(metadata.configuration))
     # Indexes holding the file's entries carry them over; any other hashes the kept keys.
     hashed = [i for i in indexes if not any(add.fileId in f.fileIds for f in i.files)]
     key_columns = [c for c in schema.names if any(c in i.columns for i in hashed)]

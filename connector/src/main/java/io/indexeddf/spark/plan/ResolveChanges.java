@@ -140,6 +140,7 @@ public final class ResolveChanges extends Rule<LogicalPlan> {
         MergeIntoTable m = (MergeIntoTable) p;
         ChangeSpec.Merge merge;
         List<Expression> bucketKeys = null;
+        int numBuckets = 0;
         if (MergeStars.evolves(session, m)) {
             List<String> stars = MergeStars.of(m);
             if (stars == null) {
@@ -162,11 +163,12 @@ public final class ResolveChanges extends Rule<LogicalPlan> {
             }
             if (bucketKeys != null) {
                 merge.spec.inBucketTasks(snapshot.version);
+                numBuckets = snapshot.numBuckets();
             }
         }
         ChangeSpec spec = merge.spec;
         LogicalPlan rows = bucketKeys == null ? merge.sourceRows
-            : BucketTasks.rows(session, merge.sourceRows, bucketKeys, DriverLookup.snapshotOf(lr).numBuckets());
+            : BucketTasks.rows(session, merge.sourceRows, bucketKeys, numBuckets);
         // Where the Python commit leaves the change's metrics for the command's result row.
         String resultFile = new java.io.File(System.getProperty("java.io.tmpdir"),
             "indexeddf-change-" + java.util.UUID.randomUUID() + ".json").getPath();
