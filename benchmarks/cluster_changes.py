@@ -40,11 +40,12 @@ SQL = ("MERGE INTO indexeddf.`{path}` AS t USING src AS s ON t.k = s.k "
        "WHEN MATCHED THEN UPDATE SET * WHEN NOT MATCHED THEN INSERT *")
 
 
-def driver(url: str, warm: str, table: str, source: str) -> None:
+def driver(url: str, warm: str, table: str, source: str, java_options: str = "") -> None:
     """One MERGE in this process, a driver of the cluster at ``url``, after the same MERGE
     into each copy of ``warm`` (comma-separated; not counted: a pipeline's driver has planned
     many statements before, and the first statements' class loading and JIT compilation are
-    not the MERGE's work): prints its wall time."""
+    not the MERGE's work): prints its wall time. ``java_options``: the driver JVM's
+    ``spark.driver.extraJavaOptions``."""
     from pyspark.sql import SparkSession
 
     import indexeddf
@@ -52,6 +53,8 @@ def driver(url: str, warm: str, table: str, source: str) -> None:
     builder = (SparkSession.builder.master(url).appName("indexeddf-cluster-merge")
                .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
                .config("spark.executor.memory", "1500m").config("spark.sql.session.timeZone", "UTC"))
+    if java_options:
+        builder = builder.config("spark.driver.extraJavaOptions", java_options)
     spark = indexeddf.configure(builder).getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     assert indexeddf.register(spark) == indexeddf.spark.CONNECTOR
@@ -120,14 +123,16 @@ def _kind(pid: int, driver_pid: int) -> str:
     return ("worker " + module.rsplit(".", 1)[1]) if module else "Python workers"
 
 
-def one_round(url: str, env: dict, workers: list, table: Path, work: Path, src: Path, warmups: int) -> dict:
+def one_round(url: str, env: dict, workers: list, table: Path, work: Path, src: Path, warmups: int,
+              java_options: str = "") -> dict:
     """One driver process: ``warmups`` MERGEs into copies of ``table``, then the measured one."""
     copy, warm = work / "copy", [work / f"warm-{i}" for i in range(warmups)]
     for c in (copy, *warm):
         shutil.rmtree(c, ignore_errors=True)
         shutil.copytree(table, c)
     os.sync()
-    proc = subprocess.Popen([sys.executable, __file__, "--driver", url, ",".join(map(str, warm)), str(copy), str(src)],
+    proc = subprocess.Popen([sys.executable, __file__, "--driver", url, ",".join(map(str, warm)), str(copy), str(src),
+                             java_options],
                             env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     sampler = Sampler(proc.pid, [w.pid for w in workers])
@@ -178,7 +183,7 @@ def _jvm_threads(sampler: Sampler, since: dict[str, float] | None = None) -> dic
 
 def main() -> None:
     if len(sys.argv) > 1 and sys.argv[1] == "--driver":
-        driver(*sys.argv[2:6])
+        driver(*sys.argv[2:7])
         return
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--rows", type=int, default=2_000_000)
@@ -189,6 +194,9 @@ def main() -> None:
     p.add_argument("--warmups", type=int, default=3,
                    help="MERGEs each driver runs before the measured one (a pipeline's driver is warm)")
     p.add_argument("--vectors", action="store_true", help="the table has delta.enableDeletionVectors = true")
+    p.add_argument("--driver-java-options", default="",
+                   help="the driver JVM's spark.driver.extraJavaOptions, e.g. -XX:TieredStopAtLevel=1 (C1 only: "
+                        "less JIT compilation on the driver)")
     args = p.parse_args()
 
     import pyarrow.parquet as pq
@@ -215,7 +223,7 @@ def main() -> None:
         folder = work / f"cluster-{n}"
         folder.mkdir()
         with standalone(folder, workers=n, cores=1, memory="2g") as (url, env, workers):
-            rounds = [one_round(url, env, workers, table, work, src, args.warmups)
+            rounds = [one_round(url, env, workers, table, work, src, args.warmups, args.driver_java_options)
                       for _ in range(args.rounds + 1)][1:]
         want = (args.source // 2, args.source - args.source // 2)
         assert all((r["updated"], r["inserted"]) == want for r in rounds), rounds
