@@ -597,3 +597,35 @@ def test_configure_points_spark_python_workers_at_this_interpreter(monkeypatch):
     assert indexeddf.configure(given)._options["spark.pyspark.python"] == "/opt/python"
     monkeypatch.setenv("PYSPARK_PYTHON", "/opt/other")
     assert "spark.pyspark.python" not in indexeddf.configure(SparkSession.Builder())._options
+
+
+def test_local_python_workers_start_with_indexeddf_imported(spark):
+    """On a local master the workers are forked from indexeddf's daemon, which imported the
+    task code (and pyarrow) before forking; a cluster master or a daemon the user named is left
+    alone. Every Spark test of this suite runs its Python tasks in such workers."""
+    import os
+
+    from pyspark.sql import SparkSession
+
+    import indexeddf
+    from indexeddf.spark.daemon import preload
+
+    assert spark.conf.get("spark.python.daemon.module") == "indexeddf.spark.daemon"
+
+    def parent(batches):
+        import pyarrow as pa
+        cmd = open(f"/proc/{os.getppid()}/cmdline").read().replace("\0", " ")
+        maps = open(f"/proc/{os.getppid()}/maps").read()
+        for _ in batches:
+            pass
+        yield pa.RecordBatch.from_pydict({"daemon": [cmd], "arrow": ["libarrow" in maps]})
+
+    row = spark.range(0, 10, 1, 1).mapInArrow(parent, "daemon string, arrow boolean").collect()[0]
+    assert "-m indexeddf.spark.daemon" in row.daemon and row.arrow  # loaded before the fork
+    assert preload() == []
+    local = indexeddf.configure(SparkSession.Builder().master("local[2]"))._options
+    assert local["spark.python.daemon.module"] == "indexeddf.spark.daemon"
+    cluster = indexeddf.configure(SparkSession.Builder().master("spark://127.0.0.1:7077"))._options
+    assert "spark.python.daemon.module" not in cluster
+    named = indexeddf.configure(SparkSession.Builder().master("local").config("spark.python.daemon.module", "mine"))
+    assert named._options["spark.python.daemon.module"] == "mine"

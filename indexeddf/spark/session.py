@@ -79,6 +79,11 @@ def is_connect(spark_or_df: Any) -> bool:
     return module.startswith("pyspark.sql.connect")
 
 
+DAEMON_CONF = "spark.python.daemon.module"
+DAEMON_MODULE = "indexeddf.spark.daemon"
+"""PySpark's worker daemon with indexeddf's task code imported before it forks workers."""
+
+
 def configure(builder):
     """Put the indexeddf JVM connector on a ``SparkSession.Builder`` and return the builder.
 
@@ -97,6 +102,12 @@ def configure(builder):
     context starts) unless it is set: Spark's Python workers (writes run in them) must find
     this environment's packages, and a virtual environment run without being activated
     would otherwise give them the system's Python.
+
+    On a local master (``local``, ``local[n]``, ...) it sets ``spark.python.daemon.module`` to
+    :mod:`indexeddf.spark.daemon` unless the builder names a daemon: Python workers then start
+    with indexeddf's task code imported (Spark kills a worker idle for a minute, so a pipeline's
+    statements every few minutes would otherwise import it again in every new worker). On a
+    cluster, set it where every executor's Python has indexeddf (docs/spark.md).
     """
     import os
     import sys
@@ -107,6 +118,10 @@ def configure(builder):
     options = getattr(builder, "_options", {}) or {}
     if "spark.pyspark.python" not in options and not os.environ.get("PYSPARK_PYTHON"):
         builder = builder.config("spark.pyspark.python", sys.executable)
+    # Local workers run this very interpreter, which has indexeddf; a cluster's executors may
+    # not, and a daemon module they cannot import would fail every Python task, ours or not.
+    if str(options.get("spark.master", "")).startswith("local") and DAEMON_CONF not in options:
+        builder = builder.config(DAEMON_CONF, DAEMON_MODULE)
     # PySpark gives every Python function it ships, the data sources' planners included,
     # the interpreter PYSPARK_PYTHON names when the context starts (the conf above is not
     # read there): without it a change statement's writer starts the system's Python.
