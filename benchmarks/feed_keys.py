@@ -32,6 +32,7 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
@@ -42,6 +43,7 @@ from changes import (  # noqa: E402  (the check table of changes.py)
     _shown,
     build,
 )
+from feed_floor import commits_floor, files_floor, key_floor  # noqa: E402
 
 PRINTED: list[str] = []
 
@@ -112,6 +114,13 @@ def run(args) -> dict:
     whole_s, feed = timed(whole, args.rounds)
     key_s, keyed = timed(one_key, args.rounds)
     theirs_s, theirs = timed(delta_rs, args.rounds)
+    # The floors (benchmarks/feed_floor.py): the whole feed's commits and files read by pyarrow;
+    # the key's: only the files of the versions that changed it (known), the row groups that admit it.
+    key_versions = sorted(set(feed.filter(pc.equal(feed["k"], key))["_commit_version"].to_pylist()))
+    key_files = [f for v in key_versions for f in commits_floor(path, v, v)]
+    floor_s, floor = timed(lambda: files_floor(commits_floor(path, first, last)), args.rounds)
+    key_floor_s, key_rows = timed(lambda: key_floor(key_files, "k", key), args.rounds)
+    assert floor.num_rows == feed.num_rows and key_rows.num_rows == keyed.num_rows
     # The answers agree before any time counts: the key's rows are the whole feed's, and
     # delta-rs reads as many rows.
     mask = np.asarray(feed.column("k").to_numpy() == key)
@@ -124,14 +133,19 @@ def run(args) -> dict:
             [("delta-rs load_cdf", theirs_s), ("indexeddf changes", whole_s)])
     _record("feed:key", f"one key's changes over {args.merges} merges, against the whole feed",
             [("indexeddf changes, whole feed", whole_s), ("indexeddf changes, keys=[k]", key_s)])
-    med = {n: statistics.median(s) for n, s in (("whole", whole_s), ("key", key_s), ("delta-rs", theirs_s))}
+    med = {n: statistics.median(s) for n, s in (("whole", whole_s), ("key", key_s), ("delta-rs", theirs_s),
+                                                  ("floor", floor_s), ("key floor", key_floor_s))}
     say("| read | median | min | max |")
     say("|---|---|---|---|")
     for name, secs in (("delta-rs load_cdf", theirs_s), ("changes, whole feed", whole_s),
-                       ("changes, keys=[k]", key_s)):
+                       ("changes, keys=[k]", key_s), ("floor: commits + files, pyarrow", floor_s),
+                       (f"floor: the key's {len(key_files)} files, its row groups", key_floor_s)):
         say(f"| {name} | {_shown(statistics.median(secs))} | {_shown(min(secs))} | {_shown(max(secs))} |")
-    say(f"one key vs the whole feed: {med['whole'] / med['key']:.1f}x faster (goal: 20x)")
-    say(f"the whole feed vs delta-rs load_cdf: {med['delta-rs'] / med['whole']:.1f}x faster (goal: 5x)")
+    say(f"one key vs the whole feed: {med['whole'] / med['key']:.1f}x faster (goal: 20x); "
+        f"at the floors: {med['floor'] / med['key floor']:.1f}x")
+    say(f"the whole feed vs delta-rs load_cdf: {med['delta-rs'] / med['whole']:.1f}x faster (goal: 5x); "
+        f"the floor: {med['delta-rs'] / med['floor']:.1f}x")
+    say(f"to the floor: the whole feed {med['whole'] / med['floor']:.2f}x, the key {med['key'] / med['key floor']:.2f}x")
     return med
 
 
