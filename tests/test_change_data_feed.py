@@ -9,6 +9,7 @@ inserts, is the multiset difference of DuckDB's rows after and before it.
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 from collections import Counter
@@ -238,6 +239,29 @@ def test_a_table_held_across_new_commits_reads_their_feed_from_the_commits_alone
     with pytest.raises(VersionNotFoundError):
         IndexedTable.for_path(path)
     assert feed_rows(held.changes(2)) == newest
+
+
+def test_a_held_table_reads_the_metadata_of_skipped_commits_and_any_writers_line_layout(tmp_path):
+    """A table held at a version before the feed was on reads the feed of later commits: the
+    commit that turned it on, skipped by the range, is read for its metaData. Commits whose lines
+    another writer laid out with whitespace read the same feed (their lines named by pattern,
+    not by prefix), as delta-rs reads it."""
+    path = str(tmp_path / "t")
+    held = IndexedTable.create(path, rows(list(range(30))), ["k"], num_buckets=2)    # v0: the feed off
+    t = IndexedTable.for_path(path)
+    t.set_properties(FEED)                                                           # v1
+    t.update({"v": "v + 1"}, "k < 6")                                                # v2
+    _merge(t, rows([2, 5, 9, 12, 25, 33, 70], 1000, "b"))                            # v3
+    want = delta_rs_feed(path, 2)
+    assert feed_rows(held.changes(2)) == want and {r[4] for r in want} == {2, 3}
+    log = Path(path) / "_delta_log"
+    for v in (1, 2, 3):  # every line re-laid out: spaces after the separators, and before the object
+        f = log / f"{v:020d}.json"
+        lines = [json.loads(line) for line in f.read_text().splitlines() if line.strip()]
+        f.write_text("".join(" " + json.dumps(obj, separators=(", ", " : ")) + "\n" for obj in lines))
+    assert feed_rows(held.changes(2)) == want == feed_rows(IndexedTable.for_path(path).changes(2))
+    with pytest.raises(MissingChangeDataError, match=r"version \[0\]"):
+        held.changes(0)
 
 
 def test_property_set_later_upgrades_the_protocol_and_ranges_are_checked(tmp_path):
