@@ -8,8 +8,9 @@ does in this process, with pyarrow and the standard library, no table format cod
 - :func:`files_floor`: those change data files read into one table by one ``pyarrow.dataset``
   scan (threads, no per-file Python), their paths known in advance.
 - :func:`key_floor`: of the files that hold a key's changes (known in advance), only the row
-  groups whose statistics admit the key decoded and the key's rows kept: what a read of one
-  key pays with a perfect index over the feed (no commit read, no other file opened).
+  groups of the key's bucket (the footer names each group's buckets) whose statistics admit the
+  key decoded and the key's rows kept: what a read of one key pays with a perfect index over
+  the feed (no commit read, no other file opened).
 
 benchmarks/feed.py and benchmarks/feed_keys.py time them beside ``IndexedTable.changes`` and
 delta-rs's ``load_cdf``.
@@ -25,6 +26,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
+
+from indexeddf.spec.change_data import ROW_GROUP_BUCKETS
 
 
 def commits_floor(table: Path, first: int, last: int) -> list[str]:
@@ -44,14 +47,17 @@ def files_floor(paths: list[str]) -> pa.Table:
     return ds.dataset(paths, format="parquet").to_table()
 
 
-def key_floor(paths: list[str], column: str, key: int) -> pa.Table:
-    """The rows of ``key`` in the files ``paths``: only the row groups whose min/max admit it."""
+def key_floor(paths: list[str], column: str, key: int, bucket: int) -> pa.Table:
+    """The rows of ``key`` (of ``bucket``) in the files ``paths``: only the row groups of its
+    bucket whose min/max admit it."""
     parts = []
     for p in paths:
         pf = pq.ParquetFile(p)
         at = pf.schema_arrow.get_field_index(column)
+        ranges = json.loads((pf.metadata.metadata or {}).get(ROW_GROUP_BUCKETS.encode(), b"null"))
         groups = [g for g in range(pf.metadata.num_row_groups)
-                  if _admits(pf.metadata.row_group(g).column(at).statistics, key)]
+                  if (not ranges or not ranges[g] or ranges[g][0] <= bucket <= ranges[g][1])
+                  and _admits(pf.metadata.row_group(g).column(at).statistics, key)]
         if groups:
             rows = pf.read_row_groups(groups, use_threads=False)
             parts.append(rows.filter(pc.equal(rows[column], key)))

@@ -80,6 +80,7 @@ def run(args) -> dict:
     from deltalake import DeltaTable
 
     from indexeddf import IndexedTable
+    from indexeddf.spec.bucketing import bucket_ids
 
     work = Path(args.work or tempfile.mkdtemp(prefix="feed-keys-"))
     path = work / "t"
@@ -119,7 +120,8 @@ def run(args) -> dict:
     key_versions = sorted(set(feed.filter(pc.equal(feed["k"], key))["_commit_version"].to_pylist()))
     key_files = [f for v in key_versions for f in commits_floor(path, v, v)]
     floor_s, floor = timed(lambda: files_floor(commits_floor(path, first, last)), args.rounds)
-    key_floor_s, key_rows = timed(lambda: key_floor(key_files, "k", key), args.rounds)
+    bucket = int(bucket_ids([pa.array([key], pa.int64())], args.buckets)[0])
+    key_floor_s, key_rows = timed(lambda: key_floor(key_files, "k", key, bucket), args.rounds)
     assert floor.num_rows == feed.num_rows and key_rows.num_rows == keyed.num_rows
     # The answers agree before any time counts: the key's rows are the whole feed's, and
     # delta-rs reads as many rows.

@@ -280,9 +280,9 @@ class IndexedTable(TableWrites, TableAdmin):
                         columns: Sequence[str] | None = None, *, keys: Any = None, index: str | None = None,
                         start_timestamp: Any = None, end_timestamp: Any = None):
         """:meth:`changes` as an iterator of ``pyarrow.Table``, one per file read (a change
-        data file, or an added or removed data file): memory bounded by a few files (two
-        are read at once, ahead of the caller). The range and the keys are checked before
-        the first batch, and every version's feed before the first file is read.
+        data file, or an added or removed data file): memory bounded by a file. The range
+        and the keys are checked before the first batch, and every version's feed before
+        the first file is read.
 
         A table object held across new commits (a pipeline's) reads their feed from its
         own metadata and the commits' lines, without replaying the log (``docs/pipelines.md``)."""

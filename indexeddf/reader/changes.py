@@ -19,8 +19,8 @@ are decoded, and only the rows of a key are kept (:mod:`.change_keys`).
 
 Every version of the range must have the feed on (the ``metaData`` in effect after its
 commit has ``delta.enableChangeDataFeed = true``), or :class:`MissingChangeDataError` says
-which one did not, before any file is read. Memory is bounded by a few files: the feed comes a
-file at a time (:func:`change_batches`), read :data:`FEED_THREADS` files ahead. A caller holding a
+which one did not, before any file is read. Memory is bounded by a file: the feed comes a file
+at a time (:func:`change_batches`). A caller holding a
 snapshot (a pipeline's table object, opened before the commits it asks about) passes it: the
 metadata of every version then comes from it and the commits' own lines, with no log replay.
 """
@@ -99,12 +99,6 @@ def _commit_millis(storage: TableStorage, version: int) -> int:
     return storage.modified_ms(commit_path(version)) or 0
 
 
-FEED_THREADS = 2
-"""Files of the feed read at once: each is a small open and decode whose decoding releases the
-GIL, so two overlap on two cores (as a lookup's tasks do); the reads run ahead of the caller by
-at most this many files, so memory stays bounded by a few files."""
-
-
 def change_batches(storage: TableStorage, start: int, end: int, columns: Sequence[str] | None = None,
                    keys: KeyFilter | None = None, known: Snapshot | None = None) -> Iterator[pa.Table]:
     """The feed of versions ``[start, end]`` (checked by :func:`version_range`), a file's
@@ -113,7 +107,7 @@ def change_batches(storage: TableStorage, start: int, end: int, columns: Sequenc
     ``keys``: only the rows of those keys, from only the files and row groups that can hold
     them. ``known``: a snapshot the caller holds, whose metadata spares a log replay when it
     is of a version up to ``end`` (:func:`_metadata_at_start`). Every version is checked before
-    the first file is read; the files are read :data:`FEED_THREADS` at a time."""
+    the first file is read."""
     # Only what the feed needs of each commit is decoded (format/log.py): a MERGE's commit is
     # mostly file and index actions the feed skips.
     commits = [(v, *read_feed_commit(storage, v)) for v in range(start, end + 1)]
@@ -139,7 +133,11 @@ def change_batches(storage: TableStorage, start: int, end: int, columns: Sequenc
         millis = timestamp or storage.modified_ms(commit_path(version)) or 0
         reads += [_stamping(read, shape, version, millis)
                   for read in _commit_changes(storage, actions, schema, wanted, _Keys.of(keys, metadata))]
-    for rows in _ahead(reads, FEED_THREADS):
+    # One file at a time: two threads (a pool, or pyarrow.dataset's) were slower on the two
+    # shared cores this was measured on (docs/pipelines.md), the per-file work being mostly
+    # Python that holds the GIL.
+    for read in reads:
+        rows = read()
         if rows is not None:
             yield rows
 
@@ -174,29 +172,6 @@ def _stamping(read, shape: pa.Schema, version: int, millis: int):
         rows = read()
         return _stamped(rows, shape, version, millis) if rows.num_rows else None
     return run
-
-
-def _ahead(reads: list, threads: int) -> Iterator:
-    """The results of ``reads`` (callables) in order, at most ``threads`` of them running or
-    done ahead of the one the caller takes (memory bounded by a few files, not the feed)."""
-    if threads <= 1 or len(reads) <= 1:
-        yield from (read() for read in reads)
-        return
-    import contextvars
-    from collections import deque
-    from concurrent.futures import ThreadPoolExecutor
-
-    def submit(read):  # in the caller's context: counting_reads sees the reads of the threads
-        return pool.submit(contextvars.copy_context().run, read)
-
-    with ThreadPoolExecutor(threads) as pool:
-        pending = deque(submit(read) for read in reads[:threads])
-        for read in reads[threads:]:
-            done = pending.popleft().result()
-            pending.append(submit(read))
-            yield done
-        while pending:
-            yield pending.popleft().result()
 
 
 def _shape(schema: pa.Schema, wanted: list[str]) -> pa.Schema:
