@@ -250,7 +250,7 @@ def _commit_changes(storage: TableStorage, actions: list, schema: pa.Schema, wan
 def _read_change_file(storage: TableStorage, c: CdcFile, typed: pa.Schema, columns: list[str]) -> pa.Table:
     """The ``columns`` of a change data file, typed as ``typed``: straight from pyarrow when the
     file holds them under those names and types (indexeddf's files of a table without column
-    mapping or partitions: a tenth of the read's cost spared), else conformed by ``read_file``."""
+    mapping or partitions: about a sixth of the read spared), else conformed by ``read_file``."""
     threads = c.size > THREADED_FILE_BYTES
     if not c.partitionValues and not any(typed.field(n).metadata for n in columns):
         pf = open_parquet(storage, c.path)
