@@ -10,8 +10,12 @@ of 1,000 source rows each (half existing random keys, updated; half new keys, in
 the Python engine. Timed, each opening the table as a reader would (``--rounds`` rounds,
 median), each on a table opened before the clock: the whole feed of the merges' versions
 (``IndexedTable.changes``), one key's feed (``changes(..., keys=[k])``, a key two merges
-updated) and delta-rs's ``DeltaTable.load_cdf`` of the same versions read into Arrow. Prints the timings and the two ratios (goals: the key
-at least 20x faster than the whole feed, the whole feed at least 5x faster than delta-rs),
+updated) and delta-rs's ``DeltaTable.load_cdf`` of the same versions read into Arrow, beside the
+floors of benchmarks/feed_floor.py (the whole feed's commits and change files read by pyarrow; the
+key's files alone, known in advance, only its bucket's row groups that admit it: a perfect index
+over the feed). Prints the timings and the two ratios (goals: the key
+at least 20x faster than the whole feed, the whole feed at least 5x faster than delta-rs) and each
+read's ratio to its floor,
 and writes them as a results JSON into ``--out``. ``--source-rows`` sizes the merges (a
 larger change's data spans many row groups, of which a key's read decodes one a version).
 """
