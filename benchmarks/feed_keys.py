@@ -10,8 +10,12 @@ of 1,000 source rows each (half existing random keys, updated; half new keys, in
 the Python engine. Timed, each opening the table as a reader would (``--rounds`` rounds,
 median), each on a table opened before the clock: the whole feed of the merges' versions
 (``IndexedTable.changes``), one key's feed (``changes(..., keys=[k])``, a key two merges
-updated) and delta-rs's ``DeltaTable.load_cdf`` of the same versions read into Arrow. Prints the timings and the two ratios (goals: the key
-at least 20x faster than the whole feed, the whole feed at least 5x faster than delta-rs),
+updated) and delta-rs's ``DeltaTable.load_cdf`` of the same versions read into Arrow, beside the
+floors of benchmarks/feed_floor.py (the whole feed's commits and change files read by pyarrow; the
+key's files alone, known in advance, only its bucket's row groups that admit it: a perfect index
+over the feed). Prints the timings and the two ratios (goals: the key
+at least 20x faster than the whole feed, the whole feed at least 5x faster than delta-rs) and each
+read's ratio to its floor,
 and writes them as a results JSON into ``--out``. ``--source-rows`` sizes the merges (a
 larger change's data spans many row groups, of which a key's read decodes one a version).
 """
@@ -32,6 +36,7 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
@@ -42,6 +47,7 @@ from changes import (  # noqa: E402  (the check table of changes.py)
     _shown,
     build,
 )
+from feed_floor import commits_floor, files_floor, key_floor  # noqa: E402
 
 PRINTED: list[str] = []
 
@@ -78,6 +84,7 @@ def run(args) -> dict:
     from deltalake import DeltaTable
 
     from indexeddf import IndexedTable
+    from indexeddf.spec.bucketing import bucket_ids
 
     work = Path(args.work or tempfile.mkdtemp(prefix="feed-keys-"))
     path = work / "t"
@@ -112,6 +119,14 @@ def run(args) -> dict:
     whole_s, feed = timed(whole, args.rounds)
     key_s, keyed = timed(one_key, args.rounds)
     theirs_s, theirs = timed(delta_rs, args.rounds)
+    # The floors (benchmarks/feed_floor.py): the whole feed's commits and files read by pyarrow;
+    # the key's: only the files of the versions that changed it (known), the row groups that admit it.
+    key_versions = sorted(set(feed.filter(pc.equal(feed["k"], key))["_commit_version"].to_pylist()))
+    key_files = [f for v in key_versions for f in commits_floor(path, v, v)]
+    floor_s, floor = timed(lambda: files_floor(commits_floor(path, first, last)), args.rounds)
+    bucket = int(bucket_ids([pa.array([key], pa.int64())], args.buckets)[0])
+    key_floor_s, key_rows = timed(lambda: key_floor(key_files, "k", key, bucket), args.rounds)
+    assert floor.num_rows == feed.num_rows and key_rows.num_rows == keyed.num_rows
     # The answers agree before any time counts: the key's rows are the whole feed's, and
     # delta-rs reads as many rows.
     mask = np.asarray(feed.column("k").to_numpy() == key)
@@ -124,14 +139,19 @@ def run(args) -> dict:
             [("delta-rs load_cdf", theirs_s), ("indexeddf changes", whole_s)])
     _record("feed:key", f"one key's changes over {args.merges} merges, against the whole feed",
             [("indexeddf changes, whole feed", whole_s), ("indexeddf changes, keys=[k]", key_s)])
-    med = {n: statistics.median(s) for n, s in (("whole", whole_s), ("key", key_s), ("delta-rs", theirs_s))}
+    med = {n: statistics.median(s) for n, s in (("whole", whole_s), ("key", key_s), ("delta-rs", theirs_s),
+                                                  ("floor", floor_s), ("key floor", key_floor_s))}
     say("| read | median | min | max |")
     say("|---|---|---|---|")
     for name, secs in (("delta-rs load_cdf", theirs_s), ("changes, whole feed", whole_s),
-                       ("changes, keys=[k]", key_s)):
+                       ("changes, keys=[k]", key_s), ("floor: commits + files, pyarrow", floor_s),
+                       (f"floor: the key's {len(key_files)} files, its row groups", key_floor_s)):
         say(f"| {name} | {_shown(statistics.median(secs))} | {_shown(min(secs))} | {_shown(max(secs))} |")
-    say(f"one key vs the whole feed: {med['whole'] / med['key']:.1f}x faster (goal: 20x)")
-    say(f"the whole feed vs delta-rs load_cdf: {med['delta-rs'] / med['whole']:.1f}x faster (goal: 5x)")
+    say(f"one key vs the whole feed: {med['whole'] / med['key']:.1f}x faster (goal: 20x); "
+        f"at the floors: {med['floor'] / med['key floor']:.1f}x")
+    say(f"the whole feed vs delta-rs load_cdf: {med['delta-rs'] / med['whole']:.1f}x faster (goal: 5x); "
+        f"the floor: {med['delta-rs'] / med['floor']:.1f}x")
+    say(f"to the floor: the whole feed {med['whole'] / med['floor']:.2f}x, the key {med['key'] / med['key floor']:.2f}x")
     return med
 
 

@@ -281,7 +281,11 @@ class IndexedTable(TableWrites, TableAdmin):
                         start_timestamp: Any = None, end_timestamp: Any = None):
         """:meth:`changes` as an iterator of ``pyarrow.Table``, one per file read (a change
         data file, or an added or removed data file): memory bounded by a file. The range
-        and the keys are checked before the first batch."""
+        and the keys are checked before the first batch, and every version's feed before
+        the first file is read.
+
+        A table object held across new commits (a pipeline's) reads their feed from its
+        own metadata and the commits' lines, without replaying the log (``docs/pipelines.md``)."""
         from .reader.changes import change_batches, version_range
 
         storage = self._snapshot.storage

@@ -9,6 +9,7 @@ inserts, is the multiset difference of DuckDB's rows after and before it.
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 from collections import Counter
@@ -200,15 +201,67 @@ def test_a_feed_without_cdc_files_reads_adds_removes_and_new_deletion_vectors(tm
     from indexeddf.reader.changes import _commit_changes
     from indexeddf.spec.column_mapping import file_schema
     schema = file_schema(t.snapshot.metadata.schema_, {})
-    deleted = pa.concat_tables(list(_commit_changes(t.snapshot.storage, read_commit(t.snapshot.storage, 1),
-                                                    schema, SCHEMA.names)))
+    deleted = pa.concat_tables([read() for read in _commit_changes(t.snapshot.storage,
+                                                                   read_commit(t.snapshot.storage, 1), schema,
+                                                                   SCHEMA.names)])
     assert sorted(deleted.column("k").to_pylist()) == [0, 1, 2]
     assert set(deleted.column("_change_type").to_pylist()) == {"delete"}
-    second = pa.concat_tables(list(_commit_changes(t.snapshot.storage, read_commit(t.snapshot.storage, 2),
-                                                   schema, SCHEMA.names)))
+    second = pa.concat_tables([read() for read in _commit_changes(t.snapshot.storage,
+                                                                  read_commit(t.snapshot.storage, 2), schema,
+                                                                  SCHEMA.names)])
     kinds = Counter(zip(second.column("_change_type").to_pylist(), second.column("k").to_pylist()))
     assert sum(n for (kind, _), n in kinds.items() if kind == "delete") == 17
     assert sorted(k for (kind, k) in kinds if kind == "insert") == [1, 2]
+
+
+def test_a_table_held_across_new_commits_reads_their_feed_from_the_commits_alone(tmp_path):
+    """A pipeline's table object, opened before the commits it then asks about, reads their feed
+    from its own metadata and theirs, a schema change among them too, without replaying the log:
+    it still reads once the log's first commit (which a replay needs) is gone. As delta-rs reads
+    the feed, and as a table opened at the newest version reads it."""
+    path = str(tmp_path / "t")
+    IndexedTable.create(path, rows(list(range(40))), ["k"], num_buckets=4, properties=FEED)   # v0
+    held = IndexedTable.for_path(path)
+    t = IndexedTable.for_path(path)
+    _merge(t, rows([2, 5, 9, 12, 25, 33, 70, 72], 1000, "b"))                               # v1
+    t.update({"s": "concat(s, '!')"}, "k % 4 = 1")                                           # v2
+    t.delete("k BETWEEN 10 AND 20")                                                          # v3
+    assert held.version == 0 and t.version == 3
+    assert feed_rows(held.changes(1, 3)) == delta_rs_feed(path, 1, 3) == feed_rows(t.changes(1, 3))
+    t.add_columns([pa.field("w", pa.int64())])                                               # v4: a new schema
+    t.append(pa.table({"k": pa.array([90], pa.int64()), "v": pa.array([1], pa.int64()), "s": ["x"],
+                       "w": pa.array([5], pa.int64())}))                                     # v5
+    t.delete("k = 90")                                                                       # v6
+    newest = feed_rows(IndexedTable.for_path(path).changes(2))
+    assert feed_rows(held.changes(2)) == newest and held.changes(2).column_names[:4] == ["k", "v", "s", "w"]
+    assert [r for r in newest if r[0] == 90] == [(90, 1, "x", 5, "delete", 6), (90, 1, "x", 5, "insert", 5)]
+    os.remove(Path(path) / "_delta_log" / f"{0:020d}.json")
+    with pytest.raises(VersionNotFoundError):
+        IndexedTable.for_path(path)
+    assert feed_rows(held.changes(2)) == newest
+
+
+def test_a_held_table_reads_the_metadata_of_skipped_commits_and_any_writers_line_layout(tmp_path):
+    """A table held at a version before the feed was on reads the feed of later commits: the
+    commit that turned it on, skipped by the range, is read for its metaData. Commits whose lines
+    another writer laid out with whitespace read the same feed (their lines named by pattern,
+    not by prefix), as delta-rs reads it."""
+    path = str(tmp_path / "t")
+    held = IndexedTable.create(path, rows(list(range(30))), ["k"], num_buckets=2)    # v0: the feed off
+    t = IndexedTable.for_path(path)
+    t.set_properties(FEED)                                                           # v1
+    t.update({"v": "v + 1"}, "k < 6")                                                # v2
+    _merge(t, rows([2, 5, 9, 12, 25, 33, 70], 1000, "b"))                            # v3
+    want = delta_rs_feed(path, 2)
+    assert feed_rows(held.changes(2)) == want and {r[4] for r in want} == {2, 3}
+    log = Path(path) / "_delta_log"
+    for v in (1, 2, 3):  # every line re-laid out: spaces after the separators, and before the object
+        f = log / f"{v:020d}.json"
+        lines = [json.loads(line) for line in f.read_text().splitlines() if line.strip()]
+        f.write_text("".join(" " + json.dumps(obj, separators=(", ", " : ")) + "\n" for obj in lines))
+    assert feed_rows(held.changes(2)) == want == feed_rows(IndexedTable.for_path(path).changes(2))
+    with pytest.raises(MissingChangeDataError, match=r"version \[0\]"):
+        held.changes(0)
 
 
 def test_property_set_later_upgrades_the_protocol_and_ranges_are_checked(tmp_path):

@@ -98,15 +98,17 @@ def file_columns(pf: pq.ParquetFile, columns: Sequence[str], schema: pa.Schema) 
 
 
 def read_file(storage: TableStorage, path: str, schema: pa.Schema, columns: Sequence[str] | None = None,
-              version: int | None = None, partition: Mapping[str, str | None] | None = None) -> pa.Table:
+              version: int | None = None, partition: Mapping[str, str | None] | None = None,
+              use_threads: bool = True) -> pa.Table:
     """Every row of one data file with ``columns`` (all when None), typed as ``schema``;
-    ``partition``: the file's ``partitionValues`` (its add's)."""
+    ``partition``: the file's ``partitionValues`` (its add's). ``use_threads``: pyarrow decodes
+    the columns on its threads; a caller reading files on threads of its own passes False."""
     wanted = list(schema.names if columns is None else columns)
     pf = open_parquet(storage, path, version)
     stored = _stored_columns(pf, wanted, schema, partition)
     if not stored and wanted:  # only partition columns: the row count is in the footer
         return conform(pa.table({"_": pa.nulls(pf.metadata.num_rows, pa.null())}), schema, wanted, partition=partition)
-    return conform(pf.read(columns=stored), schema, wanted, partition=partition)
+    return conform(pf.read(columns=stored, use_threads=use_threads), schema, wanted, partition=partition)
 
 
 def _stored_columns(pf: pq.ParquetFile, wanted: list[str], schema: pa.Schema,

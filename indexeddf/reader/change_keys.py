@@ -139,7 +139,7 @@ def read_keyed(storage: TableStorage, path: str, schema: pa.Schema, columns: lis
         reads.files.append(path)
         reads.groups += [(path, g) for g in groups]
     stored = [c for c in file_columns(pf, columns, schema) if not partition or c not in partition]
-    if not groups:
+    if not groups or _none_match(pf, groups, schema, keys, stored, partition):
         return conform(schema.empty_table(), schema, columns), np.empty(0, np.int64), meta.num_rows
     starts = np.cumsum([0] + [meta.row_group(i).num_rows for i in range(meta.num_row_groups)])
     ordinals = np.concatenate([np.arange(starts[g], starts[g + 1], dtype=np.int64) for g in groups])
@@ -150,6 +150,18 @@ def read_keyed(storage: TableStorage, path: str, schema: pa.Schema, columns: lis
     rows = conform(rows, schema, columns, partition=partition)
     hit = matching(rows, keys)
     return rows.filter(pa.array(hit)), ordinals[hit], meta.num_rows
+
+
+def _none_match(pf, groups: list[int], schema: pa.Schema, keys: KeyFilter, stored: list[str], partition) -> bool:
+    """Whether no row of ``groups`` holds a key, from the key columns alone (when the file
+    stores them all and other columns too): a group the statistics admit mostly holds no key
+    (a small change's one group spans every key), and its other columns (a wide string column)
+    cost most of decoding it; a group that holds one is then decoded whole."""
+    probe = file_columns(pf, keys.columns, schema)
+    if len(probe) != len(keys.columns) or (partition and any(c in partition for c in probe)) or set(stored) <= set(probe):
+        return False
+    rows = conform(pf.read_row_groups(groups, columns=probe, use_threads=False), schema, keys.columns)
+    return not matching(rows, keys).any()
 
 
 def matching(rows: pa.Table, keys: KeyFilter) -> np.ndarray:

@@ -19,21 +19,24 @@ are decoded, and only the rows of a key are kept (:mod:`.change_keys`).
 
 Every version of the range must have the feed on (the ``metaData`` in effect after its
 commit has ``delta.enableChangeDataFeed = true``), or :class:`MissingChangeDataError` says
-which one did not. Memory is bounded by a file: the feed comes a file at a time
-(:func:`change_batches`).
+which one did not, before any file is read. Memory is bounded by a file: the feed comes a file
+at a time (:func:`change_batches`). A caller holding a
+snapshot (a pipeline's table object, opened before the commits it asks about) passes it: the
+metadata of every version then comes from it and the commits' own lines, with no log replay.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
+from functools import partial
 
 import numpy as np
 import pyarrow as pa
 
 from ..errors import InvalidOptionError, MissingChangeDataError, VersionNotFoundError
-from ..format.datafiles import read_file
+from ..format.datafiles import open_parquet, read_file
 from ..format.deletion_vectors import keep_mask, read_deletion_vector
-from ..format.log import commit_path, list_log, read_commit, read_feed_commit
+from ..format.log import commit_path, list_log, read_commit, read_commit_metadata, read_feed_commit
 from ..format.snapshot import Snapshot, load_snapshot
 from ..format.storage import TableStorage
 from ..format.timetravel import to_millis, version_at
@@ -102,21 +105,23 @@ def change_batches(storage: TableStorage, start: int, end: int, columns: Sequenc
     changes at a time: the table's columns (``columns`` of them when given; the schema of
     version ``end``) plus ``_change_type``, ``_commit_version`` and ``_commit_timestamp``.
     ``keys``: only the rows of those keys, from only the files and row groups that can hold
-    them. ``known``: a snapshot the caller has (used when it is version ``end``'s)."""
+    them. ``known``: a snapshot the caller holds, whose metadata spares a log replay when it
+    is of a version up to ``end`` (:func:`_metadata_at_start`). Every version is checked before
+    the first file is read."""
     # Only what the feed needs of each commit is decoded (format/log.py): a MERGE's commit is
     # mostly file and index actions the feed skips.
     commits = [(v, *read_feed_commit(storage, v)) for v in range(start, end + 1)]
-    at_end = known if known is not None and known.version == end else load_snapshot(storage, end, unindexed_ok=True)
-    schema = file_schema(at_end.metadata.schema_, at_end.metadata.configuration)
+    metadata = _metadata_at_start(storage, start, end, commits, known)
+    # The schema of version end: its newest metaData in the range, else the one at the start.
+    newest = next((a for _, actions, _ in reversed(commits) for a in reversed(actions) if isinstance(a, Metadata)),
+                  metadata)
+    schema = file_schema(newest.schema_, newest.configuration)
     wanted = list(schema.names if columns is None else columns)
     unknown = [c for c in wanted if c not in schema.names]
     if unknown:
         raise InvalidOptionError(f"the table has no columns {unknown} (it has {schema.names})")
     shape = _shape(schema, wanted)
-    # The metadata in effect at each version: the newest one's unless a later commit of the
-    # range changed it (then replayed at the start: a log replay saved in the common case).
-    later = any(isinstance(a, Metadata) for _, actions, _ in commits[1:] for a in actions)
-    metadata = load_snapshot(storage, start, unindexed_ok=True).metadata if later else at_end.metadata
+    reads = []
     for version, actions, timestamp in commits:
         metadata = next((a for a in reversed(actions) if isinstance(a, Metadata)), metadata)
         if not change_data_feed_enabled(metadata.configuration):
@@ -126,9 +131,47 @@ def change_batches(storage: TableStorage, start: int, end: int, columns: Sequenc
                 f"it was first enabled. Otherwise, to start recording change data, use `ALTER TABLE table_name SET "
                 f"TBLPROPERTIES ({ENABLE_CHANGE_DATA_FEED}=true)` (IndexedTable.set_properties).", version)
         millis = timestamp or storage.modified_ms(commit_path(version)) or 0
-        for rows in _commit_changes(storage, actions, schema, wanted, _Keys.of(keys, metadata)):
-            if rows.num_rows:
-                yield _stamped(rows, shape, version, millis)
+        reads += [_stamping(read, shape, version, millis)
+                  for read in _commit_changes(storage, actions, schema, wanted, _Keys.of(keys, metadata))]
+    # One file at a time: two threads (a pool, or pyarrow.dataset's) were slower on the two
+    # shared cores this was measured on (docs/pipelines.md), the per-file work being mostly
+    # Python that holds the GIL.
+    for read in reads:
+        rows = read()
+        if rows is not None:
+            yield rows
+
+
+def _metadata_at_start(storage: TableStorage, start: int, end: int, commits: list, known: Snapshot | None) -> Metadata:
+    """The metadata in effect before the range's own metaData actions apply, without a log
+    replay when the caller holds a snapshot (``known``) of a version up to ``end`` and at most
+    :data:`HELD_GAP` versions before ``start``: its metadata, then that of the commits between
+    it and the range (their metaData lines only); the commits of the range give every later
+    one. A snapshot of a version inside the range serves when no commit of the range after
+    ``start`` and up to it changed the metadata. Otherwise the snapshot of ``start`` is replayed."""
+    if known is not None and start - 1 - HELD_GAP <= known.version <= end and not any(
+            isinstance(a, Metadata) for v, actions, _ in commits if start < v <= known.version for a in actions):
+        metadata = known.metadata
+        try:
+            for v in range(known.version + 1, start):  # a pipeline's table held a few commits back
+                metadata = read_commit_metadata(storage, v) or metadata
+            return metadata
+        except FileNotFoundError:  # those commits were cleaned up: the replay finds a checkpoint
+            pass
+    return load_snapshot(storage, start, unindexed_ok=True).metadata
+
+
+HELD_GAP = 100
+"""Commits before a read's range whose metadata lines a held snapshot's read reads rather than
+replay the log (a replay reads a checkpoint and the commits after it, every line)."""
+
+
+def _stamping(read, shape: pa.Schema, version: int, millis: int):
+    """A read of one file's changes that also stamps them with the commit (None: no rows)."""
+    def run():
+        rows = read()
+        return _stamped(rows, shape, version, millis) if rows.num_rows else None
+    return run
 
 
 def _shape(schema: pa.Schema, wanted: list[str]) -> pa.Schema:
@@ -145,9 +188,9 @@ def empty_changes(schema: pa.Schema, wanted: list[str]) -> pa.Table:
 
 def _stamped(rows: pa.Table, shape: pa.Schema, version: int, millis: int) -> pa.Table:
     n = rows.num_rows
-    columns = [rows.column(f.name).cast(f.type) for f in shape if f.name not in (COMMIT_VERSION, COMMIT_TIMESTAMP)]
-    columns += [pa.array(np.full(n, version, np.int64)),
-                pa.array(np.full(n, millis * 1000, np.int64), pa.int64()).cast(TIMESTAMP_TYPE)]
+    columns = [rows.column(f.name) for f in shape if f.name not in (COMMIT_VERSION, COMMIT_TIMESTAMP)]
+    columns = [c if c.type == f.type else c.cast(f.type) for c, f in zip(columns, shape)]  # a cast costs even as a no-op
+    columns += [pa.array(np.full(n, version, np.int64)), pa.array(np.full(n, millis * 1000, np.int64), TIMESTAMP_TYPE)]
     return pa.Table.from_arrays(columns, schema=shape)
 
 
@@ -172,18 +215,18 @@ class _Keys:
 
 
 def _commit_changes(storage: TableStorage, actions: list, schema: pa.Schema, wanted: list[str],
-                    keys: _Keys | None = None) -> Iterator[pa.Table]:
-    """One commit's changes, a file at a time (see the module docstring); with ``keys``,
-    only theirs, from the files of their buckets."""
+                    keys: _Keys | None = None) -> Iterator:
+    """One commit's changes, a read (a callable giving a table) a file (see the module
+    docstring); with ``keys``, only theirs, from the files of their buckets."""
     cdcs = [a for a in actions if isinstance(a, CdcFile)]
     if cdcs:
         typed = pa.schema([*schema, pa.field(CHANGE_TYPE, pa.string())])
         for c in cdcs:
             if keys is None:
-                yield read_file(storage, c.path, typed, [*wanted, CHANGE_TYPE], partition=c.partitionValues)
+                yield partial(_read_change_file, storage, c, typed, [*wanted, CHANGE_TYPE])
             elif not keys.excludes(_cdc_bucket(c)):
                 cols = [*_with_keys(wanted, keys), CHANGE_TYPE]
-                yield read_keyed(storage, c.path, typed, cols, keys.filter, c.partitionValues, keys.buckets)[0]
+                yield partial(_first, read_keyed, storage, c.path, typed, cols, keys.filter, c.partitionValues, keys.buckets)
         return
     adds = {a.path: a for a in actions if isinstance(a, AddFile) and a.dataChange}
     removes = {a.path: a for a in actions if isinstance(a, RemoveFile) and a.dataChange}
@@ -192,16 +235,45 @@ def _commit_changes(storage: TableStorage, actions: list, schema: pa.Schema, wan
         if keys is not None and keys.excludes(r.bucket):
             continue
         if a is None:
-            yield labelled(_rows(storage, r, schema, wanted, r.deletionVector, None, keys=keys), DELETE)
+            yield partial(_labelled_rows, DELETE, storage, r, schema, wanted, r.deletionVector, None, keys=keys)
             continue
         # The same file removed and added back: a deletion vector changed.
-        yield labelled(_rows(storage, r, schema, wanted, r.deletionVector, a.deletionVector, newly=True, keys=keys),
-                       DELETE)
-        yield labelled(_rows(storage, r, schema, wanted, a.deletionVector, r.deletionVector, newly=True, keys=keys),
-                       INSERT)
+        yield partial(_labelled_rows, DELETE, storage, r, schema, wanted, r.deletionVector, a.deletionVector,
+                      newly=True, keys=keys)
+        yield partial(_labelled_rows, INSERT, storage, r, schema, wanted, a.deletionVector, r.deletionVector,
+                      newly=True, keys=keys)
     for a in adds.values():
         if keys is None or not keys.excludes(a.bucket):
-            yield labelled(_rows(storage, a, schema, wanted, a.deletionVector, None, keys=keys), INSERT)
+            yield partial(_labelled_rows, INSERT, storage, a, schema, wanted, a.deletionVector, None, keys=keys)
+
+
+def _read_change_file(storage: TableStorage, c: CdcFile, typed: pa.Schema, columns: list[str]) -> pa.Table:
+    """The ``columns`` of a change data file, typed as ``typed``: straight from pyarrow when the
+    file holds them under those names and types (indexeddf's files of a table without column
+    mapping or partitions: about a sixth of the read spared), else conformed by ``read_file``."""
+    threads = c.size > THREADED_FILE_BYTES
+    if not c.partitionValues and not any(typed.field(n).metadata for n in columns):
+        pf = open_parquet(storage, c.path)
+        stored = pf.schema_arrow
+        if all(stored.get_field_index(n) >= 0 and stored.field(n).type == typed.field(n).type for n in columns):
+            return pf.read(columns=columns, use_threads=threads)
+    return read_file(storage, c.path, typed, columns, partition=c.partitionValues, use_threads=threads)
+
+
+THREADED_FILE_BYTES = 1 << 20
+"""A change data file larger than this is decoded on pyarrow's threads (a large change's file: a
+column each); a smaller one on the caller's (a 1,000-row MERGE's file read a third faster so on
+the two shared cores measured, the threads' hand-offs costing more than they save)."""
+
+
+def _first(read, *args):
+    """The rows of :func:`read_keyed` (its first result)."""
+    return read(*args)[0]
+
+
+def _labelled_rows(change_type: str, *args, **kwargs) -> pa.Table:
+    """:func:`_rows` labelled ``change_type``."""
+    return labelled(_rows(*args, **kwargs), change_type)
 
 
 def _cdc_bucket(c: CdcFile) -> int | None:
