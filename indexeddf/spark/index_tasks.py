@@ -24,7 +24,7 @@ from ..format.datafiles import iter_live_row_groups, missing_file
 from ..spec.actions import AddFile, IndexEntry, IndexFile
 from ..spec.bucketing import bucket_ids, key_hash
 from ..spec.column_mapping import mapping_mode
-from ..writer.index_files import write_entries
+from ..writer.index_files import entry_order, write_entries
 
 ENTRY_ARROW = pa.schema([("bucket", pa.int32()), ("hash", pa.int64()), ("file_id", pa.int64()), ("row", pa.int32())])
 """An index entry between the read and the write stage. The uint32 key hash rides in an
@@ -147,5 +147,5 @@ def _write_chunk(storage, rel_dir: str, parts: list[pa.RecordBatch], written: li
         return []
     buckets, file_ids = t.column("bucket").to_numpy(), t.column("file_id").to_numpy()
     hashes, rows = t.column("hash").to_numpy().astype(np.uint32), t.column("row").to_numpy()
-    order = np.lexsort((rows, file_ids, hashes, buckets))
+    order = entry_order(buckets, hashes, file_ids, rows)
     return write_entries(storage, rel_dir, hashes[order], file_ids[order], rows[order], buckets[order], written)
