@@ -1,10 +1,10 @@
 """The Python tasks' share of an index build: which files Spark's own scan reads and which
-the project's reader reads (:func:`split_reads`), a data file's entries read through the
+the project's reader reads in SQL's builds (:func:`split_reads`), a data file's entries read through the
 project's reader (``format/datafiles.py``) and hashed with ``spec/bucketing.py``, and a task's
 entries sorted a chunk at a time and written as index files.
 
 Used by ``create_index(spark=)`` / ``refresh(spark=)`` / ``convert(spark=)``
-(``maintenance.py``, in ``mapInArrow`` tasks) and by SQL ``CREATE INDEX`` / ``REFRESH INDEX`` /
+(``maintenance.py``: ``mapInArrow`` tasks that read, hash, sort and write) and by SQL ``CREATE INDEX`` / ``REFRESH INDEX`` /
 ``CONVERT TO INDEXEDDF`` (``index_statements.py``, in the tasks of a read and a write of the
 Python data source). This module
 imports nothing of ``indexeddf.spark`` but its options, so the data source can use it.
@@ -44,9 +44,9 @@ GLOB = re.compile(r"[*?\[\]{}\\]")
 
 
 def split_reads(snapshot, entry: IndexEntry, data_files: list[AddFile]) -> tuple[list[AddFile], list[AddFile]]:
-    """The files Spark's Parquet reader reads (JVM: fast) and those Python tasks read, for
-    ``create_index(spark=)`` and for SQL builds alike (``index_statements.py``: the plan names
-    each file's way, so the connector follows this rule without a copy of it).
+    """The files Spark's Parquet reader reads and those Python tasks read, for SQL's builds
+    (``index_statements.py``: the plan names each file's way, so the connector follows this
+    rule without a copy of it).
 
     Spark reads a file's index columns by name as the table's types (missing ones as NULL,
     INT96 and other physical encodings converted as Delta defines them) with each row's
