@@ -19,7 +19,8 @@ timed): "first" is the session's first job (the Spark child starts its session b
 clock, but Spark's Python workers start within it), "again" the same operation in the same
 process. A child reports each run's wall time and CPU time (user + system, of every process
 of the child: itself, the JVM, Spark's Python workers; on a loaded machine the CPU time is
-the steadier figure), the peak RSS (``VmHWM``) of its Python process and of the Spark
+the steadier figure; also apart: the child's own Python, the JVM, the other processes, i.e.
+Spark's Python workers), the peak RSS (``VmHWM``) of its Python process and of the Spark
 driver JVM, and the peak of the summed RSS of all its processes, sampled every 0.1 s. The
 speed-up is the single process's second run's wall time over each run's (above 1: faster).
 ``--record NAME`` writes the printed lines into ``benchmarks/results/<date>-NAME.json``.
@@ -94,9 +95,16 @@ def java_child() -> int | None:
     return None
 
 
-def cpu_seconds() -> float:
-    """User and system CPU seconds of this process's tree so far (reaped children included)."""
-    return sum(tree_cpu().values())
+def cpu_by_process(before: dict[int, float], after: dict[int, float]) -> dict[str, float]:
+    """The CPU seconds between two ``tree_cpu`` readings of this process (the driver's
+    Python), the JVM and the other processes (Spark's Python workers), apart: which process
+    did the work."""
+    out = {"python": 0.0, "jvm": 0.0, "workers": 0.0}
+    jvm = java_child()
+    for pid, secs in after.items():
+        kind = "python" if pid == os.getpid() else "jvm" if pid == jvm else "workers"
+        out[kind] += secs - before.get(pid, 0.0)
+    return out
 
 
 def child(paths: list[str], op: str, way: str) -> None:
@@ -113,7 +121,7 @@ def child(paths: list[str], op: str, way: str) -> None:
     runs = []
     for path in paths:
         t = IndexedTable.for_path(path)
-        cpu, started = cpu_seconds(), time.perf_counter()
+        before, started = tree_cpu(), time.perf_counter()
         if way == "anchor":
             anchor(spark, t)
         elif way == "sql":
@@ -124,7 +132,9 @@ def child(paths: list[str], op: str, way: str) -> None:
             t.optimize(mode="full", spark=spark)
         else:
             t.refresh("primary", mode="full", spark=spark)
-        runs.append({"seconds": time.perf_counter() - started, "cpu_seconds": cpu_seconds() - cpu})
+        seconds, after = time.perf_counter() - started, tree_cpu()
+        runs.append({"seconds": seconds, "cpu_seconds": sum(after.values()) - sum(before.values()),
+                     "cpu_by_process": cpu_by_process(before, after)})
     tree = sampler.stop()
     jvm = java_child()
     print(json.dumps({"runs": runs, "python_peak_mib": round(vm("self")),
@@ -209,14 +219,15 @@ def report(say, title: str, runs: dict) -> None:
     anchor = runs.get("anchor", {}).get("runs", [None, None])[1]
     say(title)
     say(f"{'way':<42} {'wall s':>7} {'CPU s':>7} {'speed-up':>9} {'CPU ratio':>10} {'vs anchor':>10} "
-        f"{'python MiB':>11} {'JVM MiB':>8} {'all MiB':>8}")
+        f"{'python MiB':>11} {'JVM MiB':>8} {'all MiB':>8} {'CPU s: python/JVM/workers':>26}")
     for way, r in runs.items():
         for i, one in enumerate(r["runs"]):
             name = WAYS[way] + (", first" if i == 0 else ", again")
             versus = f"{anchor['seconds'] / one['seconds']:>9.2f}x" if anchor else f"{'-':>10}"
             say(f"{name:<42} {one['seconds']:>7.2f} {one['cpu_seconds']:>7.1f} {base['seconds'] / one['seconds']:>8.2f}x "
                 f"{one['cpu_seconds'] / base['cpu_seconds']:>9.2f}x {versus} "
-                f"{r['python_peak_mib']:>11} {r['jvm_peak_mib'] or '-':>8} {r['tree_peak_mib']:>8}")
+                f"{r['python_peak_mib']:>11} {r['jvm_peak_mib'] or '-':>8} {r['tree_peak_mib']:>8} "
+                f"{'/'.join(f'{v:.1f}' for v in one['cpu_by_process'].values()):>26}")
 
 
 def record(args, printed: list[str]) -> None:

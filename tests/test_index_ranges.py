@@ -20,7 +20,7 @@ import pytest
 
 from indexeddf import IndexedTable
 from indexeddf.reader.cache import cache
-from indexeddf.writer.index_files import ENTRY_ROW_GROUP
+from indexeddf.writer.index_files import ENTRY_ROW_GROUP, entry_order
 
 
 def table_rows(n: int, repeated: int) -> pa.Table:
@@ -156,3 +156,19 @@ def _big_file(table):
 
 def _big(table, key) -> bool:
     return len(key) > 2 and key[2] == _big_file(table).path
+
+
+@pytest.mark.parametrize("buckets, hashes, n", [(32, 1 << 32, 200_000), (7, 50, 5_000), (70_000, 1 << 32, 100_000),
+                                                 (1, 3, 1)])
+def test_entry_order_is_duckdbs_order_by_bucket_hash_file_and_row(buckets, hashes, n):
+    """Index files hold entries in (bucket, unsigned hash, file id, row) order: the packed sort
+    (and its argsort fallback past 64 bits: 70,000 buckets) with equal hashes re-sorted gives
+    DuckDB's ORDER BY, ties and all."""
+    rng = np.random.default_rng(n)
+    t = pa.table({"bucket": rng.integers(0, buckets, n).astype(np.int32),
+                  "hash": rng.integers(0, hashes, n, dtype=np.uint64).astype(np.uint32),
+                  "file_id": rng.integers(0, 9, n), "row": rng.permutation(n).astype(np.int32),
+                  "pos": np.arange(n)})
+    want = duckdb.sql("SELECT pos FROM t ORDER BY bucket, hash, file_id, row").fetchnumpy()["pos"]
+    got = entry_order(*(t.column(c).to_numpy() for c in ("bucket", "hash", "file_id", "row")))
+    assert got.tolist() == want.tolist()

@@ -24,11 +24,13 @@ from pyspark.sql import functions as F
 import indexeddf
 from indexeddf import IndexedTable
 from indexeddf.errors import MissingFileError
-from indexeddf.spark.maintenance import KEY_PREFIX, split_reads
-from indexeddf.spec.bucketing import bucket_ids, key_hash
+from indexeddf.spark.index_tasks import split_reads
+from indexeddf.spec.bucketing import KEY_HASH_SEED, bucket_ids, key_hash, seed_prefix
 from indexeddf.writer.index_files import read_entries
 
 pytestmark = pytest.mark.spark
+KEY_PREFIX = seed_prefix(KEY_HASH_SEED)
+"""Spark's ``hash(KEY_PREFIX, keys...)`` is the key hash of index entries."""
 
 KEYS = list(range(0, 120)) + list(range(100, 200))
 """The keys of ``make``'s table (100..119 written twice), each in two rows."""
@@ -112,35 +114,12 @@ def test_create_index_as_a_spark_job_writes_the_entries_of_the_single_process_bu
         check_lookups(spark, parallel, "by", "v", V_KEYS)
 
 
-@pytest.mark.parametrize("columns", [["s"], ["k", "s"]])
-def test_the_connectors_entries_equal_those_spark_computes_without_it(spark, tmp_path, columns):
-    """``spark=`` builds take the entries of the files Spark reads from the connector
-    (``IndexEntries``, as SQL's builds: the file id is the scan's constant); a session without
-    the connector computes them with ``read.parquet`` and a join on the file name. Both give
-    the same rows."""
-    from indexeddf.spark import maintenance
-
-    t = make(tmp_path / "t")
-    snapshot = t.snapshot
-    entry = snapshot.indexes["primary"].model_copy(update={"columns": tuple(columns)})
-    files = snapshot.live_files()
-    assert maintenance._index_entries_class(spark) is not None
-    by_connector = maintenance._native_entries(spark, snapshot, entry, files)
-    assert "indexeddf_file_id" in by_connector._jdf.queryExecution().optimizedPlan().toString()
-    by_name = maintenance._native_entries_by_name(spark, snapshot, entry, files,
-                                                  [snapshot.storage.full(a.path) for a in files])
-    got = sorted(tuple(r) for r in by_connector.collect())
-    assert got == sorted(tuple(r) for r in by_name.collect()) and len(got) == 2 * len(KEYS)
-
-
 def test_create_index_on_a_partitioned_table_with_a_partition_column(spark, tmp_path):
     make(tmp_path / "t", part=3)
     single, parallel = twin(tmp_path / "t", tmp_path)
     single.create_index("by", ["p", "s"])
     parallel.create_index("by", ["p", "s"], spark=spark)
     assert entries(parallel, "by") == entries(single, "by")
-    # An index on data columns only: Spark's scan reads the files in their partition folders.
-    assert not split_reads(parallel.snapshot, parallel.snapshot.indexes["primary"], parallel.snapshot.live_files())[1]
     single.create_index("by_s", ["s"])
     parallel.create_index("by_s", ["s"], spark=spark)
     assert entries(parallel, "by_s") == entries(single, "by_s")
@@ -152,14 +131,12 @@ def test_create_index_on_a_partitioned_table_with_a_partition_column(spark, tmp_
 
 @pytest.mark.parametrize("deleted", [[k for k in range(200) if k % 3 == 0], [185]])
 def test_rows_a_deletion_vector_deletes_get_no_entry(spark, tmp_path, deleted):
-    """Every file with a deletion vector, or one file with one and the others without (those
-    Spark's Parquet scan reads, the one a Python task reads: one job, one union)."""
+    """Every file with a deletion vector, or one file with one and the others without."""
     t = make(tmp_path / "t", {"delta.enableDeletionVectors": "true"})
     t.delete(f"k IN ({', '.join(map(str, deleted))})")
     live = IndexedTable.for_path(t.path).snapshot.live_files()
-    native, python = split_reads(IndexedTable.for_path(t.path).snapshot, t.snapshot.indexes["primary"], live)
-    assert python == [a for a in live if a.deletionVector is not None] and python
-    assert len(native) == (0 if len(deleted) > 1 else len(live) - 1)
+    with_vector = [a for a in live if a.deletionVector is not None]
+    assert len(with_vector) == (len(live) if len(deleted) > 1 else 1)
     single, parallel = twin(tmp_path / "t", tmp_path)
     single.create_index("by_s", ["s"])
     parallel.create_index("by_s", ["s"], spark=spark)
@@ -169,9 +146,10 @@ def test_rows_a_deletion_vector_deletes_get_no_entry(spark, tmp_path, deleted):
 
 
 def test_spark_hash_with_the_seed_prefix_is_the_key_hash(spark):
-    """What Spark's scan computes for the entries (``hash(KEY_PREFIX, keys)``, and the bucket
-    ``pmod(hash(keys), n)``) equals ``key_hash`` and ``bucket_ids``, value for value, for
-    every kind of key type."""
+    """What Spark's scan computes for the entries of SQL's builds (``hash(KEY_PREFIX, keys)``,
+    and the bucket ``pmod(hash(keys), n)``) equals ``key_hash`` and ``bucket_ids``, value for
+    value, for every kind of key type; strings of one length (every row hashed a word at a
+    time, no gather) too."""
     data = pa.table({
         "i": pa.array([0, -1, 7, None, 2**31 - 1], pa.int32()), "l": pa.array([0, -1, 2**40, None, -(2**63)], pa.int64()),
         "d": pa.array([0.0, -0.0, 1.5, None, float("nan")], pa.float64()),
@@ -189,6 +167,12 @@ def test_spark_hash_with_the_seed_prefix_is_the_key_hash(spark):
         arrays = [data.column(c) for c in cols]
         assert [r.h for r in got] == key_hash(arrays).tolist(), cols
         assert [r.b for r in got] == bucket_ids(arrays, 7).tolist(), cols
+    fixed = pa.array([f"{i * 7919:016x}{i % 3}" for i in range(40)])  # 17 bytes: four words and a tail byte
+    got = spark.createDataFrame(pa.table({"f": fixed})).select(
+        F.pmod(F.hash(F.lit(KEY_PREFIX), "f").cast("long"), F.lit(1 << 32)).alias("h"),
+        F.pmod(F.hash("f"), F.lit(7)).alias("b")).collect()
+    assert [r.h for r in got] == key_hash([fixed]).tolist()
+    assert [r.b for r in got] == bucket_ids([fixed], 7).tolist()
 
 
 @pytest.mark.parametrize("mode", ["name", "id"])

@@ -10,10 +10,10 @@ the connector's command (``io.indexeddf.spark.plan.TableOperationCommand``) runs
    REFRESHING, with its ``pendingDir``), exactly as the Python API does; it returns the
    build's plan (:func:`begin_build`, :func:`begin_convert`): the version to read, the index's
    columns and bucket count, and the data files to index, each named with the way it is read
-   (``index_tasks.split_reads``, the rule of ``create_index(spark=)``): ``native`` by Spark's
+   (``index_tasks.split_reads``): ``native`` by Spark's
    Parquet scan, ``python`` by the project's reader;
 2. the command builds the entries (``bucket, hash, file_id, row``: ``index_tasks.ENTRY_SCHEMA``)
-   as ``create_index(spark=)`` does: for the ``native`` files, Spark's scan of the index
+   bit for bit as the single-process build does: for the ``native`` files, Spark's scan of the index
    columns with ``_metadata.row_index`` and the connector's constant
    ``_metadata.indexeddf_file_id``, hashed by Spark's ``Murmur3Hash`` with the seeds of
    ``spec.json``; for the ``python`` files (deletion vectors, column mapping, an index on a

@@ -1,10 +1,10 @@
 """The Python tasks' share of an index build: which files Spark's own scan reads and which
-the project's reader reads (:func:`split_reads`), a data file's entries read through the
+the project's reader reads in SQL's builds (:func:`split_reads`), a data file's entries read through the
 project's reader (``format/datafiles.py``) and hashed with ``spec/bucketing.py``, and a task's
 entries sorted a chunk at a time and written as index files.
 
 Used by ``create_index(spark=)`` / ``refresh(spark=)`` / ``convert(spark=)``
-(``maintenance.py``, in ``mapInArrow`` tasks) and by SQL ``CREATE INDEX`` / ``REFRESH INDEX`` /
+(``maintenance.py``: ``mapInArrow`` tasks that read, hash, sort and write) and by SQL ``CREATE INDEX`` / ``REFRESH INDEX`` /
 ``CONVERT TO INDEXEDDF`` (``index_statements.py``, in the tasks of a read and a write of the
 Python data source). This module
 imports nothing of ``indexeddf.spark`` but its options, so the data source can use it.
@@ -24,7 +24,7 @@ from ..format.datafiles import iter_live_row_groups, missing_file
 from ..spec.actions import AddFile, IndexEntry, IndexFile
 from ..spec.bucketing import bucket_ids, key_hash
 from ..spec.column_mapping import mapping_mode
-from ..writer.index_files import write_entries
+from ..writer.index_files import entry_order, write_entries
 
 ENTRY_ARROW = pa.schema([("bucket", pa.int32()), ("hash", pa.int64()), ("file_id", pa.int64()), ("row", pa.int32())])
 """An index entry between the read and the write stage. The uint32 key hash rides in an
@@ -44,9 +44,9 @@ GLOB = re.compile(r"[*?\[\]{}\\]")
 
 
 def split_reads(snapshot, entry: IndexEntry, data_files: list[AddFile]) -> tuple[list[AddFile], list[AddFile]]:
-    """The files Spark's Parquet reader reads (JVM: fast) and those Python tasks read, for
-    ``create_index(spark=)`` and for SQL builds alike (``index_statements.py``: the plan names
-    each file's way, so the connector follows this rule without a copy of it).
+    """The files Spark's Parquet reader reads and those Python tasks read, for SQL's builds
+    (``index_statements.py``: the plan names each file's way, so the connector follows this
+    rule without a copy of it).
 
     Spark reads a file's index columns by name as the table's types (missing ones as NULL,
     INT96 and other physical encodings converted as Delta defines them) with each row's
@@ -147,5 +147,5 @@ def _write_chunk(storage, rel_dir: str, parts: list[pa.RecordBatch], written: li
         return []
     buckets, file_ids = t.column("bucket").to_numpy(), t.column("file_id").to_numpy()
     hashes, rows = t.column("hash").to_numpy().astype(np.uint32), t.column("row").to_numpy()
-    order = np.lexsort((rows, file_ids, hashes, buckets))
+    order = entry_order(buckets, hashes, file_ids, rows)
     return write_entries(storage, rel_dir, hashes[order], file_ids[order], rows[order], buckets[order], written)

@@ -153,7 +153,10 @@ def _hash_bytes(data: np.ndarray, starts: np.ndarray, lengths: np.ndarray, seeds
         pos = starts[idx]
         rem = nwords[idx]
         while idx.size > _SCALAR_ROWS:
-            h[idx] = _mix_h1(h[idx], _mix_k1(words[pos]))
+            if idx.size == h.size:  # every row still active (keys of one length): no gather, no scatter of h
+                h = _mix_h1(h, _mix_k1(words[pos]))
+            else:
+                h[idx] = _mix_h1(h[idx], _mix_k1(words[pos]))
             pos += 4
             rem -= 1
             keep = rem > 0

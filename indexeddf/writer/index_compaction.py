@@ -16,7 +16,7 @@ import numpy as np
 from ..format.storage import TableStorage
 from ..spec.actions import IndexEntry, IndexFile
 from ..spec.arrays import distinct
-from .index_files import DataPiece, entry_arrays, index_file_path, read_entries, write_index_file
+from .index_files import DataPiece, entry_arrays, entry_order, index_file_path, read_entries, write_index_file
 
 
 def new_entries(entry: IndexEntry, pieces: list[DataPiece]):
@@ -26,7 +26,7 @@ def new_entries(entry: IndexEntry, pieces: list[DataPiece]):
 
 def write_entries_file(storage: TableStorage, dir_name: str, bucket: int, hashes, file_ids, rows, written: list[str]) -> IndexFile:
     """Write one index file of ``bucket`` (entries sorted by hash, file id, row)."""
-    order = np.lexsort((rows, file_ids, hashes))
+    order = entry_order(np.zeros(len(hashes), dtype=np.int32), hashes, file_ids, rows)  # one bucket
     rel = index_file_path(dir_name, bucket)
     written.append(rel)
     return write_index_file(storage, rel, bucket, hashes[order], file_ids[order], rows[order])

@@ -38,8 +38,8 @@ import scala.jdk.javaapi.CollectionConverters;
  * The index entries of an SQL index build ({@code CREATE INDEX}, {@code REFRESH INDEX},
  * {@code CONVERT TO INDEXEDDF}): one row per live row of the data files the plan names, with
  * the columns {@code bucket int, hash long, file_id long, row int} of
- * {@code indexeddf.spark.index_tasks.ENTRY_SCHEMA}, computed as {@code create_index(spark=)}
- * computes them ({@code indexeddf/spark/index_statements.py} writes the plan):
+ * {@code indexeddf.spark.index_tasks.ENTRY_SCHEMA}, bit for bit those of the single-process build
+ * ({@code indexeddf/spark/index_statements.py} writes the plan):
  * <ul>
  *   <li>the plan's {@code native} files (those Spark's Parquet reader reads as the project's
  *       reader does: the rule of {@code index_tasks.split_reads}, applied in Python, so it has
@@ -75,23 +75,6 @@ public final class IndexEntries {
             throw new IndexedDFException("IndexedDFError", "the plan of an index build names no data file");
         }
         return entries;
-    }
-
-    /**
-     * The entries of the {@code native} files of {@code planJson} ({@code version},
-     * {@code native} file ids, {@code columns}, {@code numBuckets}, and {@code unindexed} for a
-     * Delta table not indexed yet) of the table at {@code path},
-     * for {@code create_index(spark=)}, {@code refresh(spark=)} and {@code convert(spark=)}
-     * ({@code indexeddf/spark/maintenance.py}): the same entries as the SQL statements' builds.
-     */
-    public static Dataset<Row> forPython(SparkSession session, String path, String planJson) {
-        JsonNode plan;
-        try {
-            plan = DeltaLog.JSON.readTree(planJson);
-        } catch (IOException e) {
-            throw new IndexedDFException("IndexedDFError", "cannot read the plan of an index build: " + e, e);
-        }
-        return nativeEntries(session, SqlTable.resolve(session, path, null, "an index build"), plan);
     }
 
     /** The entries of the {@code native} files by Spark's scan and hash. */
