@@ -73,7 +73,7 @@ def begin_build(snapshot: Snapshot, operation: str, spec: dict) -> dict | None:
             "pendingDir": started.pending_dir, "fileIds": [a.fileId for a in to_index], "removed": list(removed)}
     if not to_index:  # nothing to read: no job
         return {"version": _finish(started, plan, []).version}
-    return {"plan": plan | _reads(started.snapshot, started.entry, to_index, int(spec.get("cores") or 1))}
+    return {"plan": plan | _reads(started.entry, to_index, int(spec.get("cores") or 1))}
 
 
 def begin_convert(snapshot: Snapshot, columns: list[str], num_buckets: int | None, cores: int = 1) -> dict:
@@ -87,10 +87,10 @@ def begin_convert(snapshot: Snapshot, columns: list[str], num_buckets: int | Non
     live = snapshot.live_files()
     plan = {"name": PRIMARY, "statement": "convert", "version": snapshot.version, "pendingDir": f"{INDEX_DIR}/{PRIMARY}",
             "fileIds": [a.fileId for a in live], "removed": [], "unindexed": True}
-    return {"plan": plan | _reads(snapshot, entry, live, cores)}
+    return {"plan": plan | _reads(entry, live, cores)}
 
 
-def _reads(snapshot: Snapshot, entry: IndexEntry, files: list[AddFile], cores: int) -> dict:
+def _reads(entry: IndexEntry, files: list[AddFile], cores: int) -> dict:
     """What the build write needs: the index's columns and bucket count and the files to read,
     in groups of about equal bytes (``balanced_groups``), one a task, a task a core."""
     groups = balanced_groups([a.size for a in files], TASKS_PER_CORE * max(1, cores))
