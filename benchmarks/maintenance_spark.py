@@ -2,7 +2,7 @@
 Spark jobs (``spark=``, ``local[2]``): ``create_index("by_s", ["s"])``,
 ``refresh("primary", mode="full")`` and ``optimize(mode="full")``; the two index operations
 also as SQL statements (``CREATE INDEX by_s ON ... (s)``, ``REFRESH INDEX primary ON ... FULL``:
-the connector's command, Spark's scan and hash where they read as the project's reader does).
+the connector's command, whose tasks read, hash, sort and write as ``spark=``'s do).
 
     python benchmarks/maintenance_spark.py [--rows 20000000] [--buckets 32]
                                            [--ops create,refresh,optimize] [--record NAME]

@@ -1,5 +1,5 @@
 """SQL ``CREATE INDEX``, ``REFRESH INDEX`` and ``CONVERT TO INDEXEDDF`` with the index built by
-Spark's tasks.
+Spark's tasks, as ``create_index(spark=)`` builds it (``maintenance.py``).
 
 A statement reaches Python as writes through this data source (``operation.py``): a write's
 commit runs in a Python worker of the driver, which has no session to start a job from, so
@@ -9,29 +9,24 @@ the connector's command (``io.indexeddf.spark.plan.TableOperationCommand``) runs
    statement, commits the index's transient state (``lifecycle.begin``: CREATING or
    REFRESHING, with its ``pendingDir``), exactly as the Python API does; it returns the
    build's plan (:func:`begin_build`, :func:`begin_convert`): the version to read, the index's
-   columns and bucket count, and the data files to index, each named with the way it is read
-   (``index_tasks.split_reads``): ``native`` by Spark's
-   Parquet scan, ``python`` by the project's reader;
-2. the command builds the entries (``bucket, hash, file_id, row``: ``index_tasks.ENTRY_SCHEMA``)
-   bit for bit as the single-process build does: for the ``native`` files, Spark's scan of the index
-   columns with ``_metadata.row_index`` and the connector's constant
-   ``_metadata.indexeddf_file_id``, hashed by Spark's ``Murmur3Hash`` with the seeds of
-   ``spec.json``; for the ``python`` files (deletion vectors, column mapping, an index on a
-   partition column, storage that is not local, ...), a read of this source with the option
-   ``_indexEntries`` (:class:`EntriesReader`: a task a group of files of about equal bytes,
-   each file read through ``format/datafiles.py`` and hashed with ``spec/bucketing.py``);
-3. ``indexBuild``: a write of those entries, merged into one task a core (no shuffle): each
-   task (:meth:`BuildWriter.write`) sorts its entries a chunk at a time and writes index
-   files under ``pendingDir`` (``index_tasks.write_entry_batches``, as ``create_index(spark=)``
-   writes them) and returns their descriptors; the commit (:meth:`BuildWriter.commit`)
-   commits ACTIVE with them through the same lifecycle (``lifecycle.finish``), or for
-   ``CONVERT TO INDEXEDDF`` the conversion (``convert_table``: one commit).
+   columns and bucket count, and the data files to index in groups of about equal bytes
+   (``index_tasks.balanced_groups``), one a core of the session (the command's ``cores``);
+2. ``indexBuild``: a write of one row a group (the group's number), a task each: the task
+   (:meth:`BuildWriter.write`) reads its files' index columns through the project's reader a
+   row group at a time (``index_tasks.file_entries``: deletion vectors, column mapping,
+   partition values), hashes them with ``spec/bucketing.py``, sorts the entries a chunk at a
+   time and writes index files under ``pendingDir`` (``index_tasks.write_entry_batches``), as
+   ``create_index(spark=)``'s tasks do, and returns their descriptors; no entry crosses into
+   the JVM. The commit (:meth:`BuildWriter.commit`) commits ACTIVE with them through the same
+   lifecycle (``lifecycle.finish``), or for ``CONVERT TO INDEXEDDF`` the conversion
+   (``convert_table``: one commit).
 
 The entries are those of the single-process build. A failed job (a task cannot read a data
-file) aborts the write: the tasks' files are deleted and the operation cancels itself
-(``cancel_index``: CREATING ends DELETED, REFRESHING goes back to ACTIVE; a conversion
-committed nothing); if the driver dies between the writes the index stays in its transient
-state, which ``cancel_index`` ends, as after any crash.
+file: ``MissingFileError`` for one deleted outside indexeddf) aborts the write: the tasks'
+files are deleted and the operation cancels itself (``cancel_index``: CREATING ends DELETED,
+REFRESHING goes back to ACTIVE; a conversion committed nothing); if the driver dies between
+the writes the index stays in its transient state, which ``cancel_index`` ends, as after any
+crash.
 """
 
 from __future__ import annotations
@@ -41,7 +36,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterator
 
 import pyarrow as pa
-from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceReader, InputPartition, WriterCommitMessage
+from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
 
 from ..errors import ConcurrentIndexError
 from ..format.snapshot import Snapshot, load_snapshot, update_snapshot
@@ -50,12 +45,10 @@ from ..spec.column_mapping import table_schema
 from ..writer import index_ops, lifecycle
 from ..writer.index_files import INDEX_DIR
 from . import options as so
-from .index_tasks import TASKS_PER_CORE, balanced_groups, check_present, file_entries, split_reads, write_entry_batches
+from .index_tasks import TASKS_PER_CORE, balanced_groups, file_entries, write_entry_batches
 
 BUILD_OPERATION = "indexBuild"
 """The ``_operation`` of the build write: the tasks that sort and write, and the final commit."""
-ENTRIES_OPTION = "_indexEntries"
-"""Private read option: the plan whose ``python`` files the read turns into index entries."""
 
 
 def begin_build(snapshot: Snapshot, operation: str, spec: dict) -> dict | None:
@@ -80,18 +73,13 @@ def begin_build(snapshot: Snapshot, operation: str, spec: dict) -> dict | None:
             "pendingDir": started.pending_dir, "fileIds": [a.fileId for a in to_index], "removed": list(removed)}
     if not to_index:  # nothing to read: no job
         return {"version": _finish(started, plan, []).version}
-    try:
-        plan |= _reads(started.snapshot, started.entry, to_index)
-    except BaseException:  # a data file is missing: the operation ends as a failed build ends
-        lifecycle.cancel_index(started.snapshot, name)
-        raise
-    return {"plan": plan}
+    return {"plan": plan | _reads(started.entry, to_index, int(spec.get("cores") or 1))}
 
 
-def begin_convert(snapshot: Snapshot, columns: list[str], num_buckets: int | None) -> dict:
+def begin_convert(snapshot: Snapshot, columns: list[str], num_buckets: int | None, cores: int = 1) -> dict:
     """``CONVERT TO INDEXEDDF``'s first write: the conversion checked and planned
     (``convert_plan``; nothing is committed): ``{"plan": ...}``, whose build write's commit
-    converts with the files the tasks wrote."""
+    converts with the files the tasks wrote (``cores``: the session's, a task each)."""
     from ..writer.convert import convert_plan
     from ..writer.index_files import PRIMARY
 
@@ -99,66 +87,28 @@ def begin_convert(snapshot: Snapshot, columns: list[str], num_buckets: int | Non
     live = snapshot.live_files()
     plan = {"name": PRIMARY, "statement": "convert", "version": snapshot.version, "pendingDir": f"{INDEX_DIR}/{PRIMARY}",
             "fileIds": [a.fileId for a in live], "removed": [], "unindexed": True}
-    return {"plan": plan | _reads(snapshot, entry, live)}
+    return {"plan": plan | _reads(entry, live, cores)}
 
 
-def _reads(snapshot: Snapshot, entry: IndexEntry, files: list[AddFile]) -> dict:
-    """What the connector needs to build the entries of ``files``: the index's columns and
-    bucket count and each file's way (``split_reads``); the files Spark's scan reads are
-    checked to exist (``MissingFileError``, as the single-process build raises)."""
-    native, python = split_reads(snapshot, entry, files)
-    check_present(snapshot, native)
+def _reads(entry: IndexEntry, files: list[AddFile], cores: int) -> dict:
+    """What the build write needs: the index's columns and bucket count and the files to read,
+    in groups of about equal bytes (``balanced_groups``), one a task, a task a core."""
+    groups = balanced_groups([a.size for a in files], TASKS_PER_CORE * max(1, cores))
     return {"columns": list(entry.columns), "numBuckets": entry.numBuckets,
-            "native": [a.fileId for a in native], "python": [a.fileId for a in python]}
-
-
-def is_entries(options: Any) -> bool:
-    """Whether a read's options carry a build plan (:data:`ENTRIES_OPTION`)."""
-    return any(k.lower() == ENTRIES_OPTION.lower() for k in dict(options))
-
-
-def entries_reader(options: Any) -> "EntriesReader":
-    """The reader of a plan's ``python`` files' entries (the option holds the plan and the
-    session's core count)."""
-    opts = {k.lower(): v for k, v in dict(options).items()}
-    spec = json.loads(opts[ENTRIES_OPTION.lower()])
-    storage_options = so.storage_options({"storageOptions": opts.get("storageoptions")})
-    return EntriesReader(opts["path"], storage_options, spec["plan"], TASKS_PER_CORE * int(spec.get("cores") or 1))
-
-
-class EntriesReader(DataSourceReader):
-    """A partition a group of the plan's ``python`` files (about equal bytes); its rows are
-    the files' entries (``ENTRY_SCHEMA``), read and hashed in the task."""
-
-    def __init__(self, url: str, storage_options: dict[str, Any], plan: dict, tasks: int):
-        self.url, self.storage_options, self.plan, self.tasks = url, storage_options, plan, tasks
-
-    def partitions(self) -> list[InputPartition]:
-        """One per group of files (every task computes the same groups from the plan)."""
-        return [InputPartition(i) for i in range(len(self._groups(self._files()[1])))]
-
-    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        """The entries of the live rows of the partition's files, a row group at a time."""
-        snapshot, files = self._files()
-        schema = table_schema(snapshot.metadata)
-        columns, num_buckets = list(self.plan["columns"]), int(self.plan["numBuckets"])
-        for i in self._groups(files)[partition.value]:
-            yield from file_entries(snapshot.storage, files[i], schema, columns, num_buckets, snapshot.version)
-
-    def _files(self) -> tuple[Snapshot, list[AddFile]]:
-        """The snapshot the plan read and its ``python`` files, in the plan's order."""
-        storage = so.shared_storage(self.url, self.storage_options)
-        snapshot = load_snapshot(storage, int(self.plan["version"]), unindexed_ok=True)
-        by_id = {a.fileId: a for a in snapshot.live_files()}
-        return snapshot, [by_id[i] for i in self.plan["python"]]
-
-    def _groups(self, files: list[AddFile]) -> list[list[int]]:
-        return balanced_groups([a.size for a in files], self.tasks) if files else []
+            "groups": [[files[i].fileId for i in g] for g in groups]}
 
 
 def build_writer(url: str, storage_options: dict[str, Any], spec: dict) -> "BuildWriter":
-    """The build write's writer (``spec``: the plan)."""
-    return BuildWriter(url, storage_options, spec["plan"], spec.get("resultFile"))
+    """The build write's writer (``spec``: the plan), made on the driver: the adds of the
+    plan's groups are read from the log here once and reach the tasks with the writer."""
+    plan = spec["plan"]
+    storage = so.shared_storage(url, storage_options)
+    snapshot = load_snapshot(storage, int(plan["version"]), unindexed_ok=bool(plan.get("unindexed")))
+    by_id = {a.fileId: a for a in snapshot.live_files()}
+    # Without stats: a task needs a file's path, size, partition values and deletion vector.
+    groups = [[by_id[i].model_copy(update={"stats": None}).model_dump_json(by_alias=True) for i in g]
+              for g in plan["groups"]]
+    return BuildWriter(url, storage_options, plan, spec.get("resultFile"), table_schema(snapshot.metadata), groups)
 
 
 @dataclass
@@ -169,17 +119,32 @@ class BuiltMessage(WriterCommitMessage):
 
 
 class BuildWriter(DataSourceArrowWriter):
-    """Tasks sort and write a share of the entries each; the commit commits them all once."""
+    """A task a group of data files reads, hashes, sorts and writes their entries; the commit
+    commits every task's index files once."""
 
-    def __init__(self, url: str, storage_options: dict[str, Any], plan: dict, result_file: str | None):
+    def __init__(self, url: str, storage_options: dict[str, Any], plan: dict, result_file: str | None,
+                 schema: pa.Schema, groups: list[list[str]]):
         self.url, self.storage_options, self.plan, self.result_file = url, storage_options, plan, result_file
+        self.schema, self.groups = schema, groups
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> BuiltMessage:
-        """Sort this task's entries a chunk at a time and write them as index files."""
+        """The index files of the groups this task's rows name (a group's number a row): each
+        file's live rows read through the project's reader and hashed
+        (``index_tasks.file_entries``), sorted a chunk at a time and written
+        (``write_entry_batches``), as ``create_index(spark=)``'s tasks do."""
         storage = so.shared_storage(self.url, self.storage_options)
         rel_dir = self.plan["pendingDir"][len(INDEX_DIR) + 1:]
-        built = write_entry_batches(storage, rel_dir, iterator)
+        ids = [g for batch in iterator for g in batch.column(0).to_pylist()]
+        built = write_entry_batches(storage, rel_dir, self._entries(storage, ids))
         return BuiltMessage([f.model_dump_json() for f in built])
+
+    def _entries(self, storage, ids: list[int]) -> Iterator[pa.RecordBatch]:
+        """The entries of the files of groups ``ids``, a row group at a time."""
+        columns, num_buckets, version = list(self.plan["columns"]), int(self.plan["numBuckets"]), self.plan["version"]
+        for g in ids:
+            for add in self.groups[g]:
+                yield from file_entries(storage, AddFile.model_validate_json(add), self.schema, columns, num_buckets,
+                                        version)
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
         """Commit the index ACTIVE with every task's files (the transient state's version

@@ -1,82 +1,35 @@
-"""The Python tasks' share of an index build: which files Spark's own scan reads and which
-the project's reader reads in SQL's builds (:func:`split_reads`), a data file's entries read through the
-project's reader (``format/datafiles.py``) and hashed with ``spec/bucketing.py``, and a task's
-entries sorted a chunk at a time and written as index files.
+"""The Python tasks' share of an index build: a data file's entries read through the project's
+reader (``format/datafiles.py``) and hashed with ``spec/bucketing.py``, the files split into
+groups of about equal bytes (a task each), and a task's entries sorted a chunk at a time and
+written as index files.
 
-Used by ``create_index(spark=)`` / ``refresh(spark=)`` / ``convert(spark=)``
-(``maintenance.py``: ``mapInArrow`` tasks that read, hash, sort and write) and by SQL ``CREATE INDEX`` / ``REFRESH INDEX`` /
-``CONVERT TO INDEXEDDF`` (``index_statements.py``, in the tasks of a read and a write of the
-Python data source). This module
-imports nothing of ``indexeddf.spark`` but its options, so the data source can use it.
+Used by ``create_index(spark=)`` / ``refresh(spark=)`` / ``convert(spark=)`` (``maintenance.py``:
+``mapInArrow`` tasks that read, hash, sort and write) and by SQL ``CREATE INDEX`` / ``REFRESH
+INDEX`` / ``CONVERT TO INDEXEDDF`` (``index_statements.py``: the tasks of a write of the Python
+data source, which do the same). This module imports nothing of ``indexeddf.spark`` but its
+options, so the data source can use it.
 """
 
 from __future__ import annotations
 
-import os
-import posixpath
-import re
 from typing import Iterator
 
 import numpy as np
 import pyarrow as pa
 
-from ..format.datafiles import iter_live_row_groups, missing_file
-from ..spec.actions import AddFile, IndexEntry, IndexFile
+from ..format.datafiles import iter_live_row_groups
+from ..spec.actions import AddFile, IndexFile
 from ..spec.bucketing import bucket_ids, key_hash
-from ..spec.column_mapping import mapping_mode
 from ..writer.index_files import entry_order, write_entries
 
 ENTRY_ARROW = pa.schema([("bucket", pa.int32()), ("hash", pa.int64()), ("file_id", pa.int64()), ("row", pa.int32())])
-"""An index entry between the read and the write stage. The uint32 key hash rides in an
-int64 so that Spark sorts it as the index file does (unsigned)."""
+"""An index entry in a task, between its read and its sort (the uint32 key hash in an int64)."""
 WRITE_CHUNK_ENTRIES = 1 << 22
 """Entries a write task sorts at once, then writes as one index file per index bucket: 4M
 entries, about 80 MB in the task (twice that while sorting)."""
-ENTRY_SCHEMA = "bucket int, hash long, file_id long, row int"
-"""The entries between the read and the write stage, as Spark sees them (:data:`ENTRY_ARROW`)."""
 TASKS_PER_CORE = 1
 """Python tasks a core of the session (``defaultParallelism``): each writes a file per index
 bucket and chunk, so fewer, bigger tasks write fewer index files."""
-
-
-GLOB = re.compile(r"[*?\[\]{}\\]")
-"""Characters Spark's ``read.parquet`` takes as a glob in a path."""
-
-
-def split_reads(snapshot, entry: IndexEntry, data_files: list[AddFile]) -> tuple[list[AddFile], list[AddFile]]:
-    """The files Spark's Parquet reader reads and those Python tasks read, for SQL's builds
-    (``index_statements.py``: the plan names each file's way, so the connector follows this
-    rule without a copy of it).
-
-    Spark reads a file's index columns by name as the table's types (missing ones as NULL,
-    INT96 and other physical encodings converted as Delta defines them) with each row's
-    ordinal (``_metadata.row_index``). Python tasks read the rest through the project's
-    reader: files with a deletion vector (their deleted rows get no entry), tables with
-    column mapping (an ``id``-mode file may name columns otherwise), an index on a
-    partition column (its values are in the log), storage Spark's Hadoop file system does
-    not reach the same way (not local), and paths Spark would take as globs or whose file
-    names repeat (rows are matched to files by name)."""
-    meta = snapshot.metadata
-    if (not snapshot.storage.is_local or mapping_mode(meta.configuration) != "none"
-            or set(entry.columns) & set(meta.partitionColumns)):
-        return [], data_files
-    native = [a for a in data_files if a.deletionVector is None and not GLOB.search(a.path)]
-    names = [posixpath.basename(a.path) for a in native]
-    if len(set(names)) != len(names):
-        return [], data_files
-    ids = {a.fileId for a in native}
-    return native, [a for a in data_files if a.fileId not in ids]
-
-
-def check_present(snapshot, files: list[AddFile]) -> list[str]:
-    """The local paths of ``files`` (read by Spark's scan), each checked to exist: Spark's
-    error for a missing file would not say what to do; ``MissingFileError`` does."""
-    storage = snapshot.storage
-    paths = [storage.full(a.path) for a in files]
-    for a, p in zip(files, paths):
-        if not os.path.exists(p):
-            raise missing_file(storage, a.path, snapshot.version)
-    return paths
 
 
 def balanced_groups(sizes: list[int], tasks: int) -> list[list[int]]:

@@ -14,9 +14,10 @@ build writes one per bucket and chunk of data); each task returns its files' des
 failing task deletes what it wrote. No entry crosses into the JVM and there is no second stage:
 the job costs about the CPU of the single-process build, spread over the cores.
 
-Measured (``benchmarks/maintenance_spark.py``): Spark's own Parquet scan and ``hash()`` with the
-entries handed to Python tasks (what SQL ``CREATE INDEX`` runs, ``index_statements.py``) spends
-most of its CPU in the JVM turning rows into Arrow batches, more than the whole build costs here.
+SQL ``CREATE INDEX`` / ``REFRESH INDEX`` / ``CONVERT TO INDEXEDDF`` run the same tasks in a write
+of the Python data source (``index_statements.py``). Measured (``benchmarks/maintenance_spark.py``):
+Spark's own Parquet scan and ``hash()`` with the entries handed to Python tasks spent most of its
+CPU in the JVM turning rows into Arrow batches, more than the whole build costs here.
 
 The files go under the operation's ``pendingDir``, so a failed job leaves nothing a
 ``cancel_index`` (run by the failing operation itself) or ``vacuum`` does not delete.

@@ -14,9 +14,8 @@ below ``indexeddf.table``, which imports ``indexeddf.spark``) and leaves Delta's
 as JSON in the file ``_commitResultFile`` names, which the command turns into rows. An error is
 the operation's own typed error. ``CREATE INDEX``, ``REFRESH INDEX`` and ``CONVERT ... INDEX BY``
 take two writes: this commit begins the operation (a conversion commits nothing yet) and plans
-its build, the command computes the entries with Spark's scan and hash (and a read of this
-source for the files only the project's reader reads), and a second write (operation
-``indexBuild``) sorts and writes the index files in its tasks and commits (``index_statements.py``); ``OPTIMIZE``
+its build, and a second write (operation ``indexBuild``, a task a core) reads the data files,
+hashes, sorts and writes the index files in its tasks and commits (``index_statements.py``); ``OPTIMIZE``
 plans here, and the command reads and writes this source to rewrite the files in Spark's tasks
 (operation ``optimizeMerge``, ``optimize_statement.py``).
 """
@@ -212,7 +211,7 @@ def _convert(snapshot, spec: dict) -> dict:
         # The connector's form: plan here, the primary index built by its job's tasks.
         from .index_statements import begin_convert
 
-        return begin_convert(snapshot, columns, num_buckets)
+        return begin_convert(snapshot, columns, num_buckets, int(spec.get("cores") or 1))
     return {"version": convert_table(snapshot, columns, num_buckets).version}
 
 

@@ -62,13 +62,6 @@ def _check_read_schema(given: StructType, table: StructType, url: str, version: 
 
 
 # -- options -----------------------------------------------------------------------------
-def _is_entries(options: Any) -> bool:
-    """Whether a read's options carry an SQL index build's plan (``index_statements.ENTRIES_OPTION``)."""
-    from .index_statements import is_entries
-
-    return is_entries(options)
-
-
 def _read_options(options: Any) -> dict[str, str]:
     for key in dict(options or {}):
         if key.lower() in (change_data.READ_OPTION.lower(), change_data.READ_OPTION_ALIAS.lower()):
@@ -103,10 +96,6 @@ class IndexedDataSource(DataSource):
         ``OPTIMIZE``'s rewrite stage (:mod:`indexeddf.spark.optimize_statement`): its rows'."""
         if ost.is_rewrite(self.options):
             return ost.REWRITE_SCHEMA
-        if _is_entries(self.options):
-            from .index_tasks import ENTRY_SCHEMA
-
-            return ENTRY_SCHEMA
         opts = _read_options(self.options)
         storage = so.shared_storage(so.option_path(opts), so.storage_options(opts))
         snapshot = load_snapshot(storage, _time_travel(opts, storage))
@@ -121,10 +110,6 @@ class IndexedDataSource(DataSource):
         """A reader of the version :meth:`schema` resolved (or of an ``OPTIMIZE``'s rewrite stage)."""
         if ost.is_rewrite(self.options):
             return ost.rewrite_reader(self.options)
-        if _is_entries(self.options):  # an SQL index build's Python-read files (index_statements.py)
-            from .index_statements import entries_reader
-
-            return entries_reader(self.options)
         opts = _read_options(self.options)
         storage = so.shared_storage(so.option_path(opts), so.storage_options(opts))
         version = getattr(self, "_version", None)

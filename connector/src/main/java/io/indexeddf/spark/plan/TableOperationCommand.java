@@ -32,7 +32,7 @@ import scala.jdk.javaapi.CollectionConverters;
  * runs in a Python worker of the driver, which cannot start a Spark job; so for {@code OPTIMIZE},
  * {@code CREATE INDEX}, {@code REFRESH INDEX} and {@code CONVERT ... INDEX BY} it only plans (and
  * for an index commits the transient state), and this command runs the data work as a Spark job
- * (Spark's own scan and hash, and the Python data source's tasks), whose last commit commits. No
+ * (the Python data source's tasks), whose last commit commits. No
  * Java code changes the table. The result rows
  * have Delta's columns:
  * <ul>
@@ -60,9 +60,9 @@ import scala.jdk.javaapi.CollectionConverters;
  *       name ON [TABLE] table} ({@code drop_index}), and {@code REFRESH INDEX name ON [TABLE] table
  *       [INCREMENTAL | FULL | QUICK]} ({@code refresh}). No result rows. {@code CREATE INDEX} and
  *       {@code REFRESH INDEX} run two writes: the first one's commit begins the operation (its
- *       transient state) and returns the build's plan; Spark's scan and hash compute the index
- *       entries ({@link IndexEntries}), and the second write's tasks, one a core, sort and write
- *       the index files and its commit commits them ({@link #buildIndex}).</li>
+ *       transient state) and returns the build's plan; the second write's tasks, one a core, read
+ *       the data files, hash, sort and write the index files, and its commit commits them
+ *       ({@link #buildIndex}).</li>
  *   <li>{@code ALTER TABLE table RENAME COLUMN a TO b} and {@code DROP COLUMN[S] [IF EXISTS] (c, ...)}
  *       ({@code IndexedTable.rename_column} / {@code drop_columns}; {@link ColumnChanges}). No result
  *       rows.</li>
@@ -306,6 +306,7 @@ public final class TableOperationCommand extends JavaCommand {
         } else if ("createIndex".equals(operation) || "refreshIndex".equals(operation)
                 || operation.startsWith("convert")) {
             op.put("onExecutors", true);  // the index is built by this command's job (buildIndex)
+            op.put("cores", Math.max(1, session.sparkContext().defaultParallelism()));  // a build task each
         }
         JsonNode result = runInPython(session, table, op, 1);
         if (result.has("plan")) {
@@ -379,21 +380,19 @@ public final class TableOperationCommand extends JavaCommand {
     }
 
     /**
-     * The build of {@code CREATE INDEX}, {@code REFRESH INDEX} and {@code CONVERT TO INDEXEDDF}: the
-     * first write's commit planned it (for an index statement, it committed the index's transient
-     * state); here the index entries of the files it names ({@link IndexEntries}: Spark's scan and
-     * hash where Spark's Parquet reader reads as the project's reader does, else the Python data
-     * source's tasks), merged into one task a core without a shuffle, reach the Python writer's
-     * tasks, which sort and write the index files, and its commit commits them
-     * ({@code indexeddf/spark/index_statements.py}). A failed job aborts the write, which cancels
-     * the operation.
+     * The build of {@code CREATE INDEX}, {@code REFRESH INDEX} and {@code CONVERT TO INDEXEDDF} as
+     * {@code create_index(spark=)} runs it: the first write's commit planned it (for an index
+     * statement, it committed the index's transient state) and split the data files into groups,
+     * one a core; here a write of one row a group (its number), a task each, whose Python tasks read
+     * their files through the project's reader, hash, sort and write the index files, and whose
+     * commit commits them ({@code indexeddf/spark/index_statements.py}). No entry crosses into the
+     * JVM. A failed job aborts the write, which cancels the operation.
      */
     private JsonNode buildIndex(SparkSession session, SqlTable table, JsonNode plan) {
-        int tasks = Math.max(1, session.sparkContext().defaultParallelism());
         Map<String, Object> build = new LinkedHashMap<>();
         build.put("operation", "indexBuild");
         build.put("plan", plan);
-        return runInPython(session, table, build, IndexEntries.of(session, table, plan, tasks).coalesce(tasks));
+        return runInPython(session, table, build, Math.max(1, plan.path("groups").size()));
     }
 
     /**
