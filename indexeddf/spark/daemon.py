@@ -6,7 +6,7 @@ from it for each Python task that finds no idle worker. A worker idle for a minu
 minutes gets new workers each time, and each one imported indexeddf, pyarrow, numpy and pandas
 again: about 1.2 CPU-seconds a worker on this project's machine, more than a whole 10,000-row
 upsert with deletion vectors costs. Run as ``spark.python.daemon.module`` (``indexeddf.configure``
-sets it unless the session names another), this module imports those modules once, in the
+sets it on a local master unless the session names another), this module imports those modules once, in the
 daemon, then runs PySpark's own daemon; every worker forked from it starts with them loaded.
 
 PySpark's daemon imports its worker module only after the fork because some libraries start

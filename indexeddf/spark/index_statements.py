@@ -45,7 +45,7 @@ from ..spec.column_mapping import table_schema
 from ..writer import index_ops, lifecycle
 from ..writer.index_files import INDEX_DIR
 from . import options as so
-from .index_tasks import TASKS_PER_CORE, balanced_groups, file_entries, write_entry_batches
+from .index_tasks import TASKS_PER_CORE, balanced_groups, files_entries, task_add, write_entry_batches
 
 BUILD_OPERATION = "indexBuild"
 """The ``_operation`` of the build write: the tasks that sort and write, and the final commit."""
@@ -105,9 +105,7 @@ def build_writer(url: str, storage_options: dict[str, Any], spec: dict) -> "Buil
     storage = so.shared_storage(url, storage_options)
     snapshot = load_snapshot(storage, int(plan["version"]), unindexed_ok=bool(plan.get("unindexed")))
     by_id = {a.fileId: a for a in snapshot.live_files()}
-    # Without stats: a task needs a file's path, size, partition values and deletion vector.
-    groups = [[by_id[i].model_copy(update={"stats": None}).model_dump_json(by_alias=True) for i in g]
-              for g in plan["groups"]]
+    groups = [[task_add(by_id[i]) for i in g] for g in plan["groups"]]
     return BuildWriter(url, storage_options, plan, spec.get("resultFile"), table_schema(snapshot.metadata), groups)
 
 
@@ -135,16 +133,11 @@ class BuildWriter(DataSourceArrowWriter):
         storage = so.shared_storage(self.url, self.storage_options)
         rel_dir = self.plan["pendingDir"][len(INDEX_DIR) + 1:]
         ids = [g for batch in iterator for g in batch.column(0).to_pylist()]
-        built = write_entry_batches(storage, rel_dir, self._entries(storage, ids))
-        return BuiltMessage([f.model_dump_json() for f in built])
-
-    def _entries(self, storage, ids: list[int]) -> Iterator[pa.RecordBatch]:
-        """The entries of the files of groups ``ids``, a row group at a time."""
         columns, num_buckets, version = list(self.plan["columns"]), int(self.plan["numBuckets"]), self.plan["version"]
-        for g in ids:
-            for add in self.groups[g]:
-                yield from file_entries(storage, AddFile.model_validate_json(add), self.schema, columns, num_buckets,
-                                        version)
+        adds = [add for g in ids for add in self.groups[g]]
+        built = write_entry_batches(storage, rel_dir, files_entries(storage, adds, self.schema, columns, num_buckets,
+                                                                    version))
+        return BuiltMessage([f.model_dump_json() for f in built])
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
         """Commit the index ACTIVE with every task's files (the transient state's version

@@ -32,6 +32,20 @@ TASKS_PER_CORE = 1
 bucket and chunk, so fewer, bigger tasks write fewer index files."""
 
 
+def task_add(add: AddFile) -> str:
+    """An add as a build task takes it: JSON without its statistics (a task needs a file's
+    path, size, partition values and deletion vector; a checkpoint's statistics are lazy)."""
+    return add.model_copy(update={"stats": None}).model_dump_json(by_alias=True)
+
+
+def files_entries(storage, adds: list[str], schema: pa.Schema, columns: list[str], num_buckets: int,
+                  version: int) -> Iterator[pa.RecordBatch]:
+    """The entries of the files ``adds`` (:func:`task_add`'s JSON), a row group at a time
+    (:func:`file_entries`)."""
+    for add in adds:
+        yield from file_entries(storage, AddFile.model_validate_json(add), schema, columns, num_buckets, version)
+
+
 def balanced_groups(sizes: list[int], tasks: int) -> list[list[int]]:
     """The files (by position) of each read task: ``tasks`` groups of about equal bytes,
     biggest file first to the lightest group. Each Python task costs a worker round trip,

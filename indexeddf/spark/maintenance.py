@@ -34,12 +34,7 @@ from ..spec.actions import AddFile, IndexEntry, IndexFile
 from ..spec.column_mapping import table_schema
 from ..writer.index_files import INDEX_DIR
 from ..writer.lifecycle import Progress, say
-from .index_tasks import (
-    TASKS_PER_CORE,
-    balanced_groups,
-    file_entries,
-    write_entry_batches,
-)
+from .index_tasks import TASKS_PER_CORE, balanced_groups, files_entries, task_add, write_entry_batches
 from .options import shared_storage
 
 FILE_SCHEMA = "path string, size long, bucket int, numEntries long, fileIds array<long>"
@@ -117,20 +112,14 @@ def _built_in_tasks(spark, snapshot, entry: IndexEntry, data_files: list[AddFile
     url, options = storage.url, storage.storage_options
     schema = table_schema(snapshot.metadata)
     columns, num_buckets, version = list(entry.columns), entry.numBuckets, snapshot.version
-    adds = [a.model_copy(update={"stats": None}).model_dump_json(by_alias=True) for a in data_files]
-    groups = balanced_groups([a.size for a in data_files], tasks)
+    groups = [[task_add(data_files[i]) for i in g] for g in balanced_groups([a.size for a in data_files], tasks)]
 
     def build(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         task_storage = shared_storage(url, options)
-
-        def entries(group: int) -> Iterator[pa.RecordBatch]:
-            for i in groups[group]:
-                add = AddFile.model_validate_json(adds[i])
-                yield from file_entries(task_storage, add, schema, columns, num_buckets, version)
-
         for batch in batches:
             for group in batch.column(0).to_pylist():
-                yield _files_batch(write_entry_batches(task_storage, rel_dir, entries(group)))
+                entries = files_entries(task_storage, groups[group], schema, columns, num_buckets, version)
+                yield _files_batch(write_entry_batches(task_storage, rel_dir, entries))
 
     return spark.range(0, len(groups), 1, numPartitions=len(groups)).mapInArrow(build, FILE_SCHEMA)
 
