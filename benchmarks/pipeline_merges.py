@@ -38,31 +38,31 @@ WAYS = {"preloaded": "indexeddf's daemon (indexeddf.spark.daemon)", "pyspark": "
 
 def child(way: str, table: str, sources: str, idle: float) -> None:
     """The MERGEs of one way in this process; prints each one's wall and CPU seconds as JSON."""
-    batches = sources.split(",")
-    out = []
     if way == "delta-rs":
         import deltalake
         import pyarrow.parquet as pq
 
-        for i, path in enumerate(batches):
-            time.sleep(idle if i else 0)
+        def prepared(path: str):  # the source read before the clock, as the Spark ways' view
             src = pq.read_table(path)
-            before, t0 = tree_cpu(), time.perf_counter()
-            deltalake.DeltaTable(table).merge(src, "t.k = s.k", source_alias="s", target_alias="t") \
+            return lambda: deltalake.DeltaTable(table).merge(src, "t.k = s.k", source_alias="s", target_alias="t") \
                 .when_matched_update_all().when_not_matched_insert_all().execute()
-            out.append({"seconds": time.perf_counter() - t0, "cpu": cpu_between(before, tree_cpu())})
     else:
         import indexeddf
 
         daemon = "indexeddf.spark.daemon" if way == "preloaded" else "pyspark.daemon"
         spark = indexeddf.local_session("indexeddf-pipeline-merges", driver_memory="4g",
                                         conf={"spark.python.daemon.module": daemon})
-        for i, path in enumerate(batches):
-            time.sleep(idle if i else 0)
+
+        def prepared(path: str):
             spark.read.parquet(path).createOrReplaceTempView("src")
-            before, t0 = tree_cpu(), time.perf_counter()
-            spark.sql(SQL.format(path=table)).collect()
-            out.append({"seconds": time.perf_counter() - t0, "cpu": cpu_between(before, tree_cpu())})
+            return lambda: spark.sql(SQL.format(path=table)).collect()
+    out = []
+    for i, path in enumerate(sources.split(",")):
+        time.sleep(idle if i else 0)
+        merge = prepared(path)
+        before, t0 = tree_cpu(), time.perf_counter()
+        merge()
+        out.append({"seconds": time.perf_counter() - t0, "cpu": cpu_between(before, tree_cpu())})
     print(json.dumps(out[1:]))  # the first MERGE warmed the session up
 
 
