@@ -327,7 +327,7 @@ def test_a_merge_from_a_small_parquet_source(registered, tmp_path):
     IndexedTable.create(path, rows(list(range(300))), ["k"], num_buckets=4)
     src = str(tmp_path / "src.parquet")
     spark_rows(spark, rows([3, 150, 299, 5000], 9, "n")).write.parquet(src)
-    spark.read.parquet(src).createOrReplaceTempView("small_src")
+    spark.read.parquet(src).repartition(3).createOrReplaceTempView("small_src")
     got = run_sql(spark, f"MERGE INTO indexeddf.`{path}` t USING small_src s ON t.k = s.k "
                          "WHEN MATCHED THEN UPDATE SET v = s.v WHEN NOT MATCHED THEN INSERT *")
     assert got == [{"num_affected_rows": 4, "num_updated_rows": 3, "num_deleted_rows": 0, "num_inserted_rows": 1}]
@@ -341,28 +341,37 @@ def test_a_merge_from_a_small_parquet_source(registered, tmp_path):
 def test_a_small_source_runs_through_the_index_and_equals_sparks_plan(registered, tmp_path, conf, vectors):
     """A MERGE whose source Spark would broadcast, with only the expressions the change engine
     evaluates as Spark does over the target's columns, runs through the engine (the index
-    finds the target's rows: only their files change); forced through Spark's plan
+    finds the target's rows: only their files change) in one write task, the source of three
+    partitions coalesced into it; run by the driver's commit
+    (``spark.indexeddf.merge.oneTask.enabled = false``) or forced through Spark's plan
     (``spark.indexeddf.merge.engineMaxSourceBytes = -1``) the same MERGE gives the same table."""
     spark = registered
     src = str(tmp_path / "src.parquet")
     spark_rows(spark, rows(list(range(0, 400, 37)) + [1000, 1001], 5, "n")).write.parquet(src)
-    spark.read.parquet(src).createOrReplaceTempView("small_src")
+    spark.read.parquet(src).repartition(3).createOrReplaceTempView("small_src")
     statement = ("MERGE INTO indexeddf.`{path}` t USING small_src s ON t.k = s.k "
                  "WHEN MATCHED AND t.k BETWEEN 30 AND 200 AND s.s IS NOT NULL THEN UPDATE SET v = s.v, s = s.s "
                  "WHEN MATCHED AND t.v IN (0, 111, 222) THEN DELETE "
                  "WHEN NOT MATCHED AND s.k > 1000 THEN INSERT *")
     tables = []
-    for how in ("engine", "spark"):
+    for how in ("task", "commit", "spark"):
         path = str(tmp_path / how)
         t = IndexedTable.create(path, rows(list(range(400))), ["k"], num_buckets=8,
                                 properties={"delta.enableDeletionVectors": str(vectors).lower()})
         files = len(t.snapshot.live_files())
+        conf("spark.indexeddf.merge.oneTask.enabled", str(how == "task").lower())
         if how == "spark":
             conf("spark.indexeddf.merge.engineMaxSourceBytes", "-1")
+        before = last_execution(spark)
         run_sql(spark, statement.format(path=path))
+        plans = plans_since(spark, before)
+        assert any("SparkChange" in p for p in plans) == (how == "spark")
+        coalesced = any(re.search(r"^\(\d+\) Coalesce", p, re.M) for p in plans)
+        assert coalesced == (how == "task")  # the source's partitions into the one task that runs it
         entry = IndexedTable.for_path(path).history()[0]
         assert entry.operation == "MERGE" and entry.parameters["predicate"] == "(target.k = source.k)"
-        if how == "engine":
+        if how != "spark":
+            assert entry.metrics["numSourceRows"] == 13
             assert entry.metrics["numTargetRowsDeleted"] + entry.metrics["numTargetRowsUpdated"] > 0
             assert vectors or entry.metrics["numTargetFilesRemoved"] < files  # only the files holding matches
         tables.append(ordered(IndexedTable.for_path(path).to_arrow()))
@@ -372,7 +381,7 @@ def test_a_small_source_runs_through_the_index_and_equals_sparks_plan(registered
              "WHEN MATCHED AND t.v IN (0, 111, 222) THEN DELETE "
              "WHEN NOT MATCHED AND s.k > 1000 THEN INSERT VALUES (s.k, s.v, s.s)",
              rows(list(range(0, 400, 37)) + [1000, 1001], 5, "n"))
-    assert tables[0] == tables[1] == ordered(duck.rows())
+    assert tables[0] == tables[1] == tables[2] == ordered(duck.rows())
 
 
 def _executions(spark) -> list:

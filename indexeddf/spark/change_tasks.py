@@ -14,6 +14,10 @@ copied without the changed rows, the new rows are written with their index entri
 can only match source rows of its own bucket, so no two tasks touch one file, and a target row
 matched twice is seen by one task, which fails the MERGE as Delta does. The driver
 (:func:`commit_buckets`) commits every task's actions once, on the version the plan read.
+
+A MERGE of a small source (``"oneTask": true``) comes here too: the connector coalesces the
+source into one partition and its one task runs the change engine's single pass over it
+(:func:`_write_whole`), which the driver's commit ran before. The commit is the same.
 """
 
 from __future__ import annotations
@@ -38,6 +42,9 @@ from .write_commit import delete_uncommitted
 
 TASKS_KEY = "bucketTasks"
 """The key of a MERGE's ``changeSpec`` that makes its write tasks run it a bucket at a time."""
+ONE_TASK_KEY = "oneTask"
+"""The key of a MERGE's ``changeSpec`` that makes its one write task run it whole (a small
+source, which the connector coalesces into one partition)."""
 
 
 @dataclass
@@ -55,14 +62,16 @@ class ChangedBuckets(WriterCommitMessage):
 
 
 def in_tasks(spec: dict) -> bool:
-    """Whether a change's tasks run it themselves, a bucket at a time."""
-    return bool(spec.get(TASKS_KEY))
+    """Whether a change's tasks run it themselves (a bucket at a time, or whole in one task)."""
+    return bool(spec.get(TASKS_KEY) or spec.get(ONE_TASK_KEY))
 
 
 def write_buckets(writer, iterator: Iterator[pa.RecordBatch]) -> ChangedBuckets:
     """Run the MERGE on this task's buckets (``writer``: the change's ``ChangeWriter``), one
     bucket's source rows in memory at a time."""
     snapshot = version_read(writer.url, writer.storage_options, writer.result_file, int(writer.spec["readVersion"]))
+    if writer.spec.get(ONE_TASK_KEY):
+        return _write_whole(writer, snapshot, iterator)
     staging = writer.staging_at(snapshot)  # the buckets of the version read, as Spark partitioned the rows
     if staging is None:
         raise InvalidOptionError("the MERGE cannot run a bucket at a time on the version it read (its ON condition "
@@ -76,10 +85,7 @@ def write_buckets(writer, iterator: Iterator[pa.RecordBatch]) -> ChangedBuckets:
             metrics.num_source_rows += rows.num_rows
             done = run_part(snapshot, replace(change, source=rows), prepared, {bucket}, message.written, metrics)
             message.buckets.append(bucket)
-            message.actions += [action_line(a) for a in done.actions]
-            for name, files in done.index_files.items():
-                message.index_files.setdefault(name, []).extend(f.model_dump_json(by_alias=True) for f in files)
-            message.found_by.append(done.found_by)
+            _add_done(message, done)
             read = union_read(read, done.read_buckets)
     except BaseException:
         delete_uncommitted(snapshot.storage, message.written)
@@ -87,6 +93,35 @@ def write_buckets(writer, iterator: Iterator[pa.RecordBatch]) -> ChangedBuckets:
     message.read = None if read is ALL_BUCKETS else sorted(read)
     message.metrics = {k: v for k, v in metrics.as_dict().items() if isinstance(v, int)}
     return message
+
+
+def _write_whole(writer, snapshot, iterator: Iterator[pa.RecordBatch]) -> ChangedBuckets:
+    """Run the MERGE of a small source whole, in one pass, as the driver's commit would: the
+    connector coalesced the source into this one task, so the work (finding the target rows
+    through the index, rewriting, writing) runs in an executor's Python worker, which the
+    local daemon keeps loaded, instead of the driver's commit worker, which starts cold."""
+    batches = [b for b in iterator if b.num_rows]
+    rows = pa.Table.from_batches(batches).cast(writer.schema) if batches else writer.schema.empty_table()
+    change = writer.change_of(snapshot)
+    metrics, message = ChangeMetrics(num_source_rows=rows.num_rows), ChangedBuckets()
+    try:
+        done = run_part(snapshot, replace(change, source=rows), prepare(snapshot, change), None, message.written,
+                        metrics)
+    except BaseException:
+        delete_uncommitted(snapshot.storage, message.written)
+        raise
+    _add_done(message, done)
+    message.read = None if done.read_buckets is ALL_BUCKETS else sorted(done.read_buckets)
+    message.metrics = {k: v for k, v in metrics.as_dict().items() if isinstance(v, int)}
+    return message
+
+
+def _add_done(message: ChangedBuckets, done) -> None:
+    """A run's actions, index files and how it found the rows, into the task's message."""
+    message.actions += [action_line(a) for a in done.actions]
+    for name, files in done.index_files.items():
+        message.index_files.setdefault(name, []).extend(f.model_dump_json(by_alias=True) for f in files)
+    message.found_by.append(done.found_by)
 
 
 def _by_bucket(batches: Iterator[pa.RecordBatch], staging, schema: pa.Schema) -> Iterator[tuple[int, pa.Table]]:

@@ -67,6 +67,14 @@ final class ChangeSpec {
         return this;
     }
 
+    /** This MERGE of a small source run whole by its one write task (the change engine's one pass, in an
+     * executor's Python worker rather than the driver's commit), on {@code version}. */
+    ChangeSpec inOneTask(long version) {
+        json.put("oneTask", true);
+        json.put("readVersion", version);
+        return this;
+    }
+
     /** Delta's session confs that make a change idempotent: its commit carries
      * {@code txn(appId, version)}, and a change whose app already committed that version (or a
      * later one) changes nothing. */
@@ -248,19 +256,29 @@ final class ChangeSpec {
      * analyzer writes wherever an int literal meets a bigint column) replaced by the literal of
      * the cast's type, as Spark's optimizer folds it: the engine reads {@code 700L} as Spark does,
      * so {@code t.v > 700} stays an expression it evaluates. A cast Spark would fail is kept.
+     * A cast to the type its operand has already ({@code CAST(t.v AS BIGINT) IN (0, 1)} of a
+     * bigint {@code v}, as Spark's analyzer writes an IN list) is its operand, as Spark's
+     * optimizer removes it.
      */
     static Expression castLiteralsFolded(Expression e) {
         return e.transformUp(new AbstractPartialFunction<Expression, Expression>() {
             @Override
             public boolean isDefinedAt(Expression x) {
-                return x instanceof org.apache.spark.sql.catalyst.expressions.Cast
-                    && ((org.apache.spark.sql.catalyst.expressions.Cast) x).child()
-                        instanceof org.apache.spark.sql.catalyst.expressions.Literal
-                    && x.dataType() instanceof org.apache.spark.sql.types.IntegralType;
+                if (!(x instanceof org.apache.spark.sql.catalyst.expressions.Cast)) {
+                    return false;
+                }
+                Expression child = ((org.apache.spark.sql.catalyst.expressions.Cast) x).child();
+                return child.dataType().sameType(x.dataType())
+                    || child instanceof org.apache.spark.sql.catalyst.expressions.Literal
+                        && x.dataType() instanceof org.apache.spark.sql.types.IntegralType;
             }
 
             @Override
             public Expression apply(Expression x) {
+                Expression child = ((org.apache.spark.sql.catalyst.expressions.Cast) x).child();
+                if (child.dataType().sameType(x.dataType())) {
+                    return child;
+                }
                 try {
                     return org.apache.spark.sql.catalyst.expressions.Literal.create(x.eval(null), x.dataType());
                 } catch (RuntimeException overflow) {

@@ -15,6 +15,7 @@ import org.apache.spark.sql.catalyst.plans.logical.DeleteFromTable;
 import org.apache.spark.sql.catalyst.plans.logical.LogicalPlan;
 import org.apache.spark.sql.catalyst.plans.logical.MergeAction;
 import org.apache.spark.sql.catalyst.plans.logical.MergeIntoTable;
+import org.apache.spark.sql.catalyst.plans.logical.Repartition;
 import org.apache.spark.sql.catalyst.plans.logical.SubqueryAlias;
 import org.apache.spark.sql.catalyst.plans.logical.UpdateTable;
 import org.apache.spark.sql.catalyst.rules.Rule;
@@ -141,6 +142,7 @@ public final class ResolveChanges extends Rule<LogicalPlan> {
         ChangeSpec.Merge merge;
         List<Expression> bucketKeys = null;
         int numBuckets = 0;
+        boolean whole = false;
         if (MergeStars.evolves(session, m)) {
             List<String> stars = MergeStars.of(m);
             if (stars == null) {
@@ -164,10 +166,15 @@ public final class ResolveChanges extends Rule<LogicalPlan> {
             if (bucketKeys != null) {
                 merge.spec.inBucketTasks(snapshot.version);
                 numBuckets = snapshot.numBuckets();
+            } else if (oneTask()) {
+                merge.spec.inOneTask(snapshot.version);
+                whole = true;
             }
         }
         ChangeSpec spec = merge.spec;
-        LogicalPlan rows = bucketKeys == null ? merge.sourceRows
+        // A small source whole in one task, coalesced (no shuffle): the engine's one pass runs there.
+        LogicalPlan rows = whole ? new Repartition(1, false, merge.sourceRows)
+            : bucketKeys == null ? merge.sourceRows
             : BucketTasks.rows(session, merge.sourceRows, bucketKeys, numBuckets);
         // Where the Python commit leaves the change's metrics for the command's result row.
         String resultFile = new java.io.File(System.getProperty("java.io.tmpdir"),
@@ -191,6 +198,15 @@ public final class ResolveChanges extends Rule<LogicalPlan> {
         long max = engineMaxSourceBytes();
         return max >= 0 && m.notMatchedBySourceActions().isEmpty()
             && m.sourceTable().stats().sizeInBytes().compareTo(scala.math.BigInt.apply(max)) <= 0;
+    }
+
+    /** The session conf that runs a small MERGE source's change in one write task (default true); false:
+     * the driver's commit runs it. */
+    static final String ONE_TASK = "spark.indexeddf.merge.oneTask.enabled";
+
+    /** {@link #ONE_TASK}: whether a small source's change runs in its one write task. */
+    private boolean oneTask() {
+        return Boolean.parseBoolean(session.conf().get(ONE_TASK, "true").trim());
     }
 
     /** {@link #ENGINE_MAX_SOURCE_BYTES} in bytes; -1: no MERGE runs through the change engine. */
