@@ -40,12 +40,10 @@ import pyarrow as pa
 from ..errors import InvalidOptionError, SchemaMismatchError
 from ..format.snapshot import Snapshot
 from ..format.transaction import ALL_BUCKETS, CommitResult, Transaction
-from ..spec.actions import AddFile, Txn
 from ..spec.column_mapping import evolve, file_schema, table_schema
 from ..spec.features import deletion_vectors_enabled
-from ..writer.change_data import drop_inserts_only
-from ..writer.operations import write_metrics
 from .clauses import INSERT, MATCHED, NOT_MATCHED, NOT_MATCHED_BY_SOURCE
+from .commit import commit_change, commit_metrics, ms_since  # noqa: F401 - commit_metrics re-exported
 from .expressions import Scope
 from .find import find, target_columns
 from .model import Change, ChangeMetrics
@@ -71,7 +69,7 @@ def execute(snapshot: Snapshot, change: Change) -> tuple[CommitResult | None, Ch
         found.located = with_new_columns(found.located, schema, stored)
     files, found_by = found.files, found.by
     metrics.rows_found_by = found_by
-    metrics.scan_time_ms = _ms(started)
+    metrics.scan_time_ms = ms_since(started)
     buckets = ALL_BUCKETS if found_by == "scan" else sorted({a.bucket for a in files if a.bucket is not None})
     if found_by != "scan" and any(a.bucket is None for a in files):
         buckets = ALL_BUCKETS  # a file without a bucket holds rows of every bucket
@@ -89,7 +87,8 @@ def execute(snapshot: Snapshot, change: Change) -> tuple[CommitResult | None, Ch
         metrics.num_target_files_added += len(change.inserted.adds)
         for name, fs in change.inserted.index_files.items():
             index_files.setdefault(name, []).extend(fs)
-    return commit_change(snapshot, change, tx, metadata, actions, index_files, metrics, started)
+    return commit_change(snapshot, tx, actions, index_files, metrics, started, change.operation, change.txn,
+                         metadata if change.new_fields else None)
 
 
 @dataclass(frozen=True)
@@ -121,27 +120,6 @@ def prepare(snapshot: Snapshot, change: Change) -> _Prepared:
     return _Prepared(schema, scope, stored, wanted, deletion_vectors_enabled(conf), metadata)
 
 
-def commit_change(snapshot: Snapshot, change: Change, tx: Transaction, metadata, actions: list, index_files: dict,
-                  metrics: ChangeMetrics, started: float) -> tuple[CommitResult | None, ChangeMetrics]:
-    """Commit the change's actions once (nothing when there are none): its schema with them
-    when it evolves it, its ``txn``, its metrics."""
-    actions = drop_inserts_only(snapshot.storage, actions, tx.written_paths)  # the whole commit's, not a part's
-    if change.new_fields and actions:
-        actions.insert(0, metadata)  # the new schema, in the same commit as the rows that need it
-    metrics.execution_time_ms = _ms(started)
-    if not actions:
-        tx.abort()
-        return None, metrics
-    if change.txn is not None:
-        app_id, txn_version = change.txn
-        tx.parameters = {**tx.parameters, "txnAppId": app_id, "txnVersion": txn_version}
-        actions.append(Txn(appId=app_id, version=txn_version, lastUpdated=int(time.time() * 1000)))
-    adds = [a for a in actions if isinstance(a, AddFile)]
-    result = tx.commit(actions, commit_metrics(change.operation, metrics, adds), index_files)
-    metrics.version = result.version
-    metrics.execution_time_ms = _ms(started)
-    return result, metrics
-
 
 def _execute_parts(snapshot: Snapshot, change: Change, metrics: ChangeMetrics,
                    started: float) -> tuple[CommitResult | None, ChangeMetrics]:
@@ -166,7 +144,8 @@ def _execute_parts(snapshot: Snapshot, change: Change, metrics: ChangeMetrics,
         tx.abort()
         raise
     metrics.rows_found_by = "scan" if "scan" in by else "index"
-    return commit_change(snapshot, change, tx, p.metadata, actions, index_files, metrics, started)
+    return commit_change(snapshot, tx, actions, index_files, metrics, started, change.operation, change.txn,
+                         p.metadata if change.new_fields else None)
 
 
 @dataclass
@@ -192,7 +171,7 @@ def run_part(snapshot: Snapshot, one: Change, p: "_Prepared", buckets, written_p
         found.files = [a for a in found.files if a.bucket in buckets]
     if found.located is not None and one.new_fields:
         found.located = with_new_columns(found.located, p.schema, p.stored)
-    metrics.scan_time_ms += _ms(found_started)
+    metrics.scan_time_ms += ms_since(found_started)
     if found.by == "scan":
         read = ALL_BUCKETS if buckets is None else set(buckets)
     else:
@@ -211,34 +190,6 @@ def union_read(read, more):
     return set(read) | set(more)
 
 
-def _ms(since: float) -> int:
-    return int((time.perf_counter() - since) * 1000)
-
-
-def commit_metrics(operation: str, m: ChangeMetrics, adds: list[AddFile]) -> dict:
-    """Delta's operationMetrics names for the commit (DELETE and UPDATE have their own),
-    and the written files' counts every write of the project records."""
-    written = write_metrics(adds)
-    if operation == "DELETE":
-        return {**written, "numDeletedRows": m.num_target_rows_deleted, "numRemovedFiles": m.num_target_files_removed,
-                "numAddedFiles": m.num_target_files_added, "numCopiedRows": m.num_target_rows_copied,
-                "numDeletionVectorsAdded": m.num_deletion_vectors_added, "executionTimeMs": m.execution_time_ms}
-    if operation == "WRITE":  # a selective overwrite (replaceWhere): Delta's WRITE metrics
-        return {**written, "numRemovedFiles": m.num_target_files_removed, "numDeletedRows": m.num_target_rows_deleted,
-                "numCopiedRows": m.num_target_rows_copied, "numAddedFiles": m.num_target_files_added,
-                "numDeletionVectorsAdded": m.num_deletion_vectors_added, "executionTimeMs": m.execution_time_ms}
-    if operation == "UPDATE":
-        return {**written, "numUpdatedRows": m.num_target_rows_updated, "numRemovedFiles": m.num_target_files_removed,
-                "numAddedFiles": m.num_target_files_added, "numCopiedRows": m.num_target_rows_copied,
-                "numDeletionVectorsAdded": m.num_deletion_vectors_added, "executionTimeMs": m.execution_time_ms}
-    return {**written,
-        "numSourceRows": m.num_source_rows, "numTargetRowsInserted": m.num_target_rows_inserted,
-        "numTargetRowsUpdated": m.num_target_rows_updated, "numTargetRowsDeleted": m.num_target_rows_deleted,
-        "numTargetRowsCopied": m.num_target_rows_copied, "numOutputRows": m.num_output_rows,
-        "numTargetFilesAdded": m.num_target_files_added, "numTargetFilesRemoved": m.num_target_files_removed,
-        "numTargetDeletionVectorsAdded": m.num_deletion_vectors_added, "executionTimeMs": m.execution_time_ms,
-        "scanTimeMs": m.scan_time_ms, "rewriteTimeMs": m.rewrite_time_ms,
-    }
 
 
 # -- checks --------------------------------------------------------------------------

@@ -32,10 +32,10 @@ from ..spec.replace_where import ReplaceWhere, parse_replace_where
 from ..spec.schema import arrow_schema
 from ..writer.data import conform, to_arrow_table
 from ..writer.operations import maintained_indexes, write_metrics, write_rows
-from . import fixed_keys
 from .clauses import DELETE, MATCHED, Clause
 from .engine import execute
 from .model import Change, Inserted
+from .statements import fixed_keys
 
 
 def parse(snapshot: Snapshot, predicate: str) -> ReplaceWhere:

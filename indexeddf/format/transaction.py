@@ -421,3 +421,11 @@ def _winners(storage, first: int):
             return
         v += 1
 
+
+def write_metrics(adds) -> dict[str, int]:
+    """The operationMetrics of a commit that adds ``adds``."""
+    return {
+        "numFiles": len(adds),
+        "numOutputRows": sum(a.stats.numRecords for a in adds),
+        "numOutputBytes": sum(a.size for a in adds),
+    }

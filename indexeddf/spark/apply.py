@@ -25,26 +25,25 @@ import json
 import time
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Iterator
+from typing import Any, Iterator
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
 
-from ..changes.engine import commit_metrics
+from ..changes.commit import commit_metrics, drop_inserts_only
 from ..changes.model import ChangeMetrics
 from ..changes.rewrite import apply_outcome
 from ..errors import InvalidOptionError
-from ..format.snapshot import Snapshot, load_snapshot
+from ..format.snapshot import Snapshot
 from ..format.transaction import ALL_BUCKETS, Transaction
-from ..spec.actions import AddFile, CdcFile, IndexFile, RemoveFile, Txn, to_line
+from ..spec.actions import AddFile, CdcFile, IndexFile, RemoveFile, Txn
 from ..spec.column_mapping import file_schema
 from ..spec.deletion_vectors import unique_sorted
-from ..spec.delta import LazyStats
 from ..spec.features import deletion_vectors_enabled
-from ..writer.change_data import drop_inserts_only
 from . import options as so
+from .task_actions import action_json, committed_before, task_metrics, txn_of, version_read
 from .write_commit import delete_uncommitted
 
 APPLY_OPTION = "changeApply"
@@ -55,9 +54,6 @@ PART = "__indexeddf_part"
 """The plan's partition a row comes from, where the connector left the outcome where its join
 put it (io.indexeddf.spark.plan.BucketedOutcome: every row of a file in one partition, the
 partitions one after another in a task); null elsewhere."""
-_SNAPSHOTS: dict[tuple, Snapshot] = {}
-"""The snapshots this worker process replayed for the statements it wrote, newest last (the
-key holds the statement's own result file, so no two statements share one)."""
 
 
 @dataclass
@@ -83,61 +79,6 @@ def apply_writer(options: Any, schema) -> "ApplyWriter":
     opts = so.parse_options(options, APPLY_OPTIONS, "a change planned by Spark")
     spec = so.json_option(opts, APPLY_OPTION, ("DELETE", "UPDATE", "MERGE"))
     return ApplyWriter(so.option_path(opts), so.storage_options(opts), spec)
-
-
-def txn_of(spec: dict) -> tuple[str, int] | None:
-    """A change's ``txn(appId, version)`` (Delta's ``spark.databricks.delta.write.txnAppId`` and
-    ``txnVersion``, which the connector puts in its JSON), or None."""
-    return None if spec.get("txnAppId") is None else (str(spec["txnAppId"]), int(spec["txnVersion"]))
-
-
-def committed_before(snapshot: Snapshot, txn: tuple[str, int]) -> bool:
-    """Whether the newest version already holds ``txn``'s app at its version or later."""
-    done = load_snapshot(snapshot.storage).txn_version(txn[0])
-    return done is not None and done >= txn[1]
-
-
-def _add_json(add: AddFile) -> str:
-    """An add as a commit message carries it: the stats a checkpoint left as text (a file
-    given a deletion vector keeps them) parsed first, since the model serializes only parsed
-    statistics."""
-    return _parsed(add).model_dump_json(by_alias=True)
-
-
-def _parsed(action):
-    if isinstance(action, AddFile) and isinstance(action.stats, LazyStats):
-        return action.model_copy(update={"stats": action.stats.parsed()})
-    return action
-
-
-def action_line(action) -> str:
-    """Any action as a commit message carries it (its log line; an add's stats parsed)."""
-    return to_line(_parsed(action))
-
-
-def version_read(url: str, storage_options: dict[str, Any], statement: str | None, version: int) -> Snapshot:
-    """The version a statement's plan read, replayed once per statement in each worker
-    process: a statement's tasks (one a bucket when the outcome is written where the join
-    left it, or a few buckets each) run one after another in Spark's reused Python workers.
-    ``statement`` tells statements apart (their result file)."""
-    key = (url, json.dumps(storage_options, sort_keys=True, default=str), statement, version)
-    snapshot = _SNAPSHOTS.pop(key, None)
-    if snapshot is None:
-        snapshot = load_snapshot(so.shared_storage(url, storage_options), version)
-    _SNAPSHOTS[key] = snapshot
-    while len(_SNAPSHOTS) > 2:
-        _SNAPSHOTS.pop(next(iter(_SNAPSHOTS)))
-    return snapshot
-
-
-def task_metrics(messages: Iterable) -> ChangeMetrics:
-    """The sum of the counts and times the tasks' messages carry (their ``metrics``)."""
-    metrics = ChangeMetrics()
-    for m in messages:
-        for k, v in m.metrics.items():
-            if k in _COUNTS:
-                setattr(metrics, k, getattr(metrics, k) + v)
-    return metrics
 
 
 class ApplyWriter(DataSourceArrowWriter):
@@ -255,7 +196,7 @@ def _write_rows(snapshot: Snapshot, rows: pa.Table, message: AppliedMessage, met
     metrics.num_target_rows_deleted += deleted
     metrics.num_target_rows_inserted += inserted.num_rows
     metrics.num_source_rows += sum(counted.column(ROW).to_pylist())
-    message.adds += [_add_json(a) for a in actions if isinstance(a, AddFile)]
+    message.adds += [action_json(a) for a in actions if isinstance(a, AddFile)]
     message.removes += [a.model_dump_json(by_alias=True) for a in actions if isinstance(a, RemoveFile)]
     message.cdcs += [a.model_dump_json(by_alias=True) for a in actions if isinstance(a, CdcFile)]
     for name, files in index_files.items():
@@ -272,12 +213,6 @@ def _one_task_a_file(removes: list[RemoveFile]) -> None:
             f"the change's tasks split the rows of {twice[0]} (and {len(twice) - 1} more files) between them, so "
             "no task saw all of its changes; nothing was committed. Run the statement again with "
             "spark.indexeddf.change.bucketedOutcome.enabled=false, and report the plan (EXPLAIN) to indexeddf's developers")
-
-
-_COUNTS = ("num_source_rows", "num_target_rows_inserted", "num_target_rows_updated", "num_target_rows_deleted",
-           "num_target_rows_copied", "num_output_rows", "num_target_files_added", "num_target_files_removed",
-           "num_target_files_scanned", "num_deletion_vectors_added", "scan_time_ms", "rewrite_time_ms")
-"""The metrics a task counts and the commit sums (the rest are the commit's own)."""
 
 
 def _by_file(snapshot: Snapshot, rows: pa.Table) -> Iterator[tuple[AddFile, np.ndarray, pa.Table]]:

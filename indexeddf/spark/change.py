@@ -29,25 +29,27 @@ import functools
 import json
 import uuid
 from dataclasses import dataclass, field
-from typing import Any, Iterator
+from typing import TYPE_CHECKING, Any, Iterator
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
 
-from ..changes import delete_matching, merge_change, update_rows
-from ..changes.clauses import Clause
-from ..changes.engine import execute
-from ..changes.parts import PartedSource, bucket_keys, staged_parts
 from ..errors import IndexedDFError
 from ..format.snapshot import Snapshot, load_snapshot
 from ..spec.bucketing import bucket_ids
 from ..spec.schema import arrow_schema
 from . import options as so
-from .apply import txn_of
 from .change_tasks import ChangedBuckets, abort_buckets, commit_buckets, in_tasks, write_buckets
-from .write_task import drop_staging, read_staged, staging_path
+from .task_actions import txn_of
+
+if TYPE_CHECKING:
+    from ..changes.parts import PartedSource
+
+# The engine, the SQL parser and the staging reader load where they run (a task, or a
+# commit that runs the change), not with this module: Spark's driver-side workers that plan
+# the write and commit it import it, and start cold after an idle minute.
 
 CHANGE_OPTION = "changeSpec"
 """The option that makes a write of ``indexeddf_python`` a change statement."""
@@ -117,6 +119,8 @@ def change_writer(options: Any, schema) -> "ChangeWriter":
 def staging_buckets(snapshot: Snapshot, spec: dict, schema: pa.Schema) -> StagingBuckets | None:
     """How a MERGE's tasks stage its source (``schema``) by bucket at ``snapshot``; None
     when the change must see the whole source (``changes.parts.bucket_keys``)."""
+    from ..changes.parts import bucket_keys
+
     change = change_of(spec, schema.empty_table())(snapshot)
     keys = bucket_keys(snapshot, change)
     if keys is None:
@@ -175,6 +179,8 @@ class ChangeWriter(DataSourceArrowWriter):
     def _stage(self, staged: StagedSource, bucket: int, rows: pa.Table, inline: bool) -> StagedSource:
         """Stage ``rows`` (of ``bucket``, -1: any) as one piece, noted in ``staged``: in the
         message when ``inline`` (the task's rows are small), else as a staged file."""
+        from .write_task import staging_path
+
         sink = pa.BufferOutputStream()
         rel = staging_path(self.write_id, f"bucket={bucket}-{uuid.uuid4().hex}.parquet")
         if inline:
@@ -196,6 +202,9 @@ class ChangeWriter(DataSourceArrowWriter):
         if in_tasks(self.spec):
             commit_buckets(self, messages)
             return
+        from ..changes.engine import execute
+        from .write_task import drop_staging
+
         storage = self._storage()
         try:
             snapshot = load_snapshot(storage)
@@ -219,6 +228,7 @@ class ChangeWriter(DataSourceArrowWriter):
         version still buckets the source the same way and some piece is a file, else the
         rows, read whole (pieces carried in the messages are in memory already, and the
         engine runs a whole small source in one pass, as the Python API's merge does)."""
+        from ..changes.parts import staged_parts
         files = [(b, p, n) for m in staged for b, p, n in zip(m.buckets, m.paths, m.rows)]
         inline = {p: data for m in staged for p, data in m.inline.items()}
         read = functools.partial(_read_pieces, storage, inline, self.schema)
@@ -231,6 +241,8 @@ class ChangeWriter(DataSourceArrowWriter):
 
     def abort(self, messages: list[WriterCommitMessage | None]) -> None:
         """Drop the staged source (or the files the tasks wrote); nothing was committed."""
+        from .write_task import drop_staging
+
         abort_buckets(self._storage(), messages)
         drop_staging(self._storage(), self.write_id)
 
@@ -241,12 +253,17 @@ def _read_pieces(storage, inline: dict[str, bytes], schema: pa.Schema, paths: li
     tables = [pa.ipc.open_stream(inline[p]).read_all().cast(schema) for p in paths if p in inline]
     files = [p for p in paths if p not in inline]
     if files:
+        from .write_task import read_staged
+
         tables.append(read_staged(storage, files, schema))
     return pa.concat_tables(tables) if tables else schema.empty_table()
 
 
 def change_of(spec: dict, source: pa.Table | None):
     """The engine's change (a function of the snapshot) for a statement's JSON."""
+    from ..changes import delete_matching, merge_change, update_rows
+    from ..changes.clauses import Clause
+
     operation = spec["operation"]
     if operation == "DELETE":
         return delete_matching(spec.get("predicate"))

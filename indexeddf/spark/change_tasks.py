@@ -32,13 +32,16 @@ import numpy as np
 import pyarrow as pa
 from pyspark.sql.datasource import WriterCommitMessage
 
-from ..changes.engine import commit_change, prepare, run_part, union_read
+from ..changes.commit import commit_change
 from ..changes.model import ChangeMetrics
 from ..errors import InvalidOptionError
 from ..format.transaction import ALL_BUCKETS, Transaction
 from ..spec.actions import IndexFile, parse_line
-from .apply import action_line, committed_before, task_metrics, txn_of, version_read
-from .write_commit import delete_uncommitted
+from .task_actions import action_line, committed_before, task_metrics, txn_of, version_read
+
+# The engine, the readers and writers load in the tasks that run the change (the local
+# daemon has them loaded already), not with this module: the driver's commit worker
+# imports it to commit, starting cold after an idle minute.
 
 TASKS_KEY = "bucketTasks"
 """The key of a MERGE's ``changeSpec`` that makes its write tasks run it a bucket at a time."""
@@ -59,6 +62,9 @@ class ChangedBuckets(WriterCommitMessage):
     read: list[int] | None = field(default_factory=list)
     found_by: list[str] = field(default_factory=list)
     metrics: dict[str, int] = field(default_factory=dict)
+    operation: str = ""
+    """The change's operation and parameters, as its commit records them."""
+    parameters: dict = field(default_factory=dict)
 
 
 def in_tasks(spec: dict) -> bool:
@@ -69,6 +75,8 @@ def in_tasks(spec: dict) -> bool:
 def write_buckets(writer, iterator: Iterator[pa.RecordBatch]) -> ChangedBuckets:
     """Run the MERGE on this task's buckets (``writer``: the change's ``ChangeWriter``), one
     bucket's source rows in memory at a time."""
+    from ..changes.engine import prepare, run_part, union_read
+
     snapshot = version_read(writer.url, writer.storage_options, writer.result_file, int(writer.spec["readVersion"]))
     if writer.spec.get(ONE_TASK_KEY):
         return _write_whole(writer, snapshot, iterator)
@@ -79,7 +87,7 @@ def write_buckets(writer, iterator: Iterator[pa.RecordBatch]) -> ChangedBuckets:
                                  "committed. Run it with spark.indexeddf.merge.bucketTasks.enabled=false")
     change = writer.change_of(snapshot)
     prepared = prepare(snapshot, change)
-    message, metrics, read = ChangedBuckets(), ChangeMetrics(), set()
+    message, metrics, read = ChangedBuckets(operation=change.operation, parameters=change.parameters), ChangeMetrics(), set()
     try:
         for bucket, rows in _by_bucket(iterator, staging, writer.schema):
             metrics.num_source_rows += rows.num_rows
@@ -88,7 +96,7 @@ def write_buckets(writer, iterator: Iterator[pa.RecordBatch]) -> ChangedBuckets:
             _add_done(message, done)
             read = union_read(read, done.read_buckets)
     except BaseException:
-        delete_uncommitted(snapshot.storage, message.written)
+        _delete_uncommitted(snapshot.storage, message.written)
         raise
     message.read = None if read is ALL_BUCKETS else sorted(read)
     message.metrics = {k: v for k, v in metrics.as_dict().items() if isinstance(v, int)}
@@ -100,15 +108,18 @@ def _write_whole(writer, snapshot, iterator: Iterator[pa.RecordBatch]) -> Change
     connector coalesced the source into this one task, so the work (finding the target rows
     through the index, rewriting, writing) runs in an executor's Python worker, which the
     local daemon keeps loaded, instead of the driver's commit worker, which starts cold."""
+    from ..changes.engine import prepare, run_part
+
     batches = [b for b in iterator if b.num_rows]
     rows = pa.Table.from_batches(batches).cast(writer.schema) if batches else writer.schema.empty_table()
     change = writer.change_of(snapshot)
-    metrics, message = ChangeMetrics(num_source_rows=rows.num_rows), ChangedBuckets()
+    metrics = ChangeMetrics(num_source_rows=rows.num_rows)
+    message = ChangedBuckets(operation=change.operation, parameters=change.parameters)
     try:
         done = run_part(snapshot, replace(change, source=rows), prepare(snapshot, change), None, message.written,
                         metrics)
     except BaseException:
-        delete_uncommitted(snapshot.storage, message.written)
+        _delete_uncommitted(snapshot.storage, message.written)
         raise
     _add_done(message, done)
     message.read = None if done.read_buckets is ALL_BUCKETS else sorted(done.read_buckets)
@@ -169,16 +180,18 @@ def commit_buckets(writer, messages: list) -> None:
     written = [p for m in msgs for p in m.written]
     twice = [b for b, n in Counter(b for m in msgs for b in m.buckets).items() if n > 1]
     if twice:
-        delete_uncommitted(storage, written)
+        _delete_uncommitted(storage, written)
         raise _split(twice[0])
     snapshot = version_read(writer.url, writer.storage_options, writer.result_file, int(writer.spec["readVersion"]))
-    change = writer.change_of(snapshot)
-    change.txn = txn_of(writer.spec)
+    txn = txn_of(writer.spec)
     metrics = task_metrics(msgs)
     found = {f for m in msgs for f in m.found_by}
     metrics.rows_found_by = "scan" if "scan" in found else "index"
-    if change.txn is not None and committed_before(snapshot, change.txn):
-        delete_uncommitted(storage, written)  # an idempotent retry changes nothing
+    ran = next((m for m in msgs if m.operation), None)
+    if ran is None or txn is not None and committed_before(snapshot, txn):
+        # No task ran the change (a source of no partition changes nothing), or an
+        # idempotent retry, which changes nothing either.
+        _delete_uncommitted(storage, written)
         _result(writer, ChangeMetrics())
         return
     read = ALL_BUCKETS if any(m.read is None for m in msgs) else sorted({b for m in msgs for b in m.read})
@@ -187,10 +200,16 @@ def commit_buckets(writer, messages: list) -> None:
     for m in msgs:
         for name, files in m.index_files.items():
             index_files.setdefault(name, []).extend(IndexFile.model_validate_json(f) for f in files)
-    tx = Transaction(snapshot, change.operation, change.parameters, read_buckets=read, written_paths=written)
-    metadata = snapshot.metadata
-    _, metrics = commit_change(snapshot, change, tx, metadata, actions, index_files, metrics, started)
+    tx = Transaction(snapshot, ran.operation, ran.parameters, read_buckets=read, written_paths=written)
+    _, metrics = commit_change(snapshot, tx, actions, index_files, metrics, started, ran.operation, txn)
     _result(writer, metrics)
+
+
+def _delete_uncommitted(storage, written: list[str]) -> None:
+    """``write_commit.delete_uncommitted``, imported where it runs (it loads the writers)."""
+    from .write_commit import delete_uncommitted
+
+    delete_uncommitted(storage, written)
 
 
 def _result(writer, metrics: ChangeMetrics) -> None:
@@ -201,4 +220,4 @@ def _result(writer, metrics: ChangeMetrics) -> None:
 
 def abort_buckets(storage, messages: list) -> None:
     """Delete what the tasks wrote; nothing was committed."""
-    delete_uncommitted(storage, [p for m in messages if isinstance(m, ChangedBuckets) for p in m.written])
+    _delete_uncommitted(storage, [p for m in messages if isinstance(m, ChangedBuckets) for p in m.written])

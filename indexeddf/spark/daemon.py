@@ -21,9 +21,13 @@ from __future__ import annotations
 PRELOADED = (
     "pyspark.worker",
     "pandas",  # pyarrow imports it on its first conversion of Python values
+    "indexeddf.changes.statements",  # the engine and the SQL parser, which the Spark modules load lazily
+    "indexeddf.format.datafiles",
+    "indexeddf.format.deletion_vectors",
     "indexeddf.spark.apply",
     "indexeddf.spark.change",
     "indexeddf.spark.change_tasks",
+    "indexeddf.spark.write_task",
     "indexeddf.spark.index_tasks",
     "indexeddf.spark.optimize_tasks",
     "indexeddf.spark.source",

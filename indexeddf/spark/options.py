@@ -15,10 +15,9 @@ import pyarrow as pa
 
 from ..errors import InvalidOptionError, SchemaMismatchError
 from ..spec import config
-from ..spec.bucket_count import default_num_buckets
-from ..spec.constraints import CHECKED_OPTION
+from ..spec.bucket_count import MAX_BUCKETS, default_num_buckets
+from ..spec.config import CHECKED_OPTION
 from ..spec.schema import Field, fields_from_arrow
-from ..writer.operations import MAX_BUCKETS
 
 SIZE_OPTION = "_sizeInBytes"
 """Private option the connector sets on a write that may create a table without ``numBuckets``:

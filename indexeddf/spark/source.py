@@ -27,20 +27,14 @@ from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from pyspark.sql.types import StructType
 
 from ..errors import InvalidOptionError, SchemaMismatchError
-from ..format.datafiles import conform, file_columns, open_parquet
-from ..format.deletion_vectors import keep_mask, read_deletion_vector
 from ..format.snapshot import Snapshot, load_snapshot
 from ..format.storage import TableStorage
-from ..format.timetravel import version_at
 from ..spec import change_data
-from ..spec.column_mapping import table_schema, with_mapping
-from . import apply as sa
-from . import change as sc
-from . import operation as sop
-from . import optimize_statement as ost
 from . import options as so
-from . import write as sw
-from .types import spark_schema
+
+# Each statement's writer, the OPTIMIZE stages and the file reader load where they are used:
+# Spark's driver-side Python workers import this module to load the source's classes, and
+# start cold after an idle minute, so a MERGE's planning loads no maintenance or read code.
 
 DEFAULT_MAX_PARTITION_BYTES = 128 * 1024 * 1024
 """A read partition holds files of one bucket up to about this many bytes."""
@@ -78,6 +72,8 @@ def _time_travel(opts: dict[str, str], storage: TableStorage) -> int | None:
     if version is not None and timestamp:
         raise InvalidOptionError("give versionAsOf or timestampAsOf, not both")
     if timestamp:
+        from ..format.timetravel import version_at
+
         return version_at(storage, timestamp)
     return version
 
@@ -94,6 +90,9 @@ class IndexedDataSource(DataSource):
     def schema(self) -> StructType:
         """The table's Spark schema at the version this DataFrame reads (resolved now); an
         ``OPTIMIZE``'s rewrite stage (:mod:`indexeddf.spark.optimize_statement`): its rows'."""
+        from . import optimize_statement as ost
+        from .types import spark_schema
+
         if ost.is_rewrite(self.options):
             return ost.REWRITE_SCHEMA
         opts = _read_options(self.options)
@@ -108,6 +107,9 @@ class IndexedDataSource(DataSource):
 
     def reader(self, schema: StructType) -> "IndexedReader":
         """A reader of the version :meth:`schema` resolved (or of an ``OPTIMIZE``'s rewrite stage)."""
+        from . import optimize_statement as ost
+        from .types import spark_schema
+
         if ost.is_rewrite(self.options):
             return ost.rewrite_reader(self.options)
         opts = _read_options(self.options)
@@ -125,16 +127,24 @@ class IndexedDataSource(DataSource):
         (:mod:`indexeddf.spark.change`: Spark SQL's MERGE INTO), or the outcome of a DELETE or
         UPDATE that Spark planned (:mod:`indexeddf.spark.apply`), or a maintenance statement's
         (:mod:`indexeddf.spark.operation`: OPTIMIZE, VACUUM, RESTORE)."""
+        from . import change as sc
+
+        if sc.is_change(self.options):  # first: the others' modules need not load for it
+            return sc.change_writer(self.options, schema)
+        from . import apply as sa
+        from . import operation as sop
+        from . import write as sw
+
         if sop.is_operation(self.options):
             return sop.operation_writer(self.options)
         if sa.is_apply(self.options):
             return sa.apply_writer(self.options, schema)
-        if sc.is_change(self.options):
-            return sc.change_writer(self.options, schema)
         return sw.batch_writer(self.options, schema, overwrite)
 
     def streamWriter(self, schema: StructType, overwrite: bool):
         """The exactly-once streaming sink (:mod:`indexeddf.spark.write`)."""
+        from . import write as sw
+
         return sw.stream_writer(self.options, schema, overwrite)
 
     def streamReader(self, schema: StructType):
@@ -179,6 +189,8 @@ class IndexedReader(DataSourceReader):
     """
 
     def __init__(self, snapshot: Snapshot, schema: StructType, max_partition_bytes: int):
+        from ..spec.column_mapping import table_schema, with_mapping
+
         self.url = snapshot.storage.url
         self.storage_options = dict(snapshot.storage.storage_options)
         self.version = snapshot.version
@@ -255,6 +267,9 @@ def _row_counts(pf) -> Iterator[int]:
 
 def _read_files(partition: BucketPartition, target: pa.Schema, version: int) -> Iterator[pa.RecordBatch]:
     """The live rows of a partition's files, batch by batch, typed as ``target``."""
+    from ..format.datafiles import conform, file_columns, open_parquet
+    from ..format.deletion_vectors import keep_mask, read_deletion_vector
+
     storage = TableStorage(partition.url, partition.storage_options)
     for rel in partition.paths:
         pf = open_parquet(storage, rel, version)

@@ -17,6 +17,9 @@ from __future__ import annotations
 
 from . import config
 
+MAX_BUCKETS = 1 << 16
+"""The most buckets a table may have."""
+
 DEFAULT_NUM_BUCKETS = 16
 """The fewest buckets the rule gives, and the count when the size is unknown."""
 MAX_DEFAULT_BUCKETS = 1024

@@ -261,3 +261,8 @@ def get(configuration: dict[str, str], name: str, lenient: bool = False):
         if lenient:
             return prop.parse(prop.default)
         raise InvalidOptionError(f"table property {name}={value!r} is invalid ({e}); fix it with set_properties") from None
+
+
+CHECKED_OPTION = "_checkedConstraints"
+"""Private write option of the Python data source: the constraints (a JSON object, name -> SQL)
+that Spark's plan already checked with Catalyst, which the tasks then do not check again."""

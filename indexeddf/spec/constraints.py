@@ -21,6 +21,7 @@ import pyarrow.compute as pc
 
 from ..errors import ConstraintNotEvaluableError, ConstraintViolationError, IndexedDFError
 from .actions import Protocol
+from .config import CHECKED_OPTION  # noqa: F401 - the option is part of what constraints are
 from .expressions import CompiledExpression, compile_predicate
 
 PREFIX = "delta.constraints."
@@ -33,9 +34,6 @@ VIOLATION = "DELTA_VIOLATE_CONSTRAINT_WITH_VALUES"
 """Delta's error class of a written row that breaks a CHECK constraint."""
 NEW_VIOLATION = "DELTA_NEW_CHECK_CONSTRAINT_VIOLATION"
 """Delta's error class of ``ADD CONSTRAINT`` on a table whose rows break it."""
-CHECKED_OPTION = "_checkedConstraints"
-"""Private write option of the Python data source: the constraints (a JSON object, name -> SQL)
-that Spark's plan already checked with Catalyst, which the tasks then do not check again."""
 
 
 def key(name: str) -> str:

@@ -25,7 +25,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ..format.storage import TableStorage
-from ..spec.actions import CdcFile, RemoveFile
+from ..spec.actions import CdcFile
 from ..spec.change_data import CHANGE_DATA_DIR, CHANGE_TYPE, ROW_GROUP_BUCKETS
 from ..spec.column_mapping import physical_names, plain, to_physical
 from ..spec.delta import TAG_BUCKET, TAG_SORTED
@@ -157,19 +157,3 @@ class ChangeDataBuffer:
         with self._lock:
             self._actions += actions
             return list(self._actions)
-
-
-def drop_inserts_only(storage: TableStorage, actions: list, written: list[str]) -> list:
-    """``actions`` without their ``cdc`` ones when the commit removes no file (an insert-only
-    MERGE, or one whose source matched nothing it changes): as Delta's MERGE, which writes no
-    change data for a commit that only adds rows, since a reader of a commit without ``cdc``
-    actions reads its added files as inserts (docs/PROTOCOL.md §4.10). Every changed or deleted
-    row removes its file (a deletion vector removes and adds it back), so such a commit's change
-    data holds inserts only: its files are deleted here, and dropped from ``written``."""
-    if any(isinstance(a, RemoveFile) for a in actions):
-        return actions
-    dropped = {a.path for a in actions if isinstance(a, CdcFile)}
-    for path in dropped:
-        storage.delete(path)
-    written[:] = [p for p in written if p not in dropped]
-    return [a for a in actions if not isinstance(a, CdcFile)]

@@ -13,10 +13,10 @@ from ..format.datafiles import read_live_rows
 from ..format.log import list_log
 from ..format.snapshot import Snapshot
 from ..format.storage import TableStorage
-from ..format.transaction import ALL_BUCKETS, CommitResult, Transaction, commit_create
+from ..format.transaction import ALL_BUCKETS, CommitResult, Transaction, commit_create, write_metrics  # noqa: F401
 from ..spec import config
 from ..spec.actions import Action, AddFile, IndexEntry, IndexFile, Metadata, Txn
-from ..spec.bucket_count import default_num_buckets
+from ..spec.bucket_count import MAX_BUCKETS, default_num_buckets  # noqa: F401 - MAX_BUCKETS re-exported
 from ..spec.change_data import DELETE, labelled
 from ..spec.column_mapping import check_mode_change, evolve, table_schema
 from ..spec.constraints import checker_for
@@ -27,8 +27,6 @@ from .change_data import write_change_data
 from .data import conform, table_fields, to_arrow_table
 from .files import codec_of, write_bucketed_pieces
 from .index_files import PRIMARY, DataPiece, build_index_files
-
-MAX_BUCKETS = 1 << 16
 
 
 def check_num_buckets(num_buckets) -> None:
@@ -262,15 +260,6 @@ def check_txn(txn) -> tuple[str, int]:
     if not isinstance(app_id, str) or not app_id or not isinstance(version, int) or version < 0:
         raise InvalidOptionError(f"txn must be (non-empty str, int >= 0), got {txn!r}")
     return app_id, version
-
-
-def write_metrics(adds) -> dict[str, int]:
-    """The operationMetrics of a commit that adds ``adds``."""
-    return {
-        "numFiles": len(adds),
-        "numOutputRows": sum(a.stats.numRecords for a in adds),
-        "numOutputBytes": sum(a.size for a in adds),
-    }
 
 
 def _cleanup(storage: TableStorage, written: list[str]) -> None:
