@@ -10,14 +10,20 @@ in one Spark job of two stages:
    partition's bucket; files without a bucket in chunks of ``OPTIMIZE_BATCH_BYTES``), one
    group at a time: it reads the group's live rows with the project's reader (deletion
    vectors applied, partition values and column mapping as ``format/datafiles.py`` reads
-   them), writes them with the project's writer (``writer/files.py``: the same bucketing,
-   sort order, statistics and bloom filters) and emits each new file's ``add`` and the
-   index entries of its rows for every ACTIVE index (bucket, key hash, file id, row);
-2. merge: Spark shuffles the entries by (index, index bucket) and sorts them so that
-   each index bucket's entries arrive together; a task merges them with the entries the
-   rewritten index files of that bucket keep (``index_compaction.merge_bucket``, as the
-   single-process ``compact_index`` does) into one index file per index bucket. A memory
-   of one group (stage 1) or one index bucket (stage 2), as in the single-process path.
+   them) and writes them with the project's writer (``writer/files.py``: the same bucketing,
+   sort order, statistics and bloom filters); for every ACTIVE index it keeps the entries of
+   the rows it wrote (16 bytes a row), and at its end (or every ``WRITE_CHUNK_ENTRIES``)
+   sorts them as every build does (``entry_order``) and writes one index file per touched
+   index bucket. It emits each new file's ``add`` and each index file's descriptor: no
+   entry crosses into the JVM;
+2. merge: Spark shuffles those few rows (a row a file) by (index, index bucket); a task
+   takes each index bucket's rows together and leaves one file per index bucket, as the
+   single-process ``compact_index`` does: the one file a rewrite task wrote when no
+   rewritten file of that bucket keeps an entry (nothing read or written: the primary index
+   of an unpartitioned table, whose index bucket is the data bucket one task rewrote), else
+   those files' entries and the ones the rewritten files keep merged into one file
+   (``index_compaction.merge_bucket``) and the merged files deleted. A memory of one group
+   and its entries (stage 1) or one index bucket (stage 2), as in the single-process path.
 
 A failing task deletes what it wrote and fails the job; nothing is committed, and files
 of other tasks or of attempts Spark dropped are named by no version, so ``vacuum``
@@ -93,9 +99,9 @@ def rewrite_files(spark, snapshot: Snapshot, plan: OptimizePlan, written: list[s
 
 
 def _rewritten(spark, job: RewriteJob):
-    """Stage 1: a DataFrame (``ENTRY_SCHEMA``) of the new files' adds and index entries,
-    written by Python tasks that each rewrite some units, one at a time; plus a marker row
-    for every index bucket whose files are rewritten."""
+    """Stage 1: a DataFrame (``ENTRY_SCHEMA``) of the new data and index files, written by
+    Python tasks that each rewrite some units, one at a time, then write their entries; plus
+    a marker row for every index bucket whose files are rewritten."""
 
     def rewrite(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for batch in batches:
@@ -104,15 +110,14 @@ def _rewritten(spark, job: RewriteJob):
 
     out = spark.range(0, len(job.tasks), 1, numPartitions=len(job.tasks)).mapInArrow(rewrite, ENTRY_SCHEMA)
     if job.markers:
-        out = out.unionByName(spark.createDataFrame([(k, None, None, None, None) for k in job.markers], ENTRY_SCHEMA))
+        out = out.unionByName(spark.createDataFrame([(k, None) for k in job.markers], ENTRY_SCHEMA))
     return out
 
 
 def _merged(spark, snapshot: Snapshot, plan: OptimizePlan, entries):
-    """Stage 2: the entries shuffled by (index, index bucket) and sorted so each index
-    bucket's arrive together; a task writes one index file per index bucket, merging the
-    entries the bucket's rewritten files keep (:class:`MergeJob`). The adds pass through. A
-    DataFrame of ``RESULT_SCHEMA``."""
+    """Stage 2: the files' rows shuffled by (index, index bucket) and sorted so each index
+    bucket's arrive together; a task leaves one index file per index bucket
+    (:class:`MergeJob`). The adds pass through. A DataFrame of ``RESULT_SCHEMA``."""
     job = MergeJob.of(snapshot, plan)
     parts = max(1, min(job.pairs(plan), TASKS_PER_CORE * spark.sparkContext.defaultParallelism))
     return entries.repartition(parts, "key").sortWithinPartitions("key").mapInArrow(job.run, RESULT_SCHEMA)

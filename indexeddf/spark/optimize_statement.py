@@ -11,13 +11,14 @@ the Python data source:
    returns the version it planned on instead of committing;
 2. the command reads this source with the option ``_optimizeRewrite`` (the plan): each
    partition (:class:`RewriteReader`) rewrites some groups of files (``RewriteJob``: the live
-   rows read with the project's reader, written with its writer) and yields the new files'
-   adds and their index entries, one more partition the markers of the index buckets whose
-   files are rewritten; the command repartitions the rows by (index, index bucket) and sorts
-   them, as ``optimize(spark=)`` does;
+   rows read with the project's reader, written with its writer, the entries of the rows it
+   wrote written as index files by the task) and yields a row per new data or index file, one
+   more partition the markers of the index buckets whose files are rewritten; the command
+   repartitions these few rows by (index, index bucket) and sorts them, as ``optimize(spark=)``
+   does (no index entry crosses into the JVM);
 3. and writes them back with the operation ``optimizeMerge``: each task
-   (:class:`MergeWriter`) merges each index bucket's entries with what its rewritten files
-   keep (``MergeJob``), and the commit commits ``optimize()`` on the planned version with
+   (:class:`MergeWriter`) leaves one file per index bucket, merging the bucket's new files
+   and what its rewritten files keep (``MergeJob``), and the commit commits ``optimize()`` on the planned version with
    those files: one commit, ``dataChange = false``, the same plan recomputed from that
    version. It leaves Delta's result (:func:`optimize_result`) for the command's row.
 
@@ -92,7 +93,7 @@ class RewriteReader(DataSourceReader):
         return [InputPartition(i) for i in range(len(self.job.tasks) + 1)]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        """The task's new files' adds and index entries (``REWRITE_SCHEMA``)."""
+        """The task's new data and index files (``REWRITE_SCHEMA``)."""
         if partition.value == len(self.job.tasks):
             if self.job.markers:
                 yield self.job.marker_batch()
@@ -116,7 +117,7 @@ class MergeWriter(DataSourceArrowWriter):
         self.job = MergeJob.of(snapshot, optimize_plan)
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> MergedMessage:
-        """Merge the index buckets whose rows (sorted by key) reach this task."""
+        """One file for each index bucket whose rows (sorted by key) reach this task."""
         results = [(r["name"], r["json"]) for batch in self.job.run(iterator) for r in batch.to_pylist()]
         return MergedMessage(results)
 
