@@ -23,7 +23,8 @@ in one Spark job of two stages:
    of an unpartitioned table, whose index bucket is the data bucket one task rewrote), else
    those files' entries and the ones the rewritten files keep merged into one file
    (``index_compaction.merge_bucket``) and the merged files deleted. A memory of one group
-   and its entries (stage 1) or one index bucket (stage 2), as in the single-process path.
+   and at most a chunk of entries an index (stage 1) or one index bucket (stage 2): bounded
+   by a group or a chunk, never by the table.
 
 A failing task deletes what it wrote and fails the job; nothing is committed, and files
 of other tasks or of attempts Spark dropped are named by no version, so ``vacuum``
