@@ -40,6 +40,7 @@ per bucket under the operation's ``pendingDir``, so a failed job leaves what
 
 from __future__ import annotations
 
+import time
 import uuid
 from typing import Iterator
 
@@ -86,17 +87,40 @@ def rewrite_files(spark, snapshot: Snapshot, plan: OptimizePlan, written: list[s
     n_files = sum(len(u) for u in job.units)
     saved = {k: sc.getLocalProperty(k) for k in ("spark.jobGroup.id", "spark.job.description")}
     try:
-        sc.setJobGroup(f"indexeddf-optimize-{uuid.uuid4().hex[:8]}",
+        group = f"indexeddf-optimize-{uuid.uuid4().hex[:8]}"
+        sc.setJobGroup(group,
                        f"indexeddf: optimize ({plan.mode}): rewrite {n_files} data files in {len(job.units)} groups "
                        f"and the index files of {len(plan.indexes)} indexes")
         entries = _rewritten(spark, job)
         merged = _merged(spark, snapshot, plan, entries)
         say(progress, f"optimize: Spark job over {n_files} data files in {len(job.units)} groups")
-        rows = collect_job(merged)
+        try:
+            rows = collect_job(merged)
+        except BaseException:
+            _settle(sc, group)
+            raise
     finally:
         for k, v in saved.items():
             sc.setLocalProperty(k, v)
     return plan_actions(plan, [(r.name, r.json) for r in rows], written, progress)
+
+
+def _settle(sc, group: str, timeout: float = 60.0) -> None:
+    """After a failed job, wait until its other tasks are over: a rewrite task writes its
+    index files when its groups are done, so one that Spark is still cancelling could write
+    them after the failure is reported (and after a ``vacuum`` that follows it). Spark ends a
+    cancelled task's Python worker ``spark.python.task.killTimeout`` after the task ends."""
+    tracker = sc.statusTracker()
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        infos = [tracker.getJobInfo(j) for j in tracker.getJobIdsForGroup(group)]
+        stages = [tracker.getStageInfo(s) for info in infos if info is not None for s in info.stageIds]
+        if not any(st is not None and st.numActiveTasks for st in stages):
+            break
+        time.sleep(0.05)
+    kill = sc.getConf().get("spark.python.task.killTimeout", "2s")
+    seconds = float(kill[:-2]) / 1000 if kill.endswith("ms") else float(kill.rstrip("s"))
+    time.sleep(min(seconds, max(0.0, deadline - time.monotonic())) + 0.5)
 
 
 def _rewritten(spark, job: RewriteJob):

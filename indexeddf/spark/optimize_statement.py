@@ -78,6 +78,10 @@ def rewrite_reader(options: Any) -> "RewriteReader":
     return RewriteReader(RewriteJob.of(snapshot, optimize_plan, TASKS_PER_CORE * int(plan.get("cores") or 1)))
 
 
+SETTLE_SECONDS = 2.5
+"""How long a failed statement waits for the tasks Spark is cancelling: Spark ends a cancelled
+task's Python worker ``spark.python.task.killTimeout`` (2 s by default) after the task ends."""
+
 REWRITE_SCHEMA = ENTRY_SCHEMA
 """The rows the rewrite stage yields (``optimize_tasks.ENTRY_SCHEMA``)."""
 
@@ -138,7 +142,11 @@ class MergeWriter(DataSourceArrowWriter):
                 json.dump(optimize_result(before, after, considered, int(self.plan["startTimeMs"])), f)
 
     def abort(self, messages: list[WriterCommitMessage | None]) -> None:
-        """Delete the data and index files the tasks returned; nothing was committed."""
+        """Delete the data and index files the tasks returned; nothing was committed. First
+        wait :data:`SETTLE_SECONDS`: a rewrite task Spark is still cancelling writes its index
+        files when its groups are done, and should not do so after the statement failed (and
+        after a ``vacuum`` that follows it)."""
+        time.sleep(SETTLE_SECONDS)
         storage = so.shared_storage(self.url, self.storage_options)
         for m in messages:
             if isinstance(m, MergedMessage):
