@@ -320,3 +320,48 @@ def _a_failed_optimize_leaves_nothing(tmp_path, fault: str, optimize) -> None:
     gone = {p for p in named if not pathlib.Path(snap.storage.full(p)).exists()}
     assert len(gone) == (1 if fault == "missing" else 0)  # the file deleted outside indexeddf
     assert _table_files_on_disk(t.path) == named - gone
+
+
+# -- the rewrite tasks write the index files: merged per index bucket only where needed -------------
+def _parquet_files(path: str) -> set[str]:
+    """Every data and index file under the table's folder (partition folders too), not the log's."""
+    root = pathlib.Path(path)
+    return {str(p.relative_to(root)) for p in root.rglob("*.parquet") if "_delta_log" not in p.parts}
+
+
+@pytest.mark.parametrize("way, mode", [("api", "quick"), ("api", "full"), ("sql", "quick")])
+def test_two_indexes_a_partitioned_table_and_deletion_vectors(spark, sql, tmp_path, way, mode):
+    """Index buckets that get entries from several rewrite tasks (a partitioned table: a data
+    bucket is several groups; the secondary indexes hash other columns), a string index and an
+    integer one, deletion vectors, and index buckets whose rewritten files keep entries of files
+    not rewritten (appends after a first optimize): the files and entries are those of the
+    single-process optimize, no file a rewrite task wrote is left beside them, and lookups
+    through every index equal DuckDB's."""
+    t = make(tmp_path / "t", DV, part=3)
+    t.create_index("by_s", ["s"])
+    t.create_index("by_v", ["v"], num_buckets=3)
+    t.optimize("full")
+    for keys in (range(300, 340), [1, 2, 5], range(400, 430)):
+        t.append(rows(keys, 3))
+    t.delete("k IN (3, 40, 105, 150, 151, 301, 402)")
+    before = duck_rows(t.path, "k, v, s, p")
+    single, parallel = twin(tmp_path / "t", tmp_path)
+    on_disk_before = _parquet_files(parallel.path)
+    if way == "api":
+        optimize_both(spark, single, parallel, mode)
+    else:
+        assert single.optimize("quick") > t.version
+        sql(f"OPTIMIZE indexeddf.`{parallel.path}`")
+    assert layout(parallel.path) == layout(single.path)
+    assert duck_rows(parallel.path, "k, v, s, p") == before
+    snap = IndexedTable.for_path(parallel.path).snapshot
+    named = set(snap.files) | {f.path for e in snap.indexes.values() for f in e.files}
+    # Only the new version's files were added: the files merged away are deleted.
+    assert _parquet_files(parallel.path) - on_disk_before == named - on_disk_before
+    def files_a_bucket(side):  # as many index files in each index bucket as one process leaves
+        return {n: sorted(f.bucket for f in e.files) for n, e in IndexedTable.for_path(side.path).snapshot.indexes.items()}
+
+    assert files_a_bucket(parallel) == files_a_bucket(single)
+    check_lookups(spark, parallel, "primary", "k", [1, 2, 5, 17, 105, 301, 333, 401])
+    check_lookups(spark, parallel, "by_s", "s", ["s1", "s2", "s5", "s40", "s41", "nope"])
+    check_lookups(spark, parallel, "by_v", "v", [0, 1, 2, 5, 49])

@@ -10,14 +10,21 @@ in one Spark job of two stages:
    partition's bucket; files without a bucket in chunks of ``OPTIMIZE_BATCH_BYTES``), one
    group at a time: it reads the group's live rows with the project's reader (deletion
    vectors applied, partition values and column mapping as ``format/datafiles.py`` reads
-   them), writes them with the project's writer (``writer/files.py``: the same bucketing,
-   sort order, statistics and bloom filters) and emits each new file's ``add`` and the
-   index entries of its rows for every ACTIVE index (bucket, key hash, file id, row);
-2. merge: Spark shuffles the entries by (index, index bucket) and sorts them so that
-   each index bucket's entries arrive together; a task merges them with the entries the
-   rewritten index files of that bucket keep (``index_compaction.merge_bucket``, as the
-   single-process ``compact_index`` does) into one index file per index bucket. A memory
-   of one group (stage 1) or one index bucket (stage 2), as in the single-process path.
+   them) and writes them with the project's writer (``writer/files.py``: the same bucketing,
+   sort order, statistics and bloom filters); for every ACTIVE index it keeps the entries of
+   the rows it wrote (16 bytes a row), and at its end (or every ``WRITE_CHUNK_ENTRIES``)
+   sorts them as every build does (``entry_order``) and writes one index file per touched
+   index bucket. It emits each new file's ``add`` and each index file's descriptor: no
+   entry crosses into the JVM;
+2. merge: Spark shuffles those few rows (a row a file) by (index, index bucket); a task
+   takes each index bucket's rows together and leaves one file per index bucket, as the
+   single-process ``compact_index`` does: the one file a rewrite task wrote when no
+   rewritten file of that bucket keeps an entry (nothing read or written: the primary index
+   of an unpartitioned table, whose index bucket is the data bucket one task rewrote), else
+   those files' entries and the ones the rewritten files keep merged into one file
+   (``index_compaction.merge_bucket``) and the merged files deleted. A memory of one group
+   and at most a chunk of entries an index (stage 1) or one index bucket (stage 2): bounded
+   by a group or a chunk, never by the table.
 
 A failing task deletes what it wrote and fails the job; nothing is committed, and files
 of other tasks or of attempts Spark dropped are named by no version, so ``vacuum``
@@ -33,6 +40,7 @@ per bucket under the operation's ``pendingDir``, so a failed job leaves what
 
 from __future__ import annotations
 
+import time
 import uuid
 from typing import Iterator
 
@@ -79,23 +87,46 @@ def rewrite_files(spark, snapshot: Snapshot, plan: OptimizePlan, written: list[s
     n_files = sum(len(u) for u in job.units)
     saved = {k: sc.getLocalProperty(k) for k in ("spark.jobGroup.id", "spark.job.description")}
     try:
-        sc.setJobGroup(f"indexeddf-optimize-{uuid.uuid4().hex[:8]}",
+        group = f"indexeddf-optimize-{uuid.uuid4().hex[:8]}"
+        sc.setJobGroup(group,
                        f"indexeddf: optimize ({plan.mode}): rewrite {n_files} data files in {len(job.units)} groups "
                        f"and the index files of {len(plan.indexes)} indexes")
         entries = _rewritten(spark, job)
         merged = _merged(spark, snapshot, plan, entries)
         say(progress, f"optimize: Spark job over {n_files} data files in {len(job.units)} groups")
-        rows = collect_job(merged)
+        try:
+            rows = collect_job(merged)
+        except BaseException:
+            _settle(sc, group)
+            raise
     finally:
         for k, v in saved.items():
             sc.setLocalProperty(k, v)
     return plan_actions(plan, [(r.name, r.json) for r in rows], written, progress)
 
 
+def _settle(sc, group: str, timeout: float = 60.0) -> None:
+    """After a failed job, wait until its other tasks are over: a rewrite task writes its
+    index files when its groups are done, so one that Spark is still cancelling could write
+    them after the failure is reported (and after a ``vacuum`` that follows it). Spark ends a
+    cancelled task's Python worker ``spark.python.task.killTimeout`` after the task ends."""
+    tracker = sc.statusTracker()
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        infos = [tracker.getJobInfo(j) for j in tracker.getJobIdsForGroup(group)]
+        stages = [tracker.getStageInfo(s) for info in infos if info is not None for s in info.stageIds]
+        if not any(st is not None and st.numActiveTasks for st in stages):
+            break
+        time.sleep(0.05)
+    kill = sc.getConf().get("spark.python.task.killTimeout", "2s")
+    seconds = float(kill[:-2]) / 1000 if kill.endswith("ms") else float(kill.rstrip("s"))
+    time.sleep(min(seconds, max(0.0, deadline - time.monotonic())) + 0.5)
+
+
 def _rewritten(spark, job: RewriteJob):
-    """Stage 1: a DataFrame (``ENTRY_SCHEMA``) of the new files' adds and index entries,
-    written by Python tasks that each rewrite some units, one at a time; plus a marker row
-    for every index bucket whose files are rewritten."""
+    """Stage 1: a DataFrame (``ENTRY_SCHEMA``) of the new data and index files, written by
+    Python tasks that each rewrite some units, one at a time, then write their entries; plus
+    a marker row for every index bucket whose files are rewritten."""
 
     def rewrite(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for batch in batches:
@@ -104,15 +135,14 @@ def _rewritten(spark, job: RewriteJob):
 
     out = spark.range(0, len(job.tasks), 1, numPartitions=len(job.tasks)).mapInArrow(rewrite, ENTRY_SCHEMA)
     if job.markers:
-        out = out.unionByName(spark.createDataFrame([(k, None, None, None, None) for k in job.markers], ENTRY_SCHEMA))
+        out = out.unionByName(spark.createDataFrame([(k, None) for k in job.markers], ENTRY_SCHEMA))
     return out
 
 
 def _merged(spark, snapshot: Snapshot, plan: OptimizePlan, entries):
-    """Stage 2: the entries shuffled by (index, index bucket) and sorted so each index
-    bucket's arrive together; a task writes one index file per index bucket, merging the
-    entries the bucket's rewritten files keep (:class:`MergeJob`). The adds pass through. A
-    DataFrame of ``RESULT_SCHEMA``."""
+    """Stage 2: the files' rows shuffled by (index, index bucket) and sorted so each index
+    bucket's arrive together; a task leaves one index file per index bucket
+    (:class:`MergeJob`). The adds pass through. A DataFrame of ``RESULT_SCHEMA``."""
     job = MergeJob.of(snapshot, plan)
     parts = max(1, min(job.pairs(plan), TASKS_PER_CORE * spark.sparkContext.defaultParallelism))
     return entries.repartition(parts, "key").sortWithinPartitions("key").mapInArrow(job.run, RESULT_SCHEMA)

@@ -11,13 +11,14 @@ the Python data source:
    returns the version it planned on instead of committing;
 2. the command reads this source with the option ``_optimizeRewrite`` (the plan): each
    partition (:class:`RewriteReader`) rewrites some groups of files (``RewriteJob``: the live
-   rows read with the project's reader, written with its writer) and yields the new files'
-   adds and their index entries, one more partition the markers of the index buckets whose
-   files are rewritten; the command repartitions the rows by (index, index bucket) and sorts
-   them, as ``optimize(spark=)`` does;
+   rows read with the project's reader, written with its writer, the entries of the rows it
+   wrote written as index files by the task) and yields a row per new data or index file, one
+   more partition the markers of the index buckets whose files are rewritten; the command
+   repartitions these few rows by (index, index bucket) and sorts them, as ``optimize(spark=)``
+   does (no index entry crosses into the JVM);
 3. and writes them back with the operation ``optimizeMerge``: each task
-   (:class:`MergeWriter`) merges each index bucket's entries with what its rewritten files
-   keep (``MergeJob``), and the commit commits ``optimize()`` on the planned version with
+   (:class:`MergeWriter`) leaves one file per index bucket, merging the bucket's new files
+   and what its rewritten files keep (``MergeJob``), and the commit commits ``optimize()`` on the planned version with
    those files: one commit, ``dataChange = false``, the same plan recomputed from that
    version. It leaves Delta's result (:func:`optimize_result`) for the command's row.
 
@@ -77,6 +78,10 @@ def rewrite_reader(options: Any) -> "RewriteReader":
     return RewriteReader(RewriteJob.of(snapshot, optimize_plan, TASKS_PER_CORE * int(plan.get("cores") or 1)))
 
 
+SETTLE_SECONDS = 2.5
+"""How long a failed statement waits for the tasks Spark is cancelling: Spark ends a cancelled
+task's Python worker ``spark.python.task.killTimeout`` (2 s by default) after the task ends."""
+
 REWRITE_SCHEMA = ENTRY_SCHEMA
 """The rows the rewrite stage yields (``optimize_tasks.ENTRY_SCHEMA``)."""
 
@@ -92,7 +97,7 @@ class RewriteReader(DataSourceReader):
         return [InputPartition(i) for i in range(len(self.job.tasks) + 1)]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        """The task's new files' adds and index entries (``REWRITE_SCHEMA``)."""
+        """The task's new data and index files (``REWRITE_SCHEMA``)."""
         if partition.value == len(self.job.tasks):
             if self.job.markers:
                 yield self.job.marker_batch()
@@ -116,7 +121,7 @@ class MergeWriter(DataSourceArrowWriter):
         self.job = MergeJob.of(snapshot, optimize_plan)
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> MergedMessage:
-        """Merge the index buckets whose rows (sorted by key) reach this task."""
+        """One file for each index bucket whose rows (sorted by key) reach this task."""
         results = [(r["name"], r["json"]) for batch in self.job.run(iterator) for r in batch.to_pylist()]
         return MergedMessage(results)
 
@@ -137,7 +142,11 @@ class MergeWriter(DataSourceArrowWriter):
                 json.dump(optimize_result(before, after, considered, int(self.plan["startTimeMs"])), f)
 
     def abort(self, messages: list[WriterCommitMessage | None]) -> None:
-        """Delete the data and index files the tasks returned; nothing was committed."""
+        """Delete the data and index files the tasks returned; nothing was committed. First
+        wait :data:`SETTLE_SECONDS`: a rewrite task Spark is still cancelling writes its index
+        files when its groups are done, and should not do so after the statement failed (and
+        after a ``vacuum`` that follows it)."""
+        time.sleep(SETTLE_SECONDS)
         storage = so.shared_storage(self.url, self.storage_options)
         for m in messages:
             if isinstance(m, MergedMessage):

@@ -2,6 +2,15 @@
 rewrite task (stage 1) and a merge task (stage 2) do, as picklable jobs, and the actions the
 driver commits from what they return.
 
+No index entry crosses into the JVM: a rewrite task writes the entries of the rows it wrote
+as index files itself (one a touched index bucket, sorted as every build sorts them), and what
+passes between the stages is one small row per file (a data file's ``add``, an index file's
+descriptor, a marker of a rewritten index bucket). A merge task gets an index bucket's rows
+together and leaves one file per index bucket, as the single-process optimize does: the one
+file a rewrite task wrote as it is when nothing else lands in that bucket, else the files'
+entries and those the bucket's rewritten files keep merged into one (the merged-away files
+deleted).
+
 ``optimize.py`` runs them in ``mapInArrow`` tasks (``optimize(spark=)``);
 ``optimize_statement.py`` runs them as the reader and the writer of the Python data source
 (SQL ``OPTIMIZE`` on executors, the connector shuffling between them). This module imports
@@ -25,21 +34,20 @@ from ..spec.actions import AddFile, IndexEntry, IndexFile
 from ..spec.column_mapping import table_schema
 from ..writer.files import codec_of, write_bucketed_pieces
 from ..writer.index_compaction import kept_ids, merge_bucket, rewritten_by_bucket
-from ..writer.index_files import DataPiece, entry_arrays
+from ..writer.index_files import DataPiece, entry_arrays, entry_order, read_entries, write_entries
 from ..writer.lifecycle import Progress, say
 from ..writer.maintenance import FOREIGN, OPTIMIZE_BATCH_BYTES, OptimizePlan
 from ..writer.operations import MAX_BUCKETS
-from .index_tasks import balanced_groups
+from .index_tasks import WRITE_CHUNK_ENTRIES, balanced_groups
 from .options import shared_storage
 
-ENTRY_SCHEMA = "key int, hash long, file_id long, row int, add string"
-"""A row between the two stages: an index entry (``key``: its index's position times :data:`KEY_STRIDE` plus its index
-bucket; ``add`` NULL), a new data file (``add``, its action as JSON; the rest
-NULL) or a marker that an index bucket's files are rewritten though no new entry lands
-there (``file_id`` NULL). One int key: Spark shuffles and sorts it cheaper than a name and
-a bucket."""
-ENTRY_ARROW = pa.schema([("key", pa.int32()), ("hash", pa.int64()), ("file_id", pa.int64()), ("row", pa.int32()),
-                         ("add", pa.string())])
+ENTRY_SCHEMA = "key int, json string"
+"""A row between the two stages: a new data file (``key`` NULL, ``json`` its ``add``), an
+index file a rewrite task wrote (``key``: its index's position times :data:`KEY_STRIDE` plus
+its index bucket; ``json`` its descriptor) or a marker that an index bucket's files are
+rewritten (``json`` NULL: its merge task runs though no new file lands there). One int key:
+Spark shuffles and sorts it cheaper than a name and a bucket."""
+ENTRY_ARROW = pa.schema([("key", pa.int32()), ("json", pa.string())])
 RESULT_SCHEMA = "name string, json string"
 """What the job returns: an ``add`` (``name`` NULL) or an index file of index ``name``, as JSON."""
 RESULT_ARROW = pa.schema([("name", pa.string()), ("json", pa.string())])
@@ -85,7 +93,8 @@ class RewriteJob:
     layout: tuple
     """Index columns, bucket count, row group bytes, partition columns of the table."""
     indexes: list[tuple]
-    """Per ACTIVE index: its first key, its columns, its bucket count."""
+    """Per ACTIVE index: its first key, its columns, its bucket count, its name (the folder of
+    its files)."""
     units: list[list[str]]
     tasks: list[list[int]]
     """The units (by position) of each task: about equal bytes."""
@@ -103,68 +112,83 @@ class RewriteJob:
         units = units_of(plan.groups)
         return cls(
             storage.url, storage.storage_options, snapshot.version, table_schema(meta), layout,
-            [(i * KEY_STRIDE, list(e.columns), e.numBuckets) for i, e in enumerate(plan.indexes)],
+            [(i * KEY_STRIDE, list(e.columns), e.numBuckets, e.name) for i, e in enumerate(plan.indexes)],
             [[a.model_copy(update={"stats": None}).model_dump_json(by_alias=True) for a in unit] for unit in units],
             balanced_groups([sum(a.size for a in unit) for unit in units], tasks),
             [i * KEY_STRIDE + b for i, e in enumerate(plan.indexes) for b in rewritten_by_bucket(e, plan.rewrite[e.name])])
 
     def run(self, task: int) -> Iterator[pa.RecordBatch]:
-        """Task ``task``'s rows (``ENTRY_ARROW``): its units rewritten one at a time."""
+        """Task ``task``'s rows (``ENTRY_ARROW``): its units rewritten one at a time, the
+        entries of the rows it wrote collected per index and written as index files (one a
+        touched index bucket and chunk of ``WRITE_CHUNK_ENTRIES``). A failure deletes every
+        file the task wrote."""
         storage = shared_storage(self.url, self.options)
-        for u in self.tasks[task]:
-            adds = [AddFile.model_validate_json(j) for j in self.units[u]]
-            yield from _rewrite_unit(storage, adds, self.schema, self.version, self.layout, self.indexes)
+        written: list[str] = []
+        entries = _TaskEntries(storage, self.indexes, written)
+        out: list[pa.RecordBatch] = []
+        try:
+            for u in self.tasks[task]:
+                adds = [AddFile.model_validate_json(j) for j in self.units[u]]
+                out.append(_rewrite_unit(storage, adds, self.schema, self.version, self.layout, entries, written))
+                out += entries.flush(full_only=True)
+            out += entries.flush(full_only=False)
+        except BaseException:
+            for path in written:  # the job fails; nothing of this task is committed
+                storage.delete(path)
+            raise
+        yield from out
 
     def marker_batch(self) -> pa.RecordBatch:
-        """A row per index bucket whose files are rewritten (``file_id`` NULL): its merge
-        task runs though no new entry lands there."""
-        n = len(self.markers)
-        return pa.record_batch([pa.array(self.markers, pa.int32()), pa.nulls(n, pa.int64()), pa.nulls(n, pa.int64()),
-                                pa.nulls(n, pa.int32()), pa.nulls(n, pa.string())], schema=ENTRY_ARROW)
+        """A row per index bucket whose files are rewritten (``json`` NULL): its merge task
+        runs though no new file lands there."""
+        return pa.record_batch([pa.array(self.markers, pa.int32()), pa.nulls(len(self.markers), pa.string())],
+                               schema=ENTRY_ARROW)
 
 
 @dataclass
 class MergeJob:
-    """Stage 2, for every task: per ACTIVE index, its name, its rewritten files per index
-    bucket (JSON) and the data file ids whose entries are kept."""
+    """Stage 2, for every task: per ACTIVE index, its name, the rewritten files per index
+    bucket that keep some entry (JSON) and the data file ids whose entries are kept."""
 
     url: str
     options: dict
     names: list[str]
     old: list[dict]
+    """Per index, index bucket -> its rewritten files that name a kept data file: the only
+    ones a merge reads (the others' entries are all dropped)."""
     keep: list
 
     @classmethod
     def of(cls, snapshot: Snapshot, plan: OptimizePlan) -> "MergeJob":
         """The job of ``plan`` over ``snapshot``."""
         storage = snapshot.storage
-        return cls(storage.url, storage.storage_options, [e.name for e in plan.indexes],
-                   [{b: [f.model_dump_json() for f in fs] for b, fs in rewritten_by_bucket(e, plan.rewrite[e.name]).items()}
-                    for e in plan.indexes],
-                   [kept_ids(e, plan.rewrite[e.name], plan.keep_ids) for e in plan.indexes])
+        keep = [kept_ids(e, plan.rewrite[e.name], plan.keep_ids) for e in plan.indexes]
+        old = []
+        for e, ids in zip(plan.indexes, keep):
+            kept = set(ids.tolist())
+            old.append({b: [f.model_dump_json() for f in fs if kept.intersection(f.fileIds)]
+                        for b, fs in rewritten_by_bucket(e, plan.rewrite[e.name]).items()})
+        return cls(storage.url, storage.storage_options, [e.name for e in plan.indexes], old, keep)
 
     def pairs(self, plan: OptimizePlan) -> int:
         """The (index, index bucket) keys there may be: the most merge tasks that get work."""
         return sum(e.numBuckets for e in plan.indexes)
 
     def run(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        """A merge task over rows sorted by key: one index file per index bucket, merging the
-        entries the bucket's rewritten files keep; the adds pass through (``RESULT_ARROW``).
-        A failure deletes the index files the task wrote."""
+        """A merge task over rows sorted by key: one index file per index bucket
+        (:meth:`merge`); the adds pass through (``RESULT_ARROW``). A failure deletes the index
+        files the task wrote."""
         storage = shared_storage(self.url, self.options)
         written: list[str] = []
         try:
             for key, run in _runs(batches):
                 if key is None:  # the adds
-                    yield from pa.table([pa.nulls(run.num_rows, pa.string()), run.column("add")],
+                    yield from pa.table([pa.nulls(run.num_rows, pa.string()), run.column("json")],
                                         schema=RESULT_ARROW).to_batches()
                     continue
                 i, bucket = divmod(key, KEY_STRIDE)
-                new = run.filter(run.column("file_id").is_valid())
-                added = None if not new.num_rows else (new.column("hash").to_numpy().astype(np.uint32),
-                                                        new.column("file_id").to_numpy(), new.column("row").to_numpy())
-                files = [IndexFile.model_validate_json(j) for j in self.old[i].get(bucket, ())]
-                f = merge_bucket(storage, files, self.keep[i], added, self.names[i], bucket, written)
+                new = [IndexFile.model_validate_json(j) for j in run.column("json").to_pylist() if j is not None]
+                f = self.merge(storage, i, bucket, new, written)
                 if f is not None:
                     yield pa.RecordBatch.from_pylist([{"name": self.names[i], "json": f.model_dump_json()}],
                                                      schema=RESULT_ARROW)
@@ -172,6 +196,23 @@ class MergeJob:
             for path in written:  # the job fails; this task's index files are not committed
                 storage.delete(path)
             raise
+
+    def merge(self, storage, i: int, bucket: int, new: list[IndexFile], written: list[str]) -> IndexFile | None:
+        """Index ``i``'s one file of ``bucket``: the one file a rewrite task wrote there when no
+        rewritten file keeps an entry (no read, no write), else the entries of ``new`` and those
+        the rewritten files keep merged into one (``merge_bucket``) and ``new`` deleted; None
+        when no entry is left."""
+        old = [IndexFile.model_validate_json(j) for j in self.old[i].get(bucket, ())]
+        if not old and len(new) <= 1:
+            return new[0] if new else None
+        added = None
+        if new:  # the new files hold only entries of new data files: all are kept
+            parts = [read_entries(storage, f) for f in new]
+            added = tuple(np.concatenate([t.column(c).to_numpy() for t in parts]) for c in ("hash", "file_id", "row"))
+        f = merge_bucket(storage, old, self.keep[i], added, self.names[i], bucket, written)
+        for n in new:  # merged away: no version will name them
+            storage.delete(n.path)
+        return f
 
 
 def plan_actions(plan: OptimizePlan, results: list[tuple[str | None, str]], written: list[str],
@@ -200,38 +241,57 @@ def plan_actions(plan: OptimizePlan, results: list[tuple[str | None, str]], writ
 
 
 def _rewrite_unit(storage, adds: list[AddFile], schema: pa.Schema, version: int, layout: tuple,
-                  indexes: list[tuple]) -> Iterator[pa.RecordBatch]:
+                  entries: "_TaskEntries", written: list[str]) -> pa.RecordBatch:
     """One unit rewritten as ``rewrite_here`` rewrites a batch: its live rows read and
-    written by bucket (and partition); the new files' adds and their rows' index entries.
-    A failure deletes the files this unit wrote."""
+    written by bucket (and partition); the new files' adds (a batch of ``ENTRY_ARROW``), their
+    rows' index entries handed to ``entries``. New paths go into ``written``."""
     index_columns, num_buckets, rg_bytes, partition_columns, codec = layout
-    written: list[str] = []
-    try:
-        rows = pa.concat_tables([read_live_rows(storage, a, schema, version=version) for a in adds])
-        new = write_bucketed_pieces(storage, rows, index_columns, num_buckets, rg_bytes, written,
-                                    partition_columns, schema, codec)
+    rows = pa.concat_tables([read_live_rows(storage, a, schema, version=version) for a in adds])
+    new = write_bucketed_pieces(storage, rows, index_columns, num_buckets, rg_bytes, written,
+                                partition_columns, schema, codec)
+    out = []
+    for add, file_rows in new:
+        add = add.model_copy(update={"dataChange": False})
+        out.append(add.model_dump_json(by_alias=True))
+        entries.add(add.fileId, file_rows)
+    return pa.record_batch([pa.nulls(len(out), pa.int32()), pa.array(out, pa.string())], schema=ENTRY_ARROW)
+
+
+class _TaskEntries:
+    """A rewrite task's index entries, per index, until written: a chunk of
+    ``WRITE_CHUNK_ENTRIES`` an index sorted by index bucket, hash, file id and row
+    (``entry_order``, as every build sorts them) and written as one index file per index
+    bucket into the index's folder (``write_entries``). Memory: a chunk of entries an index,
+    not the task's rows."""
+
+    def __init__(self, storage, indexes: list[tuple], written: list[str]):
+        self.storage, self.indexes, self.written = storage, indexes, written
+        self.parts: list[list[tuple]] = [[] for _ in indexes]
+
+    def add(self, file_id: int, rows: pa.Table) -> None:
+        """The entries of a new data file's ``rows`` (in file order) in every index."""
+        for parts, (_, columns, buckets, _) in zip(self.parts, self.indexes):
+            found = entry_arrays(columns, buckets, [DataPiece(file_id, rows.select(columns))])
+            if found is not None:
+                parts.append(found)
+
+    def flush(self, full_only: bool) -> list[pa.RecordBatch]:
+        """Write the entries of each index (with ``full_only``, only of an index holding a
+        whole chunk); a batch of ``ENTRY_ARROW`` per index written, a row per file."""
         out = []
-        for add, file_rows in new:
-            add = add.model_copy(update={"dataChange": False})
-            out.append(pa.RecordBatch.from_pylist([{"add": add.model_dump_json(by_alias=True)}], schema=ENTRY_ARROW))
-            for base, columns, buckets in indexes:
-                found = entry_arrays(columns, buckets, [DataPiece(add.fileId, file_rows.select(columns))])
-                if found is not None:
-                    out.append(_entry_batch(base, *found))
-    except BaseException:
-        for path in written:  # the job fails; nothing of this unit is committed
-            storage.delete(path)
-        raise
-    yield from out
-
-
-def _entry_batch(base: int, hashes, file_ids, rows, buckets) -> pa.RecordBatch:
-    n = len(hashes)
-    return pa.record_batch([
-        pa.array((base + buckets).astype(np.int32), pa.int32()),
-        pa.array(hashes.astype(np.int64), pa.int64()), pa.array(file_ids, pa.int64()),
-        pa.array(rows.astype(np.int32), pa.int32()), pa.nulls(n, pa.string()),
-    ], schema=ENTRY_ARROW)
+        for i, (base, _, _, name) in enumerate(self.indexes):
+            parts = self.parts[i]
+            if not parts or (full_only and sum(len(p[0]) for p in parts) < WRITE_CHUNK_ENTRIES):
+                continue
+            hashes, file_ids, rows, buckets = (np.concatenate([p[j] for p in parts]) for j in range(4))
+            self.parts[i] = []
+            order = entry_order(buckets, hashes, file_ids, rows)
+            files = write_entries(self.storage, name, hashes[order].astype(np.uint32), file_ids[order],
+                                  rows[order].astype(np.int32), buckets[order], self.written)
+            out.append(pa.record_batch([pa.array([base + f.bucket for f in files], pa.int32()),
+                                        pa.array([f.model_dump_json() for f in files], pa.string())],
+                                       schema=ENTRY_ARROW))
+        return out
 
 
 def _runs(batches: Iterator[pa.RecordBatch]) -> Iterator[tuple]:

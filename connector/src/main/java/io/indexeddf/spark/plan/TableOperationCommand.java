@@ -398,9 +398,10 @@ public final class TableOperationCommand extends JavaCommand {
     /**
      * {@code OPTIMIZE}'s rewrite as the job of {@code optimize(spark=)}: the first write's commit
      * planned it (the version it read); here the Python data source's reader rewrites the groups of
-     * files in its partitions, a task a group of groups, and yields the new files' adds and their
-     * index entries; Spark shuffles them by (index, index bucket) and sorts them; the write's tasks
-     * merge each index bucket's entries and its commit commits the optimize once
+     * files in its partitions, a task a group of groups, writes the index files of the rows it
+     * wrote and yields a row per new data or index file (no index entry crosses into the JVM);
+     * Spark shuffles these few rows by (index, index bucket) and sorts them; the write's tasks
+     * leave one index file per index bucket and its commit commits the optimize once
      * ({@code indexeddf/spark/optimize_statement.py}).
      */
     private JsonNode optimizeOnExecutors(SparkSession session, SqlTable table, JsonNode plan) {
