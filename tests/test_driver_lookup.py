@@ -444,3 +444,32 @@ def test_index_blocks_decoded_from_their_pages_answer_as_spark_and_pyarrow_reads
                        compression="snappy", use_dictionary=False, write_statistics=["hash"])
     jvm_cache_clear(spark, "Footers")
     check()
+
+
+def test_a_point_read_of_a_large_row_group_stops_after_its_last_row(spark, tmp_path):
+    # A lookup of a few rows decodes a data row group in small batches and stops after the last
+    # wanted row (data files are sorted by key). One row group of 6,000 rows: keys at its start,
+    # across batch boundaries, at its end, a key of 20 rows (read in full batches) and deletion
+    # vectors give pyarrow's read of the file without the rows the DVs delete, filtered by DuckDB.
+    import pyarrow.parquet as pq
+    from dv_helpers import mark_deleted
+
+    path = tmp_path / "t"
+    keys = [k for k in range(3000) for _ in range(2)] + [1023] + [4000] * 20
+    IndexedTable.create(str(path), rows_of(keys), index_columns=["k"], num_buckets=1)
+    snap = IndexedTable.for_path(str(path)).snapshot
+    (live,) = snap.live_files()
+    assert pq.ParquetFile(path / live.path).metadata.row_group(0).num_rows > 4096
+    mark_deleted(str(path), {live.path: list(range(1, live.stats.numRecords, 5))})
+    table = pq.read_table(path / live.path, columns=["k", "s", "v"])
+    reference = table.filter(pa.array([i % 5 != 1 for i in range(table.num_rows)]))
+    df = load(spark, path)
+    for where in ("k = 0", "k = 511", "k = 512", "k = 1023", "k = 2047", "k = 2999", "k = 4000", "k IN (3, 1500, 2998)",
+                  "k = 3500"):
+        con = duckdb.connect()
+        con.register("t", reference)
+        want = con.execute(f"SELECT k, s, v FROM t WHERE {where}").arrow()
+        want = want.read_all() if isinstance(want, pa.RecordBatchReader) else want
+        before = jobs(spark)
+        assert same(collected(df.where(where)), want), where
+        assert jobs(spark) == before, where  # answered on the driver
