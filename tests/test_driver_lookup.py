@@ -386,3 +386,90 @@ def test_lookups_through_compact_footers_equal_spark_and_pyarrow_reads(spark, tm
     mark_deleted(str(path), {a.path: list(range(0, a.stats.numRecords, 3)) for a in snap.live_files()})
     kept = [pq.read_table(f, columns=["k", "s", "v"]) for f in files]  # the DVs delete every third row of each
     check(pa.concat_tables([t.filter(pa.array([i % 3 != 0 for i in range(t.num_rows)])) for t in kept]))
+
+
+def test_index_blocks_decoded_from_their_pages_answer_as_spark_and_pyarrow_reads(spark, tmp_path):
+    # The connector decodes index blocks straight from their pages (parquet-mr's page reader
+    # and values decoders, not Spark's vectorized reader). Many blocks in two buckets, a key
+    # repeated past a block, an append the index does not cover (hybrid scan) and deletion
+    # vectors: lookups of new keys one at a time and a list touching several blocks of a file
+    # (read in one pass) give pyarrow's read of the live files without the rows the DVs delete,
+    # filtered by DuckDB; so they do once the index files are re-encoded as other Parquet
+    # writers could (data page v2, snappy, no dictionary, required columns), still decoded
+    # from their pages.
+    import pyarrow.parquet as pq
+    from connector_helpers import jvm_diagnostic
+    from dv_helpers import mark_deleted
+
+    from indexeddf.writer.index_files import ENTRY_ROW_GROUP
+
+    path = tmp_path / "t"
+    n = 6 * ENTRY_ROW_GROUP
+    IndexedTable.create(str(path), rows_of(list(range(n)) + [13] * (ENTRY_ROW_GROUP + 40)), index_columns=["k"],
+                        num_buckets=2, properties={"indexeddf.index.autoRefresh": "false",
+                                                   "indexeddf.targetRowGroupBytes": "4096"})
+    IndexedTable.for_path(str(path)).append(rows_of(list(range(n - 30, n + 30)) + [13], tag="b"))  # not indexed
+    snap = IndexedTable.for_path(str(path)).snapshot
+    mark_deleted(str(path), {a.path: list(range(0, a.stats.numRecords, 4)) for a in snap.live_files()})
+    kept = [pq.read_table(path / a.path, columns=["k", "s", "v"]) for a in snap.live_files()]
+    reference = pa.concat_tables([t.filter(pa.array([i % 4 != 0 for i in range(t.num_rows)])) for t in kept])
+    index_files = [path / f.path for e in snap.indexes.values() for f in e.files]
+    assert min(pq.ParquetFile(p).metadata.num_row_groups for p in index_files) >= 3
+
+    def duck(where: str) -> pa.Table:
+        con = duckdb.connect()
+        con.register("t", reference)
+        out = con.execute(f"SELECT k, s, v FROM t WHERE {where}").arrow()
+        return out.read_all() if isinstance(out, pa.RecordBatchReader) else out
+
+    wheres = [f"k = {k}" for k in (13, 0, 4, 5, 1000, 17_000, 33_333, 70_001, n - 1, n - 20, n + 10, -5)]
+    wheres += [f"k IN ({', '.join(map(str, range(1, n, n // 12)))})", "k = 13 AND v > 100"]
+
+    def check():
+        df = load(spark, path)
+        direct, through_spark = (int(x) for x in jvm_diagnostic(spark, "indexBlockReads"))
+        for where in wheres:
+            jvm_cache_clear(spark, "IndexSegments")  # each lookup reads its blocks
+            before = jobs(spark)
+            got = collected(df.where(where))
+            assert jobs(spark) == before, where  # answered on the driver
+            assert same(got, duck(where)), where
+        now = [int(x) for x in jvm_diagnostic(spark, "indexBlockReads")]
+        assert now[0] > direct + len(wheres) and now[1] == through_spark, (direct, through_spark, now)
+
+    check()
+    required = pa.schema([pa.field(f.name, f.type, nullable=False) for f in pq.read_schema(index_files[0])])
+    for p in index_files:
+        pq.write_table(pq.read_table(p).cast(required), p, row_group_size=ENTRY_ROW_GROUP, data_page_version="2.0",
+                       compression="snappy", use_dictionary=False, write_statistics=["hash"])
+    jvm_cache_clear(spark, "Footers")
+    check()
+
+
+def test_a_point_read_of_a_large_row_group_stops_after_its_last_row(spark, tmp_path):
+    # A lookup of a few rows decodes a data row group in small batches and stops after the last
+    # wanted row (data files are sorted by key). One row group of 6,000 rows: keys at its start,
+    # across batch boundaries, at its end, a key of 20 rows (read in full batches) and deletion
+    # vectors give pyarrow's read of the file without the rows the DVs delete, filtered by DuckDB.
+    import pyarrow.parquet as pq
+    from dv_helpers import mark_deleted
+
+    path = tmp_path / "t"
+    keys = [k for k in range(3000) for _ in range(2)] + [1023] + [4000] * 20
+    IndexedTable.create(str(path), rows_of(keys), index_columns=["k"], num_buckets=1)
+    snap = IndexedTable.for_path(str(path)).snapshot
+    (live,) = snap.live_files()
+    assert pq.ParquetFile(path / live.path).metadata.row_group(0).num_rows > 4096
+    mark_deleted(str(path), {live.path: list(range(1, live.stats.numRecords, 5))})
+    table = pq.read_table(path / live.path, columns=["k", "s", "v"])
+    reference = table.filter(pa.array([i % 5 != 1 for i in range(table.num_rows)]))
+    df = load(spark, path)
+    for where in ("k = 0", "k = 511", "k = 512", "k = 1023", "k = 2047", "k = 2999", "k = 4000", "k IN (3, 1500, 2998)",
+                  "k = 3500"):
+        con = duckdb.connect()
+        con.register("t", reference)
+        want = con.execute(f"SELECT k, s, v FROM t WHERE {where}").arrow()
+        want = want.read_all() if isinstance(want, pa.RecordBatchReader) else want
+        before = jobs(spark)
+        assert same(collected(df.where(where)), want), where
+        assert jobs(spark) == before, where  # answered on the driver

@@ -37,6 +37,14 @@ public final class Diagnostics {
         IndexSegments.clear();
     }
 
+    /**
+     * Row groups of index files read so far in this JVM: {decoded straight from their pages,
+     * read through Spark's Parquet reader} (the second for a layout index writers do not give).
+     */
+    public static long[] indexBlockReads() {
+        return IndexSegments.readStats();
+    }
+
     /** The cache of Parquet footers (compact): {footers, bytes} held. */
     public static long[] footerCacheStats() {
         return ParquetRows.footerCacheStats();

@@ -152,16 +152,55 @@ public final class IndexSegments {
         if (n < 2 || groups.size() > BLOCK_SHARE * n) {
             return java.util.Collections.singletonList(segment(entries, path, numEntries, maxBytes));
         }
-        List<Segment> out = new java.util.ArrayList<>(groups.size());
-        for (int g : groups) {
-            String blockKey = key + "#" + g;
-            Segment s = CACHE.get(blockKey);
-            if (s == null) {
-                // Just this row group, through the cached footer (no footer read again).
-                s = read(entries, path, new int[] {g}, footer.rowBounds[g + 1] - footer.rowBounds[g]);
-                CACHE.put(blockKey, s, maxBytes);
+        Segment[] out = new Segment[groups.size()];
+        List<Integer> missing = new java.util.ArrayList<>();
+        for (int i = 0; i < out.length; i++) {
+            out[i] = CACHE.get(key + "#" + groups.get(i));
+            if (out[i] == null) {
+                missing.add(i);
             }
-            out.add(s);
+        }
+        if (!missing.isEmpty()) {
+            // The missing blocks of the file in one pass, through the cached footer (no footer read again).
+            int[] toRead = new int[missing.size()];
+            for (int i = 0; i < toRead.length; i++) {
+                toRead[i] = groups.get(missing.get(i));
+            }
+            Segment[] read = readBlocks(entries, path, footer, toRead, conf);
+            for (int i = 0; i < read.length; i++) {
+                CACHE.put(key + "#" + toRead[i], read[i], maxBytes);
+                out[missing.get(i)] = read[i];
+            }
+        }
+        return java.util.Arrays.asList(out);
+    }
+
+    /** Blocks read by decoding their pages directly ({@link EntryPages}), and through Spark's reader. */
+    private static final java.util.concurrent.atomic.AtomicLong DIRECT = new java.util.concurrent.atomic.AtomicLong();
+    private static final java.util.concurrent.atomic.AtomicLong THROUGH_SPARK = new java.util.concurrent.atomic.AtomicLong();
+
+    /** Row groups of index files read so far in this JVM: {decoded from their pages, through Spark's reader}. */
+    public static long[] readStats() {
+        return new long[] {DIRECT.get(), THROUGH_SPARK.get()};
+    }
+
+    /** Each of blocks {@code groups} (ascending) of the index file at {@code path} as a segment of its own. */
+    private static Segment[] readBlocks(RowGroupReader entries, Path path, ParquetRows.Footer footer, int[] groups,
+                                        Configuration conf) throws IOException {
+        Segment[] out = new Segment[groups.length];
+        int[] next = {0};
+        boolean direct = EntryPages.read(path, conf, footer, groups, (g, hashes, ids, rows) -> {
+            Entries e = new Entries(hashes.length);
+            e.add(hashes, ids, rows);
+            out[next[0]++] = sorted(e.segment());
+        });
+        if (direct) {
+            DIRECT.addAndGet(groups.length);
+            return out;
+        }
+        for (int i = 0; i < groups.length; i++) {
+            out[i] = readThroughSpark(entries, path, new int[] {groups[i]},
+                footer.rowBounds[groups[i] + 1] - footer.rowBounds[groups[i]]);
         }
         return out;
     }
@@ -188,10 +227,26 @@ public final class IndexSegments {
 
     /** The entries of row groups {@code groups} of the index file at {@code path} (about {@code numEntries}). */
     private static Segment read(RowGroupReader reader, Path path, int[] groups, long numEntries) throws IOException {
-        int n = (int) Math.max(0, Math.min(Integer.MAX_VALUE - 8, numEntries));
-        Entries e = new Entries(n);
+        ParquetRows.Footer footer = ParquetRows.footer(path, reader.hadoopConf());
+        Entries e = new Entries(entryCount(numEntries));
+        if (EntryPages.read(path, reader.hadoopConf(), footer, groups, (g, hashes, ids, rows) -> e.add(hashes, ids, rows))) {
+            DIRECT.addAndGet(groups.length);
+            return sorted(e.segment());
+        }
+        return readThroughSpark(reader, path, groups, numEntries);
+    }
+
+    /** {@link #read} through Spark's vectorized Parquet reader: any Parquet layout of the entries. */
+    private static Segment readThroughSpark(RowGroupReader reader, Path path, int[] groups, long numEntries)
+            throws IOException {
+        Entries e = new Entries(entryCount(numEntries));
         reader.readBatches(path, groups, e::add);
+        THROUGH_SPARK.addAndGet(groups.length);
         return sorted(e.segment());
+    }
+
+    private static int entryCount(long numEntries) {
+        return (int) Math.max(0, Math.min(Integer.MAX_VALUE - 8, numEntries));
     }
 
     /** Entries as the batches of an index file's read give them. */
@@ -211,33 +266,50 @@ public final class IndexSegments {
             rows = new int[n];
         }
 
-        void add(ColumnarBatch batch) {
-            int rowsInBatch = batch.numRows();
-            if (count + rowsInBatch > hashes.length) {
-                int grow = Math.max(count + rowsInBatch, hashes.length * 2);
+        /** Entries decoded straight from an index file's pages ({@link EntryPages}): raw uint32 hashes. */
+        void add(int[] h, long[] ids, int[] r) {
+            reserve(h.length);
+            for (int i = 0; i < h.length; i++) {
+                append(h[i], ids[i], r[i]);
+            }
+        }
+
+        private void reserve(int more) {
+            if (count + more > hashes.length) {
+                int grow = Math.max(count + more, hashes.length * 2);
                 hashes = Arrays.copyOf(hashes, grow);
                 pos = Arrays.copyOf(pos, grow);
                 rows = Arrays.copyOf(rows, grow);
             }
-            for (int i = 0; i < rowsInBatch; i++) {
-                long fid = batch.column(1).getLong(i);
-                if (count == 0 || fid != lastId) {  // runs of one file id (one data file a bucket) skip the map
-                    Integer p = ids.get(fid);
-                    if (p == null) {
-                        p = ids.size();
-                        ids.put(fid, p);
-                        if (p >= idTable.length) {
-                            idTable = Arrays.copyOf(idTable, idTable.length * 2);
-                        }
-                        idTable[p] = fid;
+        }
+
+        /** One entry: {@code hash} the key hash's bits (uint32), {@code fid} its data file's id. */
+        private void append(int hash, long fid, int row) {
+            if (count == 0 || fid != lastId) {  // runs of one file id (one data file a bucket) skip the map
+                Integer p = ids.get(fid);
+                if (p == null) {
+                    p = ids.size();
+                    ids.put(fid, p);
+                    if (p >= idTable.length) {
+                        idTable = Arrays.copyOf(idTable, idTable.length * 2);
                     }
-                    lastId = fid;
-                    lastPos = p;
+                    idTable[p] = fid;
                 }
-                hashes[count] = ((int) batch.column(0).getLong(i)) ^ Integer.MIN_VALUE;
-                pos[count] = lastPos;
-                rows[count] = batch.column(2).getInt(i);
-                count++;
+                lastId = fid;
+                lastPos = p;
+            }
+            hashes[count] = hash ^ Integer.MIN_VALUE;
+            pos[count] = lastPos;
+            rows[count] = row;
+            count++;
+        }
+
+        void add(ColumnarBatch batch) {
+            int rowsInBatch = batch.numRows();
+            reserve(rowsInBatch);
+            for (int i = 0; i < rowsInBatch; i++) {
+                // Spark reads the uint32 hash as a long: its low 32 bits are the hash's bits.
+                append((int) batch.column(0).getLong(i), batch.column(1).getLong(i), batch.column(2).getInt(i));
             }
         }
 

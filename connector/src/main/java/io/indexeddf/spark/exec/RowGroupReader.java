@@ -129,7 +129,11 @@ public final class RowGroupReader implements java.io.Serializable {
             throws IOException {
         ParquetRows.Footer footer = ParquetRows.footer(path, conf.value());
         if (cacheBytes <= 0) {
-            decode(path, fileSize, footer, groups, new Picker(wanted, each));
+            // A few rows (a point lookup): smaller batches, and the decoding stops after the last
+            // wanted row (data files are sorted by key: a key's rows sit together in a row group).
+            Picker picker = new Picker(wanted, each);
+            int batch = wanted.length <= FEW_ROWS ? Math.min(capacity, FEW_ROWS_BATCH) : capacity;
+            decode(path, fileSize, footer, groups, false, batch, picker::done, row -> picker.accept((InternalRow) row));
             return;
         }
         RowCache.Group[] cached = cachedGroups(path, fileSize, footer, groups);
@@ -187,6 +191,11 @@ public final class RowGroupReader implements java.io.Serializable {
         return out;
     }
 
+    /** Wanted rows up to which a read decodes batches of {@link #FEW_ROWS_BATCH} rows. */
+    private static final int FEW_ROWS = 16;
+    /** Rows a batch of a read of a few rows: what is decoded past the last wanted row is at most this. */
+    private static final int FEW_ROWS_BATCH = 1024;
+
     /** Passes on the rows at offsets {@code wanted} (ascending) of a decode pass. */
     private static final class Picker implements java.util.function.Consumer<InternalRow> {
         private final long[] wanted;
@@ -206,6 +215,11 @@ public final class RowGroupReader implements java.io.Serializable {
                 each.accept(row);
             }
             offset++;
+        }
+
+        /** Whether every wanted row was passed on (the rest of the pass need not be decoded). */
+        boolean done() {
+            return next == wanted.length;
         }
     }
 
@@ -267,7 +281,7 @@ public final class RowGroupReader implements java.io.Serializable {
     /** Calls {@code each} with every row of row groups {@code groups} (ascending) of {@code path}, in file order. */
     private void decode(Path path, long fileSize, ParquetRows.Footer footer, int[] groups,
                         java.util.function.Consumer<InternalRow> each) throws IOException {
-        decode(path, fileSize, footer, groups, false, row -> each.accept((InternalRow) row));
+        decode(path, fileSize, footer, groups, false, capacity, () -> false, row -> each.accept((InternalRow) row));
     }
 
     /**
@@ -276,7 +290,8 @@ public final class RowGroupReader implements java.io.Serializable {
      */
     void readBatches(Path path, int[] groups, java.util.function.Consumer<ColumnarBatch> each) throws IOException {
         ParquetRows.Footer footer = ParquetRows.footer(path, conf.value());
-        decode(path, footer.fileLength, footer, groups, true, batch -> each.accept((ColumnarBatch) batch));
+        decode(path, footer.fileLength, footer, groups, true, capacity, () -> false,
+            batch -> each.accept((ColumnarBatch) batch));
     }
 
     /** The row groups of {@code path}'s footer (cached). */
@@ -288,9 +303,11 @@ public final class RowGroupReader implements java.io.Serializable {
      * Calls {@code each} with every row (or, with {@code batches}, every columnar batch) of row
      * groups {@code groups} (ascending) of {@code path}, in file order: Spark's vectorized
      * reader over the cached footer cut to those row groups (the file's footer is not read
-     * again).
+     * again), in batches of {@code batchRows} rows, until {@code done} says the rest is not
+     * needed.
      */
     private void decode(Path path, long fileSize, ParquetRows.Footer footer, int[] groups, boolean batches,
+                        int batchRows, java.util.function.BooleanSupplier done,
                         java.util.function.Consumer<Object> each) throws IOException {
         boolean named = byName != null && !ColumnMapping.hasFieldIds(footer);
         Configuration c = named ? byName.value() : conf.value();
@@ -308,7 +325,7 @@ public final class RowGroupReader implements java.io.Serializable {
         org.apache.spark.sql.catalyst.util.RebaseDateTime.RebaseSpec int96 = utils.int96RebaseSpec(lookup, int96RebaseMode);
         org.apache.spark.sql.execution.datasources.parquet.VectorizedParquetRecordReader reader =
             new org.apache.spark.sql.execution.datasources.parquet.VectorizedParquetRecordReader(null,
-                dates.mode().toString(), dates.timeZone(), int96.mode().toString(), int96.timeZone(), false, capacity);
+                dates.mode().toString(), dates.timeZone(), int96.mode().toString(), int96.timeZone(), false, batchRows);
         // The log knows the size: no file system call before the reads themselves.
         HadoopInputFile in = HadoopInputFile.fromStatus(
             new org.apache.hadoop.fs.FileStatus(fileSize, false, 1, 128L << 20, 0, path), c);
@@ -321,7 +338,7 @@ public final class RowGroupReader implements java.io.Serializable {
             if (batches) {
                 reader.enableReturningBatches();
             }
-            while (reader.nextKeyValue()) {
+            while (!done.getAsBoolean() && reader.nextKeyValue()) {
                 each.accept(reader.getCurrentValue());
             }
         } catch (InterruptedException e) {
