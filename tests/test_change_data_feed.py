@@ -180,6 +180,37 @@ def test_deletion_vector_changes_write_the_feed(tmp_path):
     assert feed_rows(t.changes(0)) == sorted(feed_rows(t.changes(0, 0)) + feed_rows(t.changes(1)), key=_key)
 
 
+def test_deletion_vector_pre_images_read_by_pages_are_duckdbs_changes(tmp_path):
+    """Files written with pages of 16 rows and the page index (``indexeddf.parquet.pageRows``),
+    row groups of about 2 KB: a deletion-vector change reads its deletes and pre-images by pages
+    (format/pages.py); the feed is DuckDB's change of each version, and a full scan of the table
+    gives DuckDB's rows (the files read as any file is)."""
+    import numpy as np
+    import pyarrow.fs as pafs
+
+    from indexeddf.format import pages
+
+    path = tmp_path / "t"
+    first = rows(list(range(400)))
+    t = IndexedTable.create(str(path), first, ["k"], num_buckets=2, properties={
+        **FEED, "delta.enableDeletionVectors": "true", "indexeddf.parquet.pageRows": "16",
+        "indexeddf.targetRowGroupBytes": "2048"})
+    a = t.snapshot.live_files()[0]
+    meta = pq.ParquetFile(path / a.path).metadata
+    assert meta.num_row_groups > 2 and all(meta.row_group(0).column(c).has_offset_index for c in range(3))
+    handed = []  # the bytes pyarrow decodes for one row: a page a column, not the file
+    with pafs.LocalFileSystem().open_input_file(str(path / a.path)) as source:
+        one = pages.rows_at(source, ["k", "v", "s"], np.array([meta.num_rows - 1]), lambda d, m: (
+            handed.append(d.size), pq.ParquetFile(pa.BufferReader(d), metadata=m))[1])
+    assert one.equals(pq.read_table(path / a.path).slice(meta.num_rows - 1).cast(SCHEMA))
+    assert handed[0] * 10 < a.size
+    duck = Duck(first)
+    snaps = _steps(t, duck)
+    assert any(f.deletionVector is not None for f in t.snapshot.live_files())
+    _check_against_duckdb(feed_rows(t.changes(1)), snaps, 1)
+    assert difference(snaps[-1], t.to_arrow().select(SCHEMA.names)) == Counter()
+
+
 def test_a_feed_without_cdc_files_reads_adds_removes_and_new_deletion_vectors(tmp_path):
     """Commits without cdc files (written before the feed's files existed here, by other
     writers, or the DV re-add of a delete): adds are inserts, removes deletes, a file re-added

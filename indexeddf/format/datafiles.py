@@ -179,12 +179,32 @@ def read_rows_at(storage: TableStorage, add: AddFile, schema: pa.Schema, ordinal
         if len(wanted) and wanted[-1] >= n:
             raise IndexError(f"{add.path} has {n} rows; a change named row {int(wanted[-1])}")
         return conform(pa.table({"_": pa.nulls(len(wanted), pa.null())}), schema, partition=add.partitionValues)
+    meta = pf.metadata
+    if not (meta.num_row_groups and meta.row_group(0).column(0).has_offset_index):
+        return _rows_by_groups(pf, add, schema, stored, wanted)  # no page index: the row groups
     with storage.arrow_filesystem().open_input_file(storage.full(add.path)) as source:
         try:
             rows = pages.rows_at(source, stored, wanted, _open_buffer)
         except IndexError as e:
             raise IndexError(f"{add.path}: {e}") from None
     return conform(rows if rows is not None else schema.empty_table(), schema, partition=add.partitionValues)
+
+
+def _rows_by_groups(pf: pq.ParquetFile, add: AddFile, schema: pa.Schema, stored: list[str],
+                    wanted: np.ndarray) -> pa.Table:
+    """The rows at ``wanted`` (sorted, distinct) of a file read a row group at a time: only the
+    row groups holding one (memory bounded by those rows and a row group)."""
+    pieces, start, at = [], 0, 0
+    for i in range(pf.metadata.num_row_groups):
+        n = pf.metadata.row_group(i).num_rows
+        end = int(np.searchsorted(wanted, start + n))
+        if end > at:
+            group = pf.read_row_group(i, columns=stored)
+            pieces.append(conform(group, schema, partition=add.partitionValues).take(pa.array(wanted[at:end] - start)))
+        at, start = end, start + n
+    if at != len(wanted):
+        raise IndexError(f"{add.path} has {start} rows; a change named row {int(wanted[at])}")
+    return pa.concat_tables(pieces) if pieces else conform(schema.empty_table(), schema)
 
 
 def _open_buffer(data: pa.Buffer, metadata: pq.FileMetaData) -> pq.ParquetFile:

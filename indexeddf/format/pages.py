@@ -21,7 +21,6 @@ import struct
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from ..spec.arrays import distinct
 from .footers import decode as decode_metadata
@@ -202,8 +201,38 @@ def _page_starts(source, chunk: dict) -> list[tuple[int, int, int]] | None:
     its offset index; None without one."""
     if 4 not in chunk or 5 not in chunk:
         return None
-    index = decode(source.read_at(chunk[5][1], chunk[4][1]))[0]
-    return [(loc[1][1], loc[2][1], loc[3][1]) for loc in index[1][1][1]]
+    return _locations(source.read_at(chunk[5][1], chunk[4][1]))
+
+
+def _locations(buf: bytes) -> list[tuple[int, int, int]]:
+    """An ``OffsetIndex``'s page locations: a tight loop over what a writer puts there (three
+    integer fields a location), the generic :func:`decode` for anything else (it costs ten
+    times more, and a change reads the index of each column chunk it touches)."""
+    if buf[0] != 0x19 or buf[1] & 0x0F != _STRUCT:  # field 1, a list of structs
+        index = decode(buf)[0]
+        return [(loc[1][1], loc[2][1], loc[3][1]) for loc in index[1][1][1]]
+    out, at, n = [], 2, buf[1] >> 4
+    if n == 15:  # 15 or more: the count follows
+        n, at = _varint(buf, 2)
+    for _ in range(n):
+        if buf[at] != 0x16:
+            break
+        values = []
+        at += 1
+        for expect in (0x15, 0x16, 0x00):
+            v, at = _varint(buf, at)
+            values.append((v >> 1) ^ -(v & 1))
+            if buf[at] != expect:
+                break
+            at += 1
+        else:
+            out.append(tuple(values))
+            continue
+        break
+    if len(out) != n:
+        index = decode(buf)[0]
+        return [(loc[1][1], loc[2][1], loc[3][1]) for loc in index[1][1][1]]
+    return out
 
 
 def _chunk_range(chunk: dict) -> tuple[int, int]:
@@ -251,7 +280,7 @@ def rows_at(source, columns: list[str], wanted: np.ndarray, open_with) -> pa.Tab
     flat, groups = _flat(footer), footer[4][1][1]
     data = bytearray(b"PAR1")
     out_groups, spans, start = [], [], 0
-    pending = None  # the row group of pages being gathered: (spans, per column byte lists)
+    pending = None  # the row group of pages being gathered: (template, spans, per column byte lists)
     for group in groups:
         rows = group[3][1]
         lo, hi = np.searchsorted(wanted, [start, start + rows])
@@ -259,23 +288,23 @@ def rows_at(source, columns: list[str], wanted: np.ndarray, open_with) -> pa.Tab
             found = _wanted_pages(source, group, flat, wanted[lo:hi] - start)
             if found is None:  # read whole: its own row group, dictionary pages and all
                 if pending is not None:
-                    out_groups.append(_gathered(data, group, *pending))
+                    out_groups.append(_gathered(*pending))
                     pending = None
                 ranges = [[_chunk_range(c)] for c in group[1][1][1]]
-                out_groups.append(_gathered(data, group, [(0, rows)], ranges))
+                out_groups.append((group, rows, ranges, True))
                 spans.append((start, rows))
             else:
                 if pending is None:
-                    pending = ([], [[] for _ in found[1]])
-                pending[0].extend((start + f, n) for f, n in found[0])
-                for col, ranges in zip(pending[1], found[1]):
+                    pending = (group, [], [[] for _ in found[1]])  # its first row group as the template
+                pending[1].extend((start + f, n) for f, n in found[0])
+                for col, ranges in zip(pending[2], found[1]):
                     col.extend(ranges)
                 spans.extend((start + f, n) for f, n in found[0])
         start += rows
     if len(wanted) and wanted[-1] >= start:
         raise IndexError(f"the file has {start} rows; a change named row {int(wanted[-1])}")
     if pending is not None:
-        out_groups.append(_gathered(data, groups[0], *pending))
+        out_groups.append(_gathered(*pending))
     if not out_groups:
         return None
     for g, raw in enumerate(out_groups):  # the column chunks' bytes, then where they are
@@ -291,15 +320,16 @@ def rows_at(source, columns: list[str], wanted: np.ndarray, open_with) -> pa.Tab
     return table.take(pa.array(offsets[at] + wanted - firsts[at]))
 
 
-def _gathered(data, group: dict, spans: list, ranges: list) -> tuple:
-    """A row group to be: a template (``group``), its rows and each column's byte ranges."""
-    return group, sum(n for _, n in spans), ranges
+def _gathered(group: dict, spans: list, ranges: list) -> tuple:
+    """A row group of pages to be: a template (``group``), its rows, each column's byte ranges
+    and False (not a row group read whole)."""
+    return group, sum(n for _, n in spans), ranges, False
 
 
 def _placed(gathered: tuple, source, data: bytearray) -> dict:
     """The row group ``gathered`` describes, its columns' bytes appended to ``data`` (adjacent
     ranges read at once)."""
-    group, rows, ranges = gathered
+    group, rows, ranges, whole = gathered
     columns = []
     for chunk, col in zip(group[1][1][1], ranges):
         offset = len(data)
@@ -307,11 +337,12 @@ def _placed(gathered: tuple, source, data: bytearray) -> dict:
             data += source.read_at(n, at)
         size = len(data) - offset
         meta = {k: v for k, v in chunk[3][1].items() if k in _KEEP_META}
-        meta[5] = (_I64, rows)  # flat columns: one value a row
+        if not whole:
+            meta[5] = (_I64, rows)  # pages are read of flat columns only: one value a row
         meta[6] = (_I64, size)  # a reader sizes its buffers by the pages' own headers
         meta[7] = (_I64, size)
         meta[9] = (_I64, offset)
-        if 11 in chunk[3][1] and len(col) == 1 and col[0][0] == chunk[3][1][11][1]:  # read whole
+        if whole and _chunk_range(chunk)[0] != chunk[3][1][9][1]:  # its dictionary page first
             meta[9] = (_I64, offset + chunk[3][1][9][1] - chunk[3][1][11][1])
             meta[11] = (_I64, offset)
         out = {k: v for k, v in chunk.items() if k not in (4, 5, 6, 7)}  # no page index: it names all pages
