@@ -2,7 +2,7 @@
 for writing and reading its change data feed.
 
     python benchmarks/feed.py [--rows 20000000] [--buckets 32] [--rounds 5] [--parts stream,merge,read]
-                              [--modes cow,dv] [--page-rows N] [--work DIR]
+                              [--modes cow,dv] [--page-size 64kb] [--work DIR]
                               [--out benchmarks/results/DATE-feed-ROWS.json | -]
 
 On the check table of benchmarks/changes.py (``k`` bigint, ``v`` bigint, ``s`` 64 characters; one
@@ -19,9 +19,9 @@ sorted file a bucket), in one Spark session (local[2], started before any clock)
   the same order), copy on write and with deletion vectors, through the Python API
   (``IndexedTable.merge``), Spark SQL's ``MERGE INTO`` as the connector routes it (a small source
   goes to the Python engine) and Spark SQL forced through Spark's plan. ``--modes dv``: only the
-  deletion-vector copies (copy on write rewrites every file each round). ``--page-rows N``: the
-  table's files written with pages of at most N rows and the page index
-  (``indexeddf.parquet.pageRows``, set at create), so both copies read by pages.
+  deletion-vector copies (copy on write rewrites every file each round). ``--page-size 64kb``: the
+  table's files written with data pages of that size and the page index
+  (``indexeddf.parquet.pageSize``, set at create), so both copies read pre-images by pages.
 - ``read``: the feed of ten 1,000-row upserts (copy on write) read whole: ``IndexedTable.changes``
   and Spark's ``readChangeFeed`` read (``toArrow``) against delta-rs's
   ``DeltaTable.load_cdf(starting_version, ending_version)`` read to Arrow, each engine's table
@@ -346,7 +346,7 @@ def main() -> None:
     p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--parts", default="stream,merge,read", help="comma-separated: stream, merge, read")
     p.add_argument("--modes", default="cow,dv", help="the merge part's modes: cow, dv")
-    p.add_argument("--page-rows", type=int, default=0, help="write the table with pages of at most N rows (indexeddf.parquet.pageRows)")
+    p.add_argument("--page-size", default=None, help="write the table with pages of this size (indexeddf.parquet.pageSize)")
     p.add_argument("--work", default=None, help="folder for the tables (default: the system's temp folder)")
     p.add_argument("--out", default=None, help="the results JSON (default benchmarks/results/DATE-HHMM-feed-ROWS.json; -: none)")
     args = p.parse_args()
@@ -358,9 +358,9 @@ def main() -> None:
         table = work / "table"
         t0 = time.perf_counter()
         build(table, args.rows, args.buckets,
-              properties={"indexeddf.parquet.pageRows": str(args.page_rows)} if args.page_rows else None)
+              properties={"indexeddf.parquet.pageSize": args.page_size} if args.page_size else None)
         say(f"table: {args.rows:,} rows, {args.buckets} buckets"
-            + (f", pages of at most {args.page_rows} rows" if args.page_rows else "")
+            + (f", data pages of {args.page_size}" if args.page_size else "")
             + f", built in {time.perf_counter() - t0:.0f} s")
         spark = indexeddf.local_session("indexeddf-feed-benchmark", driver_memory="4g")
         parts = {"stream": stream_part, "merge": merge_part, "read": read_part}

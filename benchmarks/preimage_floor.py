@@ -1,14 +1,14 @@
 """The floor of a deletion-vector upsert's pre-images: what reading every column of 5,000 random
 matched rows costs on its own, by the layout of the files.
 
-    python benchmarks/preimage_floor.py [--rows 20000000] [--files 32] [--layouts default,p1024,p256]
+    python benchmarks/preimage_floor.py [--rows 20000000] [--files 32] [--layouts default,64kb,16kb]
                                         [--work DIR] [--out JSON | -]
 
 Files shaped as the check table's buckets (benchmarks/changes.py's rows: ``k`` bigint, ``v``
 bigint, ``s`` 64 random characters; ``--rows / --files`` rows a file, row groups of about 1 MB,
-zstd, ``k`` delta-encoded, as the writer writes them), in three layouts: ``default`` (pages of
-about 1 MB, no page index), ``p1024`` and ``p256`` (pages of at most 1,024 or 256 rows with the
-page index: ``indexeddf.parquet.pageRows``). For 5,000 random row ordinals (about 156 a file at
+zstd, ``k`` delta-encoded, as the writer writes them), in layouts: ``default`` (pages of about
+1 MB, no page index) and a page size with the page index (``indexeddf.parquet.pageSize``: ``64kb``
+gives ``s`` pages of 1,024 rows, ``v`` of 8,192, ``k`` one a row group). For 5,000 random row ordinals (about 156 a file at
 32 files), the CPU seconds of this process (best of three) for:
 
 - a full read of every file (pyarrow), and of the key column alone (what a feed-off upsert
@@ -42,11 +42,11 @@ import pyarrow.parquet as pq
 from changes import _rows
 
 from indexeddf.format import pages
+from indexeddf.spec.config import parse_byte_size
 from indexeddf.writer.files import page_options
 
 ROOT = Path(__file__).resolve().parent.parent
 PRINTED: list[str] = []
-LAYOUTS = {"default": 0, "p1024": 1024, "p256": 256}
 
 
 def say(line: str = "") -> None:
@@ -72,11 +72,11 @@ def best(fn, reps: int = 3) -> tuple[float, float]:
     return out
 
 
-def write(path: str, rows: pa.Table, page_rows: int) -> None:
+def write(path: str, rows: pa.Table, page_size: int) -> None:
     """One bucket's file as the writer writes it (row groups of about 1 MB)."""
     per_group = max(1, (1024 * 1024) // max(1, rows.nbytes // rows.num_rows))
     pq.write_table(rows, path, row_group_size=per_group, compression="zstd", use_dictionary=[],
-                   column_encoding={"k": "DELTA_BINARY_PACKED"}, **page_options(page_rows))
+                   column_encoding={"k": "DELTA_BINARY_PACKED"}, **page_options(page_size))
 
 
 def by_row_groups(path: str, wanted: np.ndarray) -> pa.Table:
@@ -108,7 +108,7 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--rows", type=int, default=20_000_000)
     p.add_argument("--files", type=int, default=32)
-    p.add_argument("--layouts", default="default,p1024,p256")
+    p.add_argument("--layouts", default="default,64kb,16kb")
     p.add_argument("--work", default="/tmp/preimage-floor", help="folder for the files (kept: a rerun reuses them)")
     p.add_argument("--out", default=None)
     args = p.parse_args()
@@ -130,7 +130,7 @@ def main() -> None:
         for f in range(args.files):
             path = str(work / f"{layout}-{f}.parquet")
             if not os.path.exists(path):
-                write(path, _rows(f * per, per, f), LAYOUTS[layout])
+                write(path, _rows(f * per, per, f), 0 if layout == "default" else parse_byte_size(layout))
             paths.append(path)
         meta = pq.ParquetFile(paths[0]).metadata
         want = pq.read_table(paths[0]).take(pa.array(wanted[0]))

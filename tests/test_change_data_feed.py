@@ -181,7 +181,7 @@ def test_deletion_vector_changes_write_the_feed(tmp_path):
 
 
 def test_deletion_vector_pre_images_read_by_pages_are_duckdbs_changes(tmp_path):
-    """Files written with pages of 16 rows and the page index (``indexeddf.parquet.pageRows``),
+    """Files written with pages of 256 bytes and the page index (``indexeddf.parquet.pageSize``),
     row groups of about 2 KB: a deletion-vector change reads its deletes and pre-images by pages
     (format/pages.py); the feed is DuckDB's change of each version, and a full scan of the table
     gives DuckDB's rows (the files read as any file is)."""
@@ -193,7 +193,7 @@ def test_deletion_vector_pre_images_read_by_pages_are_duckdbs_changes(tmp_path):
     path = tmp_path / "t"
     first = rows(list(range(400)))
     t = IndexedTable.create(str(path), first, ["k"], num_buckets=2, properties={
-        **FEED, "delta.enableDeletionVectors": "true", "indexeddf.parquet.pageRows": "16",
+        **FEED, "delta.enableDeletionVectors": "true", "indexeddf.parquet.pageSize": "256b",
         "indexeddf.targetRowGroupBytes": "2048"})
     a = t.snapshot.live_files()[0]
     meta = pq.ParquetFile(path / a.path).metadata

@@ -1,7 +1,7 @@
 """Reading a few rows of a data file by its pages (``indexeddf.format.pages``), checked against
-pyarrow's own read of the whole file: the same rows, every kind of file (pages cut by rows with
-a page index, no page index, dictionaries, NULLs, nested columns, many row groups); and the
-footer codec round-trips the footers pyarrow writes."""
+pyarrow's own read of the whole file: the same rows, every kind of file (small pages with a page
+index, no page index, dictionaries, NULLs, nested columns, many row groups); and the footer
+codec round-trips the footers pyarrow writes."""
 
 from __future__ import annotations
 
@@ -27,8 +27,9 @@ def _table(n: int, seed: int = 0) -> pa.Table:
 
 
 KINDS = {
-    "pages": dict(use_dictionary=False, **page_options(64)),
-    "pages-dictionary": dict(use_dictionary=["d"], **page_options(64)),  # d's chunks read whole
+    # Pages of about 512 bytes, ended after batches of 16 rows: 16 to 64 rows a page by column.
+    "pages": dict(use_dictionary=False, write_batch_size=16, **page_options(512)),
+    "pages-dictionary": dict(use_dictionary=["d"], write_batch_size=16, **page_options(512)),  # d read whole
     "no-page-index": dict(use_dictionary=False),
     "default": {},
 }
@@ -68,19 +69,19 @@ def test_only_the_pages_holding_the_rows_are_read(tmp_path):
     a page index the same rows cost their row groups."""
     table = _table(20_000)
     cut, whole = tmp_path / "cut.parquet", tmp_path / "whole.parquet"
-    _write(cut, table, use_dictionary=False, **page_options(64))
+    _write(cut, table, **KINDS["pages"])
     _write(whole, table, use_dictionary=False)
     wanted = [5, 4_100, 9_050, 17_999]
     (a, cut_bytes), (b, whole_bytes) = _read(cut, wanted), _read(whole, wanted)
     assert a.equals(b) and a.equals(table.take(pa.array(wanted)))
     assert whole_bytes > whole.stat().st_size / 10  # four row groups of twenty
-    assert cut_bytes * 5 < whole_bytes     # four pages of 64 rows a column, not four of 1,000
+    assert cut_bytes * 5 < whole_bytes     # four pages a column, not four row groups of 1,000 rows
 
 
 def test_a_nested_column_reads_row_groups(tmp_path):
     table = _table(3000).append_column("l", pa.array([[i] * (i % 3) for i in range(3000)]))
     path = tmp_path / "n.parquet"
-    _write(path, table, use_dictionary=False, **page_options(64))
+    _write(path, table, **KINDS["pages"])
     wanted = [1, 1500, 2999]
     with pafs.LocalFileSystem().open_input_file(str(path)) as source:
         got = pages.rows_at(source, ["k", "l"], np.asarray(wanted), lambda d, m: pq.ParquetFile(
@@ -90,7 +91,7 @@ def test_a_nested_column_reads_row_groups(tmp_path):
 
 def test_an_ordinal_past_the_end_fails(tmp_path):
     path = tmp_path / "f.parquet"
-    _write(path, _table(100), **page_options(64))
+    _write(path, _table(100), **KINDS["pages"])
     with pytest.raises(IndexError, match="100 rows"):
         _read(path, [3, 100])
 

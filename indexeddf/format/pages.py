@@ -2,14 +2,12 @@
 
 A change with the change data feed on and deletion vectors must write every column of each
 matched row's pre-image, and Parquet readers (pyarrow's among them) decode a row group at a
-time: 5,000 random rows of a 20M-row table touch nearly every row group. Data files are written
-with Parquet's page index and pages of at most :data:`PAGE_ROWS` rows, cut at the same rows in
-every column; then the rows of a row group lie in known pages of each column, and
-:func:`read_pages_at` reads only those: it builds a footer whose row groups are the runs of
-wanted pages (each column chunk narrowed to its pages' bytes) and lets pyarrow decode that
-footer's row groups over the same file. A file without a page index, a dictionary page or pages
-cut at different rows in different columns is read by its row groups (:func:`page_runs` returns
-None for such a row group).
+time: 5,000 random rows of a 20M-row table touch nearly every row group. Data files written with
+Parquet's page index and small pages (``indexeddf.parquet.pageSize``) say where each page of a
+column starts and its first row; :func:`rows_at` then reads, column by column, only the pages
+that hold the rows: their bytes gathered into one buffer with a footer of ours that lists them
+as row groups, decoded by pyarrow. A column chunk without an offset index or with a dictionary
+page is read whole, and a file with nested columns by row groups.
 
 The footer is Parquet's Thrift compact encoding: :func:`decode` and :func:`encode` round-trip
 any struct (fields by id, unknown ones kept), so only the fields named here are touched.
@@ -24,11 +22,6 @@ import pyarrow as pa
 
 from ..spec.arrays import distinct
 from .footers import decode as decode_metadata
-
-PAGE_ROWS = 1024
-"""Rows per data page of the files a table writes (``max_rows_per_page``): 156 random rows of a
-625,000-row file touch about a quarter of its 611 pages, where they touch nearly all its 50 row
-groups; smaller pages make every full scan pay more per page."""
 
 # Thrift compact protocol type ids.
 _BOOL_TRUE, _BOOL_FALSE, _BYTE, _I16, _I32, _I64, _DOUBLE, _BINARY, _LIST, _SET, _MAP, _STRUCT = range(1, 13)
@@ -269,15 +262,48 @@ def _flat(footer: dict) -> bool:
     return all(e.get(3, (0, 0))[1] != 2 and 5 not in e for e in elements[1:])  # 2: REPEATED; 5: a group
 
 
-def rows_at(source, columns: list[str], wanted: np.ndarray, open_with) -> pa.Table:
+def rows_at(source, columns: list[str], wanted: np.ndarray, open_with) -> pa.Table | None:
     """The rows at ``wanted`` (sorted distinct ordinals) of the Parquet file open as ``source``,
-    with ``columns``, in order. The bytes of the pages holding them are gathered into one buffer
-    (a page is self-contained: its header says its size, encoding and values) with a footer whose
-    row groups are those pages, one per run of row groups read by pages and one per row group
-    read whole; pyarrow decodes it (``open_with(buffer, metadata)`` opens a ``pq.ParquetFile``).
-    Memory: the wanted pages' bytes and rows, at most the file."""
+    with ``columns`` (the file's names), in order; None when ``wanted`` is empty. Each column is
+    read on its own, by the pages holding the rows (:func:`_read`): a column's pages end where its
+    bytes reach the writer's page size, so a column of small values keeps few large pages (a
+    key column stays as cheap to scan) while one of long strings gets many small ones. A file
+    with nested columns is read by row groups, every column at once."""
     footer = file_footer(source)
-    flat, groups = _flat(footer), footer[4][1][1]
+    if not _flat(footer):
+        return _read(source, footer, False, columns, wanted, open_with)
+    names = [e[4][1].decode() for e in footer[2][1][1][1:]]
+    arrays = []
+    for name in columns:
+        one = _read(source, _one_column(footer, names.index(name)), True, [name], wanted, open_with)
+        if one is None:
+            return None
+        arrays.append(one.column(0))
+    return pa.Table.from_arrays(arrays, names=list(columns))
+
+
+def _one_column(footer: dict, i: int) -> dict:
+    """``footer`` as the footer of a file of its ``i``-th column alone (no Arrow schema in its
+    metadata: the column's Parquet type says its Arrow type)."""
+    out = {k: v for k, v in footer.items() if k != 5}
+    elements = footer[2][1][1]
+    root = dict(elements[0])
+    root[5] = (_I32, 1)
+    out[2] = (_LIST, (_STRUCT, [root, elements[i + 1]]))
+    out[4] = (_LIST, (_STRUCT, [{**g, 1: (_LIST, (_STRUCT, [g[1][1][1][i]]))} for g in footer[4][1][1]]))
+    if 7 in footer:  # column orders: one a column
+        out[7] = (_LIST, (footer[7][1][0], [footer[7][1][1][i]]))
+    return out
+
+
+def _read(source, footer: dict, flat: bool, columns: list[str], wanted: np.ndarray, open_with) -> pa.Table | None:
+    """The rows at ``wanted`` of the file ``footer`` describes (all its columns, or one: see
+    :func:`_one_column`): the bytes of the pages holding them gathered into one buffer (a page
+    is self-contained: its header says its size, encoding and values) with a footer whose row
+    groups are those pages, one per run of row groups read by pages and one per row group read
+    whole; pyarrow decodes it (``open_with(buffer, metadata)`` opens a ``pq.ParquetFile``).
+    Memory: the wanted pages' bytes and rows, at most the file's."""
+    groups = footer[4][1][1]
     data = bytearray(b"PAR1")
     out_groups, spans, start = [], [], 0
     pending = None  # the row group of pages being gathered: (template, spans, per column byte lists)

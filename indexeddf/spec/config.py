@@ -32,11 +32,8 @@ def _positive_int(s: str) -> int:
     return v
 
 
-def _non_negative_int(s: str) -> int:
-    v = int(s)
-    if v < 0:
-        raise ValueError("must be an integer >= 0")
-    return v
+def _page_size(s: str) -> int:
+    return 0 if s.strip() == "0" else parse_byte_size(s)
 
 
 def _ratio(s: str) -> float:
@@ -126,12 +123,13 @@ PROPERTIES: dict[str, Property] = {
             "decode it. Files already written keep their codec.",
         ),
         Property(
-            "indexeddf.parquet.pageRows", "0", _non_negative_int,
-            "At most this many rows in one Parquet data page of new data files, with Parquet's page index "
-            "written, so pages end at the same rows in every column (0, the default: pages of about 1 MB, no "
-            "page index). A change with deletion vectors and the change data feed on then reads each matched "
-            "row's pre-image from the pages holding it, not its row groups; smaller pages cost every full "
-            "scan more. 1024 suits 10,000-row upserts into tables of millions of rows.",
+            "indexeddf.parquet.pageSize", "0", _page_size,
+            "Bytes of one Parquet data page of new data files, with Parquet's page index written (0, the "
+            "default: the writer's pages of about 1 MB, no page index; takes a unit: 64kb). A change with "
+            "deletion vectors and the change data feed on then reads each matched row's pre-image from the "
+            "pages holding it, not its row groups. A column of long values gets many small pages, one of "
+            "small values (a sorted key) few large ones; smaller pages cost a full read of the long "
+            "columns more.",
         ),
         Property(
             "indexeddf.buckets.targetFileSize", str(DEFAULT_BUCKET_TARGET_BYTES), parse_byte_size,
