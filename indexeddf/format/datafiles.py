@@ -180,8 +180,9 @@ def read_rows_at(storage: TableStorage, add: AddFile, schema: pa.Schema, ordinal
             raise IndexError(f"{add.path} has {n} rows; a change named row {int(wanted[-1])}")
         return conform(pa.table({"_": pa.nulls(len(wanted), pa.null())}), schema, partition=add.partitionValues)
     meta = pf.metadata
-    if not (meta.num_row_groups and meta.row_group(0).column(0).has_offset_index):
-        return _rows_by_groups(pf, add, schema, stored, wanted)  # no page index: the row groups
+    if not (meta.num_row_groups and meta.row_group(0).column(0).has_offset_index) or \
+            len(wanted) * pages.SPARSE_ROWS > meta.num_rows:
+        return _rows_by_groups(pf, add, schema, stored, wanted)  # no page index, or dense rows: the row groups
     with storage.arrow_filesystem().open_input_file(storage.full(add.path)) as source:
         try:
             rows = pages.rows_at(source, stored, wanted, _open_buffer)

@@ -23,6 +23,12 @@ import pyarrow as pa
 from ..spec.arrays import distinct
 from .footers import decode as decode_metadata
 
+SPARSE_ROWS = 2048
+"""Rows are read by pages when there is at most one in this many of a file's rows: at pages of
+1,024 rows (64 KB of 64-character strings) they then touch at most about 40% of the pages. Denser,
+they touch most pages, and pyarrow's own read of the row groups costs less (measured: 5,000 rows
+of 2M, 156 a 62,500-row file, by pages 0.329 CPU-s against 0.242 by row groups)."""
+
 # Thrift compact protocol type ids.
 _BOOL_TRUE, _BOOL_FALSE, _BYTE, _I16, _I32, _I64, _DOUBLE, _BINARY, _LIST, _SET, _MAP, _STRUCT = range(1, 13)
 
