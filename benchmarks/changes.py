@@ -76,10 +76,11 @@ def _rows(start: int, n: int, seed: int) -> pa.Table:
 
 
 def build(path: Path, rows: int, buckets: int, chunk_rows: int = CHUNK_ROWS, optimize: bool = True,
-          codec: str = "zstd") -> None:
+          codec: str = "zstd", properties: dict[str, str] | None = None) -> None:
     """The table: ``rows`` keys 0..rows-1 written in chunks of ``chunk_rows`` (one create, then
     appends; each writes a file per bucket), then (``optimize``) one file per bucket; its files
-    compressed with ``codec`` (``indexeddf.parquet.compressionCodec``)."""
+    compressed with ``codec`` (``indexeddf.parquet.compressionCodec``); ``properties``: more of the
+    table's properties at create."""
     from indexeddf import IndexedTable
 
     t = None
@@ -87,7 +88,7 @@ def build(path: Path, rows: int, buckets: int, chunk_rows: int = CHUNK_ROWS, opt
         chunk = _rows(start, min(chunk_rows, rows - start), start)
         if t is None:
             t = IndexedTable.create(str(path), chunk, ["k"], num_buckets=buckets,
-                                    properties={"indexeddf.parquet.compressionCodec": codec})
+                                    properties={"indexeddf.parquet.compressionCodec": codec, **(properties or {})})
         else:
             t.append(chunk)
     if optimize:

@@ -2,7 +2,8 @@
 for writing and reading its change data feed.
 
     python benchmarks/feed.py [--rows 20000000] [--buckets 32] [--rounds 5] [--parts stream,merge,read]
-                              [--work DIR] [--out benchmarks/results/DATE-feed-ROWS.json | -]
+                              [--modes cow,dv] [--page-size 64kb] [--work DIR]
+                              [--out benchmarks/results/DATE-feed-ROWS.json | -]
 
 On the check table of benchmarks/changes.py (``k`` bigint, ``v`` bigint, ``s`` 64 characters; one
 sorted file a bucket), in one Spark session (local[2], started before any clock):
@@ -17,7 +18,10 @@ sorted file a bucket), in one Spark session (local[2], started before any clock)
   same upsert with it off, on two copies of the table that stay identical (the same sources in
   the same order), copy on write and with deletion vectors, through the Python API
   (``IndexedTable.merge``), Spark SQL's ``MERGE INTO`` as the connector routes it (a small source
-  goes to the Python engine) and Spark SQL forced through Spark's plan.
+  goes to the Python engine) and Spark SQL forced through Spark's plan. ``--modes dv``: only the
+  deletion-vector copies (copy on write rewrites every file each round). ``--page-size 64kb``: the
+  table's files written with data pages of that size and the page index
+  (``indexeddf.parquet.pageSize``, set at create), so both copies read pre-images by pages.
 - ``read``: the feed of ten 1,000-row upserts (copy on write) read whole: ``IndexedTable.changes``
   and Spark's ``readChangeFeed`` read (``toArrow``) against delta-rs's
   ``DeltaTable.load_cdf(starting_version, ending_version)`` read to Arrow, each engine's table
@@ -171,7 +175,8 @@ def merge_part(spark, table: Path, work: Path, args) -> None:
     from indexeddf import IndexedTable
 
     copies = {}
-    for mode in ("cow", "dv"):
+    modes = args.modes.split(",")
+    for mode in modes:
         for feed in ("off", "on"):
             copies[mode, feed] = work / f"merge-{mode}-{feed}"
             shutil.copytree(table, copies[mode, feed])
@@ -180,7 +185,7 @@ def merge_part(spark, table: Path, work: Path, args) -> None:
                 props["delta.enableDeletionVectors"] = "true"
             if props:
                 IndexedTable.for_path(str(copies[mode, feed])).set_properties(props)
-    times = {(mode, how, feed): [] for mode in ("cow", "dv") for how in WAYS for feed in ("off", "on")}
+    times = {(mode, how, feed): [] for mode in modes for how in WAYS for feed in ("off", "on")}
     total = args.rows
     for r in range(args.rounds + 1):
         for how in WAYS:
@@ -189,7 +194,7 @@ def merge_part(spark, table: Path, work: Path, args) -> None:
             total += 10_000 - 10_000 // 2
             pq.write_table(src, work / "feed_src.parquet")
             spark.read.parquet(str(work / "feed_src.parquet")).createOrReplaceTempView("feed_src")
-            for mode in ("cow", "dv"):
+            for mode in modes:
                 for feed in ("off", "on"):
                     os.sync()  # the previous change's pages are written now, not in the timed one
                     t0 = time.perf_counter()
@@ -201,6 +206,8 @@ def merge_part(spark, table: Path, work: Path, args) -> None:
         shutil.rmtree(copy, ignore_errors=True)
     rows = []
     for mode, label in (("cow", "copy on write"), ("dv", "deletion vectors")):
+        if mode not in modes:
+            continue
         for how, name in WAYS.items():
             off, on = times[mode, how, "off"], times[mode, how, "on"]
             rows.append((f"{name}, {label}, feed off", off, None))
@@ -218,7 +225,7 @@ def _check_merges(copies: dict, merges: int) -> None:
     from deltalake import DeltaTable
 
     con = _duckdb_delta()
-    for mode in ("cow", "dv"):
+    for mode in sorted({m for m, _ in copies}):
         off, on = (str(copies[mode, f]) for f in ("off", "on"))
         differ = con.execute(f"SELECT count(*) FROM ((SELECT k, v FROM delta_scan('{off}') EXCEPT ALL "
                              f"SELECT k, v FROM delta_scan('{on}')) UNION ALL (SELECT k, v FROM delta_scan('{on}') "
@@ -338,6 +345,8 @@ def main() -> None:
     p.add_argument("--buckets", type=int, default=32)
     p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--parts", default="stream,merge,read", help="comma-separated: stream, merge, read")
+    p.add_argument("--modes", default="cow,dv", help="the merge part's modes: cow, dv")
+    p.add_argument("--page-size", default=None, help="write the table with pages of this size (indexeddf.parquet.pageSize)")
     p.add_argument("--work", default=None, help="folder for the tables (default: the system's temp folder)")
     p.add_argument("--out", default=None, help="the results JSON (default benchmarks/results/DATE-HHMM-feed-ROWS.json; -: none)")
     args = p.parse_args()
@@ -348,8 +357,11 @@ def main() -> None:
     try:
         table = work / "table"
         t0 = time.perf_counter()
-        build(table, args.rows, args.buckets)
-        say(f"table: {args.rows:,} rows, {args.buckets} buckets, built in {time.perf_counter() - t0:.0f} s")
+        build(table, args.rows, args.buckets,
+              properties={"indexeddf.parquet.pageSize": args.page_size} if args.page_size else None)
+        say(f"table: {args.rows:,} rows, {args.buckets} buckets"
+            + (f", data pages of {args.page_size}" if args.page_size else "")
+            + f", built in {time.perf_counter() - t0:.0f} s")
         spark = indexeddf.local_session("indexeddf-feed-benchmark", driver_memory="4g")
         parts = {"stream": stream_part, "merge": merge_part, "read": read_part}
         for name in args.parts.split(","):

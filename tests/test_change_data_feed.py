@@ -180,6 +180,42 @@ def test_deletion_vector_changes_write_the_feed(tmp_path):
     assert feed_rows(t.changes(0)) == sorted(feed_rows(t.changes(0, 0)) + feed_rows(t.changes(1)), key=_key)
 
 
+def test_deletion_vector_pre_images_read_by_pages_are_duckdbs_changes(tmp_path, monkeypatch):
+    """Files written with pages of 256 bytes and the page index (``indexeddf.parquet.pageSize``),
+    row groups of about 2 KB: a deletion-vector change reads its deletes and pre-images by pages
+    (format/pages.py); the feed is DuckDB's change of each version, and a full scan of the table
+    gives DuckDB's rows (the files read as any file is). Every changed file is read by pages here
+    (``SPARSE_ROWS`` 1: a small table's rows are dense), as the calls counted say."""
+    import numpy as np
+    import pyarrow.fs as pafs
+
+    from indexeddf.format import pages
+
+    path = tmp_path / "t"
+    first = rows(list(range(400)))
+    t = IndexedTable.create(str(path), first, ["k"], num_buckets=2, properties={
+        **FEED, "delta.enableDeletionVectors": "true", "indexeddf.parquet.pageSize": "256b",
+        "indexeddf.targetRowGroupBytes": "2048"})
+    a = t.snapshot.live_files()[0]
+    meta = pq.ParquetFile(path / a.path).metadata
+    assert meta.num_row_groups > 2 and all(meta.row_group(0).column(c).has_offset_index for c in range(3))
+    handed = []  # the bytes pyarrow decodes for one row: a page a column, not the file
+    with pafs.LocalFileSystem().open_input_file(str(path / a.path)) as source:
+        one = pages.rows_at(source, ["k", "v", "s"], np.array([meta.num_rows - 1]), lambda d, m: (
+            handed.append(d.size), pq.ParquetFile(pa.BufferReader(d), metadata=m))[1])
+    assert one.equals(pq.read_table(path / a.path).slice(meta.num_rows - 1).cast(SCHEMA))
+    assert handed[0] * 10 < a.size
+    monkeypatch.setattr(pages, "SPARSE_ROWS", 1)
+    calls, rows_at = [], pages.rows_at
+    monkeypatch.setattr(pages, "rows_at", lambda *a: calls.append(1) or rows_at(*a))
+    duck = Duck(first)
+    snaps = _steps(t, duck)
+    assert calls
+    assert any(f.deletionVector is not None for f in t.snapshot.live_files())
+    _check_against_duckdb(feed_rows(t.changes(1)), snaps, 1)
+    assert difference(snaps[-1], t.to_arrow().select(SCHEMA.names)) == Counter()
+
+
 def test_a_feed_without_cdc_files_reads_adds_removes_and_new_deletion_vectors(tmp_path):
     """Commits without cdc files (written before the feed's files existed here, by other
     writers, or the DV re-add of a delete): adds are inserts, removes deletes, a file re-added

@@ -34,9 +34,11 @@ import pyarrow.parquet as pq
 
 from ..errors import MissingFileError
 from ..spec.actions import AddFile
+from ..spec.arrays import distinct
 from ..spec.column_mapping import logical_column, physical_name, plain, resolve
 from ..spec.partitions import constant_column
 from ..spec.types import has_timestamp
+from . import pages
 from .deletion_vectors import keep_mask, read_deletion_vector
 from .footers import CompactFooter, read_footer
 from .storage import TableStorage
@@ -165,25 +167,50 @@ def iter_live_row_groups(storage: TableStorage, add: AddFile, schema: pa.Schema,
 def read_rows_at(storage: TableStorage, add: AddFile, schema: pa.Schema, ordinals: np.ndarray,
                  version: int | None = None) -> pa.Table:
     """The rows of one data file at ``ordinals`` (their positions in the file, as a deletion
-    vector names them), every column of ``schema``, in ascending ordinal order; only the row
-    groups that hold one are read (memory bounded by those rows and a row group)."""
-    wanted = sorted(set(int(o) for o in ordinals))
+    vector names them), every column of ``schema``, in ascending ordinal order. Only the pages
+    that hold one are decoded when the file has a page index with pages cut at the same rows in
+    every column (:mod:`.pages`), else the row groups that hold one (memory bounded by those
+    rows and a row group)."""
+    wanted = distinct(np.asarray(ordinals, np.int64))
     pf = open_parquet(storage, add.path, version)
     stored = _stored_columns(pf, list(schema.names), schema, add.partitionValues)
+    if not stored:  # every column from the log (partition values) or absent: only the count matters
+        n = pf.metadata.num_rows
+        if len(wanted) and wanted[-1] >= n:
+            raise IndexError(f"{add.path} has {n} rows; a change named row {int(wanted[-1])}")
+        return conform(pa.table({"_": pa.nulls(len(wanted), pa.null())}), schema, partition=add.partitionValues)
+    meta = pf.metadata
+    if not (meta.num_row_groups and meta.row_group(0).column(0).has_offset_index) or \
+            len(wanted) * pages.SPARSE_ROWS > meta.num_rows:
+        return _rows_by_groups(pf, add, schema, stored, wanted)  # no page index, or dense rows: the row groups
+    with storage.arrow_filesystem().open_input_file(storage.full(add.path)) as source:
+        try:
+            rows = pages.rows_at(source, stored, wanted, _open_buffer)
+        except IndexError as e:
+            raise IndexError(f"{add.path}: {e}") from None
+    return conform(rows if rows is not None else schema.empty_table(), schema, partition=add.partitionValues)
+
+
+def _rows_by_groups(pf: pq.ParquetFile, add: AddFile, schema: pa.Schema, stored: list[str],
+                    wanted: np.ndarray) -> pa.Table:
+    """The rows at ``wanted`` (sorted, distinct) of a file read a row group at a time: only the
+    row groups holding one (memory bounded by those rows and a row group)."""
     pieces, start, at = [], 0, 0
     for i in range(pf.metadata.num_row_groups):
         n = pf.metadata.row_group(i).num_rows
-        end = at
-        while end < len(wanted) and wanted[end] < start + n:
-            end += 1
+        end = int(np.searchsorted(wanted, start + n))
         if end > at:
-            local = pa.array([o - start for o in wanted[at:end]], pa.int64())
-            group = pf.read_row_group(i, columns=stored) if stored else pa.table({"_": pa.nulls(n, pa.null())})
-            pieces.append(conform(group, schema, partition=add.partitionValues).take(local))
+            group = pf.read_row_group(i, columns=stored)
+            pieces.append(conform(group, schema, partition=add.partitionValues).take(pa.array(wanted[at:end] - start)))
         at, start = end, start + n
     if at != len(wanted):
-        raise IndexError(f"{add.path} has {start} rows; a change named row {wanted[at]}")
+        raise IndexError(f"{add.path} has {start} rows; a change named row {int(wanted[at])}")
     return pa.concat_tables(pieces) if pieces else conform(schema.empty_table(), schema)
+
+
+def _open_buffer(data: pa.Buffer, metadata: pq.FileMetaData) -> pq.ParquetFile:
+    """Parquet bytes in memory opened with their footer, as :func:`open_parquet` opens a file."""
+    return pq.ParquetFile(pa.BufferReader(data), metadata=metadata, coerce_int96_timestamp_unit=INT96_UNIT)
 
 
 def live_mask(storage: TableStorage, add: AddFile, num_rows: int) -> np.ndarray | None:

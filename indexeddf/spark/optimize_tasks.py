@@ -32,7 +32,7 @@ from ..format.snapshot import Snapshot
 from ..spec import config
 from ..spec.actions import AddFile, IndexEntry, IndexFile
 from ..spec.column_mapping import table_schema
-from ..writer.files import codec_of, write_bucketed_pieces
+from ..writer.files import codec_of, page_size_of, write_bucketed_pieces
 from ..writer.index_compaction import kept_ids, merge_bucket, rewritten_by_bucket
 from ..writer.index_files import DataPiece, entry_arrays, entry_order, read_entries, write_entries
 from ..writer.lifecycle import Progress, say
@@ -108,7 +108,7 @@ class RewriteJob:
         # The plan's bucket count: the table's, or the new one of optimize(num_buckets=...).
         layout = (list(meta.indexColumns), plan.num_buckets,
                   config.get(meta.configuration, "indexeddf.targetRowGroupBytes"), tuple(meta.partitionColumns),
-                  codec_of(meta.configuration))
+                  codec_of(meta.configuration), page_size_of(meta.configuration))
         units = units_of(plan.groups)
         return cls(
             storage.url, storage.storage_options, snapshot.version, table_schema(meta), layout,
@@ -245,10 +245,10 @@ def _rewrite_unit(storage, adds: list[AddFile], schema: pa.Schema, version: int,
     """One unit rewritten as ``rewrite_here`` rewrites a batch: its live rows read and
     written by bucket (and partition); the new files' adds (a batch of ``ENTRY_ARROW``), their
     rows' index entries handed to ``entries``. New paths go into ``written``."""
-    index_columns, num_buckets, rg_bytes, partition_columns, codec = layout
+    index_columns, num_buckets, rg_bytes, partition_columns, codec, page_size = layout
     rows = pa.concat_tables([read_live_rows(storage, a, schema, version=version) for a in adds])
     new = write_bucketed_pieces(storage, rows, index_columns, num_buckets, rg_bytes, written,
-                                partition_columns, schema, codec)
+                                partition_columns, schema, codec, page_size)
     out = []
     for add, file_rows in new:
         add = add.model_copy(update={"dataChange": False})

@@ -32,6 +32,10 @@ def _positive_int(s: str) -> int:
     return v
 
 
+def _page_size(s: str) -> int:
+    return 0 if s.strip() == "0" else parse_byte_size(s)
+
+
 def _ratio(s: str) -> float:
     v = float(s)
     if not 0 <= v <= 1:
@@ -117,6 +121,15 @@ PROPERTIES: dict[str, Property] = {
             "CPU to write and read, which a copy-on-write change pays for every file it rewrites: measured on "
             "64-character random strings, 1.5x the bytes for 40% less time to encode a file and 33% less to "
             "decode it. Files already written keep their codec.",
+        ),
+        Property(
+            "indexeddf.parquet.pageSize", "0", _page_size,
+            "Bytes of one Parquet data page of new data files, with Parquet's page index written (0, the "
+            "default: the writer's pages of about 1 MB, no page index; takes a unit: 64kb). A change with "
+            "deletion vectors and the change data feed on then reads each matched row's pre-image from the "
+            "pages holding it, not its row groups. A column of long values gets many small pages, one of "
+            "small values (a sorted key) few large ones; smaller pages cost a full read of the long "
+            "columns more.",
         ),
         Property(
             "indexeddf.buckets.targetFileSize", str(DEFAULT_BUCKET_TARGET_BYTES), parse_byte_size,

@@ -100,13 +100,15 @@ def write_bucketed_pieces(
     partition_columns: tuple[str, ...] = (),
     schema: pa.Schema | None = None,
     compression: str = "zstd",
+    page_size: int = 0,
 ) -> list[tuple[AddFile, pa.Table]]:
     """Write ``table`` as one Parquet file per touched bucket (per partition and bucket in a
     table partitioned by ``partition_columns``); each file's ``add`` action and its rows in
     file order (for indexing; with the partition columns, which the file itself lacks).
     ``schema``: the table's ``file_schema`` (``spec/column_mapping.py``), whose physical
     names files, stats and ``partitionValues`` use in a column-mapped table. ``compression``:
-    the Parquet codec (``indexeddf.parquet.compressionCodec``, :func:`codec_of`).
+    the Parquet codec (``indexeddf.parquet.compressionCodec``, :func:`codec_of`); ``page_size``:
+    bytes a data page (:func:`page_options`).
 
     Each path is appended to ``written`` before its file is created, so the caller can
     delete every file of a failed write.
@@ -134,11 +136,12 @@ def write_bucketed_pieces(
         bucket, rows, values = parts[i]
         if values is None:
             return write_file(storage, files[i], bucket, rows, per_group, index_columns, ordered, schema,
-                              compression), rows
+                              compression, page_size), rows
         # Delta's layout: a partitioned table's files hold no partition column; the add's
         # partitionValues give every row's value.
         stored = rows.drop_columns(list(partition_columns))
-        add = write_file(storage, files[i], bucket, stored, per_group, index_columns, ordered, schema, compression)
+        add = write_file(storage, files[i], bucket, stored, per_group, index_columns, ordered, schema, compression,
+                         page_size)
         # The rows as readers will see them (an empty string partition reads as NULL).
         for c in partition_columns:
             at = rows.schema.get_field_index(c)
@@ -166,12 +169,12 @@ def split_by_partition(table: pa.Table, columns: tuple[str, ...]) -> list[tuple[
 
 def write_file(storage: TableStorage, file: tuple[str, int], bucket: int, rows: pa.Table, rows_per_group: int,
                bloom_columns: list[str] = (), ordered: bool = False, schema: pa.Schema | None = None,
-               compression: str = "zstd") -> AddFile:
+               compression: str = "zstd", page_size: int = 0) -> AddFile:
     """Write one row-batch file (``file``: path and id) and describe it as an ``add`` action;
     ``ordered`` says the rows are in index-column order (:func:`split_by_bucket`).
     ``schema``: the table's ``file_schema``; in a column-mapped table the file's columns and
     the stats take the physical names, and each column its Parquet field id. ``compression``:
-    the Parquet codec (:func:`codec_of`).
+    the Parquet codec (:func:`codec_of`); ``page_size``: bytes a data page (:func:`page_options`).
 
     ``bloom_columns`` (the table's index columns) get a Parquet bloom filter per row
     group, so any Parquet reader (Spark, DuckDB, Trino, ...) skips the row groups
@@ -187,7 +190,8 @@ def write_file(storage: TableStorage, file: tuple[str, int], bucket: int, rows: 
                    # under zstd, and decode faster (docs/benchmarks.md, data bytes per row).
                    use_dictionary=repeating_columns(rows.slice(0, rows_per_group), dictionary_columns(rows.schema)),
                    column_encoding=delta_encoded(rows.schema, bloom_columns),
-                   bloom_filter_options=bloom_options(rows, bloom_columns, rows_per_group, ordered))
+                   bloom_filter_options=bloom_options(rows, bloom_columns, rows_per_group, ordered),
+                   **page_options(page_size))
     data = buf.getvalue()
     storage.write_bytes(rel, data)
     return AddFile(
@@ -205,6 +209,23 @@ def codec_of(configuration: dict[str, str]) -> str:
     """The codec a table's new data files are written with (its
     ``indexeddf.parquet.compressionCodec``, as pyarrow names it)."""
     return config.get(configuration, "indexeddf.parquet.compressionCodec")
+
+
+def page_size_of(configuration: dict[str, str]) -> int:
+    """Bytes of a data page of new data files (``indexeddf.parquet.pageSize``; 0: the writer's
+    default pages, no page index)."""
+    return config.get(configuration, "indexeddf.parquet.pageSize")
+
+
+def page_options(page_size: int) -> dict:
+    """The Parquet writer's options for data pages of about ``page_size`` bytes (0: its default
+    pages), with the page index, which tells a reader where each page of a column starts and its
+    first row: :mod:`indexeddf.format.pages` then reads a few rows by their pages. The writer
+    ends a page once a batch of rows (1,024) brings it past the size: a column of 64-character
+    strings gets pages of 1,024 rows at 64 KB, a sorted key column pages of whole row groups."""
+    if not page_size:
+        return {}
+    return {"write_page_index": True, "data_page_size": page_size}
 
 
 def repeating_columns(rows: pa.Table, columns: list[str]) -> list[str]:

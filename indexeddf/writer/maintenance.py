@@ -32,7 +32,7 @@ from ..spec.change_data import CHANGE_DATA_DIR
 from ..spec.column_mapping import table_schema
 from ..spec.deletion_vectors import FILE_NAME_PREFIX
 from ..spec.states import TRANSIENT_STATES
-from .files import codec_of, write_bucketed_pieces
+from .files import codec_of, page_size_of, write_bucketed_pieces
 from .index_compaction import compact_index, new_entries
 from .index_files import INDEX_DIR, DataPiece
 from .lifecycle import PENDING, STABLE, VACUUMED, Progress, say, stable_props
@@ -258,7 +258,8 @@ def rewrite_here(snapshot: Snapshot, plan: OptimizePlan, written: list[str],
     for batch in _batches(plan.groups):
         tables = [read_live_rows(storage, a, schema, version=snapshot.version) for a in batch]
         new = write_bucketed_pieces(storage, pa.concat_tables(tables), list(meta.indexColumns), plan.num_buckets,
-                                    rg_bytes, written, meta.partitionColumns, schema, codec_of(meta.configuration))
+                                    rg_bytes, written, meta.partitionColumns, schema, codec_of(meta.configuration),
+                                    page_size_of(meta.configuration))
         for add, rows in new:
             adds.append(add.model_copy(update={"dataChange": False}))
             pieces.append(DataPiece(add.fileId, rows.select(key_columns)))

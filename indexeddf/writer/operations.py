@@ -25,7 +25,7 @@ from ..spec.partitions import check_partition_columns
 from ..spec.schema_evolution import added_fields, check_schema_mode, merge_fields, overwrite_fields  # noqa: F401 - check_schema_mode re-exported
 from .change_data import write_change_data
 from .data import conform, table_fields, to_arrow_table
-from .files import codec_of, write_bucketed_pieces
+from .files import codec_of, page_size_of, write_bucketed_pieces
 from .index_files import PRIMARY, DataPiece, build_index_files
 
 
@@ -243,7 +243,7 @@ def write_rows(
     row_group_bytes = config.get(metadata.configuration, "indexeddf.targetRowGroupBytes")
     pieces = write_bucketed_pieces(storage, table, list(metadata.indexColumns), metadata.numBuckets,
                                    row_group_bytes, written, metadata.partitionColumns, table_schema(metadata),
-                                   codec_of(metadata.configuration))
+                                   codec_of(metadata.configuration), page_size_of(metadata.configuration))
     data = [DataPiece(add.fileId, rows) for add, rows in pieces]
     index_files = {
         i.name: build_index_files(storage, i.name, list(i.columns), i.numBuckets, data, written) for i in indexes

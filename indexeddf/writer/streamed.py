@@ -33,6 +33,8 @@ from .files import (
     codec_of,
     delta_encoded,
     new_data_file,
+    page_options,
+    page_size_of,
     repeating_columns,
     rows_per_group,
 )
@@ -48,10 +50,11 @@ class StreamedFile:
     rows, so a file that gets none is never created."""
 
     def __init__(self, storage: TableStorage, file: tuple[str, int], bucket: int, schema: pa.Schema,
-                 row_group_bytes: int, bloom_columns, expected_rows: int, ordered: bool, compression: str = "zstd"):
+                 row_group_bytes: int, bloom_columns, expected_rows: int, ordered: bool, compression: str = "zstd",
+                 page_size: int = 0):
         self.storage, (self.path, self.file_id), self.bucket = storage, file, bucket
         self.schema, self.row_group_bytes, self.ordered = schema, row_group_bytes, ordered
-        self.compression = compression
+        self.compression, self.page_size = compression, page_size
         names = physical_names(schema)
         self.bloom_columns = [names.get(c, c) for c in bloom_columns if c in schema.names
                               and not pa.types.is_boolean(schema.field(c).type)]
@@ -80,7 +83,7 @@ class StreamedFile:
         self._writer = pq.ParquetWriter(self._sink, self.stored, compression=self.compression,
                                         use_dictionary=repeating_columns(first, dictionary_columns(self.stored)),
                                         column_encoding=delta_encoded(self.stored, self.bloom_columns),
-                                        bloom_filter_options=bloom)
+                                        bloom_filter_options=bloom, **page_options(self.page_size))
 
     def close(self) -> AddFile | None:
         """Finish the file: its ``add`` action, or None when no row was written."""
@@ -118,7 +121,8 @@ def copy_kept_rows(storage: TableStorage, metadata: Metadata, indexes: list[Inde
     written.append(file[0])
     out = StreamedFile(storage, file, add.bucket, stored, config.get(metadata.configuration,
                        "indexeddf.targetRowGroupBytes"), metadata.indexColumns, add.stats.numRecords
-                       if add.stats is not None else 0, add.sorted, codec_of(metadata.configuration))
+                       if add.stats is not None else 0, add.sorted, codec_of(metadata.configuration),
+                       page_size_of(metadata.configuration))
     # Indexes holding the file's entries carry them over; any other hashes the kept keys.
     hashed = [i for i in indexes if not any(add.fileId in f.fileIds for f in i.files)]
     key_columns = [c for c in schema.names if any(c in i.columns for i in hashed)]
