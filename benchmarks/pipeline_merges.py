@@ -12,7 +12,11 @@ unless ``--copy-on-write``. The ways: the workers
 forked from indexeddf's daemon (``spark.python.daemon.module = indexeddf.spark.daemon``, what
 ``indexeddf.configure`` sets on a local master), and from PySpark's own daemon. The anchor is
 delta-rs's MERGE of the same batches into a copy of the same table (copy on write: delta-rs
-writes no deletion vectors), in a process of its own, at the same cadence.
+writes no deletion vectors), in a process of its own, at the same cadence. The floor: the same
+source rows written at the same cadence, with indexeddf's daemon, to a Python data source that
+writes and commits nothing (``noop_python``, defined here): what Spark spends on a Python data
+source's write statement after an idle minute (its plan, its driver-side Python workers for the
+writer and the commit, a task), which any change through a Python data source pays.
 Prints the median wall time and CPU seconds (the process tree's) per MERGE.
 """
 
@@ -33,7 +37,34 @@ from proctree import cpu_between, tree_cpu
 SQL = ("MERGE INTO indexeddf.`{path}` AS t USING src AS s ON t.k = s.k "
        "WHEN MATCHED THEN UPDATE SET * WHEN NOT MATCHED THEN INSERT *")
 WAYS = {"preloaded": "indexeddf's daemon (indexeddf.spark.daemon)", "pyspark": "PySpark's daemon (pyspark.daemon)",
-        "delta-rs": "delta-rs MERGE (anchor)"}
+        "delta-rs": "delta-rs MERGE (anchor)", "floor": "floor: a write to a Python source of nothing"}
+
+
+def noop_source():
+    """A Python data source whose write reads its rows and commits nothing (the floor's)."""
+    from pyspark.sql.datasource import DataSource, DataSourceArrowWriter, WriterCommitMessage
+
+    class Done(WriterCommitMessage):
+        pass
+
+    class NoopWriter(DataSourceArrowWriter):
+        def write(self, iterator):
+            for _ in iterator:
+                pass
+            return Done()
+
+        def commit(self, messages):
+            pass
+
+    class NoopSource(DataSource):
+        @classmethod
+        def name(cls):
+            return "noop_python"
+
+        def writer(self, schema, overwrite):
+            return NoopWriter()
+
+    return NoopSource
 
 
 def child(way: str, table: str, sources: str, idle: float) -> None:
@@ -49,12 +80,16 @@ def child(way: str, table: str, sources: str, idle: float) -> None:
     else:
         import indexeddf
 
-        daemon = "indexeddf.spark.daemon" if way == "preloaded" else "pyspark.daemon"
+        daemon = "pyspark.daemon" if way == "pyspark" else "indexeddf.spark.daemon"
         spark = indexeddf.local_session("indexeddf-pipeline-merges", driver_memory="4g",
                                         conf={"spark.python.daemon.module": daemon})
+        if way == "floor":
+            spark.dataSource.register(noop_source())
 
         def prepared(path: str):
             spark.read.parquet(path).createOrReplaceTempView("src")
+            if way == "floor":
+                return lambda: spark.table("src").write.format("noop_python").mode("append").save()
             return lambda: spark.sql(SQL.format(path=table)).collect()
     out = []
     for i, path in enumerate(sources.split(",")):
@@ -98,7 +133,7 @@ def main() -> None:
               f"every {args.idle:.0f} s, {args.rounds} MERGEs after one that warms the session up")
         print(f"{'way':<46} {'median s':>9} {'min..max s':>14} {'CPU s':>7} {'vs delta-rs':>12}")
         results = {}
-        for way in ("delta-rs", "preloaded", "pyspark"):
+        for way in ("delta-rs", "preloaded", "pyspark", "floor"):
             copy = work / "copy"
             shutil.rmtree(copy, ignore_errors=True)
             shutil.copytree(table, copy)
