@@ -190,7 +190,7 @@ def test_a_footer_whose_values_hold_what_the_search_looks_for_is_walked(tmp_path
     field by field when they differ."""
     import pyarrow.parquet as pq
 
-    from indexeddf.format.footers import _list_header, _varint, _walked_starts, _zigzag, read_footer
+    from indexeddf.format.footers import _list_header, _walked_starts, _zigzag, read_footer, varint
 
     path = tmp_path / "f.parquet"
 
@@ -202,7 +202,7 @@ def test_a_footer_whose_values_hold_what_the_search_looks_for_is_walked(tmp_path
 
     meta = write(b"\xff" + b"z" * 39)
     start = meta.row_group(1).column(0).file_offset
-    sign = b"\x00\x19" + _list_header(2) + b"\x26" + _varint(_zigzag(start))
+    sign = b"\x00\x19" + _list_header(2) + b"\x26" + varint(_zigzag(start))
     meta = write(b"\xff" + sign + b"z" * (39 - len(sign)))  # the same length: the same offsets
     assert meta.row_group(1).column(0).file_offset == start
     with pa.OSFile(str(path)) as source:

@@ -55,7 +55,7 @@ class CompactFooter:
         order they will be read: the footer's group ``i`` is ``groups[i]``)."""
         raw, at = self.raw, self.groups
         rows = int(sum(int(self.rows[g]) for g in groups))
-        parts = [raw[:self.num_rows_at[0]], _varint(_zigzag(rows)), raw[self.num_rows_at[1]:self.list_at],
+        parts = [raw[:self.num_rows_at[0]], varint(_zigzag(rows)), raw[self.num_rows_at[1]:self.list_at],
                  _list_header(len(groups))]
         parts += [raw[at[g]:at[g + 1]] for g in groups]
         parts.append(raw[at[-1]:])
@@ -91,10 +91,10 @@ def compact(raw: bytes) -> CompactFooter:
         if delta:
             fid += delta
         else:
-            fid, pos = _read_zigzag(raw, pos)
+            fid, pos = read_zigzag(raw, pos)
         if fid == 3 and ftype == 6:  # num_rows
             start = pos
-            _, pos = _read_varint(raw, pos)
+            _, pos = read_varint(raw, pos)
             num_rows_at = (start, pos)
         elif fid == 4 and ftype == 9:  # row_groups: list<RowGroup>
             list_at = pos
@@ -148,7 +148,7 @@ def _group_starts(raw: bytes, first: int, n: int, meta: pq.FileMetaData) -> list
     lead = b"\x00\x19" + _list_header(meta.num_columns)
     starts = [first]
     for g in range(1, n):
-        sign = lead + b"\x26" + _varint(_zigzag(meta.row_group(g).column(0).file_offset))
+        sign = lead + b"\x26" + varint(_zigzag(meta.row_group(g).column(0).file_offset))
         at = raw.find(sign, starts[-1])
         if at < 0:
             return _walked_starts(raw, first, n)
@@ -183,15 +183,16 @@ def _row_group(raw: bytes, pos: int) -> tuple[int, int]:
         if byte >> 4:
             fid += byte >> 4
         else:
-            fid, pos = _read_zigzag(raw, pos)
+            fid, pos = read_zigzag(raw, pos)
         if fid == 3 and ftype == 6:
-            rows, pos = _read_zigzag(raw, pos)
+            rows, pos = read_zigzag(raw, pos)
         else:
             pos = _skip(raw, pos, ftype)
 
 
 # -- Thrift compact protocol --------------------------------------------------------------
-def _read_varint(raw: bytes, pos: int) -> tuple[int, int]:
+def read_varint(raw: bytes, pos: int) -> tuple[int, int]:
+    """An unsigned varint at ``pos``, and the position after it."""
     out = shift = 0
     while True:
         b = raw[pos]
@@ -202,12 +203,14 @@ def _read_varint(raw: bytes, pos: int) -> tuple[int, int]:
         shift += 7
 
 
-def _read_zigzag(raw: bytes, pos: int) -> tuple[int, int]:
-    n, pos = _read_varint(raw, pos)
+def read_zigzag(raw: bytes, pos: int) -> tuple[int, int]:
+    """A zigzag varint (Thrift compact's i16, i32, i64) at ``pos``, and the position after it."""
+    n, pos = read_varint(raw, pos)
     return (n >> 1) ^ -(n & 1), pos
 
 
-def _varint(n: int) -> bytes:
+def varint(n: int) -> bytes:
+    """``n`` (unsigned) as a varint."""
     out = bytearray()
     while n >= 0x80:
         out.append((n & 0x7F) | 0x80)
@@ -221,7 +224,7 @@ def _zigzag(n: int) -> int:
 
 
 def _list_header(size: int, etype: int = 12) -> bytes:
-    return bytes([(size << 4) | etype]) if size < 15 else bytes([0xF0 | etype]) + _varint(size)
+    return bytes([(size << 4) | etype]) if size < 15 else bytes([0xF0 | etype]) + varint(size)
 
 
 def _list_start(raw: bytes, pos: int) -> tuple[int, int, int]:
@@ -229,7 +232,7 @@ def _list_start(raw: bytes, pos: int) -> tuple[int, int, int]:
     pos += 1
     size = byte >> 4
     if size == 15:
-        size, pos = _read_varint(raw, pos)
+        size, pos = read_varint(raw, pos)
     return size, byte & 0x0F, pos
 
 
@@ -244,7 +247,7 @@ def _skip(raw: bytes, pos: int, ftype: int) -> int:
             pos += 1
         return pos + 1
     if ftype == 8:  # binary: length, bytes
-        n, pos = _read_varint(raw, pos)
+        n, pos = read_varint(raw, pos)
         return pos + n
     if ftype == 12:  # struct: fields until STOP
         while True:
@@ -265,7 +268,7 @@ def _skip(raw: bytes, pos: int, ftype: int) -> int:
             pos = _skip(raw, pos, etype)
         return pos
     if ftype == 11:  # map
-        size, pos = _read_varint(raw, pos)
+        size, pos = read_varint(raw, pos)
         if size == 0:
             return pos
         kv = raw[pos]

@@ -22,6 +22,7 @@ import pyarrow as pa
 
 from ..spec.arrays import distinct
 from .footers import decode as decode_metadata
+from .footers import read_varint, read_zigzag, varint
 
 SPARSE_ROWS = 2048
 """Rows are read by pages when there is at most one in this many of a file's rows: at pages of
@@ -34,40 +35,25 @@ _BOOL_TRUE, _BOOL_FALSE, _BYTE, _I16, _I32, _I64, _DOUBLE, _BINARY, _LIST, _SET,
 
 
 # -- Thrift compact protocol: decode to {field id: (type, value)}, encode back ----------------
-def _varint(buf: bytes, at: int) -> tuple[int, int]:
-    shift = value = 0
-    while True:
-        b = buf[at]
-        at += 1
-        value |= (b & 0x7F) << shift
-        if b < 0x80:
-            return value, at
-        shift += 7
-
-
-def _zigzag(n: int) -> int:
-    return (n >> 1) ^ -(n & 1)
-
-
+# (the varints are footers.py's, which reads the same encoding field by field)
 def _value(buf: bytes, at: int, t: int):
     if t in (_BOOL_TRUE, _BOOL_FALSE):  # a bool field carries its value in its type
         return t == _BOOL_TRUE, at
     if t == _BYTE:
         return buf[at], at + 1
     if t in (_I16, _I32, _I64):
-        v, at = _varint(buf, at)
-        return _zigzag(v), at
+        return read_zigzag(buf, at)
     if t == _DOUBLE:
         return struct.unpack_from("<d", buf, at)[0], at + 8
     if t == _BINARY:
-        n, at = _varint(buf, at)
+        n, at = read_varint(buf, at)
         return bytes(buf[at:at + n]), at + n
     if t in (_LIST, _SET):
         head = buf[at]
         at += 1
         n, et = head >> 4, head & 0x0F
         if n == 15:
-            n, at = _varint(buf, at)
+            n, at = read_varint(buf, at)
         items = []
         for _ in range(n):
             if et in (_BOOL_TRUE, _BOOL_FALSE):  # list elements: one byte each
@@ -78,7 +64,7 @@ def _value(buf: bytes, at: int, t: int):
                 items.append(v)
         return (et, items), at
     if t == _MAP:
-        n, at = _varint(buf, at)
+        n, at = read_varint(buf, at)
         if n == 0:
             return (0, 0, []), at
         kv = buf[at]
@@ -106,29 +92,21 @@ def decode(buf: bytes, at: int = 0) -> tuple[dict, int]:
         if delta:
             fid = last + delta
         else:
-            v, at = _varint(buf, at)
-            fid = _zigzag(v)
+            fid, at = read_zigzag(buf, at)
         value, at = _value(buf, at, t)
         fields[fid] = (t, value)
         last = fid
-
-
-def _put_varint(out: bytearray, n: int) -> None:
-    while n >= 0x80:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
 
 
 def _put(out: bytearray, t: int, v) -> None:
     if t == _BYTE:
         out.append(v & 0xFF)
     elif t in (_I16, _I32, _I64):
-        _put_varint(out, (v << 1) ^ (v >> 63))
+        out += varint((v << 1) ^ (v >> 63))
     elif t == _DOUBLE:
         out += struct.pack("<d", v)
     elif t == _BINARY:
-        _put_varint(out, len(v))
+        out += varint(len(v))
         out += v
     elif t in (_LIST, _SET):
         et, items = v
@@ -136,7 +114,7 @@ def _put(out: bytearray, t: int, v) -> None:
             out.append(len(items) << 4 | et)
         else:
             out.append(0xF0 | et)
-            _put_varint(out, len(items))
+            out += varint(len(items))
         for item in items:
             if et in (_BOOL_TRUE, _BOOL_FALSE):
                 out.append(_BOOL_TRUE if item else _BOOL_FALSE)
@@ -144,7 +122,7 @@ def _put(out: bytearray, t: int, v) -> None:
                 _put(out, et, item)
     elif t == _MAP:
         kt, vt, pairs = v
-        _put_varint(out, len(pairs))
+        out += varint(len(pairs))
         if pairs:
             out.append(kt << 4 | vt)
             for k, val in pairs:
@@ -167,7 +145,7 @@ def encode(fields: dict) -> bytes:
             out.append((fid - last) << 4 | t)
         else:
             out.append(t)
-            _put_varint(out, (fid << 1) ^ (fid >> 15))
+            out += varint((fid << 1) ^ (fid >> 15))
         if t not in (_BOOL_TRUE, _BOOL_FALSE):
             _put(out, t, v)
         last = fid
@@ -212,15 +190,15 @@ def _locations(buf: bytes) -> list[tuple[int, int, int]]:
         return [(loc[1][1], loc[2][1], loc[3][1]) for loc in index[1][1][1]]
     out, at, n = [], 2, buf[1] >> 4
     if n == 15:  # 15 or more: the count follows
-        n, at = _varint(buf, 2)
+        n, at = read_varint(buf, 2)
     for _ in range(n):
         if buf[at] != 0x16:
             break
         values = []
         at += 1
         for expect in (0x15, 0x16, 0x00):
-            v, at = _varint(buf, at)
-            values.append((v >> 1) ^ -(v & 1))
+            v, at = read_zigzag(buf, at)
+            values.append(v)
             if buf[at] != expect:
                 break
             at += 1
