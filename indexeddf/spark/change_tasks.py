@@ -17,7 +17,7 @@ matched twice is seen by one task, which fails the MERGE as Delta does. The driv
 
 A MERGE of a small source (``"oneTask": true``) comes here too: the connector coalesces the
 source into one partition and its one task runs the change engine's single pass over it
-(:func:`_write_whole`), which the driver's commit ran before. The commit is the same.
+(:func:`write_buckets`), which the driver's commit ran before. The commit is the same.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ import json
 import time
 from collections import Counter
 from dataclasses import dataclass, field, replace
-from typing import Iterator
+from typing import Iterable, Iterator
 
 import numpy as np
 import pyarrow as pa
@@ -74,26 +74,42 @@ def in_tasks(spec: dict) -> bool:
 
 def write_buckets(writer, iterator: Iterator[pa.RecordBatch]) -> ChangedBuckets:
     """Run the MERGE on this task's buckets (``writer``: the change's ``ChangeWriter``), one
-    bucket's source rows in memory at a time."""
-    from ..changes.engine import prepare, run_part, union_read
-
+    bucket's source rows in memory at a time; or, for a small source the connector coalesced
+    into this one task, on all its rows in one pass, as the driver's commit would (the work
+    then runs in an executor's Python worker, which the local daemon keeps loaded, instead of
+    the driver's commit worker, which starts cold)."""
     snapshot = version_read(writer.url, writer.storage_options, writer.result_file, int(writer.spec["readVersion"]))
     if writer.spec.get(ONE_TASK_KEY):
-        return _write_whole(writer, snapshot, iterator)
+        batches = [b for b in iterator if b.num_rows]
+        rows = pa.Table.from_batches(batches).cast(writer.schema) if batches else writer.schema.empty_table()
+        return _run_parts(writer, snapshot, [(None, rows)])
     staging = writer.staging_at(snapshot)  # the buckets of the version read, as Spark partitioned the rows
     if staging is None:
         raise InvalidOptionError("the MERGE cannot run a bucket at a time on the version it read (its ON condition "
                                  "does not fix every bucketing column, or a file has no bucket); nothing was "
                                  "committed. Run it with spark.indexeddf.merge.bucketTasks.enabled=false")
+    return _run_parts(writer, snapshot, _by_bucket(iterator, staging, writer.schema))
+
+
+def _run_parts(writer, snapshot, parts: Iterable[tuple[int | None, pa.Table]]) -> ChangedBuckets:
+    """Run the change on each part (a bucket and its source rows, or None and the whole
+    source), without committing: the task's message of what it wrote."""
+    from ..changes.engine import prepare, run_part, union_read
+
     change = writer.change_of(snapshot)
     prepared = prepare(snapshot, change)
     message, metrics, read = ChangedBuckets(operation=change.operation, parameters=change.parameters), ChangeMetrics(), set()
     try:
-        for bucket, rows in _by_bucket(iterator, staging, writer.schema):
+        for bucket, rows in parts:
             metrics.num_source_rows += rows.num_rows
-            done = run_part(snapshot, replace(change, source=rows), prepared, {bucket}, message.written, metrics)
-            message.buckets.append(bucket)
-            _add_done(message, done)
+            done = run_part(snapshot, replace(change, source=rows), prepared, None if bucket is None else {bucket},
+                            message.written, metrics)
+            if bucket is not None:
+                message.buckets.append(bucket)
+            message.actions += [action_line(a) for a in done.actions]
+            for name, files in done.index_files.items():
+                message.index_files.setdefault(name, []).extend(f.model_dump_json(by_alias=True) for f in files)
+            message.found_by.append(done.found_by)
             read = union_read(read, done.read_buckets)
     except BaseException:
         _delete_uncommitted(snapshot.storage, message.written)
@@ -101,38 +117,6 @@ def write_buckets(writer, iterator: Iterator[pa.RecordBatch]) -> ChangedBuckets:
     message.read = None if read is ALL_BUCKETS else sorted(read)
     message.metrics = {k: v for k, v in metrics.as_dict().items() if isinstance(v, int)}
     return message
-
-
-def _write_whole(writer, snapshot, iterator: Iterator[pa.RecordBatch]) -> ChangedBuckets:
-    """Run the MERGE of a small source whole, in one pass, as the driver's commit would: the
-    connector coalesced the source into this one task, so the work (finding the target rows
-    through the index, rewriting, writing) runs in an executor's Python worker, which the
-    local daemon keeps loaded, instead of the driver's commit worker, which starts cold."""
-    from ..changes.engine import prepare, run_part
-
-    batches = [b for b in iterator if b.num_rows]
-    rows = pa.Table.from_batches(batches).cast(writer.schema) if batches else writer.schema.empty_table()
-    change = writer.change_of(snapshot)
-    metrics = ChangeMetrics(num_source_rows=rows.num_rows)
-    message = ChangedBuckets(operation=change.operation, parameters=change.parameters)
-    try:
-        done = run_part(snapshot, replace(change, source=rows), prepare(snapshot, change), None, message.written,
-                        metrics)
-    except BaseException:
-        _delete_uncommitted(snapshot.storage, message.written)
-        raise
-    _add_done(message, done)
-    message.read = None if done.read_buckets is ALL_BUCKETS else sorted(done.read_buckets)
-    message.metrics = {k: v for k, v in metrics.as_dict().items() if isinstance(v, int)}
-    return message
-
-
-def _add_done(message: ChangedBuckets, done) -> None:
-    """A run's actions, index files and how it found the rows, into the task's message."""
-    message.actions += [action_line(a) for a in done.actions]
-    for name, files in done.index_files.items():
-        message.index_files.setdefault(name, []).extend(f.model_dump_json(by_alias=True) for f in files)
-    message.found_by.append(done.found_by)
 
 
 def _by_bucket(batches: Iterator[pa.RecordBatch], staging, schema: pa.Schema) -> Iterator[tuple[int, pa.Table]]:
