@@ -155,7 +155,7 @@ def test_the_cache_keeps_footers_compact_and_reads_row_groups_through_them(table
     starts = np.concatenate(([0], np.cumsum(compact.rows)))
     want = duckdb.sql(f"SELECT id, name FROM read_parquet('{table_path}/{data.path}', file_row_number = true) "
                       f"WHERE {' OR '.join(f'file_row_number BETWEEN {starts[g]} AND {starts[g + 1] - 1}' for g in groups)}"
-                      " ORDER BY file_row_number").fetch_arrow_table()
+                      " ORDER BY file_row_number").to_arrow_table()
     assert sorted(got.select(["id", "name"]).to_pylist(), key=str) == sorted(want.to_pylist(), key=str)
     assert [r["id"] for r in got.slice(0, 1).to_pylist()] == [pq.ParquetFile(f"{table_path}/{data.path}")
                                                               .read_row_group(groups[0]).column("id")[0].as_py()]

@@ -454,7 +454,8 @@ def test_a_failed_sql_build_leaves_the_log_as_a_failed_single_process_build(spar
         sql(f"CREATE INDEX by_s ON indexeddf.`{parallel.path}` (s)")
     assert _log_states(parallel, "by_s") == _log_states(single, "by_s")
     assert IndexedTable.for_path(parallel.path).snapshot.indexes["by_s"].state == "DELETED"
-    # The abort deleted the tasks' files with the pending folder; a file of a task Spark was
-    # still cancelling may land after it, named by no version: vacuum deletes it.
-    IndexedTable.for_path(parallel.path).vacuum(retention_hours=0, enforce_retention=False)
+    # The abort waited for the tasks Spark was still cancelling (the job's fence), then deleted
+    # their files with the pending folder: nothing is left, before any vacuum.
     assert _index_files_on_disk(parallel, "by_s") == set()
+    IndexedTable.for_path(parallel.path).vacuum(retention_hours=0, enforce_retention=False)
+    assert not (pathlib.Path(parallel.path) / "_indexes" / "_jobs").exists()  # vacuum took the fence

@@ -46,6 +46,7 @@ from ..writer import index_ops, lifecycle
 from ..writer.index_files import INDEX_DIR
 from . import options as so
 from .index_tasks import TASKS_PER_CORE, balanced_groups, files_entries, task_add, write_entry_batches
+from .job_fence import JobFence
 
 BUILD_OPERATION = "indexBuild"
 """The ``_operation`` of the build write: the tasks that sort and write, and the final commit."""
@@ -95,7 +96,7 @@ def _reads(entry: IndexEntry, files: list[AddFile], cores: int) -> dict:
     in groups of about equal bytes (``balanced_groups``), one a task, a task a core."""
     groups = balanced_groups([a.size for a in files], TASKS_PER_CORE * max(1, cores))
     return {"columns": list(entry.columns), "numBuckets": entry.numBuckets,
-            "groups": [[files[i].fileId for i in g] for g in groups]}
+            "groups": [[files[i].fileId for i in g] for g in groups], "fence": JobFence.new().folder}
 
 
 def build_writer(url: str, storage_options: dict[str, Any], spec: dict) -> "BuildWriter":
@@ -124,6 +125,7 @@ class BuildWriter(DataSourceArrowWriter):
                  schema: pa.Schema, groups: list[list[str]]):
         self.url, self.storage_options, self.plan, self.result_file = url, storage_options, plan, result_file
         self.schema, self.groups = schema, groups
+        self.fence = JobFence(plan["fence"])
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> BuiltMessage:
         """The index files of the groups this task's rows name (a group's number a row): each
@@ -135,13 +137,14 @@ class BuildWriter(DataSourceArrowWriter):
         ids = [g for batch in iterator for g in batch.column(0).to_pylist()]
         columns, num_buckets, version = list(self.plan["columns"]), int(self.plan["numBuckets"]), self.plan["version"]
         adds = [add for g in ids for add in self.groups[g]]
-        built = write_entry_batches(storage, rel_dir, files_entries(storage, adds, self.schema, columns, num_buckets,
-                                                                    version))
+        entries = files_entries(storage, adds, self.schema, columns, num_buckets, version, self.fence)
+        built = write_entry_batches(storage, rel_dir, entries, self.fence)
         return BuiltMessage([f.model_dump_json() for f in built])
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
         """Commit the index ACTIVE with every task's files (the transient state's version
         is the one the plan began), or the conversion with them."""
+        self.fence.close(so.shared_storage(self.url, self.storage_options))  # every task has ended
         files = [IndexFile.model_validate_json(j) for m in messages if isinstance(m, BuiltMessage) for j in m.files]
         files.sort(key=lambda f: (f.bucket, f.path))
         if self.plan["statement"] == "convert":
@@ -155,8 +158,10 @@ class BuildWriter(DataSourceArrowWriter):
     def abort(self, messages: list[WriterCommitMessage | None]) -> None:
         """The job failed: delete what the tasks wrote and cancel the operation (its pending
         folder goes too), unless another operation took the index meanwhile. A conversion
-        committed nothing to cancel."""
+        committed nothing to cancel. First the job's fence (``job_fence.py``): no task of it
+        writes after this."""
         storage = so.shared_storage(self.url, self.storage_options)
+        self.fence.abort(storage)
         for m in messages:
             if isinstance(m, BuiltMessage):
                 for j in m.files:

@@ -35,6 +35,7 @@ from ..spec.column_mapping import table_schema
 from ..writer.index_files import INDEX_DIR
 from ..writer.lifecycle import Progress, say
 from .index_tasks import TASKS_PER_CORE, balanced_groups, files_entries, task_add, write_entry_batches
+from .job_fence import JobFence
 from .options import shared_storage
 
 FILE_SCHEMA = "path string, size long, bucket int, numEntries long, fileIds array<long>"
@@ -71,11 +72,12 @@ def build_files(spark, snapshot, entry: IndexEntry, data_files: list[AddFile], w
         sc.setJobGroup(group, f"indexeddf: index {entry.name}: plan the build of {len(data_files)} data files")
         rel_dir = dir_name[len(INDEX_DIR) + 1:] if dir_name.startswith(INDEX_DIR + "/") else dir_name
         tasks = TASKS_PER_CORE * sc.defaultParallelism
-        out = _built_in_tasks(spark, snapshot, entry, data_files, tasks, rel_dir)
+        fence = JobFence.new()
+        out = _built_in_tasks(spark, snapshot, entry, data_files, tasks, rel_dir, fence)
         sc.setJobDescription(f"indexeddf: index {entry.name}: read, hash, sort and write the entries of "
                              f"{len(data_files)} data files into {entry.numBuckets} index buckets")
         say(progress, f"index {entry.name}: Spark job over {len(data_files)} data files")
-        rows = collect_job(out)
+        rows = collect_job(out, storage, fence)
     finally:
         for k, v in saved.items():
             sc.setLocalProperty(k, v)
@@ -87,21 +89,27 @@ def build_files(spark, snapshot, entry: IndexEntry, data_files: list[AddFile], w
     return files
 
 
-def collect_job(out) -> list:
+def collect_job(out, storage, fence: JobFence) -> list:
     """The job's rows; a task's indexeddf error (e.g. ``MissingFileError`` for a data file
-    deleted outside indexeddf) is raised as itself, not as Spark's wrapper of it."""
+    deleted outside indexeddf) is raised as itself, not as Spark's wrapper of it. The job's
+    ``fence`` (in the table's ``storage``): when the job fails, the error is raised once no
+    task of it writes any more (``job_fence.py``)."""
     from . import typed_error
 
     try:
-        return out.collect()
-    except Exception as e:
-        typed = typed_error(e)
+        rows = out.collect()
+    except BaseException as e:
+        fence.abort(storage)
+        typed = typed_error(e) if isinstance(e, Exception) else None
         if typed is None:
             raise
         raise typed from e
+    fence.close(storage)
+    return rows
 
 
-def _built_in_tasks(spark, snapshot, entry: IndexEntry, data_files: list[AddFile], tasks: int, rel_dir: str):
+def _built_in_tasks(spark, snapshot, entry: IndexEntry, data_files: list[AddFile], tasks: int, rel_dir: str,
+                    fence: JobFence):
     """The whole build in ``tasks`` Python tasks (no stage boundary, no entry crossing the
     JVM): each task takes a group of files of about equal bytes, reads their index columns
     through the project's reader a row group at a time (``index_tasks.file_entries``: every
@@ -118,8 +126,8 @@ def _built_in_tasks(spark, snapshot, entry: IndexEntry, data_files: list[AddFile
         task_storage = shared_storage(url, options)
         for batch in batches:
             for group in batch.column(0).to_pylist():
-                entries = files_entries(task_storage, groups[group], schema, columns, num_buckets, version)
-                yield _files_batch(write_entry_batches(task_storage, rel_dir, entries))
+                entries = files_entries(task_storage, groups[group], schema, columns, num_buckets, version, fence)
+                yield _files_batch(write_entry_batches(task_storage, rel_dir, entries, fence))
 
     return spark.range(0, len(groups), 1, numPartitions=len(groups)).mapInArrow(build, FILE_SCHEMA)
 

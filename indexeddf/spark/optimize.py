@@ -26,8 +26,9 @@ in one Spark job of two stages:
    and at most a chunk of entries an index (stage 1) or one index bucket (stage 2): bounded
    by a group or a chunk, never by the table.
 
-A failing task deletes what it wrote and fails the job; nothing is committed, and files
-of other tasks or of attempts Spark dropped are named by no version, so ``vacuum``
+A failing task deletes what it wrote and fails the job; nothing is committed. The job's fence
+(``job_fence.py``) holds the failure back until no task of the job writes any more: the
+other tasks' files, and those of attempts Spark dropped, are named by no version, so ``vacuum``
 deletes them.
 
 ``optimize_index(..., spark=)`` (:func:`spark_compact`) merges an index's own small files
@@ -40,7 +41,6 @@ per bucket under the operation's ``pendingDir``, so a failed job leaves what
 
 from __future__ import annotations
 
-import time
 import uuid
 from typing import Iterator
 
@@ -52,6 +52,7 @@ from ..writer.index_compaction import kept_ids, merge_bucket, rewritten_by_bucke
 from ..writer.lifecycle import Compact, Progress, say
 from ..writer.maintenance import OptimizePlan, Rewrite
 from .index_tasks import balanced_groups
+from .job_fence import JobFence
 from .maintenance import collect_job
 from .optimize_tasks import (
     ENTRY_SCHEMA,
@@ -83,7 +84,8 @@ def rewrite_files(spark, snapshot: Snapshot, plan: OptimizePlan, written: list[s
     storage = snapshot.storage
     shared_storage(storage.url, storage.storage_options)  # refuses storage Spark's workers cannot see
     sc = spark.sparkContext
-    job = RewriteJob.of(snapshot, plan, TASKS_PER_CORE * sc.defaultParallelism)
+    fence = JobFence.new()
+    job = RewriteJob.of(snapshot, plan, TASKS_PER_CORE * sc.defaultParallelism, fence)
     n_files = sum(len(u) for u in job.units)
     saved = {k: sc.getLocalProperty(k) for k in ("spark.jobGroup.id", "spark.job.description")}
     try:
@@ -92,35 +94,13 @@ def rewrite_files(spark, snapshot: Snapshot, plan: OptimizePlan, written: list[s
                        f"indexeddf: optimize ({plan.mode}): rewrite {n_files} data files in {len(job.units)} groups "
                        f"and the index files of {len(plan.indexes)} indexes")
         entries = _rewritten(spark, job)
-        merged = _merged(spark, snapshot, plan, entries)
+        merged = _merged(spark, snapshot, plan, entries, fence)
         say(progress, f"optimize: Spark job over {n_files} data files in {len(job.units)} groups")
-        try:
-            rows = collect_job(merged)
-        except BaseException:
-            _settle(sc, group)
-            raise
+        rows = collect_job(merged, storage, fence)
     finally:
         for k, v in saved.items():
             sc.setLocalProperty(k, v)
     return plan_actions(plan, [(r.name, r.json) for r in rows], written, progress)
-
-
-def _settle(sc, group: str, timeout: float = 60.0) -> None:
-    """After a failed job, wait until its other tasks are over: a rewrite task writes its
-    index files when its groups are done, so one that Spark is still cancelling could write
-    them after the failure is reported (and after a ``vacuum`` that follows it). Spark ends a
-    cancelled task's Python worker ``spark.python.task.killTimeout`` after the task ends."""
-    tracker = sc.statusTracker()
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        infos = [tracker.getJobInfo(j) for j in tracker.getJobIdsForGroup(group)]
-        stages = [tracker.getStageInfo(s) for info in infos if info is not None for s in info.stageIds]
-        if not any(st is not None and st.numActiveTasks for st in stages):
-            break
-        time.sleep(0.05)
-    kill = sc.getConf().get("spark.python.task.killTimeout", "2s")
-    seconds = float(kill[:-2]) / 1000 if kill.endswith("ms") else float(kill.rstrip("s"))
-    time.sleep(min(seconds, max(0.0, deadline - time.monotonic())) + 0.5)
 
 
 def _rewritten(spark, job: RewriteJob):
@@ -139,11 +119,11 @@ def _rewritten(spark, job: RewriteJob):
     return out
 
 
-def _merged(spark, snapshot: Snapshot, plan: OptimizePlan, entries):
+def _merged(spark, snapshot: Snapshot, plan: OptimizePlan, entries, fence: JobFence):
     """Stage 2: the files' rows shuffled by (index, index bucket) and sorted so each index
     bucket's arrive together; a task leaves one index file per index bucket
     (:class:`MergeJob`). The adds pass through. A DataFrame of ``RESULT_SCHEMA``."""
-    job = MergeJob.of(snapshot, plan)
+    job = MergeJob.of(snapshot, plan, fence)
     parts = max(1, min(job.pairs(plan), TASKS_PER_CORE * spark.sparkContext.defaultParallelism))
     return entries.repartition(parts, "key").sortWithinPartitions("key").mapInArrow(job.run, RESULT_SCHEMA)
 
@@ -176,22 +156,26 @@ def compact_files(spark, storage, entry: IndexEntry, rewrite: set[str], keep_ids
     # Buckets of about equal bytes a task: a task costs a Python worker's round trip.
     tasks = balanced_groups([sum(f.size for f in by_bucket[b]) for b in buckets], TASKS_PER_CORE * sc.defaultParallelism)
 
+    fence = JobFence.new()
+
     def merge(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         task_storage = shared_storage(url, options)
         mine: list[str] = []
         done: list[IndexFile] = []
-        try:
-            for batch in batches:
-                for task in batch.column(0).to_pylist():
-                    for i in tasks[task]:
-                        files = [IndexFile.model_validate_json(j) for j in old[i]]
-                        f = merge_bucket(task_storage, files, keep, None, dir_name, buckets[i], mine)
-                        if f is not None:
-                            done.append(f)
-        except BaseException:
-            for path in mine:  # the job fails; this task's index files are not committed
-                task_storage.delete(path)
-            raise
+        with fence.task(task_storage, mine):
+            try:
+                for batch in batches:
+                    for task in batch.column(0).to_pylist():
+                        for i in tasks[task]:
+                            fence.check(task_storage, mine)  # another task failed: stop
+                            files = [IndexFile.model_validate_json(j) for j in old[i]]
+                            f = merge_bucket(task_storage, files, keep, None, dir_name, buckets[i], mine)
+                            if f is not None:
+                                done.append(f)
+            except BaseException:
+                for path in mine:  # the job fails; this task's index files are not committed
+                    task_storage.delete(path)
+                raise
         yield pa.RecordBatch.from_pylist([{"name": entry.name, "json": f.model_dump_json()} for f in done],
                                          schema=RESULT_ARROW)
 
@@ -202,7 +186,7 @@ def compact_files(spark, storage, entry: IndexEntry, rewrite: set[str], keep_ids
                        f"of {len(buckets)} index buckets")
         say(progress, f"index {entry.name}: Spark job merging {len(rewrite)} index files of {len(buckets)} index buckets")
         out = spark.range(0, len(tasks), 1, numPartitions=max(1, len(tasks))).mapInArrow(merge, RESULT_SCHEMA)
-        rows = collect_job(out)
+        rows = collect_job(out, storage, fence)
     finally:
         for k, v in saved.items():
             sc.setLocalProperty(k, v)

@@ -40,6 +40,7 @@ from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceReader, Inpu
 from ..format.snapshot import Snapshot, load_snapshot, update_snapshot
 from ..writer import maintenance
 from . import options as so
+from .job_fence import JobFence
 from .optimize_tasks import ENTRY_SCHEMA, TASKS_PER_CORE, MergeJob, RewriteJob, plan_actions
 
 REWRITE_OPTION = "_optimizeRewrite"
@@ -53,7 +54,8 @@ def begin_optimize(snapshot: Snapshot, where: str | None, start: int) -> dict | 
         return None
     # The (index, index bucket) keys: the most merge tasks that get work.
     pairs = sum(e.numBuckets for e in snapshot.indexes.values() if e.state == "ACTIVE")
-    return {"plan": {"version": snapshot.version, "where": where, "startTimeMs": start, "pairs": pairs}}
+    return {"plan": {"version": snapshot.version, "where": where, "startTimeMs": start, "pairs": pairs,
+                     "fence": JobFence.new().folder}}
 
 
 def _planned(url: str, storage_options: dict[str, Any], plan: dict):
@@ -75,12 +77,9 @@ def rewrite_reader(options: Any) -> "RewriteReader":
     plan = json.loads(opts[REWRITE_OPTION.lower()])
     snapshot, optimize_plan = _planned(opts["path"], so.storage_options({"storageOptions": opts.get("storageoptions")}),
                                        plan)
-    return RewriteReader(RewriteJob.of(snapshot, optimize_plan, TASKS_PER_CORE * int(plan.get("cores") or 1)))
+    return RewriteReader(RewriteJob.of(snapshot, optimize_plan, TASKS_PER_CORE * int(plan.get("cores") or 1),
+                                       JobFence(plan["fence"])))
 
-
-SETTLE_SECONDS = 2.5
-"""How long a failed statement waits for the tasks Spark is cancelling: Spark ends a cancelled
-task's Python worker ``spark.python.task.killTimeout`` (2 s by default) after the task ends."""
 
 REWRITE_SCHEMA = ENTRY_SCHEMA
 """The rows the rewrite stage yields (``optimize_tasks.ENTRY_SCHEMA``)."""
@@ -118,7 +117,7 @@ class MergeWriter(DataSourceArrowWriter):
     def __init__(self, url: str, storage_options: dict[str, Any], plan: dict, result_file: str | None):
         self.url, self.storage_options, self.plan, self.result_file = url, storage_options, plan, result_file
         snapshot, optimize_plan = _planned(url, storage_options, plan)
-        self.job = MergeJob.of(snapshot, optimize_plan)
+        self.job = MergeJob.of(snapshot, optimize_plan, JobFence(plan["fence"]))
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> MergedMessage:
         """One file for each index bucket whose rows (sorted by key) reach this task."""
@@ -128,7 +127,9 @@ class MergeWriter(DataSourceArrowWriter):
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
         """``optimize()`` on the planned version, its files those the tasks wrote."""
         results = [r for m in messages if isinstance(m, MergedMessage) for r in m.results]
-        before = load_snapshot(so.shared_storage(self.url, self.storage_options), int(self.plan["version"]))
+        storage = so.shared_storage(self.url, self.storage_options)
+        self.job.fence.close(storage)  # every task has ended
+        before = load_snapshot(storage, int(self.plan["version"]))
         where = self.plan.get("where")
 
         def rewrite(snapshot, plan, written, progress):
@@ -143,11 +144,11 @@ class MergeWriter(DataSourceArrowWriter):
 
     def abort(self, messages: list[WriterCommitMessage | None]) -> None:
         """Delete the data and index files the tasks returned; nothing was committed. First
-        wait :data:`SETTLE_SECONDS`: a rewrite task Spark is still cancelling writes its index
-        files when its groups are done, and should not do so after the statement failed (and
-        after a ``vacuum`` that follows it)."""
-        time.sleep(SETTLE_SECONDS)
+        wait until no task of the job writes any more (its fence, ``job_fence.py``): a rewrite
+        task Spark is still cancelling writes its files when its groups are done, and should not
+        do so after the statement failed (and after a ``vacuum`` that follows it)."""
         storage = so.shared_storage(self.url, self.storage_options)
+        self.job.fence.abort(storage)
         for m in messages:
             if isinstance(m, MergedMessage):
                 for _, text in m.results:

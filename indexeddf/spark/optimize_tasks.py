@@ -39,6 +39,7 @@ from ..writer.lifecycle import Progress, say
 from ..writer.maintenance import FOREIGN, OPTIMIZE_BATCH_BYTES, OptimizePlan
 from ..writer.operations import MAX_BUCKETS
 from .index_tasks import WRITE_CHUNK_ENTRIES, balanced_groups
+from .job_fence import JobFence
 from .options import shared_storage
 
 ENTRY_SCHEMA = "key int, json string"
@@ -100,10 +101,12 @@ class RewriteJob:
     """The units (by position) of each task: about equal bytes."""
     markers: list[int]
     """The keys of the index buckets whose files are rewritten."""
+    fence: JobFence
+    """The job's fence (``job_fence.py``): a task of a failed job stops and deletes its files."""
 
     @classmethod
-    def of(cls, snapshot: Snapshot, plan: OptimizePlan, tasks: int) -> "RewriteJob":
-        """The job of ``plan`` over ``snapshot``, in at most ``tasks`` tasks."""
+    def of(cls, snapshot: Snapshot, plan: OptimizePlan, tasks: int, fence: JobFence) -> "RewriteJob":
+        """The job of ``plan`` over ``snapshot``, in at most ``tasks`` tasks, fenced by ``fence``."""
         storage, meta = snapshot.storage, snapshot.metadata
         # The plan's bucket count: the table's, or the new one of optimize(num_buckets=...).
         layout = (list(meta.indexColumns), plan.num_buckets,
@@ -115,27 +118,30 @@ class RewriteJob:
             [(i * KEY_STRIDE, list(e.columns), e.numBuckets, e.name) for i, e in enumerate(plan.indexes)],
             [[a.model_copy(update={"stats": None}).model_dump_json(by_alias=True) for a in unit] for unit in units],
             balanced_groups([sum(a.size for a in unit) for unit in units], tasks),
-            [i * KEY_STRIDE + b for i, e in enumerate(plan.indexes) for b in rewritten_by_bucket(e, plan.rewrite[e.name])])
+            [i * KEY_STRIDE + b for i, e in enumerate(plan.indexes) for b in rewritten_by_bucket(e, plan.rewrite[e.name])],
+            fence)
 
     def run(self, task: int) -> Iterator[pa.RecordBatch]:
         """Task ``task``'s rows (``ENTRY_ARROW``): its units rewritten one at a time, the
         entries of the rows it wrote collected per index and written as index files (one a
-        touched index bucket and chunk of ``WRITE_CHUNK_ENTRIES``). A failure deletes every
-        file the task wrote."""
+        touched index bucket and chunk of ``WRITE_CHUNK_ENTRIES``). A failure, or the job's
+        (its fence), deletes every file the task wrote."""
         storage = shared_storage(self.url, self.options)
         written: list[str] = []
         entries = _TaskEntries(storage, self.indexes, written)
         out: list[pa.RecordBatch] = []
-        try:
-            for u in self.tasks[task]:
-                adds = [AddFile.model_validate_json(j) for j in self.units[u]]
-                out.append(_rewrite_unit(storage, adds, self.schema, self.version, self.layout, entries, written))
-                out += entries.flush(full_only=True)
-            out += entries.flush(full_only=False)
-        except BaseException:
-            for path in written:  # the job fails; nothing of this task is committed
-                storage.delete(path)
-            raise
+        with self.fence.task(storage, written):
+            try:
+                for u in self.tasks[task]:
+                    self.fence.check(storage, written)  # another task failed: stop
+                    adds = [AddFile.model_validate_json(j) for j in self.units[u]]
+                    out.append(_rewrite_unit(storage, adds, self.schema, self.version, self.layout, entries, written))
+                    out += entries.flush(full_only=True)
+                out += entries.flush(full_only=False)
+            except BaseException:
+                for path in written:  # the job fails; nothing of this task is committed
+                    storage.delete(path)
+                raise
         yield from out
 
     def marker_batch(self) -> pa.RecordBatch:
@@ -157,10 +163,12 @@ class MergeJob:
     """Per index, index bucket -> its rewritten files that name a kept data file: the only
     ones a merge reads (the others' entries are all dropped)."""
     keep: list
+    fence: JobFence
+    """The job's fence (``job_fence.py``), as the rewrite tasks'."""
 
     @classmethod
-    def of(cls, snapshot: Snapshot, plan: OptimizePlan) -> "MergeJob":
-        """The job of ``plan`` over ``snapshot``."""
+    def of(cls, snapshot: Snapshot, plan: OptimizePlan, fence: JobFence) -> "MergeJob":
+        """The job of ``plan`` over ``snapshot``, fenced by ``fence``."""
         storage = snapshot.storage
         keep = [kept_ids(e, plan.rewrite[e.name], plan.keep_ids) for e in plan.indexes]
         old = []
@@ -168,7 +176,7 @@ class MergeJob:
             kept = set(ids.tolist())
             old.append({b: [f.model_dump_json() for f in fs if kept.intersection(f.fileIds)]
                         for b, fs in rewritten_by_bucket(e, plan.rewrite[e.name]).items()})
-        return cls(storage.url, storage.storage_options, [e.name for e in plan.indexes], old, keep)
+        return cls(storage.url, storage.storage_options, [e.name for e in plan.indexes], old, keep, fence)
 
     def pairs(self, plan: OptimizePlan) -> int:
         """The (index, index bucket) keys there may be: the most merge tasks that get work."""
@@ -177,25 +185,26 @@ class MergeJob:
     def run(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         """A merge task over rows sorted by key: one index file per index bucket
         (:meth:`merge`); the adds pass through (``RESULT_ARROW``). A failure deletes the index
-        files the task wrote."""
+        files the task wrote, as does the job's (its fence)."""
         storage = shared_storage(self.url, self.options)
         written: list[str] = []
-        try:
-            for key, run in _runs(batches):
-                if key is None:  # the adds
-                    yield from pa.table([pa.nulls(run.num_rows, pa.string()), run.column("json")],
-                                        schema=RESULT_ARROW).to_batches()
-                    continue
-                i, bucket = divmod(key, KEY_STRIDE)
-                new = [IndexFile.model_validate_json(j) for j in run.column("json").to_pylist() if j is not None]
-                f = self.merge(storage, i, bucket, new, written)
-                if f is not None:
-                    yield pa.RecordBatch.from_pylist([{"name": self.names[i], "json": f.model_dump_json()}],
-                                                     schema=RESULT_ARROW)
-        except BaseException:
-            for path in written:  # the job fails; this task's index files are not committed
-                storage.delete(path)
-            raise
+        with self.fence.task(storage, written):
+            try:
+                for key, run in _runs(batches):
+                    if key is None:  # the adds
+                        yield from pa.table([pa.nulls(run.num_rows, pa.string()), run.column("json")],
+                                            schema=RESULT_ARROW).to_batches()
+                        continue
+                    i, bucket = divmod(key, KEY_STRIDE)
+                    new = [IndexFile.model_validate_json(j) for j in run.column("json").to_pylist() if j is not None]
+                    f = self.merge(storage, i, bucket, new, written)
+                    if f is not None:
+                        yield pa.RecordBatch.from_pylist([{"name": self.names[i], "json": f.model_dump_json()}],
+                                                         schema=RESULT_ARROW)
+            except BaseException:
+                for path in written:  # the job fails; this task's index files are not committed
+                    storage.delete(path)
+                raise
 
     def merge(self, storage, i: int, bucket: int, new: list[IndexFile], written: list[str]) -> IndexFile | None:
         """Index ``i``'s one file of ``bucket``: the one file a rewrite task wrote there when no

@@ -352,11 +352,12 @@ def vacuum(snapshot: Snapshot, retention_hours: float | None = None, dry_run: bo
             keep |= added_after[v]
     result = VacuumResult(dry_run=dry_run, retention_hours=float(hours), oldest_version_kept=start)
     # Only files it recognises as the table's: Parquet under data/, _indexes/ and
-    # _change_data/, Spark write manifests under data/_staging/, and elsewhere only files the
-    # log named; never the log, nor the index state kept beside checkpoints (_indexes/_state/).
+    # _change_data/, Spark write manifests under data/_staging/, the fences of Spark jobs
+    # (_indexes/_jobs/), and elsewhere only files the log named; never the log, nor the index
+    # state kept beside checkpoints (_indexes/_state/).
     candidates = [c for c in list_tree(storage, "data") + list_tree(storage, INDEX_DIR)
                   + list_tree(storage, CHANGE_DATA_DIR)
-                  if (c[0].endswith(".parquet") or c[0].startswith("data/_staging/"))
+                  if (c[0].endswith(".parquet") or c[0].startswith(("data/_staging/", f"{INDEX_DIR}/_jobs/")))
                   and not c[0].startswith(f"{INDEX_DIR}/_state/")]
     candidates += _deletion_vector_files(storage, ever)
     candidates += _files_beside(storage, ever, {c[0] for c in candidates})
@@ -373,6 +374,7 @@ def vacuum(snapshot: Snapshot, retention_hours: float | None = None, dry_run: bo
         say(progress, f"vacuum: {'would delete' if dry_run else 'deleted'} {i}/{len(result.files)} {rel}")
     if not dry_run:
         remove_empty_dirs(storage, "data/_staging")
+        remove_empty_dirs(storage, f"{INDEX_DIR}/_jobs")
     return result
 
 
