@@ -2,7 +2,7 @@
 worker to two, on a standalone cluster on loopback.
 
     python benchmarks/cluster_changes.py [--rows 2000000] [--buckets 32] [--source 200000]
-                                         [--workers 1,2] [--rounds 2] [--warmups 3] [--vectors]
+                                         [--workers 1,2] [--rounds 2] [--warmups 12] [--vectors]
 
 A master and one-core workers (2 GiB each) are started with pyspark's own ``bin/spark-class``
 (``tests/standalone_cluster.py``). Each round copies the table built by ``changes.py``'s
@@ -40,6 +40,10 @@ SQL = ("MERGE INTO indexeddf.`{path}` AS t USING src AS s ON t.k = s.k "
        "WHEN MATCHED THEN UPDATE SET * WHEN NOT MATCHED THEN INSERT *")
 
 
+WARM_COPIES = 3
+"""Copies of the table the warm-up MERGEs go into, in turn."""
+
+
 def driver(url: str, warm: str, table: str, source: str, java_options: str = "") -> None:
     """One MERGE in this process, a driver of the cluster at ``url``, after the same MERGE
     into each copy of ``warm`` (comma-separated; not counted: a pipeline's driver has planned
@@ -59,7 +63,7 @@ def driver(url: str, warm: str, table: str, source: str, java_options: str = "")
     spark.sparkContext.setLogLevel("ERROR")
     assert indexeddf.register(spark) == indexeddf.spark.CONNECTOR
     spark.read.parquet(source).createOrReplaceTempView("src")
-    for copy in warm.split(","):
+    for copy in filter(None, warm.split(",")):
         spark.sql(SQL.format(path=copy)).collect()
     print("start", flush=True)  # the parent counts CPU from here
     t0 = time.perf_counter()
@@ -125,13 +129,16 @@ def _kind(pid: int, driver_pid: int) -> str:
 
 def one_round(url: str, env: dict, workers: list, table: Path, work: Path, src: Path, warmups: int,
               java_options: str = "") -> dict:
-    """One driver process: ``warmups`` MERGEs into copies of ``table``, then the measured one."""
-    copy, warm = work / "copy", [work / f"warm-{i}" for i in range(warmups)]
+    """One driver process: ``warmups`` MERGEs into copies of ``table`` (at most
+    :data:`WARM_COPIES` of them, merged into in turn: a warm-up is not measured, and a 20M-row
+    table's copies weigh a gigabyte each), then the measured one."""
+    copy, warm = work / "copy", [work / f"warm-{i}" for i in range(min(warmups, WARM_COPIES))]
     for c in (copy, *warm):
         shutil.rmtree(c, ignore_errors=True)
         shutil.copytree(table, c)
     os.sync()
-    proc = subprocess.Popen([sys.executable, __file__, "--driver", url, ",".join(map(str, warm)), str(copy), str(src),
+    turns = [str(warm[i % len(warm)]) for i in range(warmups)]
+    proc = subprocess.Popen([sys.executable, __file__, "--driver", url, ",".join(turns), str(copy), str(src),
                              java_options],
                             env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -191,8 +198,9 @@ def main() -> None:
     p.add_argument("--source", type=int, default=200_000)
     p.add_argument("--workers", default="1,2")
     p.add_argument("--rounds", type=int, default=2)
-    p.add_argument("--warmups", type=int, default=3,
-                   help="MERGEs each driver runs before the measured one (a pipeline's driver is warm)")
+    p.add_argument("--warmups", type=int, default=12,
+                   help="MERGEs each driver runs before the measured one (a pipeline's driver is warm: after 3, "
+                        "the driver JVM's JIT compiler still spent 0.74 CPU-s in the measured MERGE, after 12 0.22)")
     p.add_argument("--vectors", action="store_true", help="the table has delta.enableDeletionVectors = true")
     p.add_argument("--driver-java-options", default="",
                    help="the driver JVM's spark.driver.extraJavaOptions, e.g. -XX:TieredStopAtLevel=1 (C1 only: "
