@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import datetime as dt
 import decimal
+import os
 import subprocess
 import sys
 import time
@@ -521,19 +522,26 @@ def test_task_files_are_deleted_by_abort_and_kept_by_commit(tmp_path):
 
 # -- two Spark applications ------------------------------------------------------------------------
 def test_two_spark_applications_append_concurrently(tmp_path):
+    """Two Spark applications append to one table at once: every row lands once. The second
+    is a pipeline run as ``.venv/bin/python job.py`` (no PYSPARK_PYTHON, no activated venv):
+    the data source's Python side starts with this interpreter, not the system's, which a SQL
+    DELETE it runs afterwards on a table of its own (rewritten in Python workers) proves."""
     path = str(tmp_path / "shared")
     IndexedTable.create(path, pa.table({"id": pa.array([], pa.int64()), "tag": pa.array([], pa.string())}),
                         index_columns=["id"], num_buckets=4)
     app = str(Path(__file__).with_name("spark_app.py"))
     times, rows = 2, 50
+    bare = {k: v for k, v in os.environ.items() if not k.startswith("PYSPARK_")}
     procs = [
-        subprocess.Popen([sys.executable, app, "append", path, str(a), str(times), str(rows)],
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        subprocess.Popen([sys.executable, app, "append", path, str(a), str(times), str(rows),
+                          *([str(tmp_path / "deleted")] if a == 2 else [])],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=bare if a == 2 else None)
         for a in (1, 2)
     ]
     for p in procs:
         out, err = p.communicate(timeout=240)
         assert p.returncode == 0, err[-3000:]
+    assert out.strip().splitlines()[-1] == "rows left 6"  # the second application's DELETE
     table = IndexedTable.for_path(path)
     ids = table.to_arrow()["id"].to_pylist()
     expected = [(a * 1000 + b) * 1000 + r for a in (1, 2) for b in range(times) for r in range(rows)]
