@@ -6,7 +6,7 @@ import os
 import sys
 
 import pytest
-from standalone_cluster import cluster, cluster_app  # noqa: F401  (session fixtures: one cluster and one application on it for the run)
+from standalone_cluster import cluster, cluster_app, cluster_started  # noqa: F401  (session fixtures: one cluster and one application on it for the run, started in the background)
 
 # Spark's Python workers must run this interpreter (the virtual environment's), or
 # they will not find the package.
