@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
 
 import pytest
@@ -80,3 +81,35 @@ def sql(spark):
     yield run
     for name in made:
         spark.sql(f"DROP TABLE IF EXISTS {name}")
+
+
+DEMO_ROWS = 100_000
+"""The rows of the demo's table in tests/test_demo.py (the README runs it at 3,000,000)."""
+
+
+@pytest.fixture(scope="session", autouse=True)
+def demo_started(request, tmp_path_factory):
+    """The README's demo as a process of its own (its own Spark), started at the run's first
+    test when some test of the run asks for :func:`demo_run`, so that it runs beside the
+    tests before that one (which leave a core idle much of the time) instead of alone."""
+    if not any("demo_run" in getattr(item, "fixturenames", ()) for item in request.session.items):
+        yield None
+        return
+    folder = tmp_path_factory.mktemp("demo")
+    with open(folder / "stdout", "w") as out, open(folder / "stderr", "w") as err:
+        proc = subprocess.Popen([sys.executable, "-m", "indexeddf.demo", str(folder / "lake"), "--rows",
+                                 str(DEMO_ROWS)], stdout=out, stderr=err, text=True)
+    yield folder, proc
+    if proc.poll() is None:
+        proc.kill()
+    proc.wait()
+
+
+@pytest.fixture(scope="session")
+def demo_run(demo_started) -> tuple[subprocess.CompletedProcess, str]:
+    """The finished demo process (exit code, stdout, stderr) and the folder of its lake."""
+    folder, proc = demo_started
+    proc.wait(timeout=600)
+    done = subprocess.CompletedProcess(proc.args, proc.returncode, (folder / "stdout").read_text(),
+                                       (folder / "stderr").read_text())
+    return done, str(folder / "lake")
