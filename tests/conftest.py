@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import threading
+from pathlib import Path
 
 import pytest
 from standalone_cluster import cluster, cluster_app, cluster_started  # noqa: F401  (session fixtures: one cluster and one application on it for the run, started in the background)
@@ -83,33 +85,74 @@ def sql(spark):
         spark.sql(f"DROP TABLE IF EXISTS {name}")
 
 
-DEMO_ROWS = 100_000
-"""The rows of the demo's table in tests/test_demo.py (the README runs it at 3,000,000)."""
+HERE = Path(__file__).parent
+EARLY = {
+    # The README's demo on a small table (tests/test_demo.py; the README runs it at 3,000,000 rows).
+    "demo_run": lambda folder: [sys.executable, "-m", "indexeddf.demo", str(folder / "lake"), "--rows", "100000"],
+    # A session without the JVM connector (tests/test_connector.py).
+    "fallback_run": lambda folder: [sys.executable, str(HERE / "workers" / "fallback_session.py"), str(folder)],
+}
+"""Self-contained processes (each its own Spark) that tests only wait for and check: the
+fixture of each name gives the finished process and its folder."""
+
+
+class _Early:
+    """The processes of :data:`EARLY` that the run's tests ask for, run one after another in a
+    thread from the run's first test on, beside the tests (which leave a core idle much of the
+    time), one at a time so that they take no more than that core."""
+
+    def __init__(self, names: list[str], folders: dict[str, Path]):
+        self.folders, self.done = folders, {name: threading.Event() for name in names}
+        self.procs: dict[str, subprocess.Popen] = {}
+        self.stopped = False
+        threading.Thread(target=self._run, args=(names,), daemon=True).start()
+
+    def _run(self, names: list[str]) -> None:
+        for name in names:
+            folder = self.folders[name]
+            try:
+                if not self.stopped:
+                    with open(folder / "stdout", "w") as out, open(folder / "stderr", "w") as err:
+                        self.procs[name] = subprocess.Popen(EARLY[name](folder), stdout=out, stderr=err, text=True)
+                    self.procs[name].wait()
+            finally:
+                self.done[name].set()
+
+    def finished(self, name: str) -> tuple[subprocess.CompletedProcess, Path]:
+        """The process once it ended (exit code, stdout, stderr as text) and its folder."""
+        assert self.done[name].wait(timeout=900), f"{name} did not end in 15 minutes"
+        folder = self.folders[name]
+        proc = self.procs[name]
+        return subprocess.CompletedProcess(proc.args, proc.returncode, (folder / "stdout").read_text(),
+                                           (folder / "stderr").read_text()), folder
+
+    def stop(self) -> None:
+        self.stopped = True
+        for proc in self.procs.values():
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
 
 
 @pytest.fixture(scope="session", autouse=True)
-def demo_started(request, tmp_path_factory):
-    """The README's demo as a process of its own (its own Spark), started at the run's first
-    test when some test of the run asks for :func:`demo_run`, so that it runs beside the
-    tests before that one (which leave a core idle much of the time) instead of alone."""
-    if not any("demo_run" in getattr(item, "fixturenames", ()) for item in request.session.items):
-        yield None
-        return
-    folder = tmp_path_factory.mktemp("demo")
-    with open(folder / "stdout", "w") as out, open(folder / "stderr", "w") as err:
-        proc = subprocess.Popen([sys.executable, "-m", "indexeddf.demo", str(folder / "lake"), "--rows",
-                                 str(DEMO_ROWS)], stdout=out, stderr=err, text=True)
-    yield folder, proc
-    if proc.poll() is None:
-        proc.kill()
-    proc.wait()
+def early_processes(request, tmp_path_factory):
+    """Starts the :data:`EARLY` processes the run's tests ask for at the run's first test."""
+    names = []  # in the order the run's tests need them
+    for item in request.session.items:
+        names += [name for name in getattr(item, "fixturenames", ()) if name in EARLY and name not in names]
+    early = _Early(names, {name: tmp_path_factory.mktemp(name) for name in names}) if names else None
+    yield early
+    if early is not None:
+        early.stop()
 
 
 @pytest.fixture(scope="session")
-def demo_run(demo_started) -> tuple[subprocess.CompletedProcess, str]:
-    """The finished demo process (exit code, stdout, stderr) and the folder of its lake."""
-    folder, proc = demo_started
-    proc.wait(timeout=600)
-    done = subprocess.CompletedProcess(proc.args, proc.returncode, (folder / "stdout").read_text(),
-                                       (folder / "stderr").read_text())
-    return done, str(folder / "lake")
+def demo_run(early_processes) -> tuple[subprocess.CompletedProcess, Path]:
+    """``python -m indexeddf.demo LAKE --rows 100000``, finished; LAKE is ``folder / "lake"``."""
+    return early_processes.finished("demo_run")
+
+
+@pytest.fixture(scope="session")
+def fallback_run(early_processes) -> tuple[subprocess.CompletedProcess, Path]:
+    """``python tests/workers/fallback_session.py FOLDER``, finished."""
+    return early_processes.finished("fallback_run")

@@ -3,15 +3,13 @@ what each step proves (the README runs it at 3,000,000 rows)."""
 
 from __future__ import annotations
 
-import os
-
 import pytest
 
 pytestmark = pytest.mark.slow
 
 
 def test_the_demo_runs_and_leaves_a_table(demo_run):
-    done, lake = demo_run  # python -m indexeddf.demo LAKE --rows 100000, started with the run (conftest.py)
+    done, folder = demo_run  # python -m indexeddf.demo LAKE --rows 100000, started with the run (conftest.py)
     assert done.returncode == 0, done.stderr[-3000:]
     out = done.stdout
     for title in ("build a table of 100,000 events", "a point lookup", "an IN-list of 100 keys", "explain",
@@ -22,7 +20,7 @@ def test_the_demo_runs_and_leaves_a_table(demo_run):
     assert "lookup([-1]) -> 2 rows" in out and "unindexed files scanned: 0" in out
     from indexeddf import IndexedTable
 
-    t = IndexedTable.for_path(os.path.join(lake, "events"))
+    t = IndexedTable.for_path(str(folder / "lake" / "events"))
     assert "1 updated, 1 inserted in version" in out and "1 of " in out
     assert "lookup([-1, -7]) -> ['new', 'new', 'refund']" in out
     assert t.snapshot.num_records() == 100_004  # 100,000 built, 3 appended, 1 inserted by the merge
