@@ -156,3 +156,22 @@ def demo_run(early_processes) -> tuple[subprocess.CompletedProcess, Path]:
 def fallback_run(early_processes) -> tuple[subprocess.CompletedProcess, Path]:
     """``python tests/workers/fallback_session.py FOLDER``, finished."""
     return early_processes.finished("fallback_run")
+
+
+@pytest.fixture(scope="session", autouse=True)
+def connect_server_started(request, tmp_path_factory):
+    """The Spark Connect server of tests/test_connect.py (``launch_server``), launched at the
+    run's first test when the run includes a test that needs it, so that its JVM starts beside
+    the tests before them; that module's ``server`` fixture waits for it and stops it. None
+    when no test of the run needs it."""
+    if not any("server" in getattr(item, "fixturenames", ()) and item.module.__name__ == "test_connect"
+               for item in request.session.items):
+        yield None
+        return
+    from test_connect import launch_server
+
+    proc, port, log = launch_server(tmp_path_factory.mktemp("connect"))
+    yield proc, port, log
+    if proc.poll() is None:  # the module stops it; a run stopped before that module gets here
+        proc.kill()
+        proc.wait()
