@@ -91,6 +91,8 @@ EARLY = {
     "demo_run": lambda folder: [sys.executable, "-m", "indexeddf.demo", str(folder / "lake"), "--rows", "100000"],
     # A session without the JVM connector (tests/test_connector.py).
     "fallback_run": lambda folder: [sys.executable, str(HERE / "workers" / "fallback_session.py"), str(folder)],
+    # The crash soaks of tests/test_crash_soak.py, local and on S3, one after another.
+    "crash_soaks": lambda folder: [sys.executable, str(HERE / "test_crash_soak.py"), str(folder)],
 }
 """Self-contained processes (each its own Spark) that tests only wait for and check: the
 fixture of each name gives the finished process and its folder."""
@@ -156,6 +158,12 @@ def demo_run(early_processes) -> tuple[subprocess.CompletedProcess, Path]:
 def fallback_run(early_processes) -> tuple[subprocess.CompletedProcess, Path]:
     """``python tests/workers/fallback_session.py FOLDER``, finished."""
     return early_processes.finished("fallback_run")
+
+
+@pytest.fixture(scope="session")
+def crash_soaks(early_processes) -> tuple[subprocess.CompletedProcess, Path]:
+    """``python tests/test_crash_soak.py FOLDER``, finished: a JSON line a soak."""
+    return early_processes.finished("crash_soaks")
 
 
 @pytest.fixture(scope="session", autouse=True)
