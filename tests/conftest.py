@@ -93,6 +93,8 @@ EARLY = {
     "fallback_run": lambda folder: [sys.executable, str(HERE / "workers" / "fallback_session.py"), str(folder)],
     # The crash soaks of tests/test_crash_soak.py, local and on S3, one after another.
     "crash_soaks": lambda folder: [sys.executable, str(HERE / "test_crash_soak.py"), str(folder)],
+    # Two Spark applications appending to one table at once (tests/test_spark_source.py).
+    "two_apps": lambda folder: [sys.executable, str(HERE / "test_spark_source.py"), str(folder)],
 }
 """Self-contained processes (each its own Spark) that tests only wait for and check: the
 fixture of each name gives the finished process and its folder."""
@@ -164,6 +166,12 @@ def fallback_run(early_processes) -> tuple[subprocess.CompletedProcess, Path]:
 def crash_soaks(early_processes) -> tuple[subprocess.CompletedProcess, Path]:
     """``python tests/test_crash_soak.py FOLDER``, finished: a JSON line a soak."""
     return early_processes.finished("crash_soaks")
+
+
+@pytest.fixture(scope="session")
+def two_apps(early_processes) -> tuple[subprocess.CompletedProcess, Path]:
+    """``python tests/test_spark_source.py FOLDER``, finished: one JSON line."""
+    return early_processes.finished("two_apps")
 
 
 @pytest.fixture(scope="session", autouse=True)
