@@ -95,6 +95,8 @@ EARLY = {
     "crash_soaks": lambda folder: [sys.executable, str(HERE / "test_crash_soak.py"), str(folder)],
     # Two Spark applications appending to one table at once (tests/test_spark_source.py).
     "two_apps": lambda folder: [sys.executable, str(HERE / "test_spark_source.py"), str(folder)],
+    # A streaming query killed with SIGKILL mid-stream (tests/test_spark_stream.py).
+    "killed_stream_run": lambda folder: [sys.executable, str(HERE / "test_spark_stream.py"), str(folder)],
 }
 """Self-contained processes (each its own Spark) that tests only wait for and check: the
 fixture of each name gives the finished process and its folder."""
@@ -172,6 +174,12 @@ def crash_soaks(early_processes) -> tuple[subprocess.CompletedProcess, Path]:
 def two_apps(early_processes) -> tuple[subprocess.CompletedProcess, Path]:
     """``python tests/test_spark_source.py FOLDER``, finished: one JSON line."""
     return early_processes.finished("two_apps")
+
+
+@pytest.fixture(scope="session")
+def killed_stream_run(early_processes) -> tuple[subprocess.CompletedProcess, Path]:
+    """``python tests/test_spark_stream.py FOLDER``, finished: one JSON line."""
+    return early_processes.finished("killed_stream_run")
 
 
 @pytest.fixture(scope="session", autouse=True)
