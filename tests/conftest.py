@@ -1,4 +1,8 @@
-"""Shared fixtures: one local Spark session per test run."""
+"""Shared fixtures: one local Spark session per test run. Self-contained processes the run's
+tests only wait for (each with its own Spark: the demo, a session without the connector, the
+crash soaks, two concurrent applications, a killed stream), the standalone cluster and the
+Connect server start at the run's first test, beside the tests before the ones that need
+them, and only when the run includes those."""
 
 from __future__ import annotations
 
@@ -110,17 +114,19 @@ class _Early:
     def __init__(self, names: list[str], folders: dict[str, Path]):
         self.folders, self.done = folders, {name: threading.Event() for name in names}
         self.procs: dict[str, subprocess.Popen] = {}
-        self.stopped = False
+        self.stopped, self.lock = False, threading.Lock()  # no process starts once stop() ran
         threading.Thread(target=self._run, args=(names,), daemon=True).start()
 
     def _run(self, names: list[str]) -> None:
         for name in names:
             folder = self.folders[name]
             try:
-                if not self.stopped:
+                with self.lock:
+                    if self.stopped:
+                        continue
                     with open(folder / "stdout", "w") as out, open(folder / "stderr", "w") as err:
                         self.procs[name] = subprocess.Popen(EARLY[name](folder), stdout=out, stderr=err, text=True)
-                    self.procs[name].wait()
+                self.procs[name].wait()
             finally:
                 self.done[name].set()
 
@@ -133,7 +139,8 @@ class _Early:
                                            (folder / "stderr").read_text()), folder
 
     def stop(self) -> None:
-        self.stopped = True
+        with self.lock:
+            self.stopped = True
         for proc in self.procs.values():
             if proc.poll() is None:
                 proc.kill()
