@@ -2,7 +2,8 @@
 a master and two one-core workers launched with pyspark's own ``bin/spark-class`` (a plain
 module beside the tests; ``conftest.py`` makes :func:`cluster` a session fixture, so one
 cluster serves every test that asks for it), and :func:`cluster_app`, the one Spark application
-on it that those tests send their work to."""
+on it that those tests send their work to. Both start in the background at the run's first
+test when any test of the run needs them (:func:`cluster_started`)."""
 
 from __future__ import annotations
 
@@ -82,11 +83,60 @@ def standalone(folder: Path, workers: int = 2, cores: int = 1, memory: str = "1g
                 p.kill()
 
 
+class _Started:
+    """The cluster and its application, started in a thread while the run's first tests run:
+    its JVMs take about 15 s to come up, mostly waiting and single-threaded start-up, which
+    the tests before the first one that needs them (on a two-core machine, often one core
+    busy) leave room for."""
+
+    def __init__(self, folder: Path):
+        self.folder, self.value, self.error = folder, None, None
+        self.stack = contextlib.ExitStack()
+        self.done = threading.Event()
+        threading.Thread(target=self._start, daemon=True).start()
+
+    def _start(self) -> None:
+        try:
+            url, env, _ = self.stack.enter_context(standalone(self.folder / "cluster"))
+            app = ClusterApp(url, env, self.folder)
+            self.stack.callback(app.close)
+            self.value = (url, env, app)
+        except BaseException as e:  # raised again in the test that asks for the cluster
+            self.error = e
+        finally:
+            self.done.set()
+
+    def get(self) -> tuple[str, dict, ClusterApp]:
+        self.done.wait()
+        if self.error is not None:
+            raise self.error
+        return self.value
+
+    def close(self) -> None:
+        self.done.wait()
+        self.stack.close()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def cluster_started(request, tmp_path_factory):
+    """Starts the cluster and its application in the background at the run's first test, when
+    some test of the run asks for :func:`cluster_app` (None otherwise); stops them at the end."""
+    needed = any("cluster_app" in getattr(item, "fixturenames", ()) for item in request.session.items)
+    if not needed:
+        yield None
+        return
+    folder = tmp_path_factory.mktemp("cluster")
+    (folder / "cluster").mkdir()
+    started = _Started(folder)
+    yield started
+    started.close()
+
+
 @pytest.fixture(scope="session")
-def cluster(tmp_path_factory):
+def cluster(cluster_started):
     """The cluster's master URL, and the environment its applications (driver processes) run with."""
-    with standalone(tmp_path_factory.mktemp("cluster")) as (url, env, _):
-        yield url, env
+    url, env, _ = cluster_started.get()
+    return url, env
 
 
 class Lines:
@@ -143,10 +193,8 @@ class ClusterApp:
 
 
 @pytest.fixture(scope="session")
-def cluster_app(cluster, tmp_path_factory):
-    """One Spark application on the cluster, started at its first use, for every test of the run
-    that needs executors in their own JVMs (lookups on executors, executors killed mid-write)."""
-    url, env = cluster
-    app = ClusterApp(url, env, tmp_path_factory.mktemp("cluster_app"))
-    yield app
-    app.close()
+def cluster_app(cluster_started):
+    """One Spark application on the cluster (started with it, see :func:`cluster_started`), for
+    every test of the run that needs executors in their own JVMs (lookups on executors,
+    executors killed mid-write)."""
+    return cluster_started.get()[2]

@@ -1,4 +1,8 @@
-"""The indexeddf command, run as a real process."""
+"""The indexeddf command. Its ``main`` is what ``python -m indexeddf.cli`` exits with: most
+commands are checked by calling it in this process (``run_here``: its exit code, stdout and
+stderr, as a process would give them; a process costs a second of imports each), and the
+command runs as a real process where the process itself matters: exit codes and output of a
+piped run, a pseudo-terminal, a Spark driver."""
 
 from __future__ import annotations
 
@@ -13,7 +17,22 @@ from indexeddf import IndexedTable
 
 
 def run(*args: str) -> subprocess.CompletedProcess:
+    """The command as a real process."""
     return subprocess.run([sys.executable, "-m", "indexeddf.cli", *args], capture_output=True, text=True, timeout=120)
+
+
+@pytest.fixture
+def run_here(capsys):
+    """The command's ``main`` called here: ``run_here(*args)`` gives what :func:`run` gives."""
+    from indexeddf import cli as command
+
+    def call(*args: str) -> subprocess.CompletedProcess:
+        capsys.readouterr()  # what was printed before is not this command's
+        code = command.main(list(args))
+        out, err = capsys.readouterr()
+        return subprocess.CompletedProcess(["indexeddf", *args], code, out, err)
+
+    return call
 
 
 def make(path: str) -> IndexedTable:
@@ -23,22 +42,22 @@ def make(path: str) -> IndexedTable:
     return t
 
 
-def test_describe_history_lookup_index(table_path):
+def test_describe_history_lookup_index(table_path, run_here):
     make(table_path)
     d = json.loads(run("--json", "describe", table_path).stdout)
     assert d["version"] == 1 and d["num_rows"] == 5 and d["indexes"][0]["name"] == "primary"
-    text = run("describe", table_path).stdout
+    text = run_here("describe", table_path).stdout
     assert "primary" in text and "num_buckets: 4" in text
-    h = json.loads(run("--json", "history", table_path, "--limit", "1").stdout)
+    h = json.loads(run_here("--json", "history", table_path, "--limit", "1").stdout)
     assert [e["version"] for e in h] == [1]
-    rows = json.loads(run("--json", "lookup", table_path, "3").stdout)
+    rows = json.loads(run_here("--json", "lookup", table_path, "3").stdout)
     assert sorted(r["s"] or "" for r in rows) == ["", "c"]
-    assert run("index", "create", table_path, "--name", "by_s", "--columns", "s").returncode == 0
-    rows = json.loads(run("--json", "lookup", table_path, "null", "--index", "by_s").stdout)
+    assert run_here("index", "create", table_path, "--name", "by_s", "--columns", "s").returncode == 0
+    rows = json.loads(run_here("--json", "lookup", table_path, "null", "--index", "by_s").stdout)
     assert rows == [{"k": 3, "s": None}]
-    listed = json.loads(run("--json", "index", "list", table_path).stdout)
+    listed = json.loads(run_here("--json", "index", "list", table_path).stdout)
     assert {i["name"] for i in listed} == {"by_s", "primary"}
-    assert run("refresh", table_path, "--mode", "full").returncode == 0
+    assert run_here("refresh", table_path, "--mode", "full").returncode == 0
 
 
 def test_user_errors_exit_1_with_message(tmp_path):
@@ -48,60 +67,60 @@ def test_user_errors_exit_1_with_message(tmp_path):
     assert r.returncode == 0 and "describe" in r.stdout
 
 
-def test_maintenance_commands(table_path):
+def test_maintenance_commands(table_path, run_here):
     t = make(table_path)
     for i in range(3):
         t.append(pa.table({"k": pa.array([10 + i, 20 + i], pa.int64()), "s": ["x", "y"]}))
-    r = run("optimize", table_path, "--mode", "full")
+    r = run_here("optimize", table_path, "--mode", "full")
     assert r.returncode == 0 and "optimized (full)" in r.stdout and "optimize: bucket" in r.stderr  # progress on stderr
-    out = json.loads(run("--json", "optimize", table_path).stdout)
+    out = json.loads(run_here("--json", "optimize", table_path).stdout)
     assert out["committed"] is False  # nothing left
-    r = run("vacuum", table_path, "--retention-hours", "1")
+    r = run_here("vacuum", table_path, "--retention-hours", "1")
     assert r.returncode == 1 and "minRetentionHours" in r.stderr
-    r = run("--json", "vacuum", table_path, "--retention-hours", "0", "--no-enforce-retention", "--dry-run")
+    r = run_here("--json", "vacuum", table_path, "--retention-hours", "0", "--no-enforce-retention", "--dry-run")
     dry = json.loads(r.stdout)
     assert r.returncode == 0 and dry["dry_run"] and dry["files"]
     assert all((__import__("os").path.exists(f"{table_path}/{f}")) for f in dry["files"])
-    r = run("restore", table_path, "1")
+    r = run_here("restore", table_path, "1")
     assert r.returncode == 0 and "restored" in r.stdout
     assert sorted(IndexedTable.for_path(table_path).to_arrow().column("k").to_pylist()) == [1, 2, 3, 3, 4]
-    r = run("vacuum", table_path, "--retention-hours", "0", "--no-enforce-retention")
+    r = run_here("vacuum", table_path, "--retention-hours", "0", "--no-enforce-retention")
     assert r.returncode == 0 and "deleted" in r.stdout and "vacuum: deleted" in r.stderr
-    r = run("restore", table_path, "3")
+    r = run_here("restore", table_path, "3")
     assert r.returncode == 1 and "vacuum" in r.stderr  # its files are gone
-    r = run("restore", table_path, "99")
+    r = run_here("restore", table_path, "99")
     assert r.returncode == 1 and "version" in r.stderr
 
 
-def test_index_lifecycle_commands(table_path):
+def test_index_lifecycle_commands(table_path, run_here):
     make(table_path)
-    r = run("index", "create", table_path, "by_s", "--columns", "s")
+    r = run_here("index", "create", table_path, "by_s", "--columns", "s")
     assert r.returncode == 0 and "index by_s:" in r.stderr  # progress
-    assert run("--json", "index", "drop", table_path, "by_s").returncode == 0
-    listed = {i["name"]: i["state"] for i in json.loads(run("--json", "index", "list", table_path).stdout)}
+    assert run_here("--json", "index", "drop", table_path, "by_s").returncode == 0
+    listed = {i["name"]: i["state"] for i in json.loads(run_here("--json", "index", "list", table_path).stdout)}
     assert listed == {"by_s": "DELETED", "primary": "ACTIVE"}
-    r = run("index", "drop", table_path, "by_s")
+    r = run_here("index", "drop", table_path, "by_s")
     assert r.returncode == 1 and "DELETED" in r.stderr  # drop of a DELETED index
-    assert json.loads(run("--json", "index", "restore", table_path, "--name", "by_s").stdout)["state"] == "ACTIVE"
-    assert run("index", "optimize", table_path, "by_s", "--mode", "full").returncode == 0
-    r = run("index", "cancel", table_path, "by_s")
+    assert json.loads(run_here("--json", "index", "restore", table_path, "--name", "by_s").stdout)["state"] == "ACTIVE"
+    assert run_here("index", "optimize", table_path, "by_s", "--mode", "full").returncode == 0
+    r = run_here("index", "cancel", table_path, "by_s")
     assert r.returncode == 1 and "cancel" in r.stderr  # nothing to cancel
     from indexeddf.writer import lifecycle
 
     snap = IndexedTable.for_path(table_path).snapshot
     lifecycle.begin(snap, snap.indexes["by_s"], "REFRESHING", "REFRESH INDEX", {})  # as if its process died
-    r = run("refresh", table_path, "--index", "by_s")
+    r = run_here("refresh", table_path, "--index", "by_s")
     assert r.returncode == 1 and "REFRESHING" in r.stderr and "cancel_index" in r.stderr
-    assert json.loads(run("--json", "index", "cancel", table_path, "by_s").stdout)["state"] == "ACTIVE"
-    assert run("refresh", table_path, "--index", "by_s", "-q").stderr == ""
-    assert run("index", "drop", table_path, "by_s").returncode == 0
-    r = run("index", "vacuum", table_path, "by_s")
+    assert json.loads(run_here("--json", "index", "cancel", table_path, "by_s").stdout)["state"] == "ACTIVE"
+    assert run_here("refresh", table_path, "--index", "by_s", "-q").stderr == ""
+    assert run_here("index", "drop", table_path, "by_s").returncode == 0
+    r = run_here("index", "vacuum", table_path, "by_s")
     assert r.returncode == 0 and "vacuumed" in r.stdout
-    r = run("index", "drop", table_path)
+    r = run_here("index", "drop", table_path)
     assert r.returncode == 1 and "needs an index name" in r.stderr
 
 
-def test_conflict_exits_2_and_usage_errors_exit_1(table_path, monkeypatch, capsys):
+def test_conflict_exits_2_and_usage_errors_exit_1(table_path, monkeypatch, capsys, run_here):
     from indexeddf import cli
     from indexeddf.errors import ConcurrentIndexError
 
@@ -115,20 +134,20 @@ def test_conflict_exits_2_and_usage_errors_exit_1(table_path, monkeypatch, capsy
     assert cli.main(["optimize", table_path, "--mode", "bogus"]) == 1
     assert cli.main(["vacuum", "--help"]) == 0
     for command in ("optimize", "vacuum", "restore", "index"):
-        text = run(command, "--help").stdout
+        text = run_here(command, "--help").stdout
         assert "--help" in text or "-h" in text
-    text = run("vacuum", "--help").stdout
+    text = run_here("vacuum", "--help").stdout
     assert all(o in text for o in ("--retention-hours", "--dry-run", "--no-enforce-retention", "--quiet"))
 
 
-def test_options_go_where_people_type_them(table_path):
+def test_options_go_where_people_type_them(table_path, run_here):
     make(table_path)
-    after = json.loads(run("history", table_path, "--json").stdout)
-    before = json.loads(run("--json", "history", table_path).stdout)
+    after = json.loads(run_here("history", table_path, "--json").stdout)
+    before = json.loads(run_here("--json", "history", table_path).stdout)
     assert after == before and [e["version"] for e in after] == [1, 0]
-    assert json.loads(run("describe", table_path, "--json").stdout)["version"] == 1
-    assert run("optimize", table_path, "--mode", "full", "-q").returncode == 0
-    version = run("--version")
+    assert json.loads(run_here("describe", table_path, "--json").stdout)["version"] == 1
+    assert run_here("optimize", table_path, "--mode", "full", "-q").returncode == 0
+    version = run_here("--version")
     assert version.returncode == 0 and version.stdout.strip() == f"indexeddf {__import__('indexeddf').__version__}"
 
 
@@ -186,7 +205,7 @@ def test_spark_master_runs_the_work_as_a_spark_job(table_path):
     assert duckdb_delta().execute(query).fetchall() == before
 
 
-def test_spark_flags_are_checked_before_any_session_starts(table_path, capsys):
+def test_spark_flags_are_checked_before_any_session_starts(table_path, capsys, run_here):
     from indexeddf import cli
 
     make(table_path)
@@ -201,4 +220,4 @@ def test_spark_flags_are_checked_before_any_session_starts(table_path, capsys):
         assert cli.main([*command, "--spark-conf", "spark.ui.enabled=false"]) == 1
         assert "--spark-conf needs --spark-master" in capsys.readouterr().err
     for command in (["refresh"], ["optimize"], ["index", "create"], ["convert"]):
-        assert "--spark-master" in run(*command, "--help").stdout
+        assert "--spark-master" in run_here(*command, "--help").stdout

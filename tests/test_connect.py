@@ -46,17 +46,17 @@ SCHEMA = pa.schema([("k", pa.int64()), ("s", pa.string()), ("x", pa.float64()), 
 
 
 # -- the server and the client --------------------------------------------------------------------
-@pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    """A Spark Connect server in the foreground, owned by this fixture: ``spark-submit
-    --class SparkConnectServer`` (what ``sbin/start-connect-server.sh`` runs, without its
-    daemon wrapper) with the connector's ``--conf``s, on a free loopback port; killed at
-    the end of the module. Yields its ``sc://`` URL."""
+def launch_server(folder: Path) -> tuple[subprocess.Popen, int, Path]:
+    """Starts a Spark Connect server in the foreground: ``spark-submit --class
+    SparkConnectServer`` (what ``sbin/start-connect-server.sh`` runs, without its daemon
+    wrapper) with the connector's ``--conf``s, on a free loopback port, its log in ``folder``.
+    Returns the process, its port and its log, without waiting for it (``conftest.py`` starts
+    it at the run's first test, :func:`server` waits)."""
     import pyspark
 
     home = Path(pyspark.__file__).resolve().parent
     port = free_port()
-    log = tmp_path_factory.mktemp("connect") / "server.log"
+    log = folder / "server.log"
     command = [
         str(home / "bin" / "spark-submit"), "--class", "org.apache.spark.sql.connect.service.SparkConnectServer",
         "--master", "local[2]", *submit_args(),
@@ -69,6 +69,15 @@ def server(tmp_path_factory):
     env.update(PYSPARK_PYTHON=sys.executable, SPARK_HOME=str(home))
     with open(log, "w") as out:
         proc = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, env=env)
+    return proc, port, log
+
+
+@pytest.fixture(scope="module")
+def server(connect_server_started, tmp_path_factory):
+    """The Spark Connect server (:func:`launch_server`, launched early by ``conftest.py`` when
+    the run includes this module), owned by this fixture: its ``sc://`` URL once it listens;
+    killed at the end of the module."""
+    proc, port, log = connect_server_started or launch_server(tmp_path_factory.mktemp("connect"))
     try:
         deadline = time.monotonic() + 240
         while True:

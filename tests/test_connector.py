@@ -12,8 +12,6 @@ from __future__ import annotations
 import datetime as dt
 import decimal
 import json
-import subprocess
-import sys
 import time
 import warnings
 from pathlib import Path
@@ -93,7 +91,11 @@ queries = st.lists(
 )
 
 
-@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+# Four random histories a run (each version read many ways): the versions of random tables
+# are also read through the connector by test_spark_reads.py (a reused DataFrame and an old
+# version while another writer moves on) and test_connect.py, and by delta-rs and DuckDB in
+# test_delta_oracles.py.
+@settings(max_examples=4, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(ops, st.integers(1, 4), st.data())
 def test_every_version_reads_as_to_arrow_on_one_reused_dataframe(spark, tmp_path_factory, sequence, checkpoint_every,
                                                                   data):
@@ -430,8 +432,7 @@ def test_the_jar_is_built_from_the_current_sources():
 
 
 @pytest.mark.slow
-def test_a_session_without_the_connector_falls_back_to_the_python_source(tmp_path):
-    done = subprocess.run([sys.executable, str(Path(__file__).parent / "workers" / "fallback_session.py"),
-                           str(tmp_path)], capture_output=True, text=True, timeout=600)
+def test_a_session_without_the_connector_falls_back_to_the_python_source(fallback_run):
+    done, _ = fallback_run  # workers/fallback_session.py in its own process, started with the run (conftest.py)
     assert done.returncode == 0, (done.stdout[-2000:], done.stderr[-4000:])
     assert "fallback: all checks passed" in done.stdout

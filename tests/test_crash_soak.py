@@ -99,19 +99,53 @@ def check_new_writer_and_vacuum(url: str, options: dict | None) -> None:
     assert IndexedTable.for_path(url, storage_options=options).to_arrow().num_rows == before + 1
 
 
-@pytest.mark.parametrize("seed", range(2))  # each seed kills at other moments; more seeds cost ~14 s each
-def test_crash_soak_locally(tmp_path, seed):
-    soak(str(tmp_path / "t"), None, seed)
+LOCAL_SEEDS, S3_SEEDS = range(2), range(1)
+"""Each seed kills at other moments; more seeds cost ~14 s each."""
 
 
-@pytest.fixture(scope="module")
-def s3():
+def run_soaks(folder: str) -> None:
+    """Every soak of this module in turn, in this process (``python test_crash_soak.py FOLDER``:
+    ``conftest.py`` runs it from the run's first test on, beside the tests, since a soak mostly
+    waits on its writers); prints one JSON line a soak, its name and its error (None)."""
+    import traceback
+
+    def report(name: str, run) -> None:
+        try:
+            run()
+            error = None
+        except BaseException:  # the test of that soak fails with it
+            error = traceback.format_exc()
+        print(json.dumps({"soak": name, "error": error}), flush=True)
+
+    for seed in LOCAL_SEEDS:
+        report(f"local-{seed}", lambda: soak(f"{folder}/local-{seed}", None, seed))
     server = MotoServer()
-    server.endpoint.create_bucket("soak")
-    yield server
-    server.stop()
+    try:
+        server.endpoint.create_bucket("soak")
+        for seed in S3_SEEDS:
+            report(f"s3-{seed}", lambda: soak(f"s3://soak/t{seed}", server.endpoint.options(), 100 + seed))
+    finally:
+        server.stop()
 
 
-@pytest.mark.parametrize("seed", range(1))
-def test_crash_soak_on_s3(s3, seed):
-    soak(f"s3://soak/t{seed}", s3.endpoint.options(), 100 + seed)
+def soaked(crash_soaks, name: str) -> None:
+    """Fails with the soak's own error, if it had one."""
+    done, _ = crash_soaks
+    results = {r["soak"]: r["error"] for r in map(json.loads, (line for line in done.stdout.splitlines()
+                                                                if line.startswith('{"soak"')))}
+    assert name in results, (done.returncode, done.stderr[-3000:])
+    assert results[name] is None, results[name]
+
+
+@pytest.mark.parametrize("seed", LOCAL_SEEDS)
+def test_crash_soak_locally(crash_soaks, seed):
+    soaked(crash_soaks, f"local-{seed}")
+
+
+@pytest.mark.parametrize("seed", S3_SEEDS)
+def test_crash_soak_on_s3(crash_soaks, seed):
+    soaked(crash_soaks, f"s3-{seed}")
+
+
+if __name__ == "__main__":
+    run_soaks(sys.argv[1])

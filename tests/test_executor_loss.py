@@ -20,17 +20,34 @@ from indexeddf import IndexedTable
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
 
+def _executor_of(pid: int, candidates: list[int]) -> int | None:
+    """The executor JVM among ``candidates`` that ``pid`` (a task's Python worker) runs under."""
+    while pid > 1:
+        if pid in candidates:
+            return pid
+        try:
+            pid = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):  # gone meanwhile
+            return None
+    return None
+
+
 def test_a_write_survives_a_lost_executor(cluster_app, tmp_path):
-    path = str(tmp_path / "t")
+    path, started = str(tmp_path / "t"), tmp_path / "started"
+    started.mkdir()
     rows = 40_000
-    cluster_app.send(cmd="write", path=path, rows=rows, parts=8, pause=3, conf={"spark.sql.shuffle.partitions": "4"})
+    # Four parts of 2 s on two one-core executors: the kill lands inside a task's sleep (the
+    # first task's file says it is there), with more tasks to run after it.
+    cluster_app.send(cmd="write", path=path, rows=rows, parts=4, pause=2, started=str(started),
+                     conf={"spark.sql.shuffle.partitions": "4"})
     cluster_app.wait_for("running", 60)
     deadline = time.monotonic() + 120
-    while len(executors(cluster_app.worker_dir)) < 2:
-        assert time.monotonic() < deadline, "no executors came up"
-        time.sleep(0.2)
-    time.sleep(4)  # the first tasks are sleeping inside their partitions
-    victim = executors(cluster_app.worker_dir)[0]
+    while not any(started.iterdir()):
+        assert time.monotonic() < deadline, "no task started"
+        time.sleep(0.02)
+    running = executors(cluster_app.worker_dir)
+    marker = next(started.iterdir()).name
+    victim = _executor_of(int(marker.split("-")[0]), running) or running[0]
     os.kill(victim, signal.SIGKILL)
     assert cluster_app.wait_for(("done", "failed"), 300) == "done 0", cluster_app.stderr()
     t = IndexedTable.for_path(path)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import datetime as dt
 import decimal
+import os
 import subprocess
 import sys
 import time
@@ -520,26 +521,52 @@ def test_task_files_are_deleted_by_abort_and_kept_by_commit(tmp_path):
 
 
 # -- two Spark applications ------------------------------------------------------------------------
-def test_two_spark_applications_append_concurrently(tmp_path):
-    path = str(tmp_path / "shared")
+TIMES, ROWS = 2, 50
+"""What each of the two applications of :func:`two_applications` appends: batches, rows a batch."""
+
+
+def two_applications(folder: str) -> None:
+    """Two Spark applications (``spark_app.py append``) appending to one new table at once, in
+    ``folder``; the second runs without PYSPARK_* and then runs a SQL DELETE on a table of its
+    own. Prints their exit codes, stderr tails and the second's last line as one JSON line
+    (``python test_spark_source.py FOLDER``: ``conftest.py`` starts it from the run's first
+    test on, beside the tests)."""
+    import json
+
+    path = os.path.join(folder, "shared")
     IndexedTable.create(path, pa.table({"id": pa.array([], pa.int64()), "tag": pa.array([], pa.string())}),
                         index_columns=["id"], num_buckets=4)
     app = str(Path(__file__).with_name("spark_app.py"))
-    times, rows = 2, 50
+    bare = {k: v for k, v in os.environ.items() if not k.startswith("PYSPARK_")}
     procs = [
-        subprocess.Popen([sys.executable, app, "append", path, str(a), str(times), str(rows)],
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        subprocess.Popen([sys.executable, app, "append", path, str(a), str(TIMES), str(ROWS),
+                          *([os.path.join(folder, "deleted")] if a == 2 else [])],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=bare if a == 2 else None)
         for a in (1, 2)
     ]
-    for p in procs:
-        out, err = p.communicate(timeout=240)
-        assert p.returncode == 0, err[-3000:]
-    table = IndexedTable.for_path(path)
+    done = [p.communicate(timeout=240) for p in procs]
+    print(json.dumps({"codes": [p.returncode for p in procs], "errors": [err[-3000:] for _, err in done],
+                      "last": (done[1][0].strip().splitlines() or [""])[-1]}), flush=True)
+
+
+def test_two_spark_applications_append_concurrently(two_apps):
+    """Two Spark applications append to one table at once: every row lands once. The second
+    is a pipeline run as ``.venv/bin/python job.py`` (no PYSPARK_PYTHON, no activated venv):
+    the data source's Python side starts with this interpreter, not the system's, which a SQL
+    DELETE it runs afterwards on a table of its own (rewritten in Python workers) proves."""
+    import json
+
+    done, folder = two_apps  # two_applications(folder), started with the run (conftest.py)
+    assert done.returncode == 0, done.stderr[-3000:]
+    out = json.loads(done.stdout.strip().splitlines()[-1])
+    assert out["codes"] == [0, 0], out["errors"]
+    assert out["last"] == "rows left 6"  # the second application's DELETE
+    table = IndexedTable.for_path(str(folder / "shared"))
     ids = table.to_arrow()["id"].to_pylist()
-    expected = [(a * 1000 + b) * 1000 + r for a in (1, 2) for b in range(times) for r in range(rows)]
+    expected = [(a * 1000 + b) * 1000 + r for a in (1, 2) for b in range(TIMES) for r in range(ROWS)]
     assert sorted(ids) == sorted(expected)  # every row exactly once
-    assert table.version == 2 * times
-    assert sorted(pc.unique(table.to_arrow()["tag"]).to_pylist()) == sorted(f"{a}-{b}" for a in (1, 2) for b in range(times))
+    assert table.version == 2 * TIMES
+    assert sorted(pc.unique(table.to_arrow()["tag"]).to_pylist()) == sorted(f"{a}-{b}" for a in (1, 2) for b in range(TIMES))
 
 
 def test_every_option_is_documented():
@@ -629,3 +656,7 @@ def test_local_python_workers_start_with_indexeddf_imported(spark):
     assert "spark.python.daemon.module" not in cluster
     named = indexeddf.configure(SparkSession.Builder().master("local").config("spark.python.daemon.module", "mine"))
     assert named._options["spark.python.daemon.module"] == "mine"
+
+
+if __name__ == "__main__":
+    two_applications(sys.argv[1])

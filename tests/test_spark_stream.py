@@ -104,11 +104,19 @@ def test_each_micro_batch_lands_once_and_a_replayed_batch_is_dropped(spark, tmp_
     assert sorted(r.id for r in got.collect()) == expected_ids(5)
 
 
-def test_a_restarted_query_after_sigkill_never_duplicates(spark, tmp_path):
-    """A separate Spark application killed with SIGKILL right after the table advanced."""
-    source, table, ck = tmp_path / "src", tmp_path / "table", tmp_path / "ck"
-    files = 6
-    make_source(source, files)
+SIGKILL_FILES = 6
+"""The source files (micro-batches) of :func:`killed_stream`."""
+
+
+def killed_stream(folder: Path) -> None:
+    """A separate Spark application (``spark_app.py stream``) streaming ``SIGKILL_FILES`` files
+    from ``folder / "src"`` into ``folder / "table"``, killed with SIGKILL (its process group:
+    the driver and its JVM, no clean shutdown) right after the table advanced past
+    micro-batch 1. Prints one JSON line: its stderr's tail if it ended before the kill, else
+    None (``python test_spark_stream.py FOLDER``: ``conftest.py`` starts it from the run's
+    first test on, beside the tests)."""
+    source, table, ck = folder / "src", folder / "table", folder / "ck"
+    make_source(source, SIGKILL_FILES)
     app = str(Path(__file__).with_name("spark_app.py"))
     proc = subprocess.Popen(
         [sys.executable, app, "stream", str(source), str(table), str(ck), "clicks"],
@@ -116,17 +124,31 @@ def test_a_restarted_query_after_sigkill_never_duplicates(spark, tmp_path):
     )
     storage = TableStorage(str(table))
     deadline = time.time() + 180
+    ended = None
     try:
         while time.time() < deadline and proc.poll() is None:
             commits, _ = list_log(storage)
             if commits and commits[-1] >= 1:  # micro-batch 1 is in the table
                 break
             time.sleep(0.02)
-        assert proc.poll() is None, f"the query ended before it could be killed: {proc.stderr.read()[-2000:]}"
+        if proc.poll() is not None:
+            ended = proc.stderr.read()[-2000:]
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)  # the driver and its JVM: no clean shutdown
         proc.wait(timeout=60)
+    print(json.dumps({"ended_before_the_kill": ended}), flush=True)
+
+
+def test_a_restarted_query_after_sigkill_never_duplicates(spark, killed_stream_run):
+    """A separate Spark application killed with SIGKILL right after the table advanced
+    (:func:`killed_stream`), then the query restarted here from its checkpoint."""
+    done, folder = killed_stream_run
+    assert done.returncode == 0, done.stderr[-3000:]
+    ended = json.loads(done.stdout.strip().splitlines()[-1])["ended_before_the_kill"]
+    assert ended is None, f"the query ended before it could be killed: {ended}"
+    source, table, ck = folder / "src", folder / "table", folder / "ck"
+    files = SIGKILL_FILES
 
     t = IndexedTable.for_path(str(table))
     committed = t.snapshot.txn_version("clicks")
@@ -239,3 +261,7 @@ def test_to_table_creates_a_table_that_does_not_exist(spark, tmp_path):
         assert sorted(r.id for r in spark.table("stream_made").collect()) == expected_ids(3)
     finally:
         spark.sql("DROP TABLE IF EXISTS stream_made")
+
+
+if __name__ == "__main__":
+    killed_stream(Path(sys.argv[1]))

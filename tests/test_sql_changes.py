@@ -192,29 +192,9 @@ def test_refusals_are_typed_and_commit_nothing_and_subqueries_work(registered, t
     assert ordered(IndexedTable.for_path(path).to_arrow()) == want
 
 
-SCRIPT = """
-import sys, pyarrow as pa, indexeddf
-from pyspark.sql import SparkSession
-from indexeddf import IndexedTable
-path = sys.argv[1]
-IndexedTable.create(path, pa.table({"k": list(range(10))}), ["k"], num_buckets=2)
-spark = indexeddf.configure(SparkSession.builder.master("local[1]").config("spark.ui.enabled", "false")).getOrCreate()
-indexeddf.register(spark)
-spark.sql(f"DELETE FROM indexeddf.`{path}` WHERE k < 4")
-print(IndexedTable.for_path(path).to_arrow().num_rows)
-"""
-
-
-def test_a_statement_from_an_interpreter_run_without_pyspark_python(tmp_path):
-    """A pipeline run as ``.venv/bin/python job.py`` (no PYSPARK_PYTHON, no activated venv):
-    the data source's Python side starts with this interpreter, not the system's."""
-    import subprocess
-
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PYSPARK_")}
-    done = subprocess.run([sys.executable, "-c", SCRIPT, str(tmp_path / "t")], env=env, capture_output=True,
-                          text=True, timeout=300)
-    assert done.returncode == 0, done.stderr[-3000:]
-    assert done.stdout.strip().splitlines()[-1] == "6"
+# A statement from an interpreter run without PYSPARK_PYTHON (a pipeline run as
+# ``.venv/bin/python job.py``) is the second application of test_spark_source.py's
+# test_two_spark_applications_append_concurrently: one Spark process for both proofs.
 
 
 @pytest.mark.parametrize("inline", [True, False])

@@ -10,10 +10,12 @@ Reads one JSON command a line from stdin and answers on stdout. Each command may
   condition on that one DataFrame twice (warm caches the second time) through the JVM
   connector, with the driver's index segment cache emptied first; prints
   ``lookup {"answers", "lineage", "driver_segments"}``.
-- ``{"cmd": "write", "path": P, "rows": N, "parts": N, "pause": S}``: prints ``running``,
-  then creates the table from ``id`` 0..N-1 and ``g = id % 7`` in N parts, each part
-  sleeping S seconds in a Python task first (slow enough to kill an executor mid-write);
-  prints ``done <version>`` or ``failed <error>``.
+- ``{"cmd": "write", "path": P, "rows": N, "parts": N, "pause": S, "started": D}``: prints
+  ``running``, then creates the table from ``id`` 0..N-1 and ``g = id % 7`` in N parts, each
+  part sleeping S seconds in a Python task first (slow enough to kill an executor mid-write);
+  with ``started``, each task attempt first creates a file in folder D (named by its pid), so
+  a test can kill an executor once a task is inside its sleep rather than after a guessed
+  delay; prints ``done <version>`` or ``failed <error>``.
 - ``{"cmd": "sql", "statement": S, "src": [start, end, step]}``: the temporary view ``src``
   holds ``k`` in range(start, end, step) and ``v = k * 10 + 1``; prints ``running``, runs
   the statement and prints ``done <result row as JSON>`` or ``failed <error>``.
@@ -45,9 +47,11 @@ def lookup(spark, cmd: dict) -> str:
 def write(spark, cmd: dict) -> str:
     from indexeddf import IndexedTable
 
-    pause = float(cmd["pause"])
+    pause, started = float(cmd["pause"]), cmd.get("started")
 
     def slow(batches):
+        if started:  # the test waits on this file, then kills an executor mid-task
+            open(os.path.join(started, f"{os.getpid()}-{time.monotonic_ns()}"), "w").close()
         time.sleep(pause)
         yield from batches
 
