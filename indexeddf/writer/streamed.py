@@ -29,9 +29,12 @@ from ..spec.partitions import partition_dir
 from ..spec.schema import dictionary_columns
 from .files import (
     BLOOM_FPP,
+    FOOTER_STAT_BYTES,
     StatsAccumulator,
     codec_of,
     delta_encoded,
+    footer_stats_columns,
+    longest_value,
     new_data_file,
     page_options,
     page_size_of,
@@ -61,6 +64,12 @@ class StreamedFile:
         self.stored = to_physical(schema.empty_table(), schema).schema
         self.expected_rows = max(1, expected_rows)
         self.stats = StatsAccumulator()
+        # Statistics the Parquet writer computes anyway are taken from the footer at close.
+        self._footer = frozenset(footer_stats_columns(self.stored))
+        self._strings = {n for n in self._footer if not pa.types.is_integer(self.stored.field(n).type)
+                         and not pa.types.is_date(self.stored.field(n).type)}
+        self._long: set[str] = set()
+        """String columns of the footer's with a value too long for it: their bounds from the rows."""
         self._sink = self._writer = None
         self._per_group = 0
 
@@ -72,7 +81,12 @@ class StreamedFile:
         if self._writer is None:
             self._open(rows)
         self._writer.write_table(rows, row_group_size=self._per_group)
-        self.stats.add(rows)
+        self.stats.add(rows, footer=self._footer)
+        for name in self._strings - self._long:
+            if longest_value(rows.column(name)) > FOOTER_STAT_BYTES:
+                self._long.add(name)
+        for name in self._long:  # from this piece on (the footer has the earlier pieces')
+            self.stats.add_bounds(name, rows.column(name))
 
     def _open(self, first: pa.Table) -> None:
         self._per_group = rows_per_group(first, self.row_group_bytes)
@@ -90,6 +104,7 @@ class StreamedFile:
         if self._writer is None:
             return None
         self._writer.close()
+        self.stats.add_footer(self._writer.writer.metadata, self._footer)
         size = self._sink.tell()
         self._sink.close()
         return AddFile(path=self.path, size=size, modificationTime=int(time.time() * 1000),
