@@ -18,7 +18,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from ..format.datafiles import iter_live_row_groups
+from ..format.datafiles import iter_live_row_groups, open_parquet
 from ..format.deletion_vectors import read_deletion_vector
 from ..format.storage import TableStorage
 from ..spec import config
@@ -29,12 +29,10 @@ from ..spec.partitions import partition_dir
 from ..spec.schema import dictionary_columns
 from .files import (
     BLOOM_FPP,
-    FOOTER_STAT_BYTES,
     StatsAccumulator,
     codec_of,
     delta_encoded,
     footer_stats_columns,
-    longest_value,
     new_data_file,
     page_options,
     page_size_of,
@@ -66,10 +64,6 @@ class StreamedFile:
         self.stats = StatsAccumulator()
         # Statistics the Parquet writer computes anyway are taken from the footer at close.
         self._footer = frozenset(footer_stats_columns(self.stored))
-        self._strings = {n for n in self._footer if not pa.types.is_integer(self.stored.field(n).type)
-                         and not pa.types.is_date(self.stored.field(n).type)}
-        self._long: set[str] = set()
-        """String columns of the footer's with a value too long for it: their bounds from the rows."""
         self._sink = self._writer = None
         self._per_group = 0
 
@@ -82,11 +76,6 @@ class StreamedFile:
             self._open(rows)
         self._writer.write_table(rows, row_group_size=self._per_group)
         self.stats.add(rows, footer=self._footer)
-        for name in self._strings - self._long:
-            if longest_value(rows.column(name)) > FOOTER_STAT_BYTES:
-                self._long.add(name)
-        for name in self._long:  # from this piece on (the footer has the earlier pieces')
-            self.stats.add_bounds(name, rows.column(name))
 
     def _open(self, first: pa.Table) -> None:
         self._per_group = rows_per_group(first, self.row_group_bytes)
@@ -104,9 +93,14 @@ class StreamedFile:
         if self._writer is None:
             return None
         self._writer.close()
-        self.stats.add_footer(self._writer.writer.metadata, self._footer)
+        missing = self.stats.add_footer(self._writer.writer.metadata, self._footer)
         size = self._sink.tell()
         self._sink.close()
+        if missing:  # strings too long for the footer: those row groups' columns read back
+            written = open_parquet(self.storage, self.path)
+            for name, groups in missing.items():
+                for g in groups:
+                    self.stats.add_bounds(name, written.read_row_group(g, columns=[name]).column(0))
         return AddFile(path=self.path, size=size, modificationTime=int(time.time() * 1000),
                        bucket=self.bucket, fileId=self.file_id, stats=self.stats.stats(), sorted=self.ordered)
 
