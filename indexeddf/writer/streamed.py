@@ -63,7 +63,7 @@ class StreamedFile:
         self.expected_rows = max(1, expected_rows)
         self.stats = StatsAccumulator()
         # Statistics the Parquet writer computes anyway are taken from the footer at close.
-        self._footer = frozenset(footer_stats_columns(self.stored))
+        self._footer = footer_stats_columns(self.stored)
         self._sink = self._writer = None
         self._per_group = 0
 
@@ -100,7 +100,9 @@ class StreamedFile:
             written = open_parquet(self.storage, self.path)
             for name, groups in missing.items():
                 for g in groups:
-                    self.stats.add_bounds(name, written.read_row_group(g, columns=[name]).column(0))
+                    # By its column index: a name with a dot would read as a nested column's path.
+                    column = written.reader.read_row_group(g, column_indices=[self._footer[name]]).column(0)
+                    self.stats.add_bounds(name, column)
         return AddFile(path=self.path, size=size, modificationTime=int(time.time() * 1000),
                        bucket=self.bucket, fileId=self.file_id, stats=self.stats.stats(), sorted=self.ordered)
 
