@@ -9,6 +9,7 @@ import math
 import secrets
 import time
 import uuid
+from collections.abc import Container
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
@@ -303,11 +304,12 @@ class StatsAccumulator:
         self.without: set[str] = set()
         """Columns some batch of which has no statistic (e.g. a NaN): none for the file."""
 
-    def add(self, rows: pa.Table) -> None:
-        """Take ``rows`` into the statistics."""
+    def add(self, rows: pa.Table, footer: Container[str] = ()) -> None:
+        """Take ``rows`` into the statistics; the columns in ``footer`` are taken later from the
+        file's footer (:meth:`add_footer`), not from the rows."""
         self.num_records += rows.num_rows
         for name, col in zip(rows.column_names, rows.columns):
-            if pa.types.is_nested(col.type):
+            if pa.types.is_nested(col.type) or name in footer:
                 continue
             self.nulls[name] = self.nulls.get(name, 0) + col.null_count
             if name in self.without or col.null_count == len(col):
@@ -315,11 +317,36 @@ class StatsAccumulator:
             if not _has_stats(col):
                 self.without.add(name)
                 continue
+            self.add_bounds(name, col)
+
+    def add_bounds(self, name: str, col: pa.ChunkedArray) -> None:
+        """Take the min and max of ``col`` (a column with statistics) into ``name``'s bounds."""
+        if col.null_count < len(col):
             mm = pc.min_max(col)
-            lo, hi = mm["min"].as_py(), mm["max"].as_py()
-            if name in self.bounds:
-                lo, hi = min(lo, self.bounds[name][0]), max(hi, self.bounds[name][1])
-            self.bounds[name] = (lo, hi)
+            self._bound(name, mm["min"].as_py(), mm["max"].as_py())
+
+    def add_footer(self, metadata: pq.FileMetaData, columns: dict[str, int]) -> dict[str, list[int]]:
+        """Take the null counts and bounds of ``columns`` (:func:`footer_stats_columns`: each
+        top-level column's Parquet column index) from the footer of the file the rows were
+        written to: the Parquet writer computed them already, row group by row group. Returns,
+        per column, the row groups holding a value but no bounds there (a string longer than
+        :data:`FOOTER_STAT_BYTES`): the caller reads those back into :meth:`add_bounds`."""
+        missing: dict[str, list[int]] = {}
+        for name, at in columns.items():
+            for g in range(metadata.num_row_groups):
+                group = metadata.row_group(g)
+                st = group.column(at).statistics
+                self.nulls[name] = self.nulls.get(name, 0) + st.null_count
+                if st.has_min_max:
+                    self._bound(name, st.min, st.max)
+                elif st.null_count < group.num_rows:
+                    missing.setdefault(name, []).append(g)
+        return missing
+
+    def _bound(self, name: str, lo, hi) -> None:
+        if name in self.bounds:
+            lo, hi = min(lo, self.bounds[name][0]), max(hi, self.bounds[name][1])
+        self.bounds[name] = (lo, hi)
 
     def stats(self) -> FileStats:
         """The statistics of every row taken so far."""
@@ -329,6 +356,40 @@ class StatsAccumulator:
             if name not in self.without and lo is not None and hi is not None:
                 mins[name], maxs[name] = lo, hi
         return FileStats(numRecords=self.num_records, minValues=mins, maxValues=maxs, nullCount=dict(self.nulls))
+
+
+FOOTER_STAT_BYTES = 4096
+"""The longest value whose bounds the Parquet writer puts in the footer (its
+``max_statistics_size``): a row group with a longer string has none there."""
+
+
+def footer_stats_columns(schema: pa.Schema) -> dict[str, int]:
+    """The columns of ``schema`` whose statistics a file written in pieces takes from its
+    footer (:meth:`StatsAccumulator.add_footer`), each with its Parquet column index (a
+    nested column before it takes one a leaf): signed integers, dates and strings, whose
+    Parquet bounds are Arrow's min and max (strings compared as unsigned bytes, as both do).
+    Computed again from the rows, a piece at a time, they cost a sixth of a copied file's
+    write on a table of 64-character strings."""
+    def ok(t: pa.DataType) -> bool:
+        return pa.types.is_signed_integer(t) or pa.types.is_date32(t) or pa.types.is_string(t) \
+            or pa.types.is_large_string(t)
+    out, leaf = {}, 0
+    for f in schema:
+        if ok(f.type):
+            out[f.name] = leaf
+        leaf += _leaves(f.type)
+    return out
+
+
+def _leaves(t: pa.DataType) -> int:
+    """The Parquet (leaf) columns a column of type ``t`` is stored as."""
+    if pa.types.is_struct(t):
+        return sum(_leaves(t.field(i).type) for i in range(t.num_fields))
+    if pa.types.is_map(t):
+        return _leaves(t.key_type) + _leaves(t.item_type)
+    if pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t):
+        return _leaves(t.value_type)
+    return 1
 
 
 def _has_stats(col) -> bool:

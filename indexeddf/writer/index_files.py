@@ -164,9 +164,11 @@ def distinct_ids(file_ids: np.ndarray) -> tuple[int, ...]:
     return tuple(int(i) for i in distinct(file_ids))
 
 
-def read_entries(storage: TableStorage, f: IndexFile, version: int | None = None) -> pa.Table:
-    """The entries of the index file ``f`` (a missing one: ``MissingFileError``)."""
-    return pq.ParquetFile(io.BytesIO(read_named_file(storage, f.path, version))).read()
+def read_entries(storage: TableStorage, f: IndexFile, version: int | None = None,
+                 columns: list[str] | None = None) -> pa.Table:
+    """The entries of the index file ``f`` (a missing one: ``MissingFileError``), with
+    ``columns`` of :data:`ENTRY_SCHEMA` only when given."""
+    return pq.ParquetFile(io.BytesIO(read_named_file(storage, f.path, version))).read(columns=columns)
 
 
 def carried_entries(storage: TableStorage, name: str, files: tuple[IndexFile, ...], old_id: int, new_id: int,
@@ -183,9 +185,12 @@ def carried_entries(storage: TableStorage, name: str, files: tuple[IndexFile, ..
     hashes, rows, buckets = [], [], []
     dropped = np.asarray(dropped, dtype=np.int64)
     for f in holding:
-        t = read_entries(storage, f, version)
+        # An index file of this data file alone (a bucket written or copied whole): its file
+        # ids need no decoding.
+        alone = tuple(f.fileIds) == (old_id,)
+        t = read_entries(storage, f, version, None if not alone else ["hash", "row"])
         row, hashes_of = t.column("row").to_numpy().astype(np.int64), t.column("hash").to_numpy()
-        if tuple(f.fileIds) != (old_id,):  # entries of other files too: keep this file's
+        if not alone:  # entries of other files too: keep this file's
             mine = t.column("file_id").to_numpy() == old_id
             row, hashes_of = row[mine], hashes_of[mine]
         # A kept row's ordinal in the copy: its ordinal less the dropped rows before it, a

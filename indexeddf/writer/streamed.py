@@ -18,7 +18,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from ..format.datafiles import iter_live_row_groups
+from ..format.datafiles import iter_live_row_groups, open_parquet
 from ..format.deletion_vectors import read_deletion_vector
 from ..format.storage import TableStorage
 from ..spec import config
@@ -32,6 +32,7 @@ from .files import (
     StatsAccumulator,
     codec_of,
     delta_encoded,
+    footer_stats_columns,
     new_data_file,
     page_options,
     page_size_of,
@@ -61,6 +62,8 @@ class StreamedFile:
         self.stored = to_physical(schema.empty_table(), schema).schema
         self.expected_rows = max(1, expected_rows)
         self.stats = StatsAccumulator()
+        # Statistics the Parquet writer computes anyway are taken from the footer at close.
+        self._footer = footer_stats_columns(self.stored)
         self._sink = self._writer = None
         self._per_group = 0
 
@@ -72,7 +75,7 @@ class StreamedFile:
         if self._writer is None:
             self._open(rows)
         self._writer.write_table(rows, row_group_size=self._per_group)
-        self.stats.add(rows)
+        self.stats.add(rows, footer=self._footer)
 
     def _open(self, first: pa.Table) -> None:
         self._per_group = rows_per_group(first, self.row_group_bytes)
@@ -90,8 +93,16 @@ class StreamedFile:
         if self._writer is None:
             return None
         self._writer.close()
+        missing = self.stats.add_footer(self._writer.writer.metadata, self._footer)
         size = self._sink.tell()
         self._sink.close()
+        if missing:  # strings too long for the footer: those row groups' columns read back
+            written = open_parquet(self.storage, self.path)
+            for name, groups in missing.items():
+                for g in groups:
+                    # By its column index: a name with a dot would read as a nested column's path.
+                    column = written.reader.read_row_group(g, column_indices=[self._footer[name]]).column(0)
+                    self.stats.add_bounds(name, column)
         return AddFile(path=self.path, size=size, modificationTime=int(time.time() * 1000),
                        bucket=self.bucket, fileId=self.file_id, stats=self.stats.stats(), sorted=self.ordered)
 
