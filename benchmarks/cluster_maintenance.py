@@ -1,12 +1,15 @@
 """Maintenance as Spark jobs on a standalone cluster: one worker against two.
 
     python benchmarks/cluster_maintenance.py [--rows 100000000] [--append-rows N] [--buckets 32]
-                                             [--workers 1,2] [--memory 3g] [--work DIR] [--record NAME]
+                                             [--workers 1,2] [--memory 3g] [--warmup-rows 200000]
+                                             [--work DIR] [--record NAME]
 
 A master and one-core workers (``--memory`` each, and each executor as much) are started
 with pyspark's own ``bin/spark-class`` (``tests/standalone_cluster.py``). For each worker
-count, a driver process of its own, connected to that cluster, runs and times five steps on a
-table of its own:
+count, a driver process of its own, connected to that cluster, runs the steps below on a table
+of ``--warmup-rows`` rows (not counted: a pipeline's driver is warm, its JVM has compiled the
+planning and commit code and the executors have started their Python workers), then runs and
+times them on a table of ``--rows`` rows:
 
 1. ``write``: the check table's shape generated in Spark (``k`` bigint, each key twice;
    ``v`` bigint; ``s`` 64 characters, the SHA-256 of the row's id in hex), repartitioned by
@@ -71,13 +74,15 @@ def generated(spark, start: int, end: int, buckets: int):
             .repartition(buckets, "k"))
 
 
-def driver(url: str, table: str, rows: int, append_rows: int, buckets: int, memory: str) -> None:
-    """The five steps in this process, a driver of the cluster at ``url``: prints ``start
-    STEP`` before each and a JSON line of its wall time after it."""
+def driver(url: str, table: str, rows: int, append_rows: int, buckets: int, memory: str, warmup_rows: int) -> None:
+    """The steps in this process, a driver of the cluster at ``url``: first on a table of
+    ``warmup_rows`` rows beside ``table`` (not counted: a pipeline's driver is warm, its JVM has
+    compiled the planning and commit code and its executors have started their Python
+    workers), then on ``table``, printing ``start STEP`` before each and a JSON line of its
+    wall time after it."""
     from pyspark.sql import SparkSession
 
     import indexeddf
-    from indexeddf import IndexedTable
 
     builder = (SparkSession.builder.master(url).appName("indexeddf-cluster-maintenance")
                .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
@@ -85,12 +90,23 @@ def driver(url: str, table: str, rows: int, append_rows: int, buckets: int, memo
     spark = indexeddf.configure(builder).getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     indexeddf.register(spark)
+    if warmup_rows:
+        run_steps(spark, table + "-warm", warmup_rows, warmup_rows // 10, buckets, lambda name, fn: fn())
+    run_steps(spark, table, rows, append_rows, buckets, timed)
+    spark.stop()
 
-    def step(name: str, fn) -> None:
-        print(f"start {name}", flush=True)  # the parent counts CPU and memory from here
-        t0 = time.perf_counter()
-        result = fn()
-        print(json.dumps({"step": name, "seconds": time.perf_counter() - t0, "result": result}), flush=True)
+
+def timed(name: str, fn) -> None:
+    """``fn()`` between the lines the parent reads: ``start NAME``, then its wall time as JSON."""
+    print(f"start {name}", flush=True)  # the parent counts CPU and memory from here
+    t0 = time.perf_counter()
+    result = fn()
+    print(json.dumps({"step": name, "seconds": time.perf_counter() - t0, "result": result}), flush=True)
+
+
+def run_steps(spark, table: str, rows: int, append_rows: int, buckets: int, step) -> None:
+    """The steps on a new table at ``table``, each through ``step(name, fn)``."""
+    from indexeddf import IndexedTable
 
     step("write", lambda: generated(spark, 0, rows, buckets).write.format("indexeddf")
          .option("indexColumns", "k").option("numBuckets", buckets).mode("append").save(table))
@@ -102,7 +118,6 @@ def driver(url: str, table: str, rows: int, append_rows: int, buckets: int, memo
     step("refresh", lambda: t.refresh("by_s", spark=spark))
     step("refresh primary", lambda: t.refresh("primary", spark=spark))
     step("optimize", lambda: t.optimize(mode="full", spark=spark))
-    spark.stop()
 
 
 # -- sampling the processes --------------------------------------------------------------------
@@ -229,7 +244,7 @@ def one_cluster(n: int, args, work: Path) -> dict:
     with standalone(folder, workers=n, cores=1, memory=args.memory) as (url, env, workers):
         err = open(folder / "driver.err", "w")
         proc = subprocess.Popen([sys.executable, __file__, "--driver", url, str(table), str(args.rows),
-                                 str(args.append_rows), str(args.buckets), args.memory],
+                                 str(args.append_rows), str(args.buckets), args.memory, str(args.warmup_rows)],
                                 env=env, stdout=subprocess.PIPE, stderr=err, text=True)
         sampler = Sampler(proc.pid, [w.pid for w in workers])
         sampler.start()
@@ -322,6 +337,8 @@ def main() -> None:
     p.add_argument("--rows", type=int, default=100_000_000)
     p.add_argument("--append-rows", type=int, default=None, help="rows appended before the refresh (default: 10%%)")
     p.add_argument("--buckets", type=int, default=32)
+    p.add_argument("--warmup-rows", type=int, default=200_000,
+                   help="rows of the table each driver runs the steps on first, not counted (0: none)")
     p.add_argument("--workers", default="1,2", help="worker counts, one cluster each")
     p.add_argument("--memory", default="3g", help="each worker's memory, and each executor's")
     p.add_argument("--work", default=None, help="folder for the clusters and tables (default: the system's temp)")
@@ -341,13 +358,15 @@ def main() -> None:
     work = Path(tempfile.mkdtemp(prefix="indexeddf-cluster-maintenance-", dir=args.work))
     say(f"maintenance as Spark jobs on a standalone cluster of one-core workers ({args.memory} each, executors as "
         f"much): {args.rows:,} rows written from Spark ({args.buckets} buckets, primary index on k), index by_s on "
-        f"the 64-character s, {args.append_rows:,} rows appended, refreshed, optimized (full)")
+        f"the 64-character s, {args.append_rows:,} rows appended, refreshed, optimized (full); each driver "
+        f"ran the steps on {args.warmup_rows:,} rows first (not counted)")
     runs: dict[int, dict] = {}
     try:
         for n in (int(w) for w in args.workers.split(",")):
             runs[n] = one_cluster(n, args, work)
             runs[n]["check"] = check(runs[n]["table"], args.rows, args.append_rows)
-            shutil.rmtree(runs[n]["table"], ignore_errors=True)  # a 100M-row table is several GB
+            for t in (runs[n]["table"], Path(str(runs[n]["table"]) + "-warm")):
+                shutil.rmtree(t, ignore_errors=True)  # a 100M-row table is several GB
         report(say, args, runs)
     finally:
         shutil.rmtree(work, ignore_errors=True)
@@ -358,6 +377,6 @@ def main() -> None:
 if __name__ == "__main__":
     if len(sys.argv) > 1 and sys.argv[1] == "--driver":
         a = sys.argv[2:]
-        driver(a[0], a[1], int(a[2]), int(a[3]), int(a[4]), a[5])
+        driver(a[0], a[1], int(a[2]), int(a[3]), int(a[4]), a[5], int(a[6]))
     else:
         main()
