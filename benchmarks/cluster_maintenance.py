@@ -324,12 +324,25 @@ def record(args, printed: list[str]) -> None:
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
                             cwd=HERE).stdout.strip() or None
     doc = {"run": name, "kind": "benchmarks/cluster_maintenance.py", "date": f"{now:%Y-%m-%d}",
-           "command": "python benchmarks/cluster_maintenance.py " + " ".join(sys.argv[1:]), "commit": commit,
+           "command": "python benchmarks/cluster_maintenance.py " + " ".join(_without_note(sys.argv[1:])), "commit": commit,
            "machine": args.machine, "source": "benchmarks/cluster_maintenance.py",
            "notes": [args.note] if args.note else [], "printed": printed}
     out = HERE / "results" / f"{name}.json"
     out.write_text(json.dumps(doc, indent=1) + "\n")
     print(f"recorded {out}")
+
+
+def _without_note(argv: list[str]) -> list[str]:
+    """The arguments less ``--note`` and its text (the note is kept apart, in ``notes``)."""
+    out, skip = [], False
+    for a in argv:
+        if skip:
+            skip = False
+        elif a == "--note":
+            skip = True
+        elif not a.startswith("--note="):
+            out.append(a)
+    return out
 
 
 def main() -> None:
