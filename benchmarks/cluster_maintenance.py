@@ -219,6 +219,7 @@ class Sampler(threading.Thread):
             for pid, rss in self.window.items():
                 peak[self.kind[pid]] = max(peak.get(self.kind[pid], 0.0), rss)
             top = max(self.window, key=self.window.get, default=None)
+            out["peak MiB by kind"] = peak
             out["driver Python MiB"] = peak.get("driver Python", 0.0)
             out["driver JVM MiB"] = peak.get("driver JVM", 0.0)
             out["largest MiB"] = self.window.get(top, 0.0) if top else 0.0
@@ -300,9 +301,10 @@ def report(say, args, runs: dict[int, dict]) -> None:
                 f"{s['largest MiB']:>12.0f}  {s['largest kind']}")
     for n, run in runs.items():
         for name in STEPS:
-            kinds = run["steps"][name]["by kind"]
+            kinds, peaks = run["steps"][name]["by kind"], run["steps"][name]["peak MiB by kind"]
             say(f"  {n} worker(s), {name}: CPU s by process: " + ", ".join(
-                f"{k} {v:.1f}" for k, v in sorted(kinds.items(), key=lambda kv: -kv[1]) if v >= 0.05))
+                f"{k} {v:.1f}" for k, v in sorted(kinds.items(), key=lambda kv: -kv[1]) if v >= 0.05)
+                + "; peak RSS MiB by process: " + ", ".join(f"{k} {v:.0f}" for k, v in sorted(peaks.items())))
     if len(runs) > 1:
         lo, hi = min(runs), max(runs)
         say(f"speed-up {lo} -> {hi} workers (wall): " + ", ".join(
