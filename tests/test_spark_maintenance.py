@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import pathlib
 import shutil
+import time
 
 import foreign_tables
 import pyarrow as pa
@@ -26,6 +27,7 @@ from indexeddf import IndexedTable
 from indexeddf.errors import MissingFileError
 from indexeddf.spec.bucketing import KEY_HASH_SEED, bucket_ids, key_hash, seed_prefix
 from indexeddf.writer.index_files import read_entries
+from indexeddf.writer.maintenance import vacuum
 
 pytestmark = pytest.mark.spark
 KEY_PREFIX = seed_prefix(KEY_HASH_SEED)
@@ -457,5 +459,13 @@ def test_a_failed_sql_build_leaves_the_log_as_a_failed_single_process_build(spar
     # The abort waited for the tasks Spark was still cancelling (the job's fence), then deleted
     # their files with the pending folder: nothing is left, before any vacuum.
     assert _index_files_on_disk(parallel, "by_s") == set()
-    IndexedTable.for_path(parallel.path).vacuum(retention_hours=0, enforce_retention=False)
-    assert not (pathlib.Path(parallel.path) / "_indexes" / "_jobs").exists()  # vacuum took the fence
+    # The fence's marker outlives a vacuum of no retention (a task Spark launched before the
+    # failure may start after it and must still find it); vacuum deletes it after an hour.
+    table = IndexedTable.for_path(parallel.path)
+    table.vacuum(retention_hours=0, enforce_retention=False)
+    assert _index_files_on_disk(parallel, "by_s") == set()
+    markers = list((pathlib.Path(parallel.path) / "_indexes" / "_jobs").rglob("_aborted"))
+    assert len(markers) == 1
+    hour_later = int(time.time() * 1000) + 3_700_000
+    gone = vacuum(table.snapshot, retention_hours=0, enforce_retention=False, now_ms=hour_later).files
+    assert any(f.endswith("/_aborted") for f in gone) and not markers[0].exists()

@@ -20,8 +20,9 @@ by no version, collected by ``vacuum``.
 
 A token whose worker died (its executor lost) is never deleted: the failure path waits at most
 :data:`ABORT_WAIT_SECONDS` for it. A job that succeeds deletes its folder (:meth:`JobFence.close`);
-the marker of a failed job stays until ``vacuum`` collects it, so that a task Spark launched
-just before the failure and that starts after it still finds it.
+the marker of a failed job stays, so that a task Spark launched just before the failure and
+whose Python code starts after it still finds it: ``vacuum`` leaves a fence's files alone for
+``writer.maintenance.FENCE_RETENTION_HOURS`` whatever its retention.
 """
 
 from __future__ import annotations
@@ -32,11 +33,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Iterator
 
-from ..writer.index_files import INDEX_DIR
+from ..writer.index_files import JOBS_DIR
 from ..writer.tree import remove_empty_dirs
-
-JOBS_DIR = f"{INDEX_DIR}/_jobs"
-"""Where the fences of running and failed jobs live (``vacuum`` collects what is left)."""
 
 ABORTED = "_aborted"
 """The marker a failed job's fence holds."""

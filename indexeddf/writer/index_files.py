@@ -27,6 +27,8 @@ from ..spec.arrays import distinct
 from ..spec.bucketing import bucket_ids, key_hash
 
 INDEX_DIR = "_indexes"
+JOBS_DIR = f"{INDEX_DIR}/_jobs"
+"""Where the fences of Spark jobs that write index and data files live (``spark/job_fence.py``)."""
 PRIMARY = PRIMARY_INDEX
 ENTRY_SCHEMA = pa.schema([("hash", pa.uint32()), ("file_id", pa.int64()), ("row", pa.int32())])
 WRITE_THREADS = 2

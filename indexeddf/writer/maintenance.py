@@ -34,7 +34,7 @@ from ..spec.deletion_vectors import FILE_NAME_PREFIX
 from ..spec.states import TRANSIENT_STATES
 from .files import codec_of, page_size_of, write_bucketed_pieces
 from .index_compaction import compact_index, new_entries
-from .index_files import INDEX_DIR, DataPiece
+from .index_files import INDEX_DIR, JOBS_DIR, DataPiece
 from .lifecycle import PENDING, STABLE, VACUUMED, Progress, say, stable_props
 from .tree import list_files, list_tree, remove_empty_dirs
 
@@ -304,6 +304,12 @@ class VacuumResult:
     """The oldest version whose files were all kept (time travel from it on is safe)."""
 
 
+FENCE_RETENTION_HOURS = 1.0
+"""How long ``vacuum`` leaves the fence files of a Spark job (``_indexes/_jobs/``, see
+``spark/job_fence.py``) alone, whatever its retention: a failed job's marker must outlive the
+tasks Spark launched before the failure, which look for it when they start."""
+
+
 def vacuum(snapshot: Snapshot, retention_hours: float | None = None, dry_run: bool = False,
            enforce_retention: bool = True, progress: Progress = None, now_ms: int | None = None) -> VacuumResult:
     """Delete the files under ``data/``, ``_change_data/`` and ``_indexes/``, and the data files
@@ -355,9 +361,11 @@ def vacuum(snapshot: Snapshot, retention_hours: float | None = None, dry_run: bo
     # _change_data/, Spark write manifests under data/_staging/, the fences of Spark jobs
     # (_indexes/_jobs/), and elsewhere only files the log named; never the log, nor the index
     # state kept beside checkpoints (_indexes/_state/).
+    fence_cutoff = now - max(hours, FENCE_RETENTION_HOURS) * 3_600_000
     candidates = [c for c in list_tree(storage, "data") + list_tree(storage, INDEX_DIR)
                   + list_tree(storage, CHANGE_DATA_DIR)
-                  if (c[0].endswith(".parquet") or c[0].startswith(("data/_staging/", f"{INDEX_DIR}/_jobs/")))
+                  if (c[0].endswith(".parquet") or c[0].startswith("data/_staging/")
+                      or (c[0].startswith(f"{JOBS_DIR}/") and c[2] is not None and c[2] < fence_cutoff))
                   and not c[0].startswith(f"{INDEX_DIR}/_state/")]
     candidates += _deletion_vector_files(storage, ever)
     candidates += _files_beside(storage, ever, {c[0] for c in candidates})
@@ -374,7 +382,7 @@ def vacuum(snapshot: Snapshot, retention_hours: float | None = None, dry_run: bo
         say(progress, f"vacuum: {'would delete' if dry_run else 'deleted'} {i}/{len(result.files)} {rel}")
     if not dry_run:
         remove_empty_dirs(storage, "data/_staging")
-        remove_empty_dirs(storage, f"{INDEX_DIR}/_jobs")
+        remove_empty_dirs(storage, JOBS_DIR)
     return result
 
 
