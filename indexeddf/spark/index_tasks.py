@@ -12,7 +12,6 @@ options, so the data source can use it.
 
 from __future__ import annotations
 
-from contextlib import nullcontext
 from typing import Iterator
 
 import numpy as np
@@ -41,12 +40,11 @@ def task_add(add: AddFile) -> str:
 
 
 def files_entries(storage, adds: list[str], schema: pa.Schema, columns: list[str], num_buckets: int,
-                  version: int, fence: JobFence | None = None) -> Iterator[pa.RecordBatch]:
+                  version: int, fence: JobFence) -> Iterator[pa.RecordBatch]:
     """The entries of the files ``adds`` (:func:`task_add`'s JSON), a row group at a time
     (:func:`file_entries`); stops between files when ``fence`` (the job's) says the job failed."""
     for add in adds:
-        if fence is not None:
-            fence.check(storage, [])
+        fence.check(storage)
         yield from file_entries(storage, AddFile.model_validate_json(add), schema, columns, num_buckets, version)
 
 
@@ -80,24 +78,17 @@ def file_entries(storage, add: AddFile, schema: pa.Schema, columns: list[str], n
         ], schema=ENTRY_ARROW)
 
 
-def write_entry_batches(storage, rel_dir: str, batches: Iterator[pa.RecordBatch],
-                        fence: JobFence | None = None) -> list[IndexFile]:
+def write_entry_batches(storage, rel_dir: str, batches: Iterator[pa.RecordBatch], fence: JobFence) -> list[IndexFile]:
     """A write task's index files: its entry batches (``ENTRY_ARROW``) sorted a chunk of
     :data:`WRITE_CHUNK_ENTRIES` at a time, one file per index bucket and chunk, under
-    ``rel_dir``. On a failure the files it wrote are deleted (the job fails; nothing of the
-    task is committed); so they are when ``fence`` (the job's) says the job failed."""
+    ``rel_dir``. On a failure, or the job's (its ``fence``), the files it wrote are deleted
+    (nothing of the task is committed)."""
     written: list[str] = []
     done: list[IndexFile] = []
-    with fence.task(storage, written) if fence is not None else nullcontext():
-        try:
-            for parts in _chunks(batches):
-                if fence is not None:
-                    fence.check(storage, written)  # another task failed: stop
-                done += _write_chunk(storage, rel_dir, parts, written)
-        except BaseException:
-            for path in written:
-                storage.delete(path)
-            raise
+    with fence.task(storage, written):
+        for parts in _chunks(batches):
+            fence.check(storage)  # another task failed: stop
+            done += _write_chunk(storage, rel_dir, parts, written)
     return done
 
 

@@ -64,23 +64,26 @@ class JobFence:
     @contextmanager
     def task(self, storage, written: list[str]) -> Iterator["JobFence"]:
         """Run a task's work inside the fence; ``written``: the paths the task writes (the
-        list the work appends to). If the job failed meanwhile, the task's files are deleted
-        and :class:`JobAborted` raised."""
+        list the work appends to). When the work fails, or the job did meanwhile
+        (:class:`JobAborted`), the task's files are deleted, before its token: nothing of the
+        task is committed."""
         token = f"{self.folder}/{uuid.uuid4().hex}{TOKEN}"
         storage.write_bytes(token, b"")
         try:
-            self.check(storage, written)
+            self.check(storage)
             yield self
-            self.check(storage, written)
+            self.check(storage)
+        except BaseException:
+            for path in written:
+                storage.delete(path)
+            raise
         finally:
             storage.delete(token)
 
-    def check(self, storage, written: list[str]) -> None:
-        """Raise :class:`JobAborted` (the task's files deleted) if the job failed."""
+    def check(self, storage) -> None:
+        """Raise :class:`JobAborted` if the job failed (inside :meth:`task`: its files are deleted)."""
         if storage.exists(f"{self.folder}/{ABORTED}"):
-            for path in written:
-                storage.delete(path)
-            raise JobAborted(f"the Spark job of fence {self.folder} failed; this task's files were deleted")
+            raise JobAborted(f"the Spark job of fence {self.folder} failed; this task stops")
 
     def abort(self, storage, timeout: float = ABORT_WAIT_SECONDS) -> None:
         """The job failed: mark it, then wait until its running tasks have ended (at most

@@ -162,20 +162,15 @@ def compact_files(spark, storage, entry: IndexEntry, rewrite: set[str], keep_ids
         task_storage = shared_storage(url, options)
         mine: list[str] = []
         done: list[IndexFile] = []
-        with fence.task(task_storage, mine):
-            try:
-                for batch in batches:
-                    for task in batch.column(0).to_pylist():
-                        for i in tasks[task]:
-                            fence.check(task_storage, mine)  # another task failed: stop
-                            files = [IndexFile.model_validate_json(j) for j in old[i]]
-                            f = merge_bucket(task_storage, files, keep, None, dir_name, buckets[i], mine)
-                            if f is not None:
-                                done.append(f)
-            except BaseException:
-                for path in mine:  # the job fails; this task's index files are not committed
-                    task_storage.delete(path)
-                raise
+        with fence.task(task_storage, mine):  # a failure deletes this task's index files
+            for batch in batches:
+                for task in batch.column(0).to_pylist():
+                    for i in tasks[task]:
+                        fence.check(task_storage)  # another task failed: stop
+                        files = [IndexFile.model_validate_json(j) for j in old[i]]
+                        f = merge_bucket(task_storage, files, keep, None, dir_name, buckets[i], mine)
+                        if f is not None:
+                            done.append(f)
         yield pa.RecordBatch.from_pylist([{"name": entry.name, "json": f.model_dump_json()} for f in done],
                                          schema=RESULT_ARROW)
 

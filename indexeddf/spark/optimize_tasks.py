@@ -130,18 +130,13 @@ class RewriteJob:
         written: list[str] = []
         entries = _TaskEntries(storage, self.indexes, written)
         out: list[pa.RecordBatch] = []
-        with self.fence.task(storage, written):
-            try:
-                for u in self.tasks[task]:
-                    self.fence.check(storage, written)  # another task failed: stop
-                    adds = [AddFile.model_validate_json(j) for j in self.units[u]]
-                    out.append(_rewrite_unit(storage, adds, self.schema, self.version, self.layout, entries, written))
-                    out += entries.flush(full_only=True)
-                out += entries.flush(full_only=False)
-            except BaseException:
-                for path in written:  # the job fails; nothing of this task is committed
-                    storage.delete(path)
-                raise
+        with self.fence.task(storage, written):  # a failure deletes every file the task wrote
+            for u in self.tasks[task]:
+                self.fence.check(storage)  # another task failed: stop
+                adds = [AddFile.model_validate_json(j) for j in self.units[u]]
+                out.append(_rewrite_unit(storage, adds, self.schema, self.version, self.layout, entries, written))
+                out += entries.flush(full_only=True)
+            out += entries.flush(full_only=False)
         yield from out
 
     def marker_batch(self) -> pa.RecordBatch:
@@ -188,23 +183,18 @@ class MergeJob:
         files the task wrote, as does the job's (its fence)."""
         storage = shared_storage(self.url, self.options)
         written: list[str] = []
-        with self.fence.task(storage, written):
-            try:
-                for key, run in _runs(batches):
-                    if key is None:  # the adds
-                        yield from pa.table([pa.nulls(run.num_rows, pa.string()), run.column("json")],
-                                            schema=RESULT_ARROW).to_batches()
-                        continue
-                    i, bucket = divmod(key, KEY_STRIDE)
-                    new = [IndexFile.model_validate_json(j) for j in run.column("json").to_pylist() if j is not None]
-                    f = self.merge(storage, i, bucket, new, written)
-                    if f is not None:
-                        yield pa.RecordBatch.from_pylist([{"name": self.names[i], "json": f.model_dump_json()}],
-                                                         schema=RESULT_ARROW)
-            except BaseException:
-                for path in written:  # the job fails; this task's index files are not committed
-                    storage.delete(path)
-                raise
+        with self.fence.task(storage, written):  # a failure deletes this task's index files
+            for key, run in _runs(batches):
+                if key is None:  # the adds
+                    yield from pa.table([pa.nulls(run.num_rows, pa.string()), run.column("json")],
+                                        schema=RESULT_ARROW).to_batches()
+                    continue
+                i, bucket = divmod(key, KEY_STRIDE)
+                new = [IndexFile.model_validate_json(j) for j in run.column("json").to_pylist() if j is not None]
+                f = self.merge(storage, i, bucket, new, written)
+                if f is not None:
+                    yield pa.RecordBatch.from_pylist([{"name": self.names[i], "json": f.model_dump_json()}],
+                                                     schema=RESULT_ARROW)
 
     def merge(self, storage, i: int, bucket: int, new: list[IndexFile], written: list[str]) -> IndexFile | None:
         """Index ``i``'s one file of ``bucket``: the one file a rewrite task wrote there when no
