@@ -20,12 +20,13 @@ import pyarrow as pa
 from ..format.datafiles import iter_live_row_groups
 from ..spec.actions import AddFile, IndexFile
 from ..spec.bucketing import bucket_ids, key_hash
+from ..writer.bucket_merge import ENTRY_CHUNK
 from ..writer.index_files import entry_order, write_entries
 from .job_fence import JobFence
 
 ENTRY_ARROW = pa.schema([("bucket", pa.int32()), ("hash", pa.int64()), ("file_id", pa.int64()), ("row", pa.int32())])
 """An index entry in a task, between its read and its sort (the uint32 key hash in an int64)."""
-WRITE_CHUNK_ENTRIES = 1 << 22
+WRITE_CHUNK_ENTRIES = ENTRY_CHUNK
 """Entries a write task sorts at once, then writes as one index file per index bucket: 4M
 entries, about 80 MB in the task (twice that while sorting)."""
 TASKS_PER_CORE = 1

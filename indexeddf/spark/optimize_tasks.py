@@ -27,18 +27,17 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..format.datafiles import read_live_rows
 from ..format.snapshot import Snapshot
 from ..spec import config
-from ..spec.actions import AddFile, IndexEntry, IndexFile
+from ..spec.actions import AddFile, FileStats, IndexEntry, IndexFile
 from ..spec.column_mapping import table_schema
-from ..writer.files import codec_of, page_size_of, write_bucketed_pieces
-from ..writer.index_compaction import kept_ids, merge_bucket, rewritten_by_bucket
-from ..writer.index_files import DataPiece, entry_arrays, entry_order, read_entries, write_entries
+from ..writer.bucket_merge import ENTRY_CHUNK, EntryChunks, merge_index_bucket, rewrite_unit
+from ..writer.files import codec_of, page_size_of
+from ..writer.index_compaction import kept_ids, rewritten_by_bucket
 from ..writer.lifecycle import Progress, say
-from ..writer.maintenance import FOREIGN, OPTIMIZE_BATCH_BYTES, OptimizePlan
+from ..writer.maintenance import OptimizePlan, units_of
 from ..writer.operations import MAX_BUCKETS
-from .index_tasks import WRITE_CHUNK_ENTRIES, balanced_groups
+from .index_tasks import balanced_groups
 from .job_fence import JobFence
 from .options import shared_storage
 
@@ -59,33 +58,10 @@ TASKS_PER_CORE = 2
 more tasks than cores even out groups of unequal size."""
 
 
-def units_of(groups: dict) -> list[list[AddFile]]:
-    """The files each rewrite unit reads at once: a group's files (they become one file),
-    files without a bucket in chunks of about ``OPTIMIZE_BATCH_BYTES`` (as the
-    single-process path batches them)."""
-    units = []
-    for group, files in groups.items():
-        if (group[0] if isinstance(group, tuple) else group) != FOREIGN:
-            units.append(list(files))
-            continue
-        unit, size = [], 0
-        for a in files:
-            unit.append(a)
-            size += a.size
-            if size >= OPTIMIZE_BATCH_BYTES:
-                units.append(unit)
-                unit, size = [], 0
-        if unit:
-            units.append(unit)
-    return units
-
-
-
-
 @dataclass
 class RewriteJob:
     """Stage 1, for every task: the units (each a group's files, as JSON adds without their
-    statistics) each task rewrites, one at a time, and what they are rewritten as."""
+    statistics but the row count) each task rewrites, one at a time, and what they are rewritten as."""
 
     url: str
     options: dict
@@ -97,6 +73,8 @@ class RewriteJob:
     """Per ACTIVE index: its first key, its columns, its bucket count, its name (the folder of
     its files)."""
     units: list[list[str]]
+    bucketed: list[bool]
+    """Per unit: whether it is a bucket's group (``units_of``)."""
     tasks: list[list[int]]
     """The units (by position) of each task: about equal bytes."""
     markers: list[int]
@@ -112,12 +90,12 @@ class RewriteJob:
         layout = (list(meta.indexColumns), plan.num_buckets,
                   config.get(meta.configuration, "indexeddf.targetRowGroupBytes"), tuple(meta.partitionColumns),
                   codec_of(meta.configuration), page_size_of(meta.configuration))
-        units = units_of(plan.groups)
+        units, bucketed = zip(*units_of(plan.groups)) if plan.groups else ((), ())
         return cls(
             storage.url, storage.storage_options, snapshot.version, table_schema(meta), layout,
             [(i * KEY_STRIDE, list(e.columns), e.numBuckets, e.name) for i, e in enumerate(plan.indexes)],
-            [[a.model_copy(update={"stats": None}).model_dump_json(by_alias=True) for a in unit] for unit in units],
-            balanced_groups([sum(a.size for a in unit) for unit in units], tasks),
+            [[_without_bounds(a).model_dump_json(by_alias=True) for a in unit] for unit in units],
+            list(bucketed), balanced_groups([sum(a.size for a in unit) for unit in units], tasks),
             [i * KEY_STRIDE + b for i, e in enumerate(plan.indexes) for b in rewritten_by_bucket(e, plan.rewrite[e.name])],
             fence)
 
@@ -128,22 +106,38 @@ class RewriteJob:
         (its fence), deletes every file the task wrote."""
         storage = shared_storage(self.url, self.options)
         written: list[str] = []
-        entries = _TaskEntries(storage, self.indexes, written)
+        entries = EntryChunks(storage, [(columns, buckets, name) for _, columns, buckets, name in self.indexes],
+                              written, ENTRY_CHUNK)
         out: list[pa.RecordBatch] = []
         with self.fence.task(storage, written):  # a failure deletes every file the task wrote
             for u in self.tasks[task]:
                 self.fence.check(storage)  # another task failed: stop
                 adds = [AddFile.model_validate_json(j) for j in self.units[u]]
-                out.append(_rewrite_unit(storage, adds, self.schema, self.version, self.layout, entries, written))
-                out += entries.flush(full_only=True)
-            out += entries.flush(full_only=False)
+                new = rewrite_unit(storage, adds, self.bucketed[u], self.schema, self.version, self.layout, entries.add, written)
+                out.append(pa.record_batch([pa.nulls(len(new), pa.int32()),
+                                            pa.array([a.model_dump_json(by_alias=True) for a in new], pa.string())],
+                                           schema=ENTRY_ARROW))
+                out += self._index_batches(entries.flush(full_only=True))
+            out += self._index_batches(entries.flush(full_only=False))
         yield from out
+
+    def _index_batches(self, flushed: list[tuple[int, list[IndexFile]]]) -> list[pa.RecordBatch]:
+        """A batch of ``ENTRY_ARROW`` per index whose entries were written, a row per file."""
+        return [pa.record_batch([pa.array([self.indexes[i][0] + f.bucket for f in files], pa.int32()),
+                                 pa.array([f.model_dump_json() for f in files], pa.string())], schema=ENTRY_ARROW)
+                for i, files in flushed]
 
     def marker_batch(self) -> pa.RecordBatch:
         """A row per index bucket whose files are rewritten (``json`` NULL): its merge task
         runs though no new file lands there."""
         return pa.record_batch([pa.array(self.markers, pa.int32()), pa.nulls(len(self.markers), pa.string())],
                                schema=ENTRY_ARROW)
+
+
+def _without_bounds(a: AddFile) -> AddFile:
+    """``a`` with only the row count of its statistics (a merge sizes its bloom filters by
+    it): the bounds would only grow the job."""
+    return a.model_copy(update={"stats": None if a.stats is None else FileStats(numRecords=a.stats.numRecords)})
 
 
 @dataclass
@@ -202,16 +196,7 @@ class MergeJob:
         the rewritten files keep merged into one (``merge_bucket``) and ``new`` deleted; None
         when no entry is left."""
         old = [IndexFile.model_validate_json(j) for j in self.old[i].get(bucket, ())]
-        if not old and len(new) <= 1:
-            return new[0] if new else None
-        added = None
-        if new:  # the new files hold only entries of new data files: all are kept
-            parts = [read_entries(storage, f) for f in new]
-            added = tuple(np.concatenate([t.column(c).to_numpy() for t in parts]) for c in ("hash", "file_id", "row"))
-        f = merge_bucket(storage, old, self.keep[i], added, self.names[i], bucket, written)
-        for n in new:  # merged away: no version will name them
-            storage.delete(n.path)
-        return f
+        return merge_index_bucket(storage, self.names[i], bucket, old, self.keep[i], new, written)
 
 
 def plan_actions(plan: OptimizePlan, results: list[tuple[str | None, str]], written: list[str],
@@ -237,60 +222,6 @@ def plan_actions(plan: OptimizePlan, results: list[tuple[str | None, str]], writ
         actions.append(entry.model_copy(update={"files": tuple(files), "removedFiles": tuple(gone)}))
         say(progress, f"optimize: index {entry.name}: {len(gone)} index files -> {len(files)}")
     return adds, actions
-
-
-def _rewrite_unit(storage, adds: list[AddFile], schema: pa.Schema, version: int, layout: tuple,
-                  entries: "_TaskEntries", written: list[str]) -> pa.RecordBatch:
-    """One unit rewritten as ``rewrite_here`` rewrites a batch: its live rows read and
-    written by bucket (and partition); the new files' adds (a batch of ``ENTRY_ARROW``), their
-    rows' index entries handed to ``entries``. New paths go into ``written``."""
-    index_columns, num_buckets, rg_bytes, partition_columns, codec, page_size = layout
-    rows = pa.concat_tables([read_live_rows(storage, a, schema, version=version) for a in adds])
-    new = write_bucketed_pieces(storage, rows, index_columns, num_buckets, rg_bytes, written,
-                                partition_columns, schema, codec, page_size)
-    out = []
-    for add, file_rows in new:
-        add = add.model_copy(update={"dataChange": False})
-        out.append(add.model_dump_json(by_alias=True))
-        entries.add(add.fileId, file_rows)
-    return pa.record_batch([pa.nulls(len(out), pa.int32()), pa.array(out, pa.string())], schema=ENTRY_ARROW)
-
-
-class _TaskEntries:
-    """A rewrite task's index entries, per index, until written: a chunk of
-    ``WRITE_CHUNK_ENTRIES`` an index sorted by index bucket, hash, file id and row
-    (``entry_order``, as every build sorts them) and written as one index file per index
-    bucket into the index's folder (``write_entries``). Memory: a chunk of entries an index,
-    not the task's rows."""
-
-    def __init__(self, storage, indexes: list[tuple], written: list[str]):
-        self.storage, self.indexes, self.written = storage, indexes, written
-        self.parts: list[list[tuple]] = [[] for _ in indexes]
-
-    def add(self, file_id: int, rows: pa.Table) -> None:
-        """The entries of a new data file's ``rows`` (in file order) in every index."""
-        for parts, (_, columns, buckets, _) in zip(self.parts, self.indexes):
-            found = entry_arrays(columns, buckets, [DataPiece(file_id, rows.select(columns))])
-            if found is not None:
-                parts.append(found)
-
-    def flush(self, full_only: bool) -> list[pa.RecordBatch]:
-        """Write the entries of each index (with ``full_only``, only of an index holding a
-        whole chunk); a batch of ``ENTRY_ARROW`` per index written, a row per file."""
-        out = []
-        for i, (base, _, _, name) in enumerate(self.indexes):
-            parts = self.parts[i]
-            if not parts or (full_only and sum(len(p[0]) for p in parts) < WRITE_CHUNK_ENTRIES):
-                continue
-            hashes, file_ids, rows, buckets = (np.concatenate([p[j] for p in parts]) for j in range(4))
-            self.parts[i] = []
-            order = entry_order(buckets, hashes, file_ids, rows)
-            files = write_entries(self.storage, name, hashes[order].astype(np.uint32), file_ids[order],
-                                  rows[order].astype(np.int32), buckets[order], self.written)
-            out.append(pa.record_batch([pa.array([base + f.bucket for f in files], pa.int32()),
-                                        pa.array([f.model_dump_json() for f in files], pa.string())],
-                                       schema=ENTRY_ARROW))
-        return out
 
 
 def _runs(batches: Iterator[pa.RecordBatch]) -> Iterator[tuple]:

@@ -19,22 +19,20 @@ from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-import pyarrow as pa
-
 from ..errors import InvalidIndexStateError, InvalidOptionError, VersionNotFoundError
-from ..format.datafiles import read_live_rows
 from ..format.log import list_log, read_commit
 from ..format.snapshot import Snapshot, Tombstones, load_snapshot, update_snapshot
 from ..format.transaction import ALL_BUCKETS, CommitResult, Transaction
 from ..spec import config
-from ..spec.actions import AddFile, CdcFile, CommitInfo, IndexEntry, named_with_bucket
+from ..spec.actions import AddFile, CdcFile, CommitInfo, IndexEntry, IndexFile, named_with_bucket
 from ..spec.change_data import CHANGE_DATA_DIR
 from ..spec.column_mapping import table_schema
 from ..spec.deletion_vectors import FILE_NAME_PREFIX
 from ..spec.states import TRANSIENT_STATES
-from .files import codec_of, page_size_of, write_bucketed_pieces
-from .index_compaction import compact_index, new_entries
-from .index_files import INDEX_DIR, JOBS_DIR, DataPiece
+from .bucket_merge import ENTRY_CHUNK, EntryChunks, merge_index_bucket, rewrite_unit
+from .files import codec_of, page_size_of
+from .index_compaction import kept_ids, rewritten_by_bucket
+from .index_files import INDEX_DIR, JOBS_DIR
 from .lifecycle import PENDING, STABLE, VACUUMED, Progress, say, stable_props
 from .tree import list_files, list_tree, remove_empty_dirs
 
@@ -248,47 +246,63 @@ def _compact(snapshot: Snapshot, mode: str, groups: dict[int, list[AddFile]], pr
 
 def rewrite_here(snapshot: Snapshot, plan: OptimizePlan, written: list[str],
                  progress: Progress) -> tuple[list[AddFile], list[IndexEntry]]:
-    """The :data:`Rewrite` of this process: batches of about OPTIMIZE_BATCH_BYTES read and
-    rewritten, then each index's files merged with the new files' entries."""
+    """The :data:`Rewrite` of this process, as a Spark job's tasks do it (``bucket_merge.py``):
+    each unit (:func:`units_of`) rewritten, a bucket's sorted files merged a row group at a
+    time, the new rows' index entries written out every chunk, then merged with each index's
+    rewritten files into one file an index bucket. Memory: a unit's row groups (a batch of
+    files without a bucket) and a chunk of entries, not the table."""
     storage, meta = snapshot.storage, snapshot.metadata
-    schema = table_schema(meta)
-    key_columns = sorted({c for i in plan.indexes for c in i.columns})
-    adds, pieces = [], []
-    rg_bytes = config.get(meta.configuration, "indexeddf.targetRowGroupBytes")
-    for batch in _batches(plan.groups):
-        tables = [read_live_rows(storage, a, schema, version=snapshot.version) for a in batch]
-        new = write_bucketed_pieces(storage, pa.concat_tables(tables), list(meta.indexColumns), plan.num_buckets,
-                                    rg_bytes, written, meta.partitionColumns, schema, codec_of(meta.configuration),
-                                    page_size_of(meta.configuration))
-        for add, rows in new:
-            adds.append(add.model_copy(update={"dataChange": False}))
-            pieces.append(DataPiece(add.fileId, rows.select(key_columns)))
-            say(progress, f"optimize: bucket {add.bucket}: {rows.num_rows} rows -> 1 file ({add.size} bytes)")
+    layout = (list(meta.indexColumns), plan.num_buckets, config.get(meta.configuration, "indexeddf.targetRowGroupBytes"),
+              tuple(meta.partitionColumns), codec_of(meta.configuration), page_size_of(meta.configuration))
+    entries = EntryChunks(storage, [(list(e.columns), e.numBuckets, e.name) for e in plan.indexes], written,
+                          ENTRY_CHUNK)
+    new_files: list[list[IndexFile]] = [[] for _ in plan.indexes]
+    adds = []
+    for unit, bucketed in units_of(plan.groups):
+        for add in rewrite_unit(storage, unit, bucketed, table_schema(meta), snapshot.version, layout, entries.add,
+                                written):
+            adds.append(add)
+            say(progress, f"optimize: bucket {add.bucket}: {add.stats.numRecords} rows -> 1 file ({add.size} bytes)")
+        for i, files in entries.flush(full_only=True):
+            new_files[i] += files
+    for i, files in entries.flush(full_only=False):
+        new_files[i] += files
     index_actions = []
-    for entry in plan.indexes:
-        added = new_entries(entry, pieces)
-        files, gone = compact_index(storage, entry, plan.rewrite[entry.name], plan.keep_ids, added, entry.name, written)
+    for entry, new in zip(plan.indexes, new_files):
+        old = rewritten_by_bucket(entry, plan.rewrite[entry.name])
+        keep = kept_ids(entry, plan.rewrite[entry.name], plan.keep_ids)
+        files = []
+        for b in sorted(set(old) | {f.bucket for f in new}):
+            f = merge_index_bucket(storage, entry.name, b, old.get(b, []), keep, [f for f in new if f.bucket == b],
+                                   written)
+            if f is not None:
+                files.append(f)
+        gone = [f.path for b in sorted(old) for f in old[b]]
         index_actions.append(entry.model_copy(update={"files": tuple(files), "removedFiles": tuple(gone)}))
         say(progress, f"optimize: index {entry.name}: {len(gone)} index files -> {len(files)}")
     return adds, index_actions
 
 
-def _batches(groups: dict[int, list[AddFile]]):
-    """The files of ``groups`` in batches of about OPTIMIZE_BATCH_BYTES: a bucket's files
-    stay in one batch (it becomes one file); files without a bucket may be split."""
-    batch, size = [], 0
-    for b, files in groups.items():
+def units_of(groups: dict) -> list[tuple[list[AddFile], bool]]:
+    """The files each rewrite unit reads at once, and whether they are a bucket's group (they
+    become one file of that bucket; ``bucket_merge.rewrite_unit`` may merge them): a group's
+    files, and files without a bucket (or, changing the bucket count, every file) in chunks
+    of about ``OPTIMIZE_BATCH_BYTES``."""
+    units = []
+    for group, files in groups.items():
+        if (group[0] if isinstance(group, tuple) else group) != FOREIGN:
+            units.append((list(files), True))
+            continue
+        unit, size = [], 0
         for a in files:
-            batch.append(a)
+            unit.append(a)
             size += a.size
-            if _bucket(b) == FOREIGN and size >= OPTIMIZE_BATCH_BYTES:
-                yield batch
-                batch, size = [], 0
-        if size >= OPTIMIZE_BATCH_BYTES:
-            yield batch
-            batch, size = [], 0
-    if batch:
-        yield batch
+            if size >= OPTIMIZE_BATCH_BYTES:
+                units.append((unit, False))
+                unit, size = [], 0
+        if unit:
+            units.append((unit, False))
+    return units
 
 
 # -- vacuum ----------------------------------------------------------------------------------

@@ -66,6 +66,8 @@ class StreamedFile:
         self._footer = footer_stats_columns(self.stored)
         self._sink = self._writer = None
         self._per_group = 0
+        self._pending: list[pa.Table] = []  # rows :meth:`append` holds until a row group is full
+        self._pending_rows = 0
 
     def write(self, rows: pa.Table) -> None:
         """Append ``rows`` (of :attr:`schema`) to the file."""
@@ -77,8 +79,27 @@ class StreamedFile:
         self._writer.write_table(rows, row_group_size=self._per_group)
         self.stats.add(rows, footer=self._footer)
 
+    def append(self, rows: pa.Table) -> None:
+        """Append ``rows`` (of :attr:`schema`), held until they fill a whole row group (the
+        rest at :meth:`close`): for a caller whose pieces are smaller than a row group, where
+        :meth:`write` would make each piece a row group of its own."""
+        if rows.num_rows == 0:
+            return
+        if not self._per_group:  # sized by the first rows, as write sizes them
+            self._per_group = rows_per_group(rows, self.row_group_bytes)
+        self._pending.append(rows)
+        self._pending_rows += rows.num_rows
+        if self._pending_rows < self._per_group:
+            return
+        held = pa.concat_tables(self._pending)
+        full = held.num_rows - held.num_rows % self._per_group
+        self.write(held.slice(0, full))
+        self._pending = [held.slice(full)] if full < held.num_rows else []
+        self._pending_rows = held.num_rows - full
+
     def _open(self, first: pa.Table) -> None:
-        self._per_group = rows_per_group(first, self.row_group_bytes)
+        if not self._per_group:
+            self._per_group = rows_per_group(first, self.row_group_bytes)
         # Sized for the distinct keys a row group can hold, as write_file sizes them.
         ndv = max(1, min(self.expected_rows, self._per_group))
         bloom = {c: {"ndv": ndv, "fpp": BLOOM_FPP} for c in self.bloom_columns} or None
@@ -90,6 +111,9 @@ class StreamedFile:
 
     def close(self) -> AddFile | None:
         """Finish the file: its ``add`` action, or None when no row was written."""
+        if self._pending:
+            self.write(pa.concat_tables(self._pending))
+            self._pending, self._pending_rows = [], 0
         if self._writer is None:
             return None
         self._writer.close()
