@@ -8,23 +8,25 @@ in one Spark job of two stages:
 
 1. rewrite: each task takes some groups (one bucket's files, in a partitioned table one
    partition's bucket; files without a bucket in chunks of ``OPTIMIZE_BATCH_BYTES``), one
-   group at a time: it reads the group's live rows with the project's reader (deletion
-   vectors applied, partition values and column mapping as ``format/datafiles.py`` reads
-   them) and writes them with the project's writer (``writer/files.py``: the same bucketing,
-   sort order, statistics and bloom filters); for every ACTIVE index it keeps the entries of
-   the rows it wrote (16 bytes a row), and at its end (or every ``WRITE_CHUNK_ENTRIES``)
-   sorts them as every build does (``entry_order``) and writes one index file per touched
-   index bucket. It emits each new file's ``add`` and each index file's descriptor: no
-   entry crosses into the JVM;
+   group at a time, and rewrites it as the single process does (``writer/bucket_merge.py``
+   ``rewrite_unit``): a bucket's sorted files merged into one a row group at a time, other
+   files read and written by bucket with the project's writer (deletion vectors applied,
+   partition values and column mapping as ``format/datafiles.py`` reads them; the same
+   bucketing, sort order, statistics and bloom filters). For every ACTIVE index it keeps
+   the entries of the rows it wrote (16 bytes a row), and every ``ENTRY_CHUNK`` (and at its
+   end) sorts them as every build does (``entry_order``) and writes one index file per
+   touched index bucket. It emits each new file's ``add`` and each index file's descriptor:
+   no entry crosses into the JVM;
 2. merge: Spark shuffles those few rows (a row a file) by (index, index bucket); a task
    takes each index bucket's rows together and leaves one file per index bucket, as the
-   single-process ``compact_index`` does: the one file a rewrite task wrote when no
-   rewritten file of that bucket keeps an entry (nothing read or written: the primary index
-   of an unpartitioned table, whose index bucket is the data bucket one task rewrote), else
-   those files' entries and the ones the rewritten files keep merged into one file
-   (``index_compaction.merge_bucket``) and the merged files deleted. A memory of one group
-   and at most a chunk of entries an index (stage 1) or one index bucket (stage 2): bounded
-   by a group or a chunk, never by the table.
+   single process does (``bucket_merge.merge_index_bucket``): the one file a rewrite task
+   wrote when no rewritten file of that bucket keeps an entry (nothing read or written: the
+   primary index of an unpartitioned table, whose index bucket is the data bucket one task
+   rewrote), else those files' entries and the ones the rewritten files keep merged into
+   one file (``index_compaction.merge_bucket``) and the merged files deleted. A memory of a
+   row group of each of a bucket's files (a batch of files without a bucket) and at most a
+   chunk of entries an index (stage 1), or one index bucket's entries (stage 2): bounded by
+   a file or a chunk, never by the table.
 
 A failing task deletes what it wrote and fails the job; nothing is committed. The job's fence
 (``job_fence.py``) holds the failure back until no task of the job writes any more: the

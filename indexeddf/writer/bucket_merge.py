@@ -18,6 +18,7 @@ same files.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Iterable, Iterator
 
 import numpy as np
@@ -153,25 +154,28 @@ class EntryChunks:
     def __init__(self, storage: TableStorage, indexes: list[tuple], written: list[str], chunk: int):
         self.storage, self.indexes, self.written, self.chunk = storage, indexes, written, chunk
         self.parts: list[list[tuple]] = [[] for _ in indexes]
+        self._lock = threading.Lock()  # units rewritten on threads share one
 
     def add(self, piece: DataPiece) -> None:
         """The entries of a new data file's rows (``piece``) in every index."""
-        for parts, (columns, buckets, _) in zip(self.parts, self.indexes):
+        for i, (columns, buckets, _) in enumerate(self.indexes):
             found = entry_arrays(columns, buckets, [DataPiece(piece.file_id, piece.rows.select(columns),
                                                               piece.ordinals)])
             if found is not None:
-                parts.append(found)
+                with self._lock:
+                    self.parts[i].append(found)
 
     def flush(self, full_only: bool) -> list[tuple[int, list[IndexFile]]]:
         """Write the entries of each index (with ``full_only``, only of an index holding a
         whole chunk): per index written, its position and its new files."""
         out = []
         for i, (_, _, name) in enumerate(self.indexes):
-            parts = self.parts[i]
-            if not parts or (full_only and sum(len(p[0]) for p in parts) < self.chunk):
-                continue
+            with self._lock:
+                parts = self.parts[i]
+                if not parts or (full_only and sum(len(p[0]) for p in parts) < self.chunk):
+                    continue
+                self.parts[i] = []
             hashes, file_ids, rows, buckets = (np.concatenate([p[j] for p in parts]) for j in range(4))
-            self.parts[i] = []
             order = entry_order(buckets, hashes, file_ids, rows)
             out.append((i, write_entries(self.storage, name, hashes[order].astype(np.uint32), file_ids[order],
                                          rows[order].astype(np.int32), buckets[order], self.written)))

@@ -16,12 +16,7 @@ import numpy as np
 from ..format.storage import TableStorage
 from ..spec.actions import IndexEntry, IndexFile
 from ..spec.arrays import distinct
-from .index_files import DataPiece, entry_arrays, entry_order, index_file_path, read_entries, write_index_file
-
-
-def new_entries(entry: IndexEntry, pieces: list[DataPiece]):
-    """(hash, file_id, row, bucket) arrays of the rows of ``pieces`` in ``entry``'s layout."""
-    return entry_arrays(list(entry.columns), entry.numBuckets, pieces)
+from .index_files import entry_order, index_file_path, read_entries, write_index_file
 
 
 def write_entries_file(storage: TableStorage, dir_name: str, bucket: int, hashes, file_ids, rows, written: list[str]) -> IndexFile:
@@ -42,7 +37,7 @@ def compact_index(
     written: list[str] | None = None,
 ) -> tuple[list[IndexFile], list[str]]:
     """Merge the files of ``entry`` named in ``rewrite`` per index bucket, with the
-    ``added`` entries (from :func:`new_entries`) of that bucket, into one file per bucket.
+    ``added`` entries (hashes, file ids, rows, index buckets) of that bucket, into one file per bucket.
 
     Entries whose file id is not in ``keep_ids`` are dropped from the merged files,
     unless a file that is not rewritten also names that id: an index never holds only
@@ -132,5 +127,5 @@ def small_file_groups(entry: IndexEntry, mode: str, small_bytes: int, live_ids: 
     return out
 
 
-__all__ = ["compact_index", "kept_ids", "merge_bucket", "new_entries", "rewritten_by_bucket", "small_file_groups",
+__all__ = ["compact_index", "kept_ids", "merge_bucket", "rewritten_by_bucket", "small_file_groups",
            "write_entries_file"]
