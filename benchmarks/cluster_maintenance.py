@@ -359,7 +359,8 @@ def main() -> None:
     p.add_argument("--work", default=None, help="folder for the clusters and tables (default: the system's temp)")
     p.add_argument("--record", default=None, help="write benchmarks/results/<date>-RECORD.json")
     p.add_argument("--note", default=None, help="a note kept in the recorded JSON")
-    p.add_argument("--machine", default="2 cores, shared with other helpers' test runs (loaded: timings are noisy)")
+    p.add_argument("--machine", default="x86_64, 2 cores, Python 3.11.7",
+                   help="the machine, as the recorded JSON names it (say so when it is loaded)")
     args = p.parse_args()
     if args.append_rows is None:
         args.append_rows = args.rows // 10

@@ -108,7 +108,8 @@ def merged_runs(runs: list[Iterable[pa.Table]], columns: list[str]) -> Iterator[
     every buffered row that sorts before or with that key can be written now, since no row
     still unread sorts before it. The buffers sorted together (a stable sort, runs in
     order) put those rows first, up to that run's last row; what each run gives is a
-    prefix of its buffer, and the bounding run's buffer is used up, so it reads on."""
+    prefix of its buffer, and the bounding run's buffer is used up, so it reads on. Runs whose
+    first buffered key sorts after the bound sit the round out."""
     its = [iter(r) for r in runs]
     bufs = [_next_rows(it) for it in its]
     sort_keys = [(c, "ascending", "at_start") for c in columns]
@@ -121,9 +122,17 @@ def merged_runs(runs: list[Iterable[pa.Table]], columns: list[str]) -> Iterator[
             yield bufs[i]
             yield from (t for t in its[i] if t.num_rows)
             return
-        tables = [bufs[i] for i in active]
-        lasts = pa.concat_tables([t.select(columns).slice(t.num_rows - 1, 1) for t in tables])
+        lasts = pa.concat_tables([bufs[i].select(columns).slice(bufs[i].num_rows - 1, 1) for i in active])
         bound = int(pc.sort_indices(lasts, sort_keys=sort_keys)[0].as_py())
+        # Only runs whose first buffered key sorts before or with the bound give rows this
+        # round (keys that grow from write to write put each file's rows after the last's:
+        # one run a round, the others not sorted again each time).
+        firsts = pa.concat_tables([bufs[i].select(columns).slice(0, 1) for i in active] + [lasts.slice(bound, 1)])
+        at = pc.sort_indices(firsts, sort_keys=sort_keys).to_numpy()
+        giving = sorted(at[:int(np.flatnonzero(at == len(active))[0])].tolist())  # equals sort first: stable
+        active = [active[j] for j in giving]
+        bound = giving.index(bound)
+        tables = [bufs[i] for i in active]
         ends = np.cumsum([t.num_rows for t in tables])
         together = pa.concat_tables(tables)
         order = pc.sort_indices(together.select(columns), sort_keys=sort_keys).to_numpy()
