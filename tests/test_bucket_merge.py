@@ -139,11 +139,13 @@ def _optimize_rss_kib(tmp_path, rows: int) -> int:
 
 
 def test_optimize_memory_does_not_grow_with_the_bucket(tmp_path):
-    """A bucket four times larger (70 MB more of rows in Arrow) costs the optimizing process
-    about the same peak memory: it holds row groups, not the bucket."""
+    """A bucket four times larger (50 MB more of rows in Arrow) costs the optimizing process
+    little more peak memory: it holds row groups, not the bucket; what grows is the index
+    entries it holds until a chunk of 4M is written out (about 16 bytes a row: 12 MB here).
+    Reading the bucket whole, the process needed 140 MB more."""
     small, large = _optimize_rss_kib(tmp_path, 250_000), _optimize_rss_kib(tmp_path, 1_000_000)
     grown_rows_kib = 750_000 * 68 // 1024
-    assert large - small < grown_rows_kib / 3, (small, large)
+    assert large - small < grown_rows_kib / 2, (small, large)
 
 
 def test_runs_of_growing_keys_are_merged_one_run_a_round():

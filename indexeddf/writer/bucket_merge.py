@@ -174,11 +174,23 @@ class EntryChunks:
                 with self._lock:
                     self.parts[i].append(found)
 
-    def flush(self, full_only: bool) -> list[tuple[int, list[IndexFile]]]:
-        """Write the entries of each index (with ``full_only``, only of an index holding a
-        whole chunk): per index written, its position and its new files."""
+    def take(self, i: int):
+        """Index ``i``'s entries held (hashes, file ids, rows, index buckets), None when none,
+        for a caller that merges them without writing them out."""
+        with self._lock:
+            parts, self.parts[i] = self.parts[i], []
+        if not parts:
+            return None
+        return tuple(np.concatenate([p[j] for p in parts]) for j in range(4))
+
+    def flush(self, full_only: bool, index: int | None = None) -> list[tuple[int, list[IndexFile]]]:
+        """Write the entries of each index (or of the one at ``index``; with ``full_only``,
+        only of an index holding a whole chunk): per index written, its position and its new
+        files."""
         out = []
         for i, (_, _, name) in enumerate(self.indexes):
+            if index is not None and i != index:
+                continue
             with self._lock:
                 parts = self.parts[i]
                 if not parts or (full_only and sum(len(p[0]) for p in parts) < self.chunk):

@@ -32,7 +32,7 @@ from ..spec.deletion_vectors import FILE_NAME_PREFIX
 from ..spec.states import TRANSIENT_STATES
 from .bucket_merge import ENTRY_CHUNK, EntryChunks, merge_index_bucket, rewrite_unit
 from .files import codec_of, page_size_of
-from .index_compaction import kept_ids, rewritten_by_bucket
+from .index_compaction import compact_index, kept_ids, rewritten_by_bucket
 from .index_files import INDEX_DIR, JOBS_DIR
 from .lifecycle import PENDING, STABLE, VACUUMED, Progress, say, stable_props
 from .tree import list_files, list_tree, remove_empty_dirs
@@ -252,8 +252,9 @@ def rewrite_here(snapshot: Snapshot, plan: OptimizePlan, written: list[str],
     """The :data:`Rewrite` of this process, as a Spark job's tasks do it (``bucket_merge.py``):
     each unit (:func:`units_of`) rewritten, a bucket's sorted files merged a row group at a
     time, the new rows' index entries written out every chunk, then merged with each index's
-    rewritten files into one file an index bucket. Memory: a unit's row groups (a batch of
-    files without a bucket) and a chunk of entries, not the table."""
+    rewritten files into one file an index bucket (an index's entries under a chunk are
+    merged from memory, with no file between). Memory: two units' row groups (a batch of
+    files without a bucket) and a chunk of entries an index, not the table."""
     storage, meta = snapshot.storage, snapshot.metadata
     layout = (list(meta.indexColumns), plan.num_buckets, config.get(meta.configuration, "indexeddf.targetRowGroupBytes"),
               tuple(meta.partitionColumns), codec_of(meta.configuration), page_size_of(meta.configuration))
@@ -277,22 +278,32 @@ def rewrite_here(snapshot: Snapshot, plan: OptimizePlan, written: list[str],
                 adds.append(add)
                 say(progress, f"optimize: bucket {add.bucket}: {add.stats.numRecords} rows -> 1 file "
                               f"({add.size} bytes)")
-    for i, files in entries.flush(full_only=False):
-        new_files[i] += files
     index_actions = []
-    for entry, new in zip(plan.indexes, new_files):
-        old = rewritten_by_bucket(entry, plan.rewrite[entry.name])
-        keep = kept_ids(entry, plan.rewrite[entry.name], plan.keep_ids)
-        files = []
-        for b in sorted(set(old) | {f.bucket for f in new}):
-            f = merge_index_bucket(storage, entry.name, b, old.get(b, []), keep, [f for f in new if f.bucket == b],
-                                   written)
-            if f is not None:
-                files.append(f)
-        gone = [f.path for b in sorted(old) for f in old[b]]
+    for i, entry in enumerate(plan.indexes):
+        if new_files[i]:  # a chunk was written out: the rest too, then merged file by file
+            new_files[i] += [f for _, files in entries.flush(full_only=False, index=i) for f in files]
+            files, gone = _merge_written(storage, entry, plan, new_files[i], written)
+        else:  # every entry still in memory (under a chunk): merged as they are, no file between
+            files, gone = compact_index(storage, entry, plan.rewrite[entry.name], plan.keep_ids,
+                                        entries.take(i), entry.name, written)
         index_actions.append(entry.model_copy(update={"files": tuple(files), "removedFiles": tuple(gone)}))
         say(progress, f"optimize: index {entry.name}: {len(gone)} index files -> {len(files)}")
     return adds, index_actions
+
+
+def _merge_written(storage, entry: IndexEntry, plan: OptimizePlan, new: list[IndexFile],
+                   written: list[str]) -> tuple[list[IndexFile], list[str]]:
+    """``entry``'s files after an optimize whose new entries were written out as the files
+    ``new``: one file an index bucket (``merge_index_bucket``), and the paths it replaces."""
+    old = rewritten_by_bucket(entry, plan.rewrite[entry.name])
+    keep = kept_ids(entry, plan.rewrite[entry.name], plan.keep_ids)
+    files = []
+    for b in sorted(set(old) | {f.bucket for f in new}):
+        f = merge_index_bucket(storage, entry.name, b, old.get(b, []), keep, [f for f in new if f.bucket == b],
+                               written)
+        if f is not None:
+            files.append(f)
+    return files, [f.path for b in sorted(old) for f in old[b]]
 
 
 def units_of(groups: dict) -> list[tuple[list[AddFile], bool]]:
