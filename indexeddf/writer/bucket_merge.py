@@ -11,9 +11,10 @@ whole and split by bucket as every write splits them (their batches are about
 
 The index entries of the rows written go to an :class:`EntryChunks` a piece at a time;
 it writes them out as index files every chunk of entries, and :func:`merge_index_bucket`
-makes them one file an index bucket at the end. The Spark job (``spark/optimize_tasks.py``)
-and this process (``maintenance.rewrite_here``) run the same functions, so they write the
-same files.
+makes them one file an index bucket at the end (a Spark rewrite task always writes its
+entries out; this process merges an index's entries from memory while they stay under a
+chunk). The Spark job (``spark/optimize_tasks.py``) and this process
+(``maintenance.rewrite_here``) run the same functions, so they write the same files.
 """
 
 from __future__ import annotations
