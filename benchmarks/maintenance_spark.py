@@ -238,7 +238,7 @@ def record(args, printed: list[str]) -> None:
                             cwd=Path(__file__).parent).stdout.strip() or None
     doc = {"run": name, "kind": "benchmarks/maintenance_spark.py", "date": f"{now:%Y-%m-%d}",
            "command": "python benchmarks/maintenance_spark.py " + " ".join(sys.argv[1:]), "commit": commit,
-           "machine": "2 cores, shared with other helpers' test runs (loaded: timings are noisy)",
+           "machine": args.machine,
            "source": "benchmarks/maintenance_spark.py", "notes": [args.note] if args.note else [],
            "printed": printed}
     out = Path(__file__).parent / "results" / f"{name}.json"
@@ -255,6 +255,8 @@ def main() -> None:
     ap.add_argument("--work", default=None, help="folder for the tables (default: the system's temp)")
     ap.add_argument("--record", default=None, help="write benchmarks/results/<date>-RECORD.json")
     ap.add_argument("--note", default=None, help="a note kept in the recorded JSON")
+    ap.add_argument("--machine", default="2 cores, 24 GiB; say whether anything else ran",
+                    help="the machine and its load, kept in the recorded JSON")
     args = ap.parse_args()
     printed = run(args)
     if args.record:

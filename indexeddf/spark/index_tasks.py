@@ -21,14 +21,11 @@ from ..format.datafiles import iter_live_row_groups
 from ..spec.actions import AddFile, IndexFile
 from ..spec.bucketing import bucket_ids, key_hash
 from ..writer.bucket_merge import ENTRY_CHUNK
-from ..writer.index_files import entry_order, write_entries
+from ..writer.index_files import write_sorted_entries
 from .job_fence import JobFence
 
 ENTRY_ARROW = pa.schema([("bucket", pa.int32()), ("hash", pa.int64()), ("file_id", pa.int64()), ("row", pa.int32())])
 """An index entry in a task, between its read and its sort (the uint32 key hash in an int64)."""
-WRITE_CHUNK_ENTRIES = ENTRY_CHUNK
-"""Entries a write task sorts at once, then writes as one index file per index bucket: 4M
-entries, about 80 MB in the task (twice that while sorting)."""
 TASKS_PER_CORE = 1
 """Python tasks a core of the session (``defaultParallelism``): each writes a file per index
 bucket and chunk, so fewer, bigger tasks write fewer index files."""
@@ -81,7 +78,7 @@ def file_entries(storage, add: AddFile, schema: pa.Schema, columns: list[str], n
 
 def write_entry_batches(storage, rel_dir: str, batches: Iterator[pa.RecordBatch], fence: JobFence) -> list[IndexFile]:
     """A write task's index files: its entry batches (``ENTRY_ARROW``) sorted a chunk of
-    :data:`WRITE_CHUNK_ENTRIES` at a time, one file per index bucket and chunk, under
+    :data:`ENTRY_CHUNK` at a time, one file per index bucket and chunk, under
     ``rel_dir``. On a failure, or the job's (its ``fence``), the files it wrote are deleted
     (nothing of the task is committed)."""
     written: list[str] = []
@@ -94,12 +91,12 @@ def write_entry_batches(storage, rel_dir: str, batches: Iterator[pa.RecordBatch]
 
 
 def _chunks(batches: Iterator[pa.RecordBatch]) -> Iterator[list[pa.RecordBatch]]:
-    """Entry batches regrouped into runs of about :data:`WRITE_CHUNK_ENTRIES` entries."""
+    """Entry batches regrouped into runs of about :data:`ENTRY_CHUNK` entries."""
     parts, count = [], 0
     for batch in batches:
         parts.append(batch)
         count += batch.num_rows
-        if count >= WRITE_CHUNK_ENTRIES:
+        if count >= ENTRY_CHUNK:
             yield parts
             parts, count = [], 0
     if parts:
@@ -112,7 +109,5 @@ def _write_chunk(storage, rel_dir: str, parts: list[pa.RecordBatch], written: li
     t = pa.Table.from_batches(parts)
     if not t.num_rows:
         return []
-    buckets, file_ids = t.column("bucket").to_numpy(), t.column("file_id").to_numpy()
-    hashes, rows = t.column("hash").to_numpy().astype(np.uint32), t.column("row").to_numpy()
-    order = entry_order(buckets, hashes, file_ids, rows)
-    return write_entries(storage, rel_dir, hashes[order], file_ids[order], rows[order], buckets[order], written)
+    return write_sorted_entries(storage, rel_dir, *(t.column(c).to_numpy() for c in ("hash", "file_id", "row", "bucket")),
+                                written)

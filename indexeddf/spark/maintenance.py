@@ -8,7 +8,7 @@ one Python task a core (``index_tasks.TASKS_PER_CORE``), each given a group of d
 about equal bytes, read their index columns through the project's reader a row group at a
 time (``index_tasks.file_entries``: deletion vectors, column mapping, partition values as in
 this process), hash them with ``spec/bucketing.py``, sort the entries a chunk of
-``index_tasks.WRITE_CHUNK_ENTRIES`` at a time (``writer/index_files.py`` ``entry_order``) and
+``writer.bucket_merge.ENTRY_CHUNK`` at a time (``writer/index_files.py`` ``entry_order``) and
 write one index file per index bucket and chunk (``write_index_file``, as the single-process
 build writes one per bucket and chunk of data); each task returns its files' descriptors, and a
 failing task deletes what it wrote. No entry crosses into the JVM and there is no second stage:

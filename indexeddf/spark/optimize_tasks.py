@@ -28,11 +28,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..format.snapshot import Snapshot
-from ..spec import config
 from ..spec.actions import AddFile, FileStats, IndexEntry, IndexFile
 from ..spec.column_mapping import table_schema
-from ..writer.bucket_merge import ENTRY_CHUNK, EntryChunks, merge_index_bucket, rewrite_unit
-from ..writer.files import codec_of, page_size_of
+from ..writer.bucket_merge import ENTRY_CHUNK, EntryChunks, layout_of, merge_index_bucket, rewrite_unit
 from ..writer.index_compaction import kept_ids, rewritten_by_bucket
 from ..writer.lifecycle import Progress, say
 from ..writer.maintenance import OptimizePlan, units_of
@@ -68,7 +66,7 @@ class RewriteJob:
     version: int
     schema: pa.Schema
     layout: tuple
-    """Index columns, bucket count, row group bytes, partition columns of the table."""
+    """What the units are rewritten as (``bucket_merge.layout_of``)."""
     indexes: list[tuple]
     """Per ACTIVE index: its first key, its columns, its bucket count, its name (the folder of
     its files)."""
@@ -87,9 +85,7 @@ class RewriteJob:
         """The job of ``plan`` over ``snapshot``, in at most ``tasks`` tasks, fenced by ``fence``."""
         storage, meta = snapshot.storage, snapshot.metadata
         # The plan's bucket count: the table's, or the new one of optimize(num_buckets=...).
-        layout = (list(meta.indexColumns), plan.num_buckets,
-                  config.get(meta.configuration, "indexeddf.targetRowGroupBytes"), tuple(meta.partitionColumns),
-                  codec_of(meta.configuration), page_size_of(meta.configuration))
+        layout = layout_of(meta, plan.num_buckets)
         units, bucketed = zip(*units_of(plan.groups)) if plan.groups else ((), ())
         return cls(
             storage.url, storage.storage_options, snapshot.version, table_schema(meta), layout,
@@ -102,7 +98,7 @@ class RewriteJob:
     def run(self, task: int) -> Iterator[pa.RecordBatch]:
         """Task ``task``'s rows (``ENTRY_ARROW``): its units rewritten one at a time, the
         entries of the rows it wrote collected per index and written as index files (one a
-        touched index bucket and chunk of ``WRITE_CHUNK_ENTRIES``). A failure, or the job's
+        touched index bucket and chunk of ``ENTRY_CHUNK``). A failure, or the job's
         (its fence), deletes every file the task wrote."""
         storage = shared_storage(self.url, self.options)
         written: list[str] = []

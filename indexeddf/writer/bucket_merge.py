@@ -28,11 +28,12 @@ import pyarrow.compute as pc
 
 from ..format.datafiles import iter_live_row_groups, read_live_rows
 from ..format.storage import TableStorage
-from ..spec.actions import AddFile, IndexFile
+from ..spec import config
+from ..spec.actions import AddFile, IndexFile, Metadata
 from ..spec.partitions import partition_dir
-from .files import new_data_file, spark_orderable, write_bucketed_pieces
+from .files import codec_of, new_data_file, page_size_of, spark_orderable, write_bucketed_pieces
 from .index_compaction import merge_bucket
-from .index_files import DataPiece, entry_arrays, entry_order, read_entries, write_entries
+from .index_files import DataPiece, entry_arrays, read_entries, write_sorted_entries
 from .streamed import StreamedFile
 
 ENTRY_CHUNK = 1 << 22
@@ -40,6 +41,14 @@ ENTRY_CHUNK = 1 << 22
 while sorting), as an index build's write task holds."""
 OnRows = Callable[[DataPiece], None]
 """Takes the rows just written to a new file (its id, the rows, their ordinals)."""
+
+
+def layout_of(meta: Metadata, num_buckets: int) -> tuple:
+    """What :func:`rewrite_unit` writes a unit as, for a table of metadata ``meta`` optimized
+    into ``num_buckets`` buckets (the table's count, or optimize's new one): its index
+    columns, the bucket count, row group bytes, partition columns, codec and page size."""
+    return (list(meta.indexColumns), num_buckets, config.get(meta.configuration, "indexeddf.targetRowGroupBytes"),
+            tuple(meta.partitionColumns), codec_of(meta.configuration), page_size_of(meta.configuration))
 
 
 def mergeable(adds: list[AddFile], index_columns: list[str], schema: pa.Schema) -> bool:
@@ -55,8 +64,7 @@ def rewrite_unit(storage: TableStorage, adds: list[AddFile], bucketed: bool, sch
     :func:`mergeable`), or a batch of files to bucket (files without a bucket, or any file
     when the bucket count changes). Returns the new files' adds (``dataChange`` false), each
     new file's rows handed to ``on_rows``.
-    ``layout``: the table's index columns, bucket count, row group bytes, partition columns,
-    codec and page size. New paths go into ``written``."""
+    ``layout``: :func:`layout_of`. New paths go into ``written``."""
     index_columns, num_buckets, rg_bytes, partition_columns, codec, page_size = layout
     if bucketed and mergeable(adds, index_columns, schema):
         new = merge_sorted_files(storage, adds, schema, version, layout, on_rows, written)
@@ -175,13 +183,15 @@ class EntryChunks:
                 with self._lock:
                     self.parts[i].append(found)
 
-    def take(self, i: int):
-        """Index ``i``'s entries held (hashes, file ids, rows, index buckets), None when none,
-        for a caller that merges them without writing them out."""
+    def take(self, i: int, at_least: int = 0):
+        """Index ``i``'s entries held (hashes, file ids, rows, index buckets), None when there
+        are none or fewer than ``at_least`` (then they stay held); for :meth:`flush`, and for
+        a caller that merges them without writing them out."""
         with self._lock:
-            parts, self.parts[i] = self.parts[i], []
-        if not parts:
-            return None
+            parts = self.parts[i]
+            if not parts or sum(len(p[0]) for p in parts) < at_least:
+                return None
+            self.parts[i] = []
         return tuple(np.concatenate([p[j] for p in parts]) for j in range(4))
 
     def flush(self, full_only: bool, index: int | None = None) -> list[tuple[int, list[IndexFile]]]:
@@ -192,15 +202,9 @@ class EntryChunks:
         for i, (_, _, name) in enumerate(self.indexes):
             if index is not None and i != index:
                 continue
-            with self._lock:
-                parts = self.parts[i]
-                if not parts or (full_only and sum(len(p[0]) for p in parts) < self.chunk):
-                    continue
-                self.parts[i] = []
-            hashes, file_ids, rows, buckets = (np.concatenate([p[j] for p in parts]) for j in range(4))
-            order = entry_order(buckets, hashes, file_ids, rows)
-            out.append((i, write_entries(self.storage, name, hashes[order].astype(np.uint32), file_ids[order],
-                                         rows[order].astype(np.int32), buckets[order], self.written)))
+            entries = self.take(i, self.chunk if full_only else 0)
+            if entries is not None:
+                out.append((i, write_sorted_entries(self.storage, name, *entries, self.written)))
         return out
 
 

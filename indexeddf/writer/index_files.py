@@ -77,9 +77,17 @@ def build_index_files(
     entries = entry_arrays(columns, num_buckets, pieces)
     if entries is None:
         return []
-    hashes, file_ids, rows, buckets = entries
+    return write_sorted_entries(storage, name, *entries, written)
+
+
+def write_sorted_entries(storage: TableStorage, name: str, hashes: np.ndarray, file_ids: np.ndarray,
+                         rows: np.ndarray, buckets: np.ndarray, written: list[str]) -> list[IndexFile]:
+    """Entries in any order sorted as every index file is (:func:`entry_order`) and written
+    one file per index bucket into ``name`` (:func:`write_entries`): what a build, an
+    optimize and a Spark task do with a chunk of entries."""
     order = entry_order(buckets, hashes, file_ids, rows)
-    return write_entries(storage, name, hashes[order], file_ids[order], rows[order], buckets[order], written)
+    return write_entries(storage, name, hashes[order].astype(np.uint32), file_ids[order],
+                         rows[order].astype(np.int32), buckets[order], written)
 
 
 def entry_order(buckets: np.ndarray, hashes: np.ndarray, file_ids: np.ndarray, rows: np.ndarray) -> np.ndarray:

@@ -30,8 +30,7 @@ from ..spec.change_data import CHANGE_DATA_DIR
 from ..spec.column_mapping import table_schema
 from ..spec.deletion_vectors import FILE_NAME_PREFIX
 from ..spec.states import TRANSIENT_STATES
-from .bucket_merge import ENTRY_CHUNK, EntryChunks, merge_index_bucket, rewrite_unit
-from .files import codec_of, page_size_of
+from .bucket_merge import ENTRY_CHUNK, EntryChunks, layout_of, merge_index_bucket, rewrite_unit
 from .index_compaction import compact_index, kept_ids, rewritten_by_bucket
 from .index_files import INDEX_DIR, JOBS_DIR
 from .lifecycle import PENDING, STABLE, VACUUMED, Progress, say, stable_props
@@ -256,8 +255,7 @@ def rewrite_here(snapshot: Snapshot, plan: OptimizePlan, written: list[str],
     merged from memory, with no file between). Memory: two units' row groups (a batch of
     files without a bucket) and a chunk of entries an index, not the table."""
     storage, meta = snapshot.storage, snapshot.metadata
-    layout = (list(meta.indexColumns), plan.num_buckets, config.get(meta.configuration, "indexeddf.targetRowGroupBytes"),
-              tuple(meta.partitionColumns), codec_of(meta.configuration), page_size_of(meta.configuration))
+    layout = layout_of(meta, plan.num_buckets)
     entries = EntryChunks(storage, [(list(e.columns), e.numBuckets, e.name) for e in plan.indexes], written,
                           ENTRY_CHUNK)
     new_files: list[list[IndexFile]] = [[] for _ in plan.indexes]
