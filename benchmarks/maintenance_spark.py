@@ -255,8 +255,8 @@ def main() -> None:
     ap.add_argument("--work", default=None, help="folder for the tables (default: the system's temp)")
     ap.add_argument("--record", default=None, help="write benchmarks/results/<date>-RECORD.json")
     ap.add_argument("--note", default=None, help="a note kept in the recorded JSON")
-    ap.add_argument("--machine", default="2 cores, 24 GiB; say whether anything else ran",
-                    help="the machine and its load, kept in the recorded JSON")
+    ap.add_argument("--machine", default="x86_64, 2 cores, Python 3.11.7",
+                    help="the machine, as the recorded JSON names it (say so when it is loaded)")
     args = ap.parse_args()
     printed = run(args)
     if args.record:

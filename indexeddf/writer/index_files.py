@@ -86,8 +86,9 @@ def write_sorted_entries(storage: TableStorage, name: str, hashes: np.ndarray, f
     one file per index bucket into ``name`` (:func:`write_entries`): what a build, an
     optimize and a Spark task do with a chunk of entries."""
     order = entry_order(buckets, hashes, file_ids, rows)
-    return write_entries(storage, name, hashes[order].astype(np.uint32), file_ids[order],
-                         rows[order].astype(np.int32), buckets[order], written)
+    # A build's entries are uint32 / int32 already (no copy); a Spark task's come as int64.
+    return write_entries(storage, name, hashes[order].astype(np.uint32, copy=False), file_ids[order],
+                         rows[order].astype(np.int32, copy=False), buckets[order], written)
 
 
 def entry_order(buckets: np.ndarray, hashes: np.ndarray, file_ids: np.ndarray, rows: np.ndarray) -> np.ndarray:
