@@ -2,7 +2,7 @@
 
     python benchmarks/cluster_maintenance.py [--rows 100000000] [--append-rows N] [--buckets 32]
                                              [--workers 1,2] [--memory 3g] [--warmup-rows 200000]
-                                             [--work DIR] [--record NAME]
+                                             [--rounds N] [--no-optimize] [--work DIR] [--record NAME]
 
 A master and one-core workers (``--memory`` each, and each executor as much) are started
 with pyspark's own ``bin/spark-class`` (``tests/standalone_cluster.py``). For each worker
@@ -22,7 +22,11 @@ times them on a table of ``--rows`` rows:
 4. ``refresh``: ``refresh("by_s", spark=spark)`` (incremental: the appended files), then
    ``refresh primary``, the same for the primary index (reported apart);
 5. ``optimize``: ``optimize(mode="full", spark=spark)``: every bucket's files into one, both
-   indexes' files rewritten.
+   indexes' files rewritten (``--no-optimize`` leaves it out).
+
+With ``--rounds N`` steps 3 and 4 run N times, each round appending ``--append-rows`` new keys
+(reported as ``append 2``, ``refresh 2``, ``refresh primary 2``, ...): a pipeline that appends
+and refreshes again and again, and several samples of each step on the same table.
 
 While the steps run, every process's own CPU time and resident memory is sampled from
 ``/proc`` every 0.1 s: the driver's processes (its Python, its JVM and that JVM's Python
@@ -56,7 +60,6 @@ sys.path.insert(0, str(HERE.parent / "tests"))
 
 from proctree import TICKS, children, tree  # noqa: E402
 
-STEPS = ("write", "create_index", "append", "refresh", "refresh primary", "optimize")
 LIMIT_MIB = 4096
 """No process may pass this resident size (MiB)."""
 
@@ -74,7 +77,8 @@ def generated(spark, start: int, end: int, buckets: int):
             .repartition(buckets, "k"))
 
 
-def driver(url: str, table: str, rows: int, append_rows: int, buckets: int, memory: str, warmup_rows: int) -> None:
+def driver(url: str, table: str, rows: int, append_rows: int, buckets: int, memory: str, warmup_rows: int,
+           rounds: int = 1, optimize: bool = True) -> None:
     """The steps in this process, a driver of the cluster at ``url``: first on a table of
     ``warmup_rows`` rows beside ``table`` (not counted: a pipeline's driver is warm, its JVM has
     compiled the planning and commit code and its executors have started their Python
@@ -91,8 +95,8 @@ def driver(url: str, table: str, rows: int, append_rows: int, buckets: int, memo
     spark.sparkContext.setLogLevel("ERROR")
     indexeddf.register(spark)
     if warmup_rows:
-        run_steps(spark, table + "-warm", warmup_rows, warmup_rows // 10, buckets, lambda name, fn: fn())
-    run_steps(spark, table, rows, append_rows, buckets, timed)
+        run_steps(spark, table + "-warm", warmup_rows, warmup_rows // 10, buckets, lambda name, fn: fn(), 1, optimize)
+    run_steps(spark, table, rows, append_rows, buckets, timed, rounds, optimize)
     spark.stop()
 
 
@@ -104,8 +108,10 @@ def timed(name: str, fn) -> None:
     print(json.dumps({"step": name, "seconds": time.perf_counter() - t0, "result": result}), flush=True)
 
 
-def run_steps(spark, table: str, rows: int, append_rows: int, buckets: int, step) -> None:
-    """The steps on a new table at ``table``, each through ``step(name, fn)``."""
+def run_steps(spark, table: str, rows: int, append_rows: int, buckets: int, step, rounds: int = 1,
+              optimize: bool = True) -> None:
+    """The steps on a new table at ``table``, each through ``step(name, fn)``: the append and the
+    refreshes ``rounds`` times (the later rounds' names numbered), the optimize when ``optimize``."""
     from indexeddf import IndexedTable
 
     step("write", lambda: generated(spark, 0, rows, buckets).write.format("indexeddf")
@@ -113,11 +119,14 @@ def run_steps(spark, table: str, rows: int, append_rows: int, buckets: int, step
     t = IndexedTable.for_path(table)
     step("create_index", lambda: t.create_index("by_s", ["s"], spark=spark))
     t.set_properties({"indexeddf.index.autoRefresh": "false"})  # the append leaves the indexes behind
-    step("append", lambda: generated(spark, rows, rows + append_rows, buckets).write.format("indexeddf")
-         .mode("append").save(table))
-    step("refresh", lambda: t.refresh("by_s", spark=spark))
-    step("refresh primary", lambda: t.refresh("primary", spark=spark))
-    step("optimize", lambda: t.optimize(mode="full", spark=spark))
+    for r in range(rounds):
+        first, last, suffix = rows + r * append_rows, rows + (r + 1) * append_rows, f" {r + 1}" if r else ""
+        step("append" + suffix, lambda first=first, last=last: generated(spark, first, last, buckets)
+             .write.format("indexeddf").mode("append").save(table))
+        step("refresh" + suffix, lambda: t.refresh("by_s", spark=spark))
+        step("refresh primary" + suffix, lambda: t.refresh("primary", spark=spark))
+    if optimize:
+        step("optimize", lambda: t.optimize(mode="full", spark=spark))
 
 
 # -- sampling the processes --------------------------------------------------------------------
@@ -245,7 +254,8 @@ def one_cluster(n: int, args, work: Path) -> dict:
     with standalone(folder, workers=n, cores=1, memory=args.memory) as (url, env, workers):
         err = open(folder / "driver.err", "w")
         proc = subprocess.Popen([sys.executable, __file__, "--driver", url, str(table), str(args.rows),
-                                 str(args.append_rows), str(args.buckets), args.memory, str(args.warmup_rows)],
+                                 str(args.append_rows), str(args.buckets), args.memory, str(args.warmup_rows),
+                                 str(args.rounds), str(int(args.optimize))],
                                 env=env, stdout=subprocess.PIPE, stderr=err, text=True)
         sampler = Sampler(proc.pid, [w.pid for w in workers])
         sampler.start()
@@ -290,17 +300,18 @@ def check(table: Path, rows: int, append_rows: int) -> str:
 
 def report(say, args, runs: dict[int, dict]) -> None:
     """A line per step and worker count, the speed-ups, the memory check."""
-    say(f"{'step':<16} {'workers':>7} {'wall s':>8} {'driver CPU s':>13} {'executors CPU s':>16} "
+    say(f"{'step':<19} {'workers':>7} {'wall s':>8} {'driver CPU s':>13} {'executors CPU s':>16} "
         f"{'driver share':>13} {'driver Python MiB':>18} {'driver JVM MiB':>15} {'largest MiB':>12}  largest process")
-    for name in STEPS:
+    names = list(next(iter(runs.values()))["steps"])  # in the order they ran
+    for name in names:
         for n, run in runs.items():
             s = run["steps"][name]
             share = s["driver"] / max(s["driver"] + s["executors"], 1e-9)
-            say(f"{name:<16} {n:>7} {s['seconds']:>8.2f} {s['driver']:>13.1f} {s['executors']:>16.1f} "
+            say(f"{name:<19} {n:>7} {s['seconds']:>8.2f} {s['driver']:>13.1f} {s['executors']:>16.1f} "
                 f"{share:>12.0%} {s['driver Python MiB']:>18.0f} {s['driver JVM MiB']:>15.0f} "
                 f"{s['largest MiB']:>12.0f}  {s['largest kind']}")
     for n, run in runs.items():
-        for name in STEPS:
+        for name in names:
             kinds, peaks = run["steps"][name]["by kind"], run["steps"][name]["peak MiB by kind"]
             say(f"  {n} worker(s), {name}: CPU s by process: " + ", ".join(
                 f"{k} {v:.1f}" for k, v in sorted(kinds.items(), key=lambda kv: -kv[1]) if v >= 0.05)
@@ -308,8 +319,8 @@ def report(say, args, runs: dict[int, dict]) -> None:
     if len(runs) > 1:
         lo, hi = min(runs), max(runs)
         say(f"speed-up {lo} -> {hi} workers (wall): " + ", ".join(
-            f"{name} {runs[lo]['steps'][name]['seconds'] / runs[hi]['steps'][name]['seconds']:.2f}x" for name in STEPS))
-        total = {n: sum(r["steps"][name]["seconds"] for name in STEPS) for n, r in runs.items()}
+            f"{name} {runs[lo]['steps'][name]['seconds'] / runs[hi]['steps'][name]['seconds']:.2f}x" for name in names))
+        total = {n: sum(r["steps"][name]["seconds"] for name in names) for n, r in runs.items()}
         say(f"all steps: {lo} worker(s) {total[lo]:.1f} s, {hi} workers {total[hi]:.1f} s: "
             f"{total[lo] / total[hi]:.2f}x")
     for n, run in runs.items():
@@ -354,6 +365,8 @@ def main() -> None:
     p.add_argument("--buckets", type=int, default=32)
     p.add_argument("--warmup-rows", type=int, default=200_000,
                    help="rows of the table each driver runs the steps on first, not counted (0: none)")
+    p.add_argument("--rounds", type=int, default=1, help="times the append and the refreshes run (default 1)")
+    p.add_argument("--no-optimize", dest="optimize", action="store_false", help="leave out the optimize step")
     p.add_argument("--workers", default="1,2", help="worker counts, one cluster each")
     p.add_argument("--memory", default="3g", help="each worker's memory, and each executor's")
     p.add_argument("--work", default=None, help="folder for the clusters and tables (default: the system's temp)")
@@ -374,13 +387,15 @@ def main() -> None:
     work = Path(tempfile.mkdtemp(prefix="indexeddf-cluster-maintenance-", dir=args.work))
     say(f"maintenance as Spark jobs on a standalone cluster of one-core workers ({args.memory} each, executors as "
         f"much): {args.rows:,} rows written from Spark ({args.buckets} buckets, primary index on k), index by_s on "
-        f"the 64-character s, {args.append_rows:,} rows appended, refreshed, optimized (full); each driver "
+        f"the 64-character s, {args.append_rows:,} rows appended and refreshed "
+        f"{'once' if args.rounds == 1 else f'{args.rounds} times'}, "
+        f"{'optimized (full)' if args.optimize else 'not optimized'}; each driver "
         f"ran the steps on {args.warmup_rows:,} rows first (not counted)")
     runs: dict[int, dict] = {}
     try:
         for n in (int(w) for w in args.workers.split(",")):
             runs[n] = one_cluster(n, args, work)
-            runs[n]["check"] = check(runs[n]["table"], args.rows, args.append_rows)
+            runs[n]["check"] = check(runs[n]["table"], args.rows, args.append_rows * args.rounds)
             for t in (runs[n]["table"], Path(str(runs[n]["table"]) + "-warm")):
                 shutil.rmtree(t, ignore_errors=True)  # a 100M-row table is several GB
         report(say, args, runs)
@@ -393,6 +408,6 @@ def main() -> None:
 if __name__ == "__main__":
     if len(sys.argv) > 1 and sys.argv[1] == "--driver":
         a = sys.argv[2:]
-        driver(a[0], a[1], int(a[2]), int(a[3]), int(a[4]), a[5], int(a[6]))
+        driver(a[0], a[1], int(a[2]), int(a[3]), int(a[4]), a[5], int(a[6]), int(a[7]), a[8] == "1")
     else:
         main()
