@@ -168,6 +168,8 @@ def main(argv=None) -> None:
     ap.add_argument("--ways", nargs="+", default=["blocks", "whole"])
     ap.add_argument("--code", action="append", default=[], help="another checkout to run as well (label=DIR)")
     ap.add_argument("--out")
+    ap.add_argument("--machine", default=f"{os.cpu_count()} cores, shared with other work (loaded)",
+                    help="the machine, as the results JSON names it (say whether it was quiet)")
     ap.add_argument("--child", help=argparse.SUPPRESS)
     ap.add_argument("--way", default="blocks", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
@@ -192,6 +194,8 @@ def main(argv=None) -> None:
                     r = {"code": label, "commit": commit_of(code), "engine": engine, "way": way, "rows": rows,
                          **run_child(code, engine, rows, n, way)}
                     say(json.dumps(r))
+                    say(f"{label:>6} {engine:>9} {way:>6}: {rows:,} rows: median {r['median_ms']} ms, p90 "
+                        f"{r['p90_ms']} ms, CPU {r['cpu_ms_mean']} ms a lookup, peak RSS {r['peak_rss_mib']} MiB")
                     results.append(r)
     growth = growth_ratios(results, args.rows)
     for g in growth:
@@ -206,7 +210,7 @@ def main(argv=None) -> None:
         out.write_text(json.dumps({
             "run": out.stem, "kind": "benchmarks/lookup_blocks.py", "date": time.strftime("%Y-%m-%d", time.gmtime()),
             "command": "python benchmarks/lookup_blocks.py " + " ".join(argv if argv is not None else sys.argv[1:]),
-            "commit": commit_of(None), "machine": f"{os.cpu_count()} cores, shared with other helpers (loaded)",
+            "commit": commit_of(None), "machine": args.machine,
             "source": "benchmarks/lookup_blocks.py", "printed": printed, "lookups": results, "growth": growth,
             "floor": floors},
             indent=1) + "\n")
