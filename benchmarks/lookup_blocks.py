@@ -31,6 +31,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import statistics
 import subprocess
 import sys
@@ -209,7 +210,7 @@ def main(argv=None) -> None:
         out = Path(args.out)
         out.write_text(json.dumps({
             "run": out.stem, "kind": "benchmarks/lookup_blocks.py", "date": time.strftime("%Y-%m-%d", time.gmtime()),
-            "command": "python benchmarks/lookup_blocks.py " + " ".join(argv if argv is not None else sys.argv[1:]),
+            "command": "python benchmarks/lookup_blocks.py " + shlex.join(argv if argv is not None else sys.argv[1:]),
             "commit": commit_of(None), "machine": args.machine,
             "source": "benchmarks/lookup_blocks.py", "printed": printed, "lookups": results, "growth": growth,
             "floor": floors},
