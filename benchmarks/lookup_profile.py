@@ -21,6 +21,7 @@ import argparse
 import collections
 import json
 import os
+import shlex
 import statistics
 import subprocess
 import sys
@@ -33,6 +34,10 @@ HERE = Path(__file__).resolve().parent
 PARTS = [
     ("connector: index blocks", "IndexSegments.segments"),
     ("connector: data footers", "LookupReader.addCandidates"),
+    # Spark's vectorized reader set up for each data row group read (requested schema parsed,
+    # read options built, column vectors allocated), apart from its decoding.
+    ("connector: data row group, Spark's reader set-up", "VectorizedParquetRecordReader.initialize"),
+    ("connector: data row group, Spark's reader set-up", "VectorizedParquetRecordReader.initBatch"),
     ("connector: data row group", "LookupReader.readHere"),
     ("connector: Hadoop configuration", "SessionState.newHadoopConf"),
     ("connector: planner", "LookupPlanner.plan"),
@@ -101,6 +106,8 @@ def main(argv=None) -> None:
     ap.add_argument("--keys", type=int, default=300, help="new keys looked up, one at a time, while recording")
     ap.add_argument("--code", help="another checkout's indexeddf to profile (its jar built in it)")
     ap.add_argument("--out")
+    ap.add_argument("--machine", default=f"{os.cpu_count()} cores, shared with other work (loaded)",
+                    help="the machine, as the results JSON names it (say whether it was quiet)")
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--jfr", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
@@ -126,7 +133,7 @@ def main(argv=None) -> None:
             results.append(r)
             printed.append(f"{rows:,} rows: {run['lookups']} lookups, median {run['median_ms']} ms, "
                            f"{total} samples ({r['samples_a_lookup']} a lookup)")
-            for name, _ in PARTS + [("other threads, other", "")]:
+            for name in dict.fromkeys([n for n, _ in PARTS] + ["other threads, other"]):  # each part once
                 if counts.get(name):
                     printed.append(f"  {name}: {counts[name]} samples, {round(100 * counts[name] / total, 1)} %, "
                                    f"{round(counts[name] / run['lookups'], 2)} a lookup")
@@ -139,8 +146,8 @@ def main(argv=None) -> None:
         commit = commit_of(args.code)
         out.write_text(json.dumps({
             "run": out.stem, "kind": "benchmarks/lookup_profile.py", "date": time.strftime("%Y-%m-%d", time.gmtime()),
-            "command": "python benchmarks/lookup_profile.py " + " ".join(argv if argv is not None else sys.argv[1:]),
-            "commit": commit, "machine": f"{os.cpu_count()} cores, shared with other helpers (loaded)",
+            "command": "python benchmarks/lookup_profile.py " + shlex.join(argv if argv is not None else sys.argv[1:]),
+            "commit": commit, "machine": args.machine,
             "source": "benchmarks/lookup_profile.py", "printed": printed, "profiles": results}, indent=1) + "\n")
 
 
