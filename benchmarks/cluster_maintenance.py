@@ -58,6 +58,7 @@ HERE = Path(__file__).parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent / "tests"))
 
+from harness import add_machine_argument  # noqa: E402
 from proctree import TICKS, children, tree  # noqa: E402
 
 LIMIT_MIB = 4096
@@ -372,8 +373,7 @@ def main() -> None:
     p.add_argument("--work", default=None, help="folder for the clusters and tables (default: the system's temp)")
     p.add_argument("--record", default=None, help="write benchmarks/results/<date>-RECORD.json")
     p.add_argument("--note", default=None, help="a note kept in the recorded JSON")
-    p.add_argument("--machine", default="x86_64, 2 cores, Python 3.11.7",
-                   help="the machine, as the recorded JSON names it (say so when it is loaded)")
+    add_machine_argument(p)
     args = p.parse_args()
     if args.append_rows is None:
         args.append_rows = args.rows // 10

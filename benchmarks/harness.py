@@ -14,6 +14,8 @@ is met).
 
 from __future__ import annotations
 
+import os
+import platform
 import statistics
 import time
 from dataclasses import asdict, dataclass, field
@@ -191,3 +193,16 @@ def as_json(s: Scenario, ms: list[Measurement]) -> dict:
 
 
 __all__ = ["Scenario", "Goal", "Measurement", "run_scenario", "format_table", "goals_summary", "as_json", "asdict"]
+
+
+def machine() -> str:
+    """This machine as the results name it: ``x86_64, 2 cores, Python 3.11.7``."""
+    return f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}"
+
+
+def add_machine_argument(parser) -> None:
+    """``--machine``: the machine as a recorded run names it, :func:`machine` unless given
+    (add whether anything else ran: ``--machine "$(...); quiet (nothing else running)"``)."""
+    parser.add_argument("--machine", default=machine(),
+                        help="the machine, as the recorded JSON names it (default: this one's architecture, "
+                             "cores and Python; say whether it was quiet)")

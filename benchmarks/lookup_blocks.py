@@ -38,6 +38,8 @@ import sys
 import time
 from pathlib import Path
 
+from harness import add_machine_argument
+
 HERE = Path(__file__).resolve().parent
 
 
@@ -169,8 +171,7 @@ def main(argv=None) -> None:
     ap.add_argument("--ways", nargs="+", default=["blocks", "whole"])
     ap.add_argument("--code", action="append", default=[], help="another checkout to run as well (label=DIR)")
     ap.add_argument("--out")
-    ap.add_argument("--machine", default=f"{os.cpu_count()} cores, shared with other work (loaded)",
-                    help="the machine, as the results JSON names it (say whether it was quiet)")
+    add_machine_argument(ap)
     ap.add_argument("--child", help=argparse.SUPPRESS)
     ap.add_argument("--way", default="blocks", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)

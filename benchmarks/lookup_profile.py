@@ -29,6 +29,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from harness import add_machine_argument
+
 HERE = Path(__file__).resolve().parent
 
 PARTS = [
@@ -106,8 +108,7 @@ def main(argv=None) -> None:
     ap.add_argument("--keys", type=int, default=300, help="new keys looked up, one at a time, while recording")
     ap.add_argument("--code", help="another checkout's indexeddf to profile (its jar built in it)")
     ap.add_argument("--out")
-    ap.add_argument("--machine", default=f"{os.cpu_count()} cores, shared with other work (loaded)",
-                    help="the machine, as the results JSON names it (say whether it was quiet)")
+    add_machine_argument(ap)
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--jfr", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)

@@ -42,6 +42,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from harness import add_machine_argument  # noqa: E402
 from proctree import tree, tree_cpu  # noqa: E402
 
 CHILD = "--child"
@@ -255,8 +256,7 @@ def main() -> None:
     ap.add_argument("--work", default=None, help="folder for the tables (default: the system's temp)")
     ap.add_argument("--record", default=None, help="write benchmarks/results/<date>-RECORD.json")
     ap.add_argument("--note", default=None, help="a note kept in the recorded JSON")
-    ap.add_argument("--machine", default="x86_64, 2 cores, Python 3.11.7",
-                    help="the machine, as the recorded JSON names it (say so when it is loaded)")
+    add_machine_argument(ap)
     args = ap.parse_args()
     printed = run(args)
     if args.record:

@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
 import subprocess
 import sys
 import time
@@ -30,7 +28,7 @@ import scenarios_join  # noqa: E402
 import scenarios_probe  # noqa: E402
 import scenarios_spark  # noqa: E402
 from chart import draw  # noqa: E402
-from harness import as_json, format_table, goals_summary, run_scenario  # noqa: E402
+from harness import as_json, format_table, goals_summary, machine, run_scenario  # noqa: E402
 
 GROUPS = {
     **scenarios_format.SCENARIOS,
@@ -73,8 +71,8 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         p.error(f"unknown scenarios {unknown}; known: {list(GROUPS)}")
 
-    machine = f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}"
-    print(f"# indexeddf benchmarks ({time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; {machine})\n")
+    machine_name = machine()
+    print(f"# indexeddf benchmarks ({time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; {machine_name})\n")
     print(f"Command: python benchmarks/run.py {' '.join(argv if argv is not None else sys.argv[1:])}".rstrip())
     print(f"Code: {_code_version()}\n")
     results = []
@@ -95,10 +93,10 @@ def main(argv: list[str] | None = None) -> int:
         print(summary, flush=True)
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps({"machine": machine, "results": results}, indent=2))
+    out.write_text(json.dumps({"machine": machine_name, "results": results}, indent=2))
     print(f"Results written to {out}")
     if args.chart != "none" and results:
-        chart = draw({"machine": machine, "results": results}, args.chart or out.with_suffix(".png"))
+        chart = draw({"machine": machine_name, "results": results}, args.chart or out.with_suffix(".png"))
         print(f"Chart drawn in {chart}")
     return 0
 
