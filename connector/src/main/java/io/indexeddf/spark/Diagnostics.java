@@ -5,6 +5,7 @@ import io.indexeddf.spark.exec.IndexSegments;
 import io.indexeddf.spark.exec.ParquetRows;
 import io.indexeddf.spark.exec.PlanReport;
 import io.indexeddf.spark.exec.RowCache;
+import io.indexeddf.spark.exec.RowGroupReader;
 import org.apache.spark.sql.Dataset;
 
 /**
@@ -43,6 +44,14 @@ public final class Diagnostics {
      */
     public static long[] indexBlockReads() {
         return IndexSegments.readStats();
+    }
+
+    /**
+     * Data row groups read for a point lookup's few rows so far in this JVM: {decoded straight
+     * from their pages, read through Spark's Parquet reader after the page path declined them}.
+     */
+    public static long[] dataGroupReads() {
+        return RowGroupReader.fewRowReadStats();
     }
 
     /** The cache of Parquet footers (compact): {footers, bytes} held. */

@@ -129,6 +129,20 @@ public final class RowGroupReader implements java.io.Serializable {
             throws IOException {
         ParquetRows.Footer footer = ParquetRows.footer(path, conf.value());
         if (cacheBytes <= 0) {
+            if (wanted.length <= FEW_ROWS && byName == null) {
+                // A few rows (a point lookup): straight from their pages when the columns allow it
+                // (no field ids: columns are found by name).
+                InternalRow[] rows = DataPages.read(path, conf.value(), footer, groups, wanted, required,
+                    () -> datesCorrected(footer));
+                if (rows != null) {
+                    PAGE_READS.addAndGet(groups.length);
+                    for (InternalRow row : rows) {
+                        each.accept(row);
+                    }
+                    return;
+                }
+                FALLBACK_READS.addAndGet(groups.length);
+            }
             // A few rows (a point lookup): smaller batches, and the decoding stops after the last
             // wanted row (data files are sorted by key: a key's rows sit together in a row group).
             Picker picker = new Picker(wanted, each);
@@ -148,6 +162,32 @@ public final class RowGroupReader implements java.io.Serializable {
             }
             base += g.rows();
         }
+    }
+
+    /**
+     * Data row groups read for a few rows ({@link #FEW_ROWS} or fewer, no row cache) so far in
+     * this JVM: straight from their pages ({@link DataPages}), and through Spark's reader after
+     * the page path declined them.
+     */
+    private static final java.util.concurrent.atomic.AtomicLong PAGE_READS = new java.util.concurrent.atomic.AtomicLong();
+    private static final java.util.concurrent.atomic.AtomicLong FALLBACK_READS = new java.util.concurrent.atomic.AtomicLong();
+
+    /** Data row groups read for a few rows so far in this JVM: {from their pages, through Spark's reader instead}. */
+    public static long[] fewRowReadStats() {
+        return new long[] {PAGE_READS.get(), FALLBACK_READS.get()};
+    }
+
+    /** Whether Spark's reader reads the dates of the file of {@code footer} as they are (rebase mode CORRECTED). */
+    private boolean datesCorrected(ParquetRows.Footer footer) {
+        java.util.Map<String, String> kv = footer.keyValues();
+        scala.Function1<String, String> lookup = new scala.runtime.AbstractFunction1<String, String>() {
+            @Override
+            public String apply(String k) {
+                return kv.get(k);
+            }
+        };
+        return "CORRECTED".equals(org.apache.spark.sql.execution.datasources.DataSourceUtils$.MODULE$
+            .datetimeRebaseSpec(lookup, datetimeRebaseMode).mode().toString());
     }
 
     /** Whether the row cache holds every row group of {@code pieces} (in this reader's columns). */
