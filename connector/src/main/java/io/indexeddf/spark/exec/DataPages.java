@@ -58,7 +58,8 @@ import org.apache.spark.unsafe.types.UTF8String;
  *   <li>byte, short, int: INT32 with no logical type (int only) or INT(8/16/32, signed);</li>
  *   <li>long: INT64 with no logical type or INT(64, signed);</li>
  *   <li>float: FLOAT; double: DOUBLE (no logical type);</li>
- *   <li>date: INT32 DATE, when Spark's datetime rebasing of the file is CORRECTED;</li>
+ *   <li>date: INT32 DATE, and timestamp: INT64 TIMESTAMP(MICROS, adjusted to UTC), when Spark's datetime
+ *   rebasing of the file is CORRECTED (the values are then read as they are);</li>
  *   <li>string: BINARY with no logical type, STRING, ENUM or JSON; binary: BINARY with no logical type;</li>
  * </ul>
  * in data pages v1 or v2 of any codec, encoded PLAIN, PLAIN_DICTIONARY / RLE_DICTIONARY,
@@ -76,7 +77,7 @@ final class DataPages {
     private static final ParquetReadOptions OPTIONS = ParquetReadOptions.builder().build();
 
     /** How each supported Spark type is decoded. */
-    private enum Kind { BOOLEAN, BYTE, SHORT, INT, LONG, FLOAT, DOUBLE, DATE, STRING, BINARY }
+    private enum Kind { BOOLEAN, BYTE, SHORT, INT, LONG, FLOAT, DOUBLE, DATE, TIMESTAMP, STRING, BINARY }
 
     private DataPages() {
     }
@@ -85,12 +86,12 @@ final class DataPages {
      * The rows at offsets {@code wanted} (ascending, counted over the rows of row groups
      * {@code groups}, ascending, of {@code path}), with the columns of {@code required}, one
      * fresh row each; null when any of it is not read here (the caller then reads through
-     * Spark's reader; nothing was handed out). {@code datesCorrected}: whether Spark's reader
-     * would read the file's dates as they are (its datetime rebase mode for the file is
-     * CORRECTED).
+     * Spark's reader; nothing was handed out). {@code datetimesCorrected}: whether Spark's
+     * reader would read the file's dates and timestamps as they are (its datetime rebase mode
+     * for the file is CORRECTED); asked only when a required column is one.
      */
     static InternalRow[] read(Path path, Configuration conf, ParquetRows.Footer footer, int[] groups, long[] wanted,
-                              StructType required, java.util.function.BooleanSupplier datesCorrected) throws IOException {
+                              StructType required, java.util.function.BooleanSupplier datetimesCorrected) throws IOException {
         if (required.size() == 0 || wanted.length == 0) {
             return null;
         }
@@ -98,7 +99,7 @@ final class DataPages {
         MessageType schema = cut.getFileMetaData().getSchema();
         ColumnDescriptor[] columns = new ColumnDescriptor[required.size()];
         Kind[] kinds = new Kind[required.size()];
-        boolean dates = false;
+        boolean datetimes = false;
         for (int i = 0; i < columns.length; i++) {
             StructField f = required.fields()[i];
             columns[i] = column(schema, f.name());
@@ -106,9 +107,9 @@ final class DataPages {
             if (kinds[i] == null) {
                 return null;
             }
-            dates |= kinds[i] == Kind.DATE;
+            datetimes |= kinds[i] == Kind.DATE || kinds[i] == Kind.TIMESTAMP;
         }
-        if (dates && !datesCorrected.getAsBoolean()) {
+        if (datetimes && !datetimesCorrected.getAsBoolean()) {
             return null;
         }
         InternalRow[] out = new InternalRow[wanted.length];
@@ -212,6 +213,13 @@ final class DataPages {
             return physical == PrimitiveTypeName.INT32
                 && logical instanceof LogicalTypeAnnotation.DateLogicalTypeAnnotation ? Kind.DATE : null;
         }
+        if (t.equals(DataTypes.TimestampType)) {
+            return physical == PrimitiveTypeName.INT64
+                && logical instanceof LogicalTypeAnnotation.TimestampLogicalTypeAnnotation
+                && ((LogicalTypeAnnotation.TimestampLogicalTypeAnnotation) logical).isAdjustedToUTC()
+                && ((LogicalTypeAnnotation.TimestampLogicalTypeAnnotation) logical).getUnit()
+                    == LogicalTypeAnnotation.TimeUnit.MICROS ? Kind.TIMESTAMP : null;
+        }
         if (t.equals(DataTypes.StringType)) {
             return physical == PrimitiveTypeName.BINARY && (logical == null
                 || logical instanceof LogicalTypeAnnotation.StringLogicalTypeAnnotation
@@ -239,7 +247,7 @@ final class DataPages {
                 return true;
             case DELTA_BINARY_PACKED:
                 return kind == Kind.BYTE || kind == Kind.SHORT || kind == Kind.INT || kind == Kind.DATE
-                    || kind == Kind.LONG;
+                    || kind == Kind.LONG || kind == Kind.TIMESTAMP;
             case DELTA_LENGTH_BYTE_ARRAY:
             case DELTA_BYTE_ARRAY:
                 return kind == Kind.STRING || kind == Kind.BINARY;
@@ -353,6 +361,7 @@ final class DataPages {
             case DATE:
                 return values.readInteger();
             case LONG:
+            case TIMESTAMP:
                 return values.readLong();
             case FLOAT:
                 return values.readFloat();

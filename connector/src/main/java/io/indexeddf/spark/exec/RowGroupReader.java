@@ -133,7 +133,7 @@ public final class RowGroupReader implements java.io.Serializable {
                 // A few rows (a point lookup): straight from their pages when the columns allow it
                 // (no field ids: columns are found by name).
                 InternalRow[] rows = DataPages.read(path, conf.value(), footer, groups, wanted, required,
-                    () -> datesCorrected(footer));
+                    () -> datetimesCorrected(footer));
                 if (rows != null) {
                     PAGE_READS.addAndGet(groups.length);
                     for (InternalRow row : rows) {
@@ -177,8 +177,8 @@ public final class RowGroupReader implements java.io.Serializable {
         return new long[] {PAGE_READS.get(), FALLBACK_READS.get()};
     }
 
-    /** Whether Spark's reader reads the dates of the file of {@code footer} as they are (rebase mode CORRECTED). */
-    private boolean datesCorrected(ParquetRows.Footer footer) {
+    /** Whether Spark's reader reads the dates and timestamps of the file of {@code footer} as they are (rebase mode CORRECTED). */
+    private boolean datetimesCorrected(ParquetRows.Footer footer) {
         java.util.Map<String, String> kv = footer.keyValues();
         scala.Function1<String, String> lookup = new scala.runtime.AbstractFunction1<String, String>() {
             @Override
