@@ -156,7 +156,7 @@ def _values(rows) -> list[str]:
 
 
 def _reads(spark) -> tuple[int, int]:
-    pages, spark_reader = (int(x) for x in jvm_diagnostic(spark, "dataGroupReads"))
+    pages, spark_reader = (int(x) for x in list(jvm_diagnostic(spark, "dataGroupReads"))[:2])
     return pages, spark_reader
 
 

@@ -129,13 +129,15 @@ public final class RowGroupReader implements java.io.Serializable {
             throws IOException {
         ParquetRows.Footer footer = ParquetRows.footer(path, conf.value());
         if (cacheBytes <= 0) {
-            if (wanted.length <= FEW_ROWS && byName == null) {
+            long t0 = System.nanoTime();
+            if (wanted.length <= FEW_ROWS && byName == null && !Boolean.getBoolean(NO_PAGES_PROPERTY)) {
                 // A few rows (a point lookup): straight from their pages when the columns allow it
                 // (no field ids: columns are found by name).
                 InternalRow[] rows = DataPages.read(path, conf.value(), footer, groups, wanted, required,
                     () -> datetimesCorrected(footer));
                 if (rows != null) {
                     PAGE_READS.addAndGet(groups.length);
+                    PAGE_NANOS.addAndGet(System.nanoTime() - t0);
                     for (InternalRow row : rows) {
                         each.accept(row);
                     }
@@ -148,6 +150,10 @@ public final class RowGroupReader implements java.io.Serializable {
             Picker picker = new Picker(wanted, each);
             int batch = wanted.length <= FEW_ROWS ? Math.min(capacity, FEW_ROWS_BATCH) : capacity;
             decode(path, fileSize, footer, groups, false, batch, picker::done, row -> picker.accept((InternalRow) row));
+            if (wanted.length <= FEW_ROWS) {
+                SPARK_READS.addAndGet(groups.length);
+                SPARK_NANOS.addAndGet(System.nanoTime() - t0);
+            }
             return;
         }
         RowCache.Group[] cached = cachedGroups(path, fileSize, footer, groups);
@@ -172,9 +178,24 @@ public final class RowGroupReader implements java.io.Serializable {
     private static final java.util.concurrent.atomic.AtomicLong PAGE_READS = new java.util.concurrent.atomic.AtomicLong();
     private static final java.util.concurrent.atomic.AtomicLong FALLBACK_READS = new java.util.concurrent.atomic.AtomicLong();
 
-    /** Data row groups read for a few rows so far in this JVM: {from their pages, through Spark's reader instead}. */
+    /** Their wall times (ns), and the few-row reads through Spark's reader (fallbacks or not tried) and theirs. */
+    private static final java.util.concurrent.atomic.AtomicLong PAGE_NANOS = new java.util.concurrent.atomic.AtomicLong();
+    private static final java.util.concurrent.atomic.AtomicLong SPARK_READS = new java.util.concurrent.atomic.AtomicLong();
+    private static final java.util.concurrent.atomic.AtomicLong SPARK_NANOS = new java.util.concurrent.atomic.AtomicLong();
+
+    /**
+     * A JVM system property that, set to true, turns the page path off (every few-row read goes
+     * through Spark's reader): a switch to compare the two in one process, read on every read.
+     */
+    static final String NO_PAGES_PROPERTY = "indexeddf.dataPages.off";
+
+    /**
+     * Data row groups read for a few rows so far in this JVM: {from their pages, through Spark's
+     * reader after the page path declined them, the page reads' wall time in ns, few-row reads
+     * through Spark's reader (declined or not tried), their wall time in ns}.
+     */
     public static long[] fewRowReadStats() {
-        return new long[] {PAGE_READS.get(), FALLBACK_READS.get()};
+        return new long[] {PAGE_READS.get(), FALLBACK_READS.get(), PAGE_NANOS.get(), SPARK_READS.get(), SPARK_NANOS.get()};
     }
 
     /** Whether Spark's reader reads the dates and timestamps of the file of {@code footer} as they are (rebase mode CORRECTED). */
