@@ -50,7 +50,7 @@ import org.apache.spark.unsafe.types.UTF8String;
  * after the last one is read. The rows come out as Spark's reader gives them (boxed values as
  * {@code ColumnarBatchRow.copy()} holds them). A local file with no checksum file beside it is
  * opened directly (no Hadoop file system looked up, no checksummed open): in a profile of point
- * lookups on a 20M-row table those took a third of the read's time.
+ * lookups on a 20M-row table those took about a quarter of the read's time.
  *
  * <p>Only what gives exactly the values of Spark's reader with no conversion is read here:
  * top-level columns, not repeated, found by their exact name (and no other of the file's
