@@ -31,7 +31,6 @@ for k in datasets.some_keys(path, 40, seed=98):
         df.where(f"user_id = {k}").collect()
 walls = {"true": [], "false": []}
 s0 = stats()
-p0 = [int(x) for x in jvm_diagnostic(spark, "pageParts")]
 found = {"true": 0, "false": 0}
 keys = datasets.some_keys(path, n, seed=5)
 for i, k in enumerate(keys):
@@ -44,8 +43,6 @@ for i, k in enumerate(keys):
         walls[off].append(time.perf_counter() - w0)
         found[off] += len(got)
 s1 = stats()
-p1 = [int(x) for x in jvm_diagnostic(spark, "pageParts")]
-print("parts us/read", [round((b - a) / 1e3 / n, 1) for a, b in zip(p0, p1)])
 d = [b - a for a, b in zip(s0, s1)]
 print("stats delta", d)
 print(f"page reads {d[0]} mean {d[2] / max(1, d[0]) / 1e3:.1f} us; spark reads {d[3]} mean {d[4] / max(1, d[3]) / 1e3:.1f} us; fallbacks {d[1]}")

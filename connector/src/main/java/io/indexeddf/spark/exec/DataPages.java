@@ -118,25 +118,8 @@ final class DataPages {
         for (int w = 0; w < out.length; w++) {
             out[w] = new GenericInternalRow(columns.length);
         }
-        java.io.File local = localFile(path, conf);
-        InputFile file = new InputFile() {  // no file system looked up again (as HadoopInputFile's factories do)
-            @Override
-            public long getLength() {
-                return footer.fileLength;
-            }
-
-            @Override
-            public SeekableInputStream newStream() throws IOException {
-                return open(local, path, conf);
-            }
-
-            @Override
-            public String toString() {
-                return path.toString();
-            }
-        };
-        SeekableInputStream opened = open(local, path, conf);
-        try (ParquetFileReader reader = new ParquetFileReader(file, cut, OPTIONS, opened)) {
+        InputFile file = inputFile(path, conf, footer.fileLength);
+        try (ParquetFileReader reader = new ParquetFileReader(file, cut, OPTIONS, file.newStream())) {
             reader.setRequestedSchema(java.util.Arrays.asList(columns));  // only these column chunks are read
             long base = 0;
             int w = 0;
@@ -176,6 +159,31 @@ final class DataPages {
         } catch (IOException | RuntimeException e) {
             return null;  // Spark's reader reads it (or fails as a scan would)
         }
+    }
+
+    /**
+     * The file at {@code path} ({@code length} bytes) to read pages of: a local file with no
+     * checksum file beside it opened directly, else through its file system; no file system
+     * looked up again for the length (as HadoopInputFile's factories do).
+     */
+    static InputFile inputFile(Path path, Configuration conf, long length) {
+        java.io.File local = localFile(path, conf);
+        return new InputFile() {
+            @Override
+            public long getLength() {
+                return length;
+            }
+
+            @Override
+            public SeekableInputStream newStream() throws IOException {
+                return open(local, path, conf);
+            }
+
+            @Override
+            public String toString() {
+                return path.toString();
+            }
+        };
     }
 
     /**
@@ -332,8 +340,7 @@ final class DataPages {
                 }
                 ByteBufferInputStream in = v1.getBytes().toInputStream();
                 // No repetition levels (top-level columns); definition levels only when optional.
-                levels = maxDef == 0 ? null
-                    : Levels.of(v1.getDlEncoding().getValuesReader(column, ValuesType.DEFINITION_LEVEL), count, in);
+                levels = maxDef == 0 ? null : v1Levels(v1.getDlEncoding(), column, count, in);
                 if (encoding.usesDictionary() && dictionary == null) {
                     dictionary = dictionary(dictionaryPage, column);
                 }
@@ -345,7 +352,7 @@ final class DataPages {
                 if (!decodable(encoding, kind) || v2.getRowCount() != count) {
                     return false;
                 }
-                levels = maxDef == 0 ? null : Levels.of(new RunLengthBitPackingHybridDecoder(
+                levels = maxDef == 0 || v2.getNullCount() == 0 ? null : Levels.of(new RunLengthBitPackingHybridDecoder(
                     BytesUtils.getWidthFromMaxInt(maxDef), v2.getDefinitionLevels().toInputStream()));
                 if (encoding.usesDictionary() && dictionary == null) {
                     dictionary = dictionary(dictionaryPage, column);
@@ -422,6 +429,20 @@ final class DataPages {
         byte[] out = new byte[view.remaining()];
         view.get(out);
         return out;
+    }
+
+    /**
+     * The definition levels of a v1 page of {@code column}, read from {@code in} (left at the
+     * page's values); null when they say every value is defined (one run of RLE levels of
+     * "defined": nothing to decode).
+     */
+    private static Levels v1Levels(Encoding encoding, ColumnDescriptor column, int count, ByteBufferInputStream in)
+            throws IOException {
+        if (encoding == Encoding.RLE && column.getMaxDefinitionLevel() == 1) {
+            java.nio.ByteBuffer runs = EntryPages.levelsUnlessAllDefined(in, count);
+            return runs == null ? null : Levels.of(new RunLengthBitPackingHybridDecoder(1, ByteBufferInputStream.wrap(runs)));
+        }
+        return Levels.of(encoding.getValuesReader(column, ValuesType.DEFINITION_LEVEL), count, in);
     }
 
     /** The definition levels of a page, one a row. */

@@ -4,10 +4,10 @@ import java.io.IOException;
 import java.util.List;
 
 import org.apache.hadoop.conf.Configuration;
-import org.apache.hadoop.fs.FileStatus;
 import org.apache.hadoop.fs.Path;
 import org.apache.parquet.ParquetReadOptions;
 import org.apache.parquet.bytes.ByteBufferInputStream;
+import org.apache.parquet.bytes.BytesUtils;
 import org.apache.parquet.column.ColumnDescriptor;
 import org.apache.parquet.column.Dictionary;
 import org.apache.parquet.column.Encoding;
@@ -19,10 +19,10 @@ import org.apache.parquet.column.page.DictionaryPage;
 import org.apache.parquet.column.page.PageReadStore;
 import org.apache.parquet.column.page.PageReader;
 import org.apache.parquet.column.values.ValuesReader;
+import org.apache.parquet.column.values.rle.RunLengthBitPackingHybridDecoder;
 import org.apache.parquet.hadoop.ParquetFileReader;
 import org.apache.parquet.hadoop.metadata.ParquetMetadata;
-import org.apache.parquet.hadoop.util.HadoopInputFile;
-import org.apache.parquet.hadoop.util.HadoopStreams;
+import org.apache.parquet.io.InputFile;
 import org.apache.parquet.schema.MessageType;
 import org.apache.parquet.schema.PrimitiveType.PrimitiveTypeName;
 
@@ -69,11 +69,9 @@ final class EntryPages {
         if (columns == null) {
             return false;
         }
-        HadoopInputFile file = HadoopInputFile.fromStatus(
-            new FileStatus(footer.fileLength, false, 1, 128L << 20, 0, path), conf);
-        // A plain open (as RowGroupReader's): the input file's builder-based open sets options on a configuration per call.
-        try (ParquetFileReader reader = new ParquetFileReader(file, cut, OPTIONS,
-                HadoopStreams.wrap(path.getFileSystem(conf).open(path)))) {
+        // Opened as DataPages opens data files: a local file directly, with no file system looked up.
+        InputFile file = DataPages.inputFile(path, conf, footer.fileLength);
+        try (ParquetFileReader reader = new ParquetFileReader(file, cut, OPTIONS, file.newStream())) {
             for (int g : groups) {
                 PageReadStore store = reader.readNextRowGroup();  // the group's column chunks, one read
                 if (store == null || store.getRowCount() > Integer.MAX_VALUE) {
@@ -136,7 +134,8 @@ final class EntryPages {
                 ByteBufferInputStream in = v1.getBytes().toInputStream();
                 // No repetition levels (top-level columns); definition levels only when optional.
                 if (column.getMaxDefinitionLevel() > 0
-                    && !allDefined(v1.getDlEncoding().getValuesReader(column, ValuesType.DEFINITION_LEVEL), count, in)) {
+                    && !allDefined(v1.getDlEncoding(), v1.getDlEncoding().getValuesReader(column, ValuesType.DEFINITION_LEVEL),
+                        count, in)) {
                     return false;
                 }
                 values = valuesReader(v1.getValueEncoding(), column, dictionary);
@@ -177,7 +176,21 @@ final class EntryPages {
     }
 
     /** Whether the {@code count} definition levels {@code levels} reads from {@code in} all say "defined" (no null). */
-    private static boolean allDefined(ValuesReader levels, int count, ByteBufferInputStream in) throws IOException {
+    private static boolean allDefined(Encoding encoding, ValuesReader levels, int count, ByteBufferInputStream in)
+            throws IOException {
+        if (encoding == Encoding.RLE) {
+            java.nio.ByteBuffer runs = levelsUnlessAllDefined(in, count);
+            if (runs == null) {
+                return true;
+            }
+            RunLengthBitPackingHybridDecoder decoder = new RunLengthBitPackingHybridDecoder(1, ByteBufferInputStream.wrap(runs));
+            for (int i = 0; i < count; i++) {
+                if (decoder.readInt() != 1) {
+                    return false;
+                }
+            }
+            return true;
+        }
         levels.initFromPage(count, in);
         for (int i = 0; i < count; i++) {
             if (levels.readInteger() != 1) {
@@ -185,5 +198,21 @@ final class EntryPages {
             }
         }
         return true;
+    }
+
+    /**
+     * Reads past the RLE definition levels of a v1 page of a column whose maximum definition
+     * level is 1 (a 4-byte length, then runs of 1-bit levels), leaving {@code in} at the page's
+     * values. Null when their first run is a repeated run of "defined" as long as the page's
+     * {@code count} values (writers write a page with no null so): no level needs decoding then.
+     * Else the levels' runs, for a decoder of bit width 1.
+     */
+    static java.nio.ByteBuffer levelsUnlessAllDefined(ByteBufferInputStream in, int count) throws IOException {
+        int length = BytesUtils.readIntLittleEndian(in);
+        java.nio.ByteBuffer runs = in.slice(length);
+        ByteBufferInputStream peek = ByteBufferInputStream.wrap(runs.duplicate());
+        int header = BytesUtils.readUnsignedVarInt(peek);
+        boolean repeated = (header & 1) == 0;  // else a bit-packed run
+        return repeated && (header >>> 1) >= count && peek.read() == 1 ? null : runs;
     }
 }
