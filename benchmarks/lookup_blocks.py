@@ -21,7 +21,10 @@ new keys. The connector's cases also run on an empty table of the same schema (`
 the same point-lookup query, in the same kind of process), the **floor** a query through
 the connector costs whatever the data; the larger sizes are printed as ratios of it too.
 ``--code DIR`` runs another checkout's ``indexeddf`` (its jar built in it) for a
-before/after comparison in one run. Results JSON: ``--out``.
+before/after comparison in one run. ``--repeats N`` runs every case N times, round after
+round, so that a slow spell of the machine falls on the floor and the sizes alike; the ratios
+are then given per round and as their median over the rounds (between two processes of one
+commit the floor's ratio moves by a fifth on this machine). Results JSON: ``--out``.
 
     python benchmarks/lookup_blocks.py --rows 2000000 20000000 --out benchmarks/results/<stamp>-lookup-blocks.json
 """
@@ -170,6 +173,9 @@ def main(argv=None) -> None:
     ap.add_argument("--engines", nargs="+", default=["python", "connector"])
     ap.add_argument("--ways", nargs="+", default=["blocks", "whole"])
     ap.add_argument("--code", action="append", default=[], help="another checkout to run as well (label=DIR)")
+    ap.add_argument("--repeats", type=int, default=1,
+                    help="rounds of every case, run one after another (floor, sizes, other code) so that a slow "
+                         "spell of the machine falls on all of them; the ratios are given per round and as their median")
     ap.add_argument("--out")
     add_machine_argument(ap)
     ap.add_argument("--child", help=argparse.SUPPRESS)
@@ -187,26 +193,33 @@ def main(argv=None) -> None:
         printed.append(line)
 
     results = []
-    for label, code in codes:
-        for engine in args.engines:
-            for way in args.ways:
-                floor = [0] if engine == "connector" else []  # the empty table, same query
-                for rows in floor + args.rows:
-                    n = args.keys if engine == "python" else args.connector_keys
-                    r = {"code": label, "commit": commit_of(code), "engine": engine, "way": way, "rows": rows,
-                         **run_child(code, engine, rows, n, way)}
-                    say(json.dumps(r))
-                    say(f"{label:>6} {engine:>9} {way:>6}: {rows:,} rows: median {r['median_ms']} ms, p90 "
-                        f"{r['p90_ms']} ms, CPU {r['cpu_ms_mean']} ms a lookup, peak RSS {r['peak_rss_mib']} MiB")
-                    results.append(r)
+    for round_ in range(args.repeats):
+        for label, code in codes:
+            for engine in args.engines:
+                for way in args.ways:
+                    floor = [0] if engine == "connector" else []  # the empty table, same query
+                    for rows in floor + args.rows:
+                        n = args.keys if engine == "python" else args.connector_keys
+                        r = {"code": label, "commit": commit_of(code), "engine": engine, "way": way, "rows": rows,
+                             **({"round": round_} if args.repeats > 1 else {}), **run_child(code, engine, rows, n, way)}
+                        say(json.dumps(r))
+                        say(f"{label:>6} {engine:>9} {way:>6}: {rows:,} rows{_round(r)}: median {r['median_ms']} ms, "
+                            f"p90 {r['p90_ms']} ms, CPU {r['cpu_ms_mean']} ms a lookup, peak RSS {r['peak_rss_mib']} MiB")
+                        results.append(r)
     growth = growth_ratios(results, args.rows)
     for g in growth:
-        say(f"{g['code']:>6} {g['engine']:>9} {g['way']:>6}: median {g['median_ratio']}x, CPU {g['cpu_ratio']}x, "
-            f"peak RSS {g['rss_ratio']}x from {min(args.rows):,} to {max(args.rows):,} rows")
+        say(f"{g['code']:>6} {g['engine']:>9} {g['way']:>6}{_round(g)}: median {g['median_ratio']}x, CPU "
+            f"{g['cpu_ratio']}x, peak RSS {g['rss_ratio']}x from {min(args.rows):,} to {max(args.rows):,} rows")
     floors = floor_ratios(results)
     for f in floors:
-        say(f"{f['code']:>6} {f['engine']:>9} {f['way']:>6}: at {f['rows']:,} rows median {f['median_ratio']}x, "
-            f"CPU {f['cpu_ratio']}x, peak RSS {f['rss_ratio']}x the empty table's")
+        say(f"{f['code']:>6} {f['engine']:>9} {f['way']:>6}{_round(f)}: at {f['rows']:,} rows median "
+            f"{f['median_ratio']}x, CPU {f['cpu_ratio']}x, peak RSS {f['rss_ratio']}x the empty table's")
+    rounds = over_rounds(growth, ("code", "engine", "way")) + over_rounds(floors, ("code", "engine", "way", "rows"))
+    for r in rounds:
+        what = f"at {r['rows']:,} rows over the empty table's" if "rows" in r else \
+            f"from {min(args.rows):,} to {max(args.rows):,} rows"
+        say(f"{r['code']:>6} {r['engine']:>9} {r['way']:>6}: {r['rounds']} rounds, median {what}: "
+            f"{r['median_ratio']}x (rounds {r['min_ratio']}x..{r['max_ratio']}x)")
     if args.out:
         out = Path(args.out)
         out.write_text(json.dumps({
@@ -214,7 +227,7 @@ def main(argv=None) -> None:
             "command": "python benchmarks/lookup_blocks.py " + shlex.join(argv if argv is not None else sys.argv[1:]),
             "commit": commit_of(None), "machine": args.machine,
             "source": "benchmarks/lookup_blocks.py", "printed": printed, "lookups": results, "growth": growth,
-            "floor": floors},
+            "floor": floors, "over_rounds": rounds},
             indent=1) + "\n")
 
 
@@ -222,10 +235,10 @@ def floor_ratios(results: list[dict]) -> list[dict]:
     """Each connector case's figures over the same case on the empty table (``rows`` 0)."""
     out = []
     for r in results:
-        floor = next((f for f in results if f["rows"] == 0 and all(f[k] == r[k] for k in ("code", "engine", "way"))),
+        floor = next((f for f in results if f["rows"] == 0 and all(f.get(k) == r.get(k) for k in ("code", "engine", "way", "round"))),
                      None)
         if floor is not None and r["rows"]:
-            out.append({k: r[k] for k in ("code", "commit", "engine", "way", "rows")} | {
+            out.append({k: r[k] for k in ("code", "commit", "engine", "way", "rows", "round") if k in r} | {
                 "median_ratio": round(r["median_ms"] / floor["median_ms"], 2),
                 "cpu_ratio": round(r["cpu_ms_mean"] / floor["cpu_ms_mean"], 2),
                 "rss_ratio": round(r["peak_rss_mib"] / floor["peak_rss_mib"], 2)})
@@ -239,14 +252,32 @@ def growth_ratios(results: list[dict], sizes: list[int]) -> list[dict]:
     for r in results:
         if r["rows"] != small:
             continue
-        big = next((b for b in results if b["rows"] == large and all(b[k] == r[k] for k in ("code", "engine", "way"))),
+        big = next((b for b in results if b["rows"] == large and all(b.get(k) == r.get(k) for k in ("code", "engine", "way", "round"))),
                    None)
         if big is not None and big is not r:
-            out.append({k: r[k] for k in ("code", "commit", "engine", "way")} | {
+            out.append({k: r[k] for k in ("code", "commit", "engine", "way", "round") if k in r} | {
                 "median_ratio": round(big["median_ms"] / r["median_ms"], 2),
                 "cpu_ratio": round(big["cpu_ms_mean"] / r["cpu_ms_mean"], 2),
                 "rss_ratio": round(big["peak_rss_mib"] / r["peak_rss_mib"], 2)})
     return out
+
+
+def _round(r: dict) -> str:
+    """`` (round i)`` for a figure of one of several rounds."""
+    return f" (round {r['round'] + 1})" if "round" in r else ""
+
+
+def over_rounds(ratios: list[dict], keys: tuple[str, ...]) -> list[dict]:
+    """The median ratio of each case over its rounds, with the rounds' least and greatest
+    (nothing when there was one round)."""
+    groups: dict[tuple, list[dict]] = {}
+    for r in ratios:
+        if "round" in r:
+            groups.setdefault(tuple(r[k] for k in keys), []).append(r)
+    return [dict(zip(keys, key)) | {"rounds": len(rs), "median_ratio": round(statistics.median(x["median_ratio"] for x in rs), 2),
+                                    "min_ratio": min(x["median_ratio"] for x in rs),
+                                    "max_ratio": max(x["median_ratio"] for x in rs)}
+            for key, rs in groups.items()]
 
 
 if __name__ == "__main__":

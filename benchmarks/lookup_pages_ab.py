@@ -1,8 +1,8 @@
 """A/B of a point lookup's data row group read in one driver JVM: the page path
 (``exec/DataPages.java``) on and off (JVM system property ``indexeddf.dataPages.off``),
 alternating per new key, with the connector's own wall-time counters of the two reads
-(``Diagnostics.dataGroupReads()``) and each lookup's wall time. Prototype tool of branch
-lookup-pages, not a recorded benchmark.
+(``Diagnostics.dataGroupReads()``) and each lookup's wall time (the segment cache cleared before every lookup). It records no
+run; docs/indexes.md quotes what it printed.
 
     PYTHONPATH=.:tests python benchmarks/lookup_pages_ab.py 20000000 200
 """
