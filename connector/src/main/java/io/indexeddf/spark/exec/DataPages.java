@@ -3,7 +3,6 @@ package io.indexeddf.spark.exec;
 import java.io.IOException;
 import org.apache.hadoop.conf.Configuration;
 import org.apache.hadoop.fs.Path;
-import org.apache.parquet.ParquetReadOptions;
 import org.apache.parquet.bytes.ByteBufferInputStream;
 import org.apache.parquet.bytes.BytesUtils;
 import org.apache.parquet.column.ColumnDescriptor;
@@ -71,13 +70,6 @@ import org.apache.spark.unsafe.types.UTF8String;
  * and the caller reads the row groups through Spark's reader ({@link RowGroupReader}).
  */
 final class DataPages {
-    /**
-     * Read options built once (parquet-mr's Hadoop-based options copy a configuration on
-     * every build): no record filter, no page checksum verification (Spark's reader does not
-     * verify them either).
-     */
-    private static final ParquetReadOptions OPTIONS = ParquetReadOptions.builder().build();
-
     /** How each supported Spark type is decoded. */
     private enum Kind { BOOLEAN, BYTE, SHORT, INT, LONG, FLOAT, DOUBLE, DATE, TIMESTAMP, STRING, BINARY }
 
@@ -119,7 +111,7 @@ final class DataPages {
             out[w] = new GenericInternalRow(columns.length);
         }
         InputFile file = inputFile(path, conf, footer.fileLength);
-        try (ParquetFileReader reader = new ParquetFileReader(file, cut, OPTIONS, file.newStream())) {
+        try (ParquetFileReader reader = new ParquetFileReader(file, cut, EntryPages.readOptions(), file.newStream())) {
             reader.setRequestedSchema(java.util.Arrays.asList(columns));  // only these column chunks are read
             long base = 0;
             int w = 0;
