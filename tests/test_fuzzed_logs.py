@@ -139,6 +139,7 @@ def exercise(path: str) -> list[BaseException]:
 @given(which=st.integers(0, 20), line_no=st.integers(0, 20), mutation=MUTATION)
 @example(which=0, line_no=3, mutation=("value", [0, 10], "."))  # an add naming the table root itself
 @example(which=0, line_no=3, mutation=("value", [0, 10], "data"))  # an add naming a folder of the table
+@example(which=0, line_no=0, mutation=("truncate", 0.3753360489812342))  # version 0 cut before its metaData
 def test_damaged_logs_give_typed_errors_and_touch_nothing_outside(pristine, which, line_no, mutation):
     with tempfile.TemporaryDirectory() as d:
         root = Path(d)

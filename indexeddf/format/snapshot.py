@@ -30,7 +30,7 @@ from ..spec.actions import (
 from ..spec.features import check_readable
 from ..spec.type_widening import check_indexed_columns_kept
 from . import checkpoint as ckpt
-from .log import list_log, read_commit
+from .log import checkpoint_path, commit_path, list_log, read_commit, uuid_checkpoint_path
 from .replay_rules import merge_index
 from .storage import TableStorage
 
@@ -232,13 +232,16 @@ class ReplayState:
             else:
                 self.domains[a.domain] = a
 
-    def freeze(self, storage: TableStorage, version: int, unindexed_ok: bool = False) -> Snapshot:
-        """The replayed state as the snapshot of ``version``."""
+    def freeze(self, storage: TableStorage, version: int, unindexed_ok: bool = False,
+               first: str | None = None) -> Snapshot:
+        """The replayed state as the snapshot of ``version``; ``first`` is the log file the
+        replay started from (the file that should have held the protocol and metaData)."""
         if self.protocol is None or self.metadata is None:
+            where = storage.full(first) if first else storage.url
             raise CorruptLogError(
-                f"{storage.url}: version {version} has no protocol or metaData action; the "
-                "log is damaged or was not written by indexeddf",
-                storage.url,
+                f"{where}: version {version} has no protocol or metaData action (replayed from this file "
+                "on); the log is damaged or was not written by indexeddf",
+                where,
             )
         check_readable(self.protocol, storage.url)
         if not self.metadata.indexColumns and not unindexed_ok:
@@ -263,7 +266,7 @@ def initial_snapshot(storage: TableStorage, actions: list[Action]) -> Snapshot:
     """The snapshot of version 0 from its actions (used when a table is created)."""
     state = ReplayState()
     state.apply(actions)
-    return state.freeze(storage, 0)
+    return state.freeze(storage, 0, first=commit_path(0))
 
 
 def load_snapshot(storage: TableStorage, version: int | None = None, unindexed_ok: bool = False) -> Snapshot:
@@ -308,7 +311,8 @@ def load_snapshot(storage: TableStorage, version: int | None = None, unindexed_o
                 "cannot be reconstructed; pick a version at or after the oldest checkpoint"
             )
         state.apply(read_commit(storage, v))
-    return state.freeze(storage, target, unindexed_ok)
+    first = (uuid_checkpoint_path(storage, usable[-1]) or checkpoint_path(usable[-1])) if usable else commit_path(0)
+    return state.freeze(storage, target, unindexed_ok, first)
 
 
 def update_snapshot(snapshot: Snapshot) -> Snapshot:
