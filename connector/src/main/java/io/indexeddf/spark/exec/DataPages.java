@@ -4,11 +4,9 @@ import java.io.IOException;
 import org.apache.hadoop.conf.Configuration;
 import org.apache.hadoop.fs.Path;
 import org.apache.parquet.bytes.ByteBufferInputStream;
-import org.apache.parquet.bytes.BytesUtils;
 import org.apache.parquet.column.ColumnDescriptor;
 import org.apache.parquet.column.Dictionary;
 import org.apache.parquet.column.Encoding;
-import org.apache.parquet.column.ValuesType;
 import org.apache.parquet.column.page.DataPage;
 import org.apache.parquet.column.page.DataPageV1;
 import org.apache.parquet.column.page.DataPageV2;
@@ -16,7 +14,6 @@ import org.apache.parquet.column.page.DictionaryPage;
 import org.apache.parquet.column.page.PageReadStore;
 import org.apache.parquet.column.page.PageReader;
 import org.apache.parquet.column.values.ValuesReader;
-import org.apache.parquet.column.values.rle.RunLengthBitPackingHybridDecoder;
 import org.apache.parquet.hadoop.ParquetFileReader;
 import org.apache.parquet.hadoop.metadata.ParquetMetadata;
 import org.apache.parquet.hadoop.util.HadoopStreams;
@@ -306,7 +303,7 @@ final class DataPages {
     private static boolean decode(PageReader pages, ColumnDescriptor column, Kind kind, long[] at, InternalRow[] out,
                                   int first, int field) throws IOException {
         DictionaryPage dictionaryPage = pages.readDictionaryPage();
-        Dictionary dictionary = null;
+        Dictionary dictionary = null;  // decoded when a page wanted needs it
         int maxDef = column.getMaxDefinitionLevel();
         long start = 0;  // the row the page starts at
         int next = 0;  // the index in at of the next wanted row
@@ -323,7 +320,7 @@ final class DataPages {
             }
             Encoding encoding;
             ValuesReader values;
-            Levels levels;
+            PageValues.Levels levels;
             if (page instanceof DataPageV1) {
                 DataPageV1 v1 = (DataPageV1) page;
                 encoding = v1.getValueEncoding();
@@ -332,11 +329,11 @@ final class DataPages {
                 }
                 ByteBufferInputStream in = v1.getBytes().toInputStream();
                 // No repetition levels (top-level columns); definition levels only when optional.
-                levels = maxDef == 0 ? null : v1Levels(v1.getDlEncoding(), column, count, in);
+                levels = maxDef == 0 ? null : PageValues.v1Levels(v1.getDlEncoding(), column, count, in);
                 if (encoding.usesDictionary() && dictionary == null) {
-                    dictionary = dictionary(dictionaryPage, column);
+                    dictionary = PageValues.dictionary(dictionaryPage, column);
                 }
-                values = valuesReader(encoding, column, dictionary);
+                values = PageValues.reader(encoding, column, dictionary);
                 values.initFromPage(count, in);
             } else if (page instanceof DataPageV2) {
                 DataPageV2 v2 = (DataPageV2) page;
@@ -344,12 +341,11 @@ final class DataPages {
                 if (!decodable(encoding, kind) || v2.getRowCount() != count) {
                     return false;
                 }
-                levels = maxDef == 0 || v2.getNullCount() == 0 ? null : Levels.of(new RunLengthBitPackingHybridDecoder(
-                    BytesUtils.getWidthFromMaxInt(maxDef), v2.getDefinitionLevels().toInputStream()));
+                levels = maxDef == 0 ? null : PageValues.v2Levels(v2, column);
                 if (encoding.usesDictionary() && dictionary == null) {
-                    dictionary = dictionary(dictionaryPage, column);
+                    dictionary = PageValues.dictionary(dictionaryPage, column);
                 }
-                values = valuesReader(encoding, column, dictionary);
+                values = PageValues.reader(encoding, column, dictionary);
                 values.initFromPage(count, v2.getData().toInputStream());
             } else {
                 return false;
@@ -370,21 +366,6 @@ final class DataPages {
             start = end;
         }
         return true;
-    }
-
-    private static Dictionary dictionary(DictionaryPage page, ColumnDescriptor column) throws IOException {
-        if (page == null) {
-            throw new IllegalStateException("a dictionary-encoded page of " + column + " with no dictionary page");
-        }
-        return page.getEncoding().initDictionary(column, page);
-    }
-
-    /** A page's values reader of {@code encoding} (dictionary-encoded pages through {@code dictionary}). */
-    private static ValuesReader valuesReader(Encoding encoding, ColumnDescriptor column, Dictionary dictionary) {
-        if (encoding.usesDictionary()) {
-            return encoding.getDictionaryBasedValuesReader(column, ValuesType.VALUES, dictionary);
-        }
-        return encoding.getValuesReader(column, ValuesType.VALUES);
     }
 
     /** The next value of {@code values}, as Spark's row of {@code kind} holds it. */
@@ -421,45 +402,5 @@ final class DataPages {
         byte[] out = new byte[view.remaining()];
         view.get(out);
         return out;
-    }
-
-    /**
-     * The definition levels of a v1 page of {@code column}, read from {@code in} (left at the
-     * page's values); null when they say every value is defined (one run of RLE levels of
-     * "defined": nothing to decode).
-     */
-    private static Levels v1Levels(Encoding encoding, ColumnDescriptor column, int count, ByteBufferInputStream in)
-            throws IOException {
-        if (encoding == Encoding.RLE && column.getMaxDefinitionLevel() == 1) {
-            java.nio.ByteBuffer runs = EntryPages.levelsUnlessAllDefined(in, count);
-            return runs == null ? null : Levels.of(new RunLengthBitPackingHybridDecoder(1, ByteBufferInputStream.wrap(runs)));
-        }
-        return Levels.of(encoding.getValuesReader(column, ValuesType.DEFINITION_LEVEL), count, in);
-    }
-
-    /** The definition levels of a page, one a row. */
-    private abstract static class Levels {
-        abstract int next() throws IOException;
-
-        /** Levels of a v1 page, read from {@code in} (which is left at the page's values). */
-        static Levels of(ValuesReader reader, int count, ByteBufferInputStream in) throws IOException {
-            reader.initFromPage(count, in);
-            return new Levels() {
-                @Override
-                int next() {
-                    return reader.readInteger();
-                }
-            };
-        }
-
-        /** Levels of a v2 page (RLE, no length prefix). */
-        static Levels of(RunLengthBitPackingHybridDecoder decoder) {
-            return new Levels() {
-                @Override
-                int next() throws IOException {
-                    return decoder.readInt();
-                }
-            };
-        }
     }
 }

@@ -7,11 +7,8 @@ import org.apache.hadoop.conf.Configuration;
 import org.apache.hadoop.fs.Path;
 import org.apache.parquet.ParquetReadOptions;
 import org.apache.parquet.bytes.ByteBufferInputStream;
-import org.apache.parquet.bytes.BytesUtils;
 import org.apache.parquet.column.ColumnDescriptor;
 import org.apache.parquet.column.Dictionary;
-import org.apache.parquet.column.Encoding;
-import org.apache.parquet.column.ValuesType;
 import org.apache.parquet.column.page.DataPage;
 import org.apache.parquet.column.page.DataPageV1;
 import org.apache.parquet.column.page.DataPageV2;
@@ -19,7 +16,6 @@ import org.apache.parquet.column.page.DictionaryPage;
 import org.apache.parquet.column.page.PageReadStore;
 import org.apache.parquet.column.page.PageReader;
 import org.apache.parquet.column.values.ValuesReader;
-import org.apache.parquet.column.values.rle.RunLengthBitPackingHybridDecoder;
 import org.apache.parquet.hadoop.ParquetFileReader;
 import org.apache.parquet.hadoop.metadata.ParquetMetadata;
 import org.apache.parquet.io.InputFile;
@@ -130,8 +126,7 @@ final class EntryPages {
             throws IOException {
         int total = ints != null ? ints.length : longs.length;
         DictionaryPage dictionaryPage = pages.readDictionaryPage();
-        Dictionary dictionary = dictionaryPage == null ? null
-            : dictionaryPage.getEncoding().initDictionary(column, dictionaryPage);
+        Dictionary dictionary = PageValues.dictionary(dictionaryPage, column);
         int at = 0;
         for (DataPage page = pages.readPage(); page != null; page = pages.readPage()) {
             int count = page.getValueCount();
@@ -144,18 +139,17 @@ final class EntryPages {
                 ByteBufferInputStream in = v1.getBytes().toInputStream();
                 // No repetition levels (top-level columns); definition levels only when optional.
                 if (column.getMaxDefinitionLevel() > 0
-                    && !allDefined(v1.getDlEncoding(), v1.getDlEncoding().getValuesReader(column, ValuesType.DEFINITION_LEVEL),
-                        count, in)) {
+                    && !allDefined(PageValues.v1Levels(v1.getDlEncoding(), column, count, in), count)) {
                     return false;
                 }
-                values = valuesReader(v1.getValueEncoding(), column, dictionary);
+                values = PageValues.reader(v1.getValueEncoding(), column, dictionary);
                 values.initFromPage(count, in);
             } else if (page instanceof DataPageV2) {
                 DataPageV2 v2 = (DataPageV2) page;
                 if (v2.getNullCount() != 0 || v2.getRowCount() != count) {
                     return false;
                 }
-                values = valuesReader(v2.getDataEncoding(), column, dictionary);
+                values = PageValues.reader(v2.getDataEncoding(), column, dictionary);
                 values.initFromPage(count, v2.getData().toInputStream());
             } else {
                 return false;
@@ -174,55 +168,16 @@ final class EntryPages {
         return at == total;
     }
 
-    /** A page's values reader of {@code encoding} (dictionary-encoded pages through {@code dictionary}). */
-    private static ValuesReader valuesReader(Encoding encoding, ColumnDescriptor column, Dictionary dictionary) {
-        if (encoding.usesDictionary()) {
-            if (dictionary == null) {
-                throw new IllegalStateException("a dictionary-encoded page of " + column + " with no dictionary page");
-            }
-            return encoding.getDictionaryBasedValuesReader(column, ValuesType.VALUES, dictionary);
-        }
-        return encoding.getValuesReader(column, ValuesType.VALUES);
-    }
-
-    /** Whether the {@code count} definition levels {@code levels} reads from {@code in} all say "defined" (no null). */
-    private static boolean allDefined(Encoding encoding, ValuesReader levels, int count, ByteBufferInputStream in)
-            throws IOException {
-        if (encoding == Encoding.RLE) {
-            java.nio.ByteBuffer runs = levelsUnlessAllDefined(in, count);
-            if (runs == null) {
-                return true;
-            }
-            RunLengthBitPackingHybridDecoder decoder = new RunLengthBitPackingHybridDecoder(1, ByteBufferInputStream.wrap(runs));
-            for (int i = 0; i < count; i++) {
-                if (decoder.readInt() != 1) {
-                    return false;
-                }
-            }
+    /** Whether the {@code count} definition levels {@code levels} gives all say "defined" (no null). */
+    private static boolean allDefined(PageValues.Levels levels, int count) throws IOException {
+        if (levels == null) {
             return true;
         }
-        levels.initFromPage(count, in);
         for (int i = 0; i < count; i++) {
-            if (levels.readInteger() != 1) {
+            if (levels.next() != 1) {
                 return false;
             }
         }
         return true;
-    }
-
-    /**
-     * Reads past the RLE definition levels of a v1 page of a column whose maximum definition
-     * level is 1 (a 4-byte length, then runs of 1-bit levels), leaving {@code in} at the page's
-     * values. Null when their first run is a repeated run of "defined" as long as the page's
-     * {@code count} values (writers write a page with no null so): no level needs decoding then.
-     * Else the levels' runs, for a decoder of bit width 1.
-     */
-    static java.nio.ByteBuffer levelsUnlessAllDefined(ByteBufferInputStream in, int count) throws IOException {
-        int length = BytesUtils.readIntLittleEndian(in);
-        java.nio.ByteBuffer runs = in.slice(length);
-        ByteBufferInputStream peek = ByteBufferInputStream.wrap(runs.duplicate());
-        int header = BytesUtils.readUnsignedVarInt(peek);
-        boolean repeated = (header & 1) == 0;  // else a bit-packed run
-        return repeated && (header >>> 1) >= count && peek.read() == 1 ? null : runs;
     }
 }
