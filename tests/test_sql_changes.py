@@ -317,6 +317,31 @@ def test_a_merge_from_a_small_parquet_source(registered, tmp_path):
     assert ordered(IndexedTable.for_path(path).to_arrow()) == ordered(duck.rows())
 
 
+def test_writes_leave_the_sessions_arrow_batch_limit_as_it_was(registered, tmp_path):
+    """The connector's writes send their rows to Python bounded by rows only, unless the session
+    sets Spark's byte limit itself: either way the session's setting is the same afterwards."""
+    from indexeddf.spark.session import ARROW_BATCH_BYTES
+
+    spark = registered
+    path = str(tmp_path / "t")
+    IndexedTable.create(path, rows(list(range(50))), ["k"], num_buckets=2)
+    duck = Duck(rows(list(range(50))))
+    assert ARROW_BATCH_BYTES not in spark.conf.getAll
+    run_sql(spark, f"UPDATE indexeddf.`{path}` SET v = v + 1 WHERE k BETWEEN 3 AND 9")
+    spark_rows(spark, rows([100, 101], 1, "a")).write.format("indexeddf").mode("append").save(path)
+    assert ARROW_BATCH_BYTES not in spark.conf.getAll
+    spark.conf.set(ARROW_BATCH_BYTES, "1m")
+    try:
+        run_sql(spark, f"DELETE FROM indexeddf.`{path}` WHERE k < 5")
+        assert spark.conf.getAll[ARROW_BATCH_BYTES] == "1m"
+    finally:
+        spark.conf.unset(ARROW_BATCH_BYTES)
+    duck.run("UPDATE target SET v = v + 1 WHERE k BETWEEN 3 AND 9")
+    duck.run("INSERT INTO target SELECT * FROM source_rows", rows([100, 101], 1, "a"))
+    duck.run("DELETE FROM target WHERE k < 5")
+    assert ordered(IndexedTable.for_path(path).to_arrow()) == ordered(duck.rows())
+
+
 @pytest.mark.parametrize("vectors", [False, True])
 def test_a_small_source_runs_through_the_index_and_equals_sparks_plan(registered, tmp_path, conf, vectors):
     """A MERGE whose source Spark would broadcast, with only the expressions the change engine

@@ -32,6 +32,7 @@ from ..changes.model import Change
 from ..changes.parts import LazySource, PartedSource, SourcePart, staged_parts
 from ..format.snapshot import Snapshot
 from . import options as so
+from .session import arrow_batches_by_rows
 from .types import spark_schema
 from .write_task import drop_staging, read_staged, staging_path
 
@@ -66,7 +67,8 @@ class SparkSource(LazySource):
             df = df.repartition(snapshot.metadata.numBuckets, *keys)  # partition b holds exactly bucket b
         task = functools.partial(_stage_partition, storage.url, storage.storage_options, write_id, self.schema,
                                  bucket_keys is not None)
-        staged = df.mapInArrow(task, STAGED).collect()  # one small row per task
+        with arrow_batches_by_rows(df.sparkSession):
+            staged = df.mapInArrow(task, STAGED).collect()  # one small row per task
         if not staged and bucket_keys is None:
             # No source row: still one (empty) part, so that not_matched_by_source clauses run.
             return PartedSource(self.schema, [SourcePart(None, 0, self.schema.empty_table)])

@@ -7,6 +7,8 @@ which register the data source when they need it, do not import the package.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 CONNECTOR = "connector"
@@ -164,3 +166,27 @@ def local_session(app_name: str = "indexeddf", cores: int = 2, driver_memory: st
     spark.sparkContext.setLogLevel("ERROR")
     register(spark)
     return spark
+
+
+ARROW_BATCH_BYTES = "spark.sql.execution.arrow.maxBytesPerBatch"
+"""Spark's byte limit on an Arrow batch sent to Python workers."""
+
+
+@contextmanager
+def arrow_batches_by_rows(spark) -> Iterator[None]:
+    """Within it, the Arrow batches that ``spark``'s jobs send to Python tasks are bounded by
+    rows only (``spark.sql.execution.arrow.maxRecordsPerBatch``, 10,000 by default), as before
+    Spark 4, unless the session sets :data:`ARROW_BATCH_BYTES` itself: Spark checks the byte
+    limit after every row by sizing every column vector of the batch, a cost that grows with
+    the rows sent (a fifth of the JVM's CPU in a 2M-row MERGE); ``2**31 - 1`` is the value at
+    which Spark skips the check. The JVM
+    connector's writes do the same (``PythonWriter.save``). A session whose rows are wide
+    enough for 10,000 of them to strain a Python worker sets the limit, and it stands."""
+    if ARROW_BATCH_BYTES in spark.conf.getAll:
+        yield
+        return
+    spark.conf.set(ARROW_BATCH_BYTES, str(2**31 - 1))
+    try:
+        yield
+    finally:
+        spark.conf.unset(ARROW_BATCH_BYTES)

@@ -42,11 +42,10 @@ final class IndexedDFSink implements Sink {
         PythonWriter.autoMerge(session, batchOptions);
         rows = io.indexeddf.spark.exec.CheckConstraints.forWrite(session, batchOptions.get("path"), rows, batchOptions);
         try {
-            rows.write().format(IndexedDFProvider.PYTHON_NAME)
+            PythonWriter.save(session, rows.write().format(IndexedDFProvider.PYTHON_NAME)
                 .mode(complete ? "overwrite" : "append")
                 .options(batchOptions)
-                .option("_streamBatchId", Long.toString(batchId))
-                .save();
+                .option("_streamBatchId", Long.toString(batchId)));
         } catch (Exception e) {  // Spark's AnalysisException is a checked exception to Java
             throw PythonWriter.unwrapped(e);  // the typed error the Python writer raised
         }

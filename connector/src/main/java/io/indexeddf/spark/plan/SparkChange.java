@@ -122,7 +122,7 @@ public final class SparkChange extends JavaCommand {
             rows = rows.filter(CheckConstraints.check(rows, constraints, rows.col(OP).isin("update", "insert")));
         }
         try {
-            rows.write().format(TableRelation.PYTHON_NAME).mode(SaveMode.Append).options(options).save();
+            PythonWriter.save(session, rows.write().format(TableRelation.PYTHON_NAME).mode(SaveMode.Append).options(options));
         } catch (Exception e) {  // Spark's AnalysisException is a checked exception to Java
             throw PythonWriter.unwrapped(e);  // the typed error the statement's Python tasks raised
         }
