@@ -82,7 +82,11 @@ final class Replay {
             }
         }
         if (state.protocol == null || state.metadata == null) {
-            throw IndexedDFException.corrupt(log.root, "version " + target + " has no protocol or metaData action");
+            // Named by the file the replay started from, which should have held them, as the
+            // Python replay names it.
+            Object first = start != null ? log.checkpoints.get(start).get(0).getPath() : log.commits.get(0L).getPath();
+            throw IndexedDFException.corrupt(first, "version " + target
+                + " has no protocol or metaData action (replayed from this file on)");
         }
         ProtocolCheck.checkReadable(log.root, state.protocol, state.metadata, unindexedOk);
         // A file re-vectored with its remove after its add (Delta writers may order them so)
