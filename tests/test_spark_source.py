@@ -39,7 +39,7 @@ from pyspark.sql.types import (
 
 import indexeddf
 from indexeddf import IndexedTable
-from indexeddf.errors import IndexedDFError, InvalidOptionError, SchemaMismatchError, TableExistsError
+from indexeddf.errors import CorruptLogError, IndexedDFError, InvalidOptionError, SchemaMismatchError, TableExistsError
 from indexeddf.spark import write as sw
 from indexeddf.spark.source import IndexedReader
 from indexeddf.spark.types import spark_schema
@@ -448,6 +448,19 @@ def test_errors_are_typed_and_visible(spark, tmp_path):
     with pytest.raises(Exception, match="TableNotFoundError"):
         read(spark, tmp_path / "missing").count()
     assert IndexedTable.for_path(path).version == 0 and data_files(path) == before
+    # A first commit without its metaData line: both replays name that file.
+    lost = str(tmp_path / "lost")
+    IndexedTable.create(lost, pa.table({"id": pa.array([1], pa.int64())}), index_columns=["id"])
+    first = os.path.join(lost, "_delta_log", "00000000000000000000.json")
+    with open(first) as f:
+        kept = [line for line in f if '"metaData"' not in line]
+    with open(first, "w") as f:
+        f.writelines(kept)
+    named = "CorruptLogError: .*_delta_log/00000000000000000000.json: version 0 has no protocol or metaData"
+    with pytest.raises(Exception, match=named):
+        read(spark, lost).count()
+    with pytest.raises(CorruptLogError, match=named.split(": ", 1)[1]):
+        IndexedTable.for_path(lost)
 
 
 # -- failures leave nothing behind ---------------------------------------------------------------
