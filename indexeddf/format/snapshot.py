@@ -238,9 +238,10 @@ class ReplayState:
         replay started from (the file that should have held the protocol and metaData)."""
         if self.protocol is None or self.metadata is None:
             where = storage.full(first) if first else storage.url
+            start = " (replayed from this file on)" if first else ""
             raise CorruptLogError(
-                f"{where}: version {version} has no protocol or metaData action (replayed from this file "
-                "on); the log is damaged or was not written by indexeddf",
+                f"{where}: version {version} has no protocol or metaData action{start}; the log is damaged "
+                "or was not written by indexeddf",
                 where,
             )
         check_readable(self.protocol, storage.url)
@@ -311,8 +312,20 @@ def load_snapshot(storage: TableStorage, version: int | None = None, unindexed_o
                 "cannot be reconstructed; pick a version at or after the oldest checkpoint"
             )
         state.apply(read_commit(storage, v))
-    first = (uuid_checkpoint_path(storage, usable[-1]) or checkpoint_path(usable[-1])) if usable else commit_path(0)
+    first = None
+    if state.protocol is None or state.metadata is None:  # the error names the file replayed first
+        first = _checkpoint_read(storage, usable[-1]) if usable else commit_path(0)
     return state.freeze(storage, target, unindexed_ok, first)
+
+
+def _checkpoint_read(storage: TableStorage, version: int) -> str:
+    """The checkpoint file of ``version`` a replay reads: the classic one when it exists (as
+    ``read_checkpoint`` prefers it), else a UUID-named one (the first part's name for a
+    multi-part checkpoint is not worked out: only an error message uses this)."""
+    classic = checkpoint_path(version)
+    if storage.exists(classic):
+        return classic
+    return uuid_checkpoint_path(storage, version) or classic
 
 
 def update_snapshot(snapshot: Snapshot) -> Snapshot:

@@ -27,6 +27,7 @@ from .session import (  # noqa: F401 - register_quietly: the package's own modul
     CONNECTOR,
     PYTHON,
     PYTHON_NAME,
+    arrow_batches_by_rows,
     configure,
     is_connect,
     local_session,
@@ -128,7 +129,8 @@ def write_dataframe(
             if value is not None:
                 writer = writer.option(key, value)
         try:
-            writer.save(path)
+            with arrow_batches_by_rows(spark):
+                writer.save(path)
         except Exception as e:  # noqa: BLE001 - re-raised typed when possible
             typed = typed_error(e)
             if typed is not None:

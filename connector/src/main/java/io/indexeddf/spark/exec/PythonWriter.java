@@ -125,8 +125,10 @@ public final class PythonWriter {
      * were before Spark 4: Spark checks a byte limit after every row by sizing every column
      * vector of the batch: in a 2M-row MERGE into 20M rows the JVM spent 1.1 to 2.0 CPU-s less
      * without it, of 7.7 (a fifth; loaded A/B, warm rounds). {@code Integer.MAX_VALUE} is the
-     * value at which Spark skips the check. A session whose
-     * rows are wide enough for 10,000 of them to strain a Python worker sets the limit, and it
+     * value at which Spark skips the check. The session's setting is lifted for
+     * the write, so it covers every Arrow hand-off of the write's job (a pandas or Arrow UDF in
+     * the source query too) and of any query the session runs meanwhile. A session whose rows
+     * are wide enough for 10,000 of them to strain a Python worker sets the limit, and it
      * stands.
      */
     public static void save(org.apache.spark.sql.SparkSession session, org.apache.spark.sql.DataFrameWriter<Row> writer) {
