@@ -108,7 +108,7 @@ final class DataPages {
             out[w] = new GenericInternalRow(columns.length);
         }
         InputFile file = inputFile(path, conf, footer.fileLength);
-        try (ParquetFileReader reader = new ParquetFileReader(file, cut, EntryPages.readOptions(), file.newStream())) {
+        try (ParquetFileReader reader = new ParquetFileReader(file, cut, PageValues.readOptions(), file.newStream())) {
             reader.setRequestedSchema(java.util.Arrays.asList(columns));  // only these column chunks are read
             long base = 0;
             int w = 0;

@@ -5,7 +5,6 @@ import java.util.List;
 
 import org.apache.hadoop.conf.Configuration;
 import org.apache.hadoop.fs.Path;
-import org.apache.parquet.ParquetReadOptions;
 import org.apache.parquet.bytes.ByteBufferInputStream;
 import org.apache.parquet.column.ColumnDescriptor;
 import org.apache.parquet.column.Dictionary;
@@ -37,23 +36,6 @@ import org.apache.parquet.schema.PrimitiveType.PrimitiveTypeName;
  * which gives the same values.
  */
 final class EntryPages {
-    /**
-     * Read options, one set a thread, built once each: parquet-mr's Hadoop-based options copy
-     * a configuration on every build. Not one set for all threads: the options hold a codec
-     * factory whose decompressors (stateful, Snappy's among them) every reader of the options
-     * uses, and which a reader releases into Hadoop's codec pool when it closes, so two
-     * lookups reading at once through shared options decompressed each other's pages wrongly.
-     * Defaults: no record filter (every row group of the cut footer is read), no page checksum
-     * verification (Spark's reader does not verify them either).
-     */
-    private static final ThreadLocal<ParquetReadOptions> OPTIONS =
-        ThreadLocal.withInitial(() -> ParquetReadOptions.builder().build());
-
-    /** This thread's read options for page reads (index blocks and data row groups). */
-    static ParquetReadOptions readOptions() {
-        return OPTIONS.get();
-    }
-
     private EntryPages() {
     }
 
@@ -77,7 +59,7 @@ final class EntryPages {
         }
         // Opened as DataPages opens data files: a local file directly, with no file system looked up.
         InputFile file = DataPages.inputFile(path, conf, footer.fileLength);
-        try (ParquetFileReader reader = new ParquetFileReader(file, cut, readOptions(), file.newStream())) {
+        try (ParquetFileReader reader = new ParquetFileReader(file, cut, PageValues.readOptions(), file.newStream())) {
             for (int g : groups) {
                 PageReadStore store = reader.readNextRowGroup();  // the group's column chunks, one read
                 if (store == null || store.getRowCount() > Integer.MAX_VALUE) {

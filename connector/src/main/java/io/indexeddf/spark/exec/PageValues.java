@@ -3,6 +3,7 @@ package io.indexeddf.spark.exec;
 import java.io.IOException;
 import java.nio.ByteBuffer;
 
+import org.apache.parquet.ParquetReadOptions;
 import org.apache.parquet.bytes.ByteBufferInputStream;
 import org.apache.parquet.bytes.BytesUtils;
 import org.apache.parquet.column.ColumnDescriptor;
@@ -16,11 +17,29 @@ import org.apache.parquet.column.values.rle.RunLengthBitPackingHybridDecoder;
 
 /**
  * What the two page decoders share (index blocks in {@link EntryPages}, a lookup's data rows
- * in {@link DataPages}): a page's values reader, its dictionary, and its definition levels
- * of a top-level column (no repetition levels), skipped when a run says every value is there.
+ * in {@link DataPages}): their read options, a page's values reader, its dictionary, and its
+ * definition levels of a top-level column (no repetition levels), skipped when a run says
+ * every value is there.
  */
 final class PageValues {
     private PageValues() {
+    }
+
+    /**
+     * Read options, one set a thread, built once each: parquet-mr's Hadoop-based options copy
+     * a configuration on every build. Not one set for all threads: the options hold a codec
+     * factory whose decompressors (stateful, Snappy's among them) every reader of the options
+     * uses, and which a reader releases into Hadoop's codec pool when it closes, so two
+     * lookups reading at once through shared options decompressed each other's pages wrongly.
+     * Defaults: no record filter (every row group of the cut footer is read), no page checksum
+     * verification (Spark's reader does not verify them either).
+     */
+    private static final ThreadLocal<ParquetReadOptions> OPTIONS =
+        ThreadLocal.withInitial(() -> ParquetReadOptions.builder().build());
+
+    /** This thread's read options for page reads (index blocks and data row groups). */
+    static ParquetReadOptions readOptions() {
+        return OPTIONS.get();
     }
 
     /** The chunk's dictionary, or null when it has no dictionary page. */
@@ -71,7 +90,7 @@ final class PageValues {
      * {@code count} values (writers write a page with no null so): no level needs decoding then.
      * Else the levels' runs, for a decoder of bit width 1.
      */
-    static ByteBuffer levelsUnlessAllDefined(ByteBufferInputStream in, int count) throws IOException {
+    private static ByteBuffer levelsUnlessAllDefined(ByteBufferInputStream in, int count) throws IOException {
         int length = BytesUtils.readIntLittleEndian(in);
         ByteBuffer runs = in.slice(length);
         ByteBufferInputStream peek = ByteBufferInputStream.wrap(runs.duplicate());
