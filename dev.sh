@@ -31,6 +31,10 @@ setup() {
         fi
         touch "$stamp"
     fi
+    # The package's bytecode, compiled once: an editable install leaves it to each process's
+    # first import, and where PYTHONDONTWRITEBYTECODE is set (CI machines) every process compiles
+    # it again, Spark's Python processes too (0.2-0.3 CPU-s each). Stale files are recompiled.
+    "$PY" -m compileall -q indexeddf >/dev/null
     # The JVM connector (format "indexeddf" in Spark): compiled with the JDK's javac against
     # pyspark's jars, rebuilt only when its sources change. Without javac this warns and the
     # Python data source stays the fallback.

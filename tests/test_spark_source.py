@@ -658,10 +658,12 @@ def test_local_python_workers_start_with_indexeddf_imported(spark):
         maps = open(f"/proc/{os.getppid()}/maps").read()
         for _ in batches:
             pass
-        yield pa.RecordBatch.from_pydict({"daemon": [cmd], "arrow": ["libarrow" in maps]})
+        import pyspark
+        yield pa.RecordBatch.from_pydict({"daemon": [cmd], "arrow": ["libarrow" in maps], "pyspark": [pyspark.__file__]})
 
-    row = spark.range(0, 10, 1, 1).mapInArrow(parent, "daemon string, arrow boolean").collect()[0]
+    row = spark.range(0, 10, 1, 1).mapInArrow(parent, "daemon string, arrow boolean, pyspark string").collect()[0]
     assert "-m indexeddf.spark.daemon" in row.daemon and row.arrow  # loaded before the fork
+    assert ".zip" not in row.pyspark  # pip's pyspark, compiled, not the zip Spark puts first
     assert preload() == []
     local = indexeddf.configure(SparkSession.Builder().master("local[2]"))._options
     assert local["spark.python.daemon.module"] == "indexeddf.spark.daemon"
@@ -670,6 +672,48 @@ def test_local_python_workers_start_with_indexeddf_imported(spark):
     named = indexeddf.configure(SparkSession.Builder().master("local").config("spark.python.daemon.module", "mine"))
     assert named._options["spark.python.daemon.module"] == "mine"
 
+
+
+def test_the_daemon_prefers_the_installed_pyspark_to_its_own_zip(tmp_path):
+    """Spark's pyspark.zip goes after the directories only when it is the zip of the pyspark
+    installed in one of them; another installation's zip keeps its place."""
+    from indexeddf.spark.daemon import installed_pyspark_first
+
+    site = tmp_path / "site"
+    (site / "pyspark" / "python" / "lib").mkdir(parents=True)
+    (site / "pyspark" / "__init__.py").write_text("")
+    own, other = site / "pyspark" / "python" / "lib" / "pyspark.zip", tmp_path / "spark" / "pyspark.zip"
+    own.write_bytes(b"")
+    path = [str(own), "/py4j.zip", str(site)]
+    assert installed_pyspark_first(path) == ["/py4j.zip", str(site), str(own)]
+    assert installed_pyspark_first([str(other), str(site)]) == [str(other), str(site)]
+    assert installed_pyspark_first([str(own), "/nowhere"]) == [str(own), "/nowhere"]
+
+
+PLANNER_MODULES = ["indexeddf.spark.source", "indexeddf.spark.change", "indexeddf.spark.apply",
+                   "indexeddf.spark.write", "indexeddf.spark.operation", "indexeddf.spark.optimize_statement"]
+"""What Spark's driver-side Python processes load for a statement: the source's class, each
+statement's writer and the commits. They fork from PySpark's own daemon, not indexeddf's, and
+start cold after an idle minute, so a pipeline's every statement imports these again."""
+
+
+def test_planner_processes_load_no_task_code():
+    """The modules Spark's planner processes import to create a write and commit it leave out
+    what only the tasks run (the change engine's Arrow joins, which load pandas through
+    pyarrow's datasets; the SQL parser, which only a predicate to parse needs): half a second
+    of a cold MERGE's planning and again of its commit. The tasks' daemon still preloads them."""
+    import json
+    import subprocess
+
+    from indexeddf.spark.daemon import PRELOADED
+
+    heavy = ["pandas", "sqlglot", "pyarrow.acero", "pyarrow.dataset", "indexeddf.changes.rewrite"]
+    code = (f"import sys, json, pyspark.sql.worker.commit_data_source_write\nfor m in {PLANNER_MODULES!r}: "
+            f"__import__(m)\nprint(json.dumps([m for m in {heavy!r} if m in sys.modules]))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert json.loads(out.strip().splitlines()[-1]) == []
+    tasks = {"indexeddf.changes.rewrite", "indexeddf.spark.apply", "indexeddf.spark.change", "indexeddf.spark.write"}
+    assert tasks <= set(PRELOADED)
 
 if __name__ == "__main__":
     two_applications(sys.argv[1])

@@ -168,7 +168,7 @@ def _matching_entries(ctx: ReadContext, f: IndexFile, probes: np.ndarray) -> Seg
     groups = np.flatnonzero(np.searchsorted(probes, footer.highs, "right")
                             > np.searchsorted(probes, footer.lows, "left"))
     if len(groups) == 0:
-        return Segment.from_entries(f.path, _EMPTY_ENTRIES)
+        return Segment.from_entries(f.path, _ENTRY_SCHEMA.empty_table())
     table = read_index_groups(ctx, f.path, footer, groups.tolist())
     hashes = table.column("hash").to_numpy()
     if len(hashes) > 1 and not np.all(hashes[1:] >= hashes[:-1]):  # a file out of order: tolerated
@@ -178,5 +178,6 @@ def _matching_entries(ctx: ReadContext, f: IndexFile, probes: np.ndarray) -> Seg
     return Segment.from_entries(f.path, table.take(pa.array(at, pa.int64())))
 
 
-_EMPTY_ENTRIES = pa.table({"hash": pa.array([], pa.uint32()), "file_id": pa.array([], pa.int64()),
-                           "row": pa.array([], pa.int32())})
+# A schema, not an empty table: building any Arrow array or table makes pyarrow import pandas
+# (half a second), which a module imported by Spark's planner processes must not do on import.
+_ENTRY_SCHEMA = pa.schema([("hash", pa.uint32()), ("file_id", pa.int64()), ("row", pa.int32())])

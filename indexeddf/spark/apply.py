@@ -34,7 +34,6 @@ from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
 
 from ..changes.commit import commit_metrics, drop_inserts_only
 from ..changes.model import ChangeMetrics
-from ..changes.rewrite import apply_outcome
 from ..errors import InvalidOptionError
 from ..format.snapshot import Snapshot
 from ..format.transaction import ALL_BUCKETS, Transaction
@@ -175,6 +174,10 @@ def _partitions(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.Table]:
 def _write_rows(snapshot: Snapshot, rows: pa.Table, message: AppliedMessage, metrics: ChangeMetrics) -> None:
     """Write the outcome of the files ``rows`` change (every changed row of each) and of their
     inserted rows into ``message``; ``metrics`` counts them."""
+    # In the task only: the writer's code is what a Python worker's daemon preloads, and Spark's
+    # planner processes, which load this module to create and commit the write, never run it.
+    from ..changes.rewrite import apply_outcome
+
     conf = snapshot.metadata.configuration
     schema = file_schema(snapshot.metadata.schema_, conf)
     ops = rows.column(OP)

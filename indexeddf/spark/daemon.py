@@ -22,6 +22,7 @@ PRELOADED = (
     "pyspark.worker",
     "pandas",  # pyarrow imports it on its first conversion of Python values
     "indexeddf.changes.statements",  # the engine and the SQL parser, which the Spark modules load lazily
+    "indexeddf.changes.rewrite",  # a change's file writer, which indexeddf.spark.apply loads in its tasks
     "indexeddf.format.datafiles",
     "indexeddf.format.deletion_vectors",
     "indexeddf.spark.apply",
@@ -50,7 +51,35 @@ def preload() -> list[str]:
     return failed
 
 
+def installed_pyspark_first(path: list[str]) -> list[str]:
+    """``path`` (a ``sys.path``) with Spark's ``pyspark.zip`` moved after the directories when
+    it is the zip of the pyspark installed there (pip's pyspark ships both, the zip in
+    ``pyspark/python/lib/``), so the same pyspark loads from its compiled modules.
+
+    Spark puts the zip first on every Python worker's path. Loaded from it, pyspark's modules
+    are compiled from source in each daemon (about a CPU-second), and every worker's first task
+    re-reads the zip's directory once for each package loaded from it (pyspark's
+    ``setup_spark_files`` invalidates the import caches: 0.1-0.2 CPU-s a worker). A zip of
+    another Spark installation stays first."""
+    import importlib.machinery
+    import os
+
+    zips = [p for p in path if os.path.basename(p) == "pyspark.zip"]
+    if not zips:
+        return path
+    dirs = [p for p in path if not p.endswith(".zip")]
+    spec = importlib.machinery.PathFinder.find_spec("pyspark", dirs)
+    if spec is None or not spec.origin:
+        return path
+    own = os.path.join(os.path.dirname(spec.origin), "python", "lib", "pyspark.zip")
+    mine = [p for p in zips if os.path.realpath(p) == os.path.realpath(own)]
+    return [p for p in path if p not in mine] + mine
+
+
 if __name__ == "__main__":
+    import sys
+
+    sys.path[:] = installed_pyspark_first(sys.path)
     preload()
     from pyspark import daemon
 

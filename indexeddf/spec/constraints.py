@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -22,7 +23,9 @@ import pyarrow.compute as pc
 from ..errors import ConstraintNotEvaluableError, ConstraintViolationError, IndexedDFError
 from .actions import Protocol
 from .config import CHECKED_OPTION  # noqa: F401 - the option is part of what constraints are
-from .expressions import CompiledExpression, compile_predicate
+
+if TYPE_CHECKING:  # compiled only for a table with constraints: the SQL parser loads then
+    from .expressions import CompiledExpression
 
 PREFIX = "delta.constraints."
 """Configuration key prefix of a CHECK constraint: ``delta.constraints.<name>`` = its SQL."""
@@ -120,6 +123,7 @@ def compile_constraint(name: str, text: str, schema: pa.Schema) -> Constraint:
     """Compile ``text`` against ``schema``; :class:`ConstraintNotEvaluableError` when the Python
     expressions cannot evaluate it (a column the table lacks is ``SchemaMismatchError``)."""
     from ..errors import SchemaMismatchError
+    from .expressions import compile_predicate
 
     columns = dict(zip(schema.names, schema.types))
     try:

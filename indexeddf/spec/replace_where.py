@@ -16,13 +16,17 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..errors import ReplaceWhereMismatchError
-from .expressions import CompiledExpression
-from .partition_filter import files_where, split_filter
+
+# The SQL parser loads when a predicate is parsed: every write's commit imports this module,
+# and Spark's planner processes, which run those commits, start cold after an idle minute.
+if TYPE_CHECKING:
+    from .expressions import CompiledExpression
 
 MAX_SHOWN_ROWS = 3
 """Rows a mismatch error shows (of those that fail the predicate)."""
@@ -59,16 +63,22 @@ class ReplaceWhere:
     def selects(self, files: Sequence, schema: pa.Schema) -> list:
         """Those of ``files`` (AddFiles of a table of ``schema``) whose every row the
         predicate selects, judged by their partition values (``partition_only`` predicates)."""
+        from .partition_filter import files_where
+
         return files_where(files, self.condition, schema)
 
     def may_select(self, files: Sequence, schema: pa.Schema) -> list:
         """Those of ``files`` that may hold a row the predicate selects: the files whose
         partition values do not rule it out."""
+        from .partition_filter import files_where
+
         return files_where(files, self.partitions, schema)
 
 
 def parse_replace_where(text: str, schema: pa.Schema, partition_columns: Sequence[str]) -> ReplaceWhere:
     """Parse ``text`` (Spark SQL) against the table's ``schema``; typed errors for what
     cannot be evaluated (``InvalidOptionError``) or names no column (``SchemaMismatchError``)."""
+    from .partition_filter import split_filter
+
     split = split_filter(text, schema, partition_columns, context="replaceWhere predicate")
     return ReplaceWhere(text, split.condition, split.partitions, split.partition_only)
