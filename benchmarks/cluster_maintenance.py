@@ -51,14 +51,13 @@ import sys
 import tempfile
 import threading
 import time
-from datetime import datetime, timezone
 from pathlib import Path
 
 HERE = Path(__file__).parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent / "tests"))
 
-from harness import add_machine_argument  # noqa: E402
+from harness import add_machine_argument, record_run  # noqa: E402
 from proctree import TICKS, children, tree  # noqa: E402
 
 LIMIT_MIB = 4096
@@ -331,34 +330,6 @@ def report(say, args, runs: dict[int, dict]) -> None:
             f"{run['check']}")
 
 
-def record(args, printed: list[str]) -> None:
-    """The printed lines as a results JSON (the shape tests/test_benchmark_results.py reads)."""
-    now = datetime.now(timezone.utc)
-    name = f"{now:%Y-%m-%d-%H%M}-{args.record}"
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                            cwd=HERE).stdout.strip() or None
-    doc = {"run": name, "kind": "benchmarks/cluster_maintenance.py", "date": f"{now:%Y-%m-%d}",
-           "command": "python benchmarks/cluster_maintenance.py " + " ".join(_without_note(sys.argv[1:])), "commit": commit,
-           "machine": args.machine, "source": "benchmarks/cluster_maintenance.py",
-           "notes": [args.note] if args.note else [], "printed": printed}
-    out = HERE / "results" / f"{name}.json"
-    out.write_text(json.dumps(doc, indent=1) + "\n")
-    print(f"recorded {out}")
-
-
-def _without_note(argv: list[str]) -> list[str]:
-    """The arguments less ``--note`` and its text (the note is kept apart, in ``notes``)."""
-    out, skip = [], False
-    for a in argv:
-        if skip:
-            skip = False
-        elif a == "--note":
-            skip = True
-        elif not a.startswith("--note="):
-            out.append(a)
-    return out
-
-
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--rows", type=int, default=100_000_000)
@@ -402,7 +373,7 @@ def main() -> None:
     finally:
         shutil.rmtree(work, ignore_errors=True)
     if args.record:
-        record(args, printed)
+        record_run("benchmarks/cluster_maintenance.py", args, printed)
 
 
 if __name__ == "__main__":

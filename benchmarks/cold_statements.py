@@ -1,7 +1,7 @@
 """A pipeline's statements after an idle minute: what Spark's new Python processes cost them.
 
     python benchmarks/cold_statements.py [--rows 100000] [--batch 1000] [--idle 70] [--rounds 2]
-                                         [--work DIR] [--record NAME] [--note TEXT]
+                                         [--work DIR] [--record NAME] [--note TEXT] [--machine TEXT]
 
 Spark ends a Python worker idle for a minute (its ``PythonWorkerFactory``), so a pipeline whose
 statements come every few minutes runs each one in new processes: the task workers (forked from
@@ -29,20 +29,16 @@ code, run it with each on ``PYTHONPATH`` (a worktree of the older commit and its
 from __future__ import annotations
 
 import argparse
-import json
 import shutil
 import statistics
-import subprocess
-import sys
 import tempfile
 import time
-from datetime import datetime, timezone
 from pathlib import Path
 
+from harness import add_machine_argument, record_run
 from pipeline_merges import noop_source
 from proctree import cpu_between, tree_cpu
 
-HERE = Path(__file__).resolve().parent
 BUCKETS = 4
 
 
@@ -87,6 +83,7 @@ def main() -> None:
     p.add_argument("--work", default=None, help="folder for the table (default: the system's temp folder)")
     p.add_argument("--record", default=None, help="write benchmarks/results/<date>-RECORD.json")
     p.add_argument("--note", default=None, help="a note kept in the recorded JSON")
+    add_machine_argument(p)
     args = p.parse_args()
     if args.rows < (2 * args.rounds + 1) * 2 * args.batch:
         p.error("--rows must hold every run's deleted and updated rows: at least (2 x rounds + 1) x 2 x batch")
@@ -128,27 +125,8 @@ def main() -> None:
         spark.stop()
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    if args.record:
-        record(args, printed)
-
-
-def record(args, printed: list[str]) -> None:
-    """The printed lines as a results JSON (the shape tests/test_benchmark_results.py reads)."""
-    import indexeddf
-
-    now = datetime.now(timezone.utc)
-    name = f"{now:%Y-%m-%d-%H%M}-{args.record}"
-    code = Path(indexeddf.__file__).resolve().parent.parent  # the checkout whose code ran
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                            cwd=code).stdout.strip() or None
-    argv = [a for i, a in enumerate(sys.argv[1:]) if a != "--note" and (i == 0 or sys.argv[i] != "--note")]
-    doc = {"run": name, "kind": "benchmarks/cold_statements.py", "date": f"{now:%Y-%m-%d}",
-           "command": "python benchmarks/cold_statements.py " + " ".join(argv), "commit": commit,
-           "machine": "x86_64, 2 cores, Python " + sys.version.split()[0], "source": "benchmarks/cold_statements.py",
-           "notes": [args.note] if args.note else [], "printed": printed}
-    out = HERE / "results" / f"{name}.json"
-    out.write_text(json.dumps(doc, indent=1) + "\n")
-    print(f"recorded {out}")
+    if args.record:  # the commit of the checkout whose code ran (a worktree's, on PYTHONPATH)
+        record_run("benchmarks/cold_statements.py", args, printed, Path(indexeddf.__file__).resolve().parent.parent)
 
 
 if __name__ == "__main__":

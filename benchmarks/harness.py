@@ -14,11 +14,16 @@ is met).
 
 from __future__ import annotations
 
+import json
 import os
 import platform
 import statistics
+import subprocess
+import sys
 import time
 from dataclasses import asdict, dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
 from typing import Callable
 
 
@@ -206,3 +211,38 @@ def add_machine_argument(parser) -> None:
     parser.add_argument("--machine", default=machine(),
                         help="the machine, as the recorded JSON names it (default: this one's architecture, "
                              "cores and Python; say whether it was quiet)")
+
+
+RESULTS = Path(__file__).resolve().parent / "results"
+
+
+def record_run(script: str, args, printed: list[str], code: Path | None = None) -> Path:
+    """The lines ``script`` (``benchmarks/NAME.py``) printed, recorded as
+    ``benchmarks/results/<UTC date-time>-<args.record>.json`` in the shape
+    tests/test_benchmark_results.py reads: the command line (less ``--note``, kept in ``notes``),
+    the commit of the checkout ``code`` (default: this one; a worktree whose code ran),
+    ``args.machine`` and ``args.note``."""
+    now = datetime.now(timezone.utc)
+    name = f"{now:%Y-%m-%d-%H%M}-{args.record}"
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                            cwd=code or RESULTS.parent).stdout.strip() or None
+    doc = {"run": name, "kind": script, "date": f"{now:%Y-%m-%d}",
+           "command": f"python {script} " + " ".join(_without_note(sys.argv[1:])), "commit": commit,
+           "machine": args.machine, "source": script, "notes": [args.note] if args.note else [], "printed": printed}
+    out = RESULTS / f"{name}.json"
+    out.write_text(json.dumps(doc, indent=1) + "\n")
+    print(f"recorded {out}")
+    return out
+
+
+def _without_note(argv: list[str]) -> list[str]:
+    """The arguments less ``--note`` and its text (the note is kept apart, in ``notes``)."""
+    out, skip = [], False
+    for a in argv:
+        if skip:
+            skip = False
+        elif a == "--note":
+            skip = True
+        elif not a.startswith("--note="):
+            out.append(a)
+    return out

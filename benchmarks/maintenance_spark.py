@@ -37,12 +37,11 @@ import sys
 import tempfile
 import threading
 import time
-from datetime import datetime, timezone
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from harness import add_machine_argument  # noqa: E402
+from harness import add_machine_argument, record_run  # noqa: E402
 from proctree import tree, tree_cpu  # noqa: E402
 
 CHILD = "--child"
@@ -231,22 +230,6 @@ def report(say, title: str, runs: dict) -> None:
                 f"{'/'.join(f'{v:.1f}' for v in one['cpu_by_process'].values()):>26}")
 
 
-def record(args, printed: list[str]) -> None:
-    """The printed lines as a results JSON (the shape tests/test_benchmark_results.py reads)."""
-    now = datetime.now(timezone.utc)
-    name = f"{now:%Y-%m-%d-%H%M}-{args.record}"
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                            cwd=Path(__file__).parent).stdout.strip() or None
-    doc = {"run": name, "kind": "benchmarks/maintenance_spark.py", "date": f"{now:%Y-%m-%d}",
-           "command": "python benchmarks/maintenance_spark.py " + " ".join(sys.argv[1:]), "commit": commit,
-           "machine": args.machine,
-           "source": "benchmarks/maintenance_spark.py", "notes": [args.note] if args.note else [],
-           "printed": printed}
-    out = Path(__file__).parent / "results" / f"{name}.json"
-    out.write_text(json.dumps(doc, indent=1) + "\n")
-    print(f"recorded {out}")
-
-
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--rows", type=int, default=20_000_000)
@@ -260,7 +243,7 @@ def main() -> None:
     args = ap.parse_args()
     printed = run(args)
     if args.record:
-        record(args, printed)
+        record_run("benchmarks/maintenance_spark.py", args, printed)
 
 
 if __name__ == "__main__":

@@ -673,7 +673,6 @@ def test_local_python_workers_start_with_indexeddf_imported(spark):
     assert named._options["spark.python.daemon.module"] == "mine"
 
 
-
 def test_the_daemon_prefers_the_installed_pyspark_to_its_own_zip(tmp_path):
     """Spark's pyspark.zip goes after the directories only when it is the zip of the pyspark
     installed in one of them; another installation's zip keeps its place."""
@@ -714,6 +713,7 @@ def test_planner_processes_load_no_task_code():
     assert json.loads(out.strip().splitlines()[-1]) == []
     tasks = {"indexeddf.changes.rewrite", "indexeddf.spark.apply", "indexeddf.spark.change", "indexeddf.spark.write"}
     assert tasks <= set(PRELOADED)
+
 
 if __name__ == "__main__":
     two_applications(sys.argv[1])

@@ -180,9 +180,9 @@ def arrow_batches_by_rows(spark) -> Iterator[None]:
     limit after every row by sizing every column vector of the batch, a cost that grows with
     the rows sent (a fifth of the JVM's CPU in a 2M-row MERGE); ``2**31 - 1`` is the value at
     which Spark skips the check. The JVM connector's writes do the same (``PythonWriter.save``).
-    The session's setting is lifted while the block runs, so it covers every Arrow hand-off of the jobs it starts (a pandas or
-    Arrow UDF in the source query too) and of any query the session runs meanwhile; a value set
-    in the session meanwhile is removed when the block ends. A session whose rows are wide
+    The session's setting is lifted while the block runs, so it covers every Arrow hand-off of
+    the jobs it starts (a pandas or Arrow UDF in the source query too) and of any query the
+    session runs meanwhile; a value set in the session meanwhile is removed when the block ends. A session whose rows are wide
     enough for 10,000 of them to strain a Python worker sets the limit, and it stands."""
     if ARROW_BATCH_BYTES in spark.conf.getAll:
         yield
