@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The two commands of the README:
 #   ./dev.sh demo [FOLDER]   set up .venv if needed, then run the demo (default folder ./demo-lake)
-#   ./dev.sh test [ARGS...]  set up .venv if needed, then run the whole test suite (pytest ARGS)
+#   ./dev.sh test [ARGS...]  set up .venv if needed, then run the whole test suite (two pytest
+#                            processes side by side), or pytest ARGS in one
 # Set-up creates a virtual environment in .venv and installs the package with its test
 # dependencies into it (redone whenever pyproject.toml changes), then builds the JVM
 # connector's jar (indexeddf/spark/jars/, rebuilt when connector/ changes; needs javac).
@@ -55,7 +56,27 @@ case "${1:-}" in
     test)
         setup
         shift
-        exec "$PY" -m pytest "$@"
+        if [ $# -gt 0 ]; then
+            exec "$PY" -m pytest "$@"
+        fi
+        # The whole suite, in two pytest processes side by side (tests/conftest.py, SHARD): the
+        # tests that use the run's one Spark session here, the others beside them in the
+        # background (their output is shown when both are done). Spark's tests leave one of the
+        # two cores idle much of the time.
+        other_log="$VENV/test-other.log"
+        INDEXEDDF_TEST_SHARD=other "$PY" -m pytest -o cache_dir=.pytest_cache/other >"$other_log" 2>&1 &
+        other=$!
+        trap 'kill "$other" 2>/dev/null || true' EXIT
+        status=0
+        INDEXEDDF_TEST_SHARD=spark "$PY" -m pytest || status=$?
+        other_status=0
+        wait "$other" || other_status=$?
+        trap - EXIT
+        echo
+        echo "==> the tests that do not use the run's Spark session, run beside the ones above ($other_log):"
+        cat "$other_log"
+        if [ "$status" -eq 0 ]; then status=$other_status; fi
+        exit "$status"
         ;;
     *)
         echo "usage: ./dev.sh demo [FOLDER] | ./dev.sh test [PYTEST ARGS...]" >&2

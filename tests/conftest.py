@@ -22,8 +22,38 @@ os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
 # Every JVM of the run (this session's, the Spark applications and the standalone cluster the
 # tests start, their executors) compiles with C1 only: the suite runs thousands of short
 # queries, and on a two-core machine C2's compiler threads take the cores from them (the
-# Spark-heavy test files ran in about half the time). The benchmarks keep the JVM's default.
-os.environ.setdefault("JAVA_TOOL_OPTIONS", "-XX:TieredStopAtLevel=1")
+# Spark-heavy test files ran in about half the time), and it does not verify the bytecode of the
+# classes it loads from jars (Spark's, mostly: a session's start and first statements took 10%
+# less CPU). The benchmarks keep the JVM's default.
+os.environ.setdefault("JAVA_TOOL_OPTIONS", "-XX:TieredStopAtLevel=1 -XX:+UnlockDiagnosticVMOptions "
+                                         "-XX:-BytecodeVerificationRemote")
+
+
+SHARD_VARIABLE = "INDEXEDDF_TEST_SHARD"
+"""``./dev.sh test`` runs the whole suite as two pytest processes side by side, this variable
+telling each its half: ``spark``, the tests that use this process's Spark session (the
+``spark`` fixture or mark), and ``other``, the rest (some start Spark applications of their own,
+as a user's program would). Most of the run is Spark's, which leaves one of the two cores idle
+much of the time; the other half runs on it. Unset: every test, in this one process."""
+SHARD = os.environ.get(SHARD_VARIABLE, "")
+
+
+def uses_the_session(item) -> bool:
+    """Whether a test needs the run's Spark session in this process: it asks for the fixture, or
+    is marked ``spark`` (a fixture may ask for the session late) and not ``spark_elsewhere``."""
+    if "spark" in getattr(item, "fixturenames", ()):
+        return True
+    return item.get_closest_marker("spark") is not None and item.get_closest_marker("spark_elsewhere") is None
+
+
+def pytest_collection_modifyitems(config, items):
+    if SHARD not in ("spark", "other"):
+        return
+    keep = [item for item in items if uses_the_session(item) == (SHARD == "spark")]
+    if len(keep) < len(items):
+        kept = set(keep)
+        config.hook.pytest_deselected(items=[item for item in items if item not in kept])
+        items[:] = keep
 
 
 @pytest.fixture(scope="session")
@@ -31,6 +61,10 @@ def spark():
     """A real local Spark session, started once for the whole run, with the JVM connector
     (``indexeddf.configure``): ``format("indexeddf")`` is the connector in every Spark test."""
     import indexeddf
+
+    if SHARD == "other":  # one session a run: a test that asks for it late must say so
+        pytest.fail("this test asked for the Spark session in the suite's half that has none: mark it "
+                    "@pytest.mark.spark (or its fixture's parameter)")
 
     session = indexeddf.local_session("indexeddf-tests", conf={
         "spark.default.parallelism": "2", "spark.sql.execution.arrow.pyspark.enabled": "true"})

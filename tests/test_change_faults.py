@@ -28,7 +28,6 @@ sys.path.insert(0, os.path.dirname(__file__))
 from oracles import duckdb_delta  # noqa: E402
 from standalone_cluster import Lines, executors  # noqa: E402
 
-import indexeddf  # noqa: E402
 from indexeddf import IndexedTable  # noqa: E402
 
 WORKER = str(Path(__file__).parent / "workers" / "cluster_change.py")
@@ -214,6 +213,7 @@ def _kill_an_executor_mid_write(path: str, known: set[str], worker_dir: str, pat
 
 
 @pytest.mark.spark
+@pytest.mark.spark_elsewhere  # the cluster's application
 @pytest.mark.slow
 def test_a_change_survives_lost_executors(cluster_app, tmp_path):
     """A MERGE (deletion vectors: each task writes its rows' new data and index files and
@@ -265,12 +265,14 @@ def _gone(group: int, timeout: float) -> None:
 
 
 @pytest.mark.spark
+@pytest.mark.spark_elsewhere  # the drivers are programs of their own
 @pytest.mark.slow
-def test_a_change_whose_driver_dies_leaves_the_table_as_it_was(spark, tmp_path):
+def test_a_change_whose_driver_dies_leaves_the_table_as_it_was(tmp_path):
     """A MERGE (copy on write) from a slow Python source, its driver process (the Python
     program, its JVM and its workers, local mode) SIGKILLed once its tasks have files on
     disk: nothing is committed, so indexeddf, delta-rs and DuckDB read the version before
-    it; a later MERGE commits on top; vacuum removes the dead change's files."""
+    it; a later MERGE from a new driver commits on top; vacuum removes the dead change's
+    files."""
     import deltalake
 
     path = str(tmp_path / "t")
@@ -304,9 +306,10 @@ def test_a_change_whose_driver_dies_leaves_the_table_as_it_was(spark, tmp_path):
     assert new <= left  # its tasks' files, named by no version
 
     later = (1, 20_000, 4)
-    indexeddf.register(spark)
-    spark.createDataFrame(_source(*later)).createOrReplaceTempView("src")
-    spark.sql(MERGE.format(table=f"indexeddf.`{path}`")).collect()
+    again = subprocess.run([sys.executable, WORKER, "local[2]", path, *map(str, later), "0", MERGE], input="\n\n",
+                           capture_output=True, text=True, env=dict(os.environ, PYSPARK_PYTHON=sys.executable),
+                           timeout=300)
+    assert "done 0" in again.stdout, again.stdout + again.stderr[-3000:]
     expected = _reference(before, MERGE, _source(*later))
     assert IndexedTable.for_path(path).version == t.version + 1
     _check_version(path, t.version + 1, expected)

@@ -184,6 +184,7 @@ def test_progress_is_a_bar_on_a_terminal_and_lines_elsewhere(table_path):
 
 
 @pytest.mark.spark
+@pytest.mark.spark_elsewhere  # the command is the driver
 def test_spark_master_runs_the_work_as_a_spark_job(table_path):
     """``--spark-master`` starts a session on that master (the command's process is the driver)
     and the work runs as its job; the rows stay what DuckDB read before."""

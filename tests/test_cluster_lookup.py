@@ -15,7 +15,7 @@ from connector_helpers import rows_of
 
 from indexeddf import IndexedTable
 
-pytestmark = [pytest.mark.spark, pytest.mark.slow]
+pytestmark = [pytest.mark.spark, pytest.mark.spark_elsewhere, pytest.mark.slow]  # the cluster's application
 
 WHERES = [
     "k IN (1, 2, 3, 350, 7, 999, 3999, 4001)",  # primary index, an appended unindexed file, a deleted key

@@ -17,7 +17,7 @@ from standalone_cluster import executors
 
 from indexeddf import IndexedTable
 
-pytestmark = [pytest.mark.spark, pytest.mark.slow]
+pytestmark = [pytest.mark.spark, pytest.mark.spark_elsewhere, pytest.mark.slow]  # the cluster's application
 
 
 def _executor_of(pid: int, candidates: list[int]) -> int | None:

@@ -139,7 +139,7 @@ def spark_parquet(path: str, spark) -> None:
 BUILDERS = {"delta-rs": delta_rs, **{k: (lambda p, k=k: hand_written(p, k)) for k in LAYOUTS}, "spark-parquet": None}
 
 
-@pytest.fixture(scope="module", params=list(BUILDERS))
+@pytest.fixture(scope="module", params=[pytest.param(k, marks=pytest.mark.spark) if k == "spark-parquet" else k for k in BUILDERS])
 def table(request, tmp_path_factory):
     """(the foreign table, its converted copy)."""
     base = tmp_path_factory.mktemp(request.param)
