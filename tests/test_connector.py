@@ -432,7 +432,6 @@ def test_the_jar_is_built_from_the_current_sources():
 
 
 @pytest.mark.slow
-@pytest.mark.spark_elsewhere  # workers/fallback_session.py
 def test_a_session_without_the_connector_falls_back_to_the_python_source(fallback_run):
     done, _ = fallback_run  # workers/fallback_session.py in its own process, started with the run (conftest.py)
     assert done.returncode == 0, (done.stdout[-2000:], done.stderr[-4000:])

@@ -562,7 +562,6 @@ def two_applications(folder: str) -> None:
                       "last": (done[1][0].strip().splitlines() or [""])[-1]}), flush=True)
 
 
-@pytest.mark.spark_elsewhere  # two applications of their own
 def test_two_spark_applications_append_concurrently(two_apps):
     """Two Spark applications append to one table at once: every row lands once. The second
     is a pipeline run as ``.venv/bin/python job.py`` (no PYSPARK_PYTHON, no activated venv):
