@@ -6,6 +6,7 @@ the connector's command, whose tasks read, hash, sort and write as ``spark=``'s 
 
     python benchmarks/maintenance_spark.py [--rows 20000000] [--buckets 32]
                                            [--ops create,refresh,optimize] [--record NAME]
+                                           [--ways single,single1,spark,other] [--runs 2]
 
 The table is the check table of ``benchmarks/changes.py`` (k bigint, v bigint, s 64
 characters; optimized to one file per bucket). ``optimize`` gets the same rows written in
@@ -14,10 +15,13 @@ characters; optimized to one file per bucket). ``optimize`` gets the same rows w
 Spark alone on the same data (``local[2]``): read the table's data files as plain Parquet,
 ``repartition(buckets, "k")``, ``sortWithinPartitions("k")``, write Parquet (the rewrite
 without statistics in a log, bloom filters or index entries). Each way runs in a child process of its own,
-which runs the operation twice, each time on a fresh copy of the table (copies are not
+which runs the operation twice (``--runs``), each time on a fresh copy of the table (copies are not
 timed): "first" is the session's first job (the Spark child starts its session before the
 clock, but Spark's Python workers start within it), "again" the same operation in the same
-process. A child reports each run's wall time and CPU time (user + system, of every process
+process. ``--ways`` picks the ways (``other`` is the anchor for optimize, the SQL statement
+for the index operations); at 200M rows one run of the three ways the goals name
+(``single1,spark,other``) takes half an hour where all of them twice take over an hour.
+A child reports each run's wall time and CPU time (user + system, of every process
 of the child: itself, the JVM, Spark's Python workers; on a loaded machine the CPU time is
 the steadier figure; also apart: the child's own Python, the JVM, the other processes, i.e.
 Spark's Python workers), the peak RSS (``VmHWM``) of its Python process and of the Spark
@@ -157,9 +161,9 @@ def anchor(spark, t) -> None:
      .write.mode("overwrite").parquet(t.snapshot.storage.full("anchor_out")))
 
 
-def measure(base: Path, work: Path, op: str, way: str) -> dict:
-    """``op`` run ``way`` twice, each on a fresh copy of the table, in one child process."""
-    copies = [work / f"{op}-{way}-{i}" for i in (1, 2)]
+def measure(base: Path, work: Path, op: str, way: str, runs: int) -> dict:
+    """``op`` run ``way`` ``runs`` times, each on a fresh copy of the table, in one child process."""
+    copies = [work / f"{op}-{way}-{i}" for i in range(1, runs + 1)]
     for c in copies:
         shutil.copytree(base, c)
     try:
@@ -199,8 +203,8 @@ def run(args) -> list[str]:
                 f"primary and by_s, built in {time.perf_counter() - t0:.0f} s")
         for op in ops:
             base = bases["optimize" if op == "optimize" else "table"]
-            ways = ("single", "single1", "spark", "anchor" if op == "optimize" else "sql")
-            runs = {way: measure(base, work, op, way) for way in ways}
+            ways = [("anchor" if op == "optimize" else "sql") if w == "other" else w for w in args.ways.split(",")]
+            runs = {way: measure(base, work, op, way, args.runs) for way in ways}
             report(say, OPS[op], runs)
     finally:
         shutil.rmtree(work, ignore_errors=True)
@@ -218,18 +222,18 @@ def fragmented(path: Path, rows: int, buckets: int, appends: int) -> None:
 
 
 def report(say, title: str, runs: dict) -> None:
-    """Each way's runs: wall and CPU seconds, the speed-up over the single process's second
-    run (wall), and over its second run on one core, its CPU over the single process's, and
-    against the anchor's second run."""
-    base = runs["single"]["runs"][1]
-    one_core = runs.get("single1", {}).get("runs", [None, None])[1]
-    anchor = runs.get("anchor", {}).get("runs", [None, None])[1]
+    """Each way's runs: wall and CPU seconds, the speed-up over the single process's last
+    run (wall; on one core when the two-thread way did not run), and over its last run on one
+    core, its CPU over the single process's, and against the anchor's last run."""
+    one_core = runs["single1"]["runs"][-1] if "single1" in runs else None
+    anchor = runs["anchor"]["runs"][-1] if "anchor" in runs else None
+    base = runs["single"]["runs"][-1] if "single" in runs else one_core
     say(title)
     say(f"{'way':<42} {'wall s':>7} {'CPU s':>7} {'speed-up':>9} {'vs 1 core':>10} {'CPU ratio':>10} {'vs anchor':>10} "
         f"{'python MiB':>11} {'JVM MiB':>8} {'all MiB':>8} {'CPU s: python/JVM/workers':>26}")
     for way, r in runs.items():
         for i, one in enumerate(r["runs"]):
-            name = WAYS[way] + (", first" if i == 0 else ", again")
+            name = WAYS[way] + ("" if len(r["runs"]) == 1 else ", first" if i == 0 else ", again")
             versus = f"{anchor['seconds'] / one['seconds']:>9.2f}x" if anchor else f"{'-':>10}"
             single = f"{one_core['seconds'] / one['seconds']:>9.2f}x" if one_core else f"{'-':>10}"
             say(f"{name:<42} {one['seconds']:>7.2f} {one['cpu_seconds']:>7.1f} {base['seconds'] / one['seconds']:>8.2f}x "
@@ -243,6 +247,9 @@ def main() -> None:
     ap.add_argument("--rows", type=int, default=20_000_000)
     ap.add_argument("--buckets", type=int, default=32)
     ap.add_argument("--ops", default="create,refresh,optimize")
+    ap.add_argument("--ways", default="single,single1,spark,other",
+                    help="ways to run: single, single1 (one core), spark, other (optimize's anchor, or the SQL statement)")
+    ap.add_argument("--runs", type=int, default=2, help="runs of each way, each on a fresh copy in the same process")
     ap.add_argument("--appends", type=int, default=8, help="writes of optimize's table (files a bucket)")
     ap.add_argument("--work", default=None, help="folder for the tables (default: the system's temp)")
     ap.add_argument("--record", default=None, help="write benchmarks/results/<date>-RECORD.json")

@@ -20,10 +20,15 @@ from hypothesis import strategies as st
 
 from indexeddf.errors import InvalidOptionError, UnsupportedTypeError
 from indexeddf.spec.bucketing import (
+    HASH_BLOCK,
+    KEY_HASH_SEED,
     SEED,
     bucket_ids,
+    bucket_ids_and_key_hash,
     hash_python_values,
     is_hashable_type,
+    key_hash,
+    seed_prefix,
     spark_hash,
 )
 
@@ -306,6 +311,31 @@ def test_multi_column_hash_and_pmod_match_spark(multi_column_results, key):
         assert bucket_ids(arrays, b).tolist() == multi_column_results[f"p{b}_{key}"]
 
 
+def test_blocks_and_both_seeds_match_spark(spark):
+    """Keys over several hash blocks, in chunks that cross the blocks' edges: the bucket and the
+    key hash (Spark's hash from the key seed: ``hash(seed_prefix, ...)``), each alone and both in
+    one pass, equal Spark's for every row."""
+    from pyspark.sql import functions as F
+
+    n = 2 * HASH_BLOCK + 777
+    s = F.when(F.col("id") % 11 == 0, None).otherwise(F.concat(F.repeat(F.lit("v"), F.col("id") % 70), F.col("id")))
+    df = spark.range(n).select(F.col("id").cast("int").alias("id"), s.alias("s"), (F.col("id") * 7919 - 10**6).alias("k"))
+    rows = df.select("id", "s", "k", F.hash("s", "k").alias("h"),
+                     F.hash(F.lit(seed_prefix(KEY_HASH_SEED)), "s", "k").alias("kh")).orderBy("id").collect()
+    cuts = [0, 1000, HASH_BLOCK + 5, n]
+    keys = [pa.chunked_array([pa.array([r[c] for r in rows[a:b]], t) for a, b in zip(cuts, cuts[1:])])
+            for c, t in (("s", pa.string()), ("k", pa.int64()))]
+    want_hash = np.array([r["h"] for r in rows], np.int32)
+    want_key = np.array([r["kh"] for r in rows], np.int32).view(np.uint32)
+    np.testing.assert_array_equal(spark_hash(keys), want_hash)
+    np.testing.assert_array_equal(key_hash(keys), want_key)
+    for b in BUCKET_COUNTS:
+        buckets, hashes = bucket_ids_and_key_hash(keys, b)
+        np.testing.assert_array_equal(buckets, np.mod(want_hash.astype(np.int64), b).astype(np.int32))
+        np.testing.assert_array_equal(bucket_ids(keys, b), buckets)
+        np.testing.assert_array_equal(hashes, want_key)
+
+
 def test_multi_column_all_null_row_is_seed(multi_column_results):
     all_null = MULTI_ROWS.index(tuple(None for _ in MULTI_COLUMNS))
     for key in MULTI_KEYS:
@@ -446,5 +476,7 @@ def test_invalid_arguments():
     for bad in (0, -3, 1.5, True):
         with pytest.raises(InvalidOptionError):
             bucket_ids([pa.array([1])], bad)
+        with pytest.raises(InvalidOptionError):
+            bucket_ids_and_key_hash([pa.array([1])], bad)
     with pytest.raises(InvalidOptionError):
         hash_python_values([(1, 2)], [pa.int64()])

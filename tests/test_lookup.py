@@ -17,7 +17,7 @@ import indexeddf.writer.index_files as index_files_module
 from indexeddf import IndexedTable
 from indexeddf.errors import IndexExistsError, IndexNotFoundError, SchemaMismatchError
 from indexeddf.reader.cache import cache, cache_stats
-from indexeddf.spec.bucketing import key_hash
+from indexeddf.spec.bucketing import bucket_ids, key_hash
 
 ids = st.one_of(st.none(), st.integers(-50, 50))
 names = st.one_of(st.none(), st.sampled_from(["", "a", "b", "é", "long-" * 10, "z"]))
@@ -59,7 +59,7 @@ def test_lookup_equals_filter_for_every_version(monkeypatch, batches, auto_refre
     if collide:
         # Force hash collisions: only four distinct key hashes exist.
         weak = lambda cols: key_hash(cols) & 0x3  # noqa: E731
-        monkeypatch.setattr(index_files_module, "key_hash", weak)
+        monkeypatch.setattr(index_files_module, "bucket_ids_and_key_hash", lambda cols, n: (bucket_ids(cols, n), weak(cols)))
         monkeypatch.setattr(lookup_module, "key_hash", weak)
     cache().clear()
     path = f"memory://lookup/{time.time_ns()}"

@@ -19,7 +19,7 @@ import pyarrow as pa
 
 from ..format.datafiles import iter_live_row_groups
 from ..spec.actions import AddFile, IndexFile
-from ..spec.bucketing import bucket_ids, key_hash
+from ..spec.bucketing import bucket_ids_and_key_hash
 from ..writer.bucket_merge import ENTRY_CHUNK
 from ..writer.index_files import write_sorted_entries
 from .job_fence import JobFence
@@ -67,10 +67,10 @@ def file_entries(storage, add: AddFile, schema: pa.Schema, columns: list[str], n
     for ordinals, rows in iter_live_row_groups(storage, add, schema, columns, version, use_threads=False):
         if not rows.num_rows:
             continue
-        keys = [rows.column(c) for c in columns]
+        buckets, hashes = bucket_ids_and_key_hash([rows.column(c) for c in columns], num_buckets)
         yield pa.record_batch([
-            pa.array(bucket_ids(keys, num_buckets), pa.int32()),
-            pa.array(key_hash(keys).astype(np.int64), pa.int64()),
+            pa.array(buckets, pa.int32()),
+            pa.array(hashes.astype(np.int64), pa.int64()),
             pa.array(np.full(rows.num_rows, add.fileId, dtype=np.int64), pa.int64()),
             pa.array(ordinals.astype(np.int32), pa.int32()),
         ], schema=ENTRY_ARROW)

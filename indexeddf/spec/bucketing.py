@@ -139,6 +139,8 @@ def _hash_bytes(data: np.ndarray, starts: np.ndarray, lengths: np.ndarray, seeds
     The body is hashed one word position at a time across all rows that still have a
     full word there (the set of active rows only shrinks); then up to three tail bytes,
     each mixed alone as a sign-extended int; then ``fmix`` with the byte length.
+    ``seeds`` may be 2-D (a row of seeds per hash, :func:`_spark_hashes`): each word is
+    read and mixed once for all of them.
     """
     h = seeds.copy()
     starts = starts.astype(np.int64, copy=False)
@@ -153,17 +155,20 @@ def _hash_bytes(data: np.ndarray, starts: np.ndarray, lengths: np.ndarray, seeds
         pos = starts[idx]
         rem = nwords[idx]
         while idx.size > _SCALAR_ROWS:
-            if idx.size == h.size:  # every row still active (keys of one length): no gather, no scatter of h
+            if idx.size == h.shape[-1]:  # every row still active (keys of one length): no gather, no scatter of h
                 h = _mix_h1(h, _mix_k1(words[pos]))
             else:
-                h[idx] = _mix_h1(h[idx], _mix_k1(words[pos]))
+                h[..., idx] = _mix_h1(h[..., idx], _mix_k1(words[pos]))
             pos += 4
             rem -= 1
             keep = rem > 0
             if not keep.all():
                 idx, pos, rem = idx[keep], pos[keep], rem[keep]
+        rows = h.reshape(-1, h.shape[-1])  # a view: h is a fresh contiguous array here
         for i, p, r in zip(idx.tolist(), pos.tolist(), rem.tolist()):
-            h[i] = _scalar_bytes_words(int(h[i]), words[p : p + 4 * r : 4].tolist())
+            body = words[p : p + 4 * r : 4].tolist()
+            for row in rows:
+                row[i] = _scalar_bytes_words(int(row[i]), body)
 
     tail = lengths & 3
     idx = np.flatnonzero(tail)
@@ -174,7 +179,7 @@ def _hash_bytes(data: np.ndarray, starts: np.ndarray, lengths: np.ndarray, seeds
         while idx.size:
             # Java: int halfWord = getByte(...) -> sign-extended, then mixK1/mixH1.
             k = signed[pos].astype(np.int32).view(np.uint32)
-            h[idx] = _mix_h1(h[idx], _mix_k1(k))
+            h[..., idx] = _mix_h1(h[..., idx], _mix_k1(k))
             pos += 1
             rem -= 1
             keep = rem > 0
@@ -353,6 +358,12 @@ SMALL_CHUNKS = 4096
 chunk costs a few numpy calls, which dominate for the many small chunks of gathered rows."""
 
 
+HASH_BLOCK = 1 << 15
+"""Rows hashed at a time: a block's running hashes and word positions stay in the CPU's
+cache across a string's word positions (64-character strings: twice as fast as whole
+row groups of a million rows, and numpy's per-call cost is still small at this size)."""
+
+
 def spark_hash(columns: Sequence[pa.Array | pa.ChunkedArray], seed: int = SEED) -> np.ndarray:
     """Spark's ``hash(col1, col2, ...)`` for every row, as an int32 numpy array.
 
@@ -363,6 +374,13 @@ def spark_hash(columns: Sequence[pa.Array | pa.ChunkedArray], seed: int = SEED) 
     types Spark cannot match (see :func:`is_hashable_type`) and
     :class:`InvalidOptionError` for no columns or columns of different lengths.
     """
+    return _spark_hashes(columns, (seed,))[0].view(np.int32)
+
+
+def _spark_hashes(columns: Sequence[pa.Array | pa.ChunkedArray], seeds: Sequence[int]) -> np.ndarray:
+    """:func:`spark_hash` of the same rows with each of ``seeds``, as uint32 of shape
+    ``(len(seeds), rows)``: the columns are read and each value's words mixed once for
+    every seed (an index build needs the bucket and the key hash of every key)."""
     if len(columns) == 0:
         raise InvalidOptionError("spark_hash needs at least one column, as Spark's hash() does")
     for col in columns:
@@ -373,7 +391,8 @@ def spark_hash(columns: Sequence[pa.Array | pa.ChunkedArray], seed: int = SEED) 
     if any(m != n for m in lengths):
         raise InvalidOptionError(f"all columns to hash must have the same length, got {lengths}")
 
-    h = np.full(n, np.uint32(int(seed) & _MASK32), dtype=np.uint32)  # Java int bits of the seed
+    # Java int bits of each seed, a row per seed
+    h = np.repeat(np.array([int(x) & _MASK32 for x in seeds], dtype=np.uint32)[:, None], n, axis=1)
     for col in columns:
         if isinstance(col, pa.ChunkedArray) and col.num_chunks > 1 and len(col) < SMALL_CHUNKS * col.num_chunks \
                 and not pat.is_dictionary(col.type):
@@ -383,18 +402,35 @@ def spark_hash(columns: Sequence[pa.Array | pa.ChunkedArray], seed: int = SEED) 
         # concatenation copy, and chunk boundaries need not line up across columns.
         start = 0
         for chunk in chunks:
-            stop = start + len(chunk)
-            h[start:stop] = _fold_column(chunk, h[start:stop])
-            start = stop
-    return h.view(np.int32)
+            for lo in range(0, len(chunk), HASH_BLOCK):
+                piece = chunk.slice(lo, HASH_BLOCK)
+                stop = start + len(piece)
+                h[:, start:stop] = _fold_column(piece, h[:, start:stop])
+                start = stop
+    return h
 
 
 def bucket_ids(columns: Sequence[pa.Array | pa.ChunkedArray], num_buckets: int) -> np.ndarray:
     """Spark's ``pmod(hash(col1, ...), num_buckets)`` for every row, as int32 in ``[0, n)``."""
+    _check_buckets(num_buckets)  # before any hashing
+    return _pmod(spark_hash(columns), num_buckets)
+
+
+def _check_buckets(num_buckets) -> None:
+    """Refuses a bucket count that is not a positive integer."""
     if isinstance(num_buckets, bool) or not isinstance(num_buckets, (int, np.integer)) or num_buckets <= 0:
         raise InvalidOptionError(f"num_buckets must be a positive integer, got {num_buckets!r}")
+
+
+def _pmod(hashes: np.ndarray, num_buckets: int) -> np.ndarray:
+    """``pmod(hash, num_buckets)`` of int32 ``hashes``, as int32."""
+    n = int(num_buckets)
+    if n > _MASK32 >> 1:  # past int32: in int64 (and back, as Spark's int result wraps)
+        return (hashes.astype(np.int64) % n).astype(np.int32)
+    if n & (n - 1) == 0:  # a power of two: the low bits of the two's complement are pmod's
+        return hashes & np.int32(n - 1)
     # numpy's % with a positive divisor is already non-negative (floored), like pmod.
-    return (spark_hash(columns).astype(np.int64) % int(num_buckets)).astype(np.int32)
+    return np.remainder(hashes, np.int32(n))
 
 
 def hash_python_values(
@@ -436,6 +472,16 @@ def key_hash(columns: Sequence[pa.Array | pa.ChunkedArray]) -> np.ndarray:
     equal hashes are always verified against the key values.
     """
     return spark_hash(columns, seed=KEY_HASH_SEED).view(np.uint32)
+
+
+def bucket_ids_and_key_hash(columns: Sequence[pa.Array | pa.ChunkedArray],
+                            num_buckets: int) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`bucket_ids` and :func:`key_hash` of the same rows in one pass over the keys
+    (a string's words are read and mixed once for both seeds): what a write or an index
+    build needs of every key."""
+    _check_buckets(num_buckets)  # before any hashing
+    both = _spark_hashes(columns, (SEED, KEY_HASH_SEED))
+    return _pmod(both[0].view(np.int32), num_buckets), both[1]
 
 
 def seed_prefix(seed: int, start: int = SEED) -> int:

@@ -21,7 +21,7 @@ from ..errors import SchemaMismatchError
 from ..format.storage import TableStorage
 from ..spec import config
 from ..spec.actions import AddFile, FileStats
-from ..spec.bucketing import bucket_ids, key_hash
+from ..spec.bucketing import bucket_ids, bucket_ids_and_key_hash
 from ..spec.column_mapping import physical_names, to_physical
 from ..spec.partitions import constant_column, partition_dir, serialize_value
 from ..spec.schema import dictionary_columns
@@ -74,13 +74,14 @@ def split_by_bucket(table: pa.Table, index_columns: list[str], num_buckets: int,
     if table.num_rows == 0:
         return []
     columns = [table.column(c) for c in index_columns]
-    buckets = bucket_ids(columns, num_buckets)
     if by_key:
+        buckets = bucket_ids(columns, num_buckets)
         key_order = pc.sort_indices(table.select(index_columns),
                                     sort_keys=[(c, "ascending", "at_start") for c in index_columns]).to_numpy()
         order = key_order[np.argsort(buckets[key_order], kind="stable")]  # both sorts are stable
     else:
-        order = np.lexsort((key_hash(columns), buckets))  # lexsort is stable
+        buckets, hashes = bucket_ids_and_key_hash(columns, num_buckets)
+        order = np.lexsort((hashes, buckets))  # lexsort is stable
     counts = np.bincount(buckets, minlength=num_buckets)
     ordered = table.take(pa.array(order))
     out, start = [], 0

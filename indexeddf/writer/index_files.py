@@ -24,7 +24,7 @@ from ..format.datafiles import read_named_file
 from ..format.storage import TableStorage
 from ..spec.actions import PRIMARY_INDEX, IndexFile
 from ..spec.arrays import distinct
-from ..spec.bucketing import bucket_ids, key_hash
+from ..spec.bucketing import bucket_ids_and_key_hash
 
 INDEX_DIR = "_indexes"
 JOBS_DIR = f"{INDEX_DIR}/_jobs"
@@ -234,8 +234,7 @@ def entry_arrays(columns: list[str], num_buckets: int, pieces: list[DataPiece]):
     if not parts:
         return None
     keys = [pa.chunked_array([c for p in parts for c in p.rows.column(col).chunks], type=parts[0].rows.schema.field(col).type) for col in columns]
-    hashes = key_hash(keys)
-    buckets = bucket_ids(keys, num_buckets)
+    buckets, hashes = bucket_ids_and_key_hash(keys, num_buckets)
     file_ids = np.concatenate([np.full(p.rows.num_rows, p.file_id, dtype=np.int64) for p in parts])
     rows = np.concatenate([p.row_ordinals() for p in parts])
     return hashes, file_ids, rows, buckets
