@@ -26,7 +26,8 @@ of the child: itself, the JVM, Spark's Python workers; on a loaded machine the C
 the steadier figure; also apart: the child's own Python, the JVM, the other processes, i.e.
 Spark's Python workers), the peak RSS (``VmHWM``) of its Python process and of the Spark
 driver JVM, and the peak of the summed RSS of all its processes, sampled every 0.1 s. The
-speed-up is the single process's second run's wall time over each run's (above 1: faster);
+speed-up is the single process's wall time (the median of its runs after the first) over each
+run's (above 1: faster);
 "vs 1 core" is the same against the single process held to one core (``sched_setaffinity``:
 its threads share that core), the comparison the goal states, two cores against one.
 ``--record NAME`` writes the printed lines into ``benchmarks/results/<date>-NAME.json``.
@@ -38,6 +39,7 @@ import argparse
 import json
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -221,19 +223,35 @@ def fragmented(path: Path, rows: int, buckets: int, appends: int) -> None:
     IndexedTable.for_path(str(path)).create_index("by_s", ["s"])
 
 
+def reference(runs: list[dict]) -> dict:
+    """What a way's runs are compared by: the median wall and CPU seconds (and CPU by process)
+    of the runs after the first (the first pays the process's start: imports, Spark's Python
+    workers, the JIT), the only run when there is one."""
+    later = runs[1:] or runs
+    out = {k: float(statistics.median(r[k] for r in later)) for k in ("seconds", "cpu_seconds")}
+    out["cpu_by_process"] = {k: float(statistics.median(r["cpu_by_process"][k] for r in later))
+                             for k in later[0]["cpu_by_process"]}
+    return out
+
+
 def report(say, title: str, runs: dict) -> None:
-    """Each way's runs: wall and CPU seconds, the speed-up over the single process's last
-    run (wall; on one core when the two-thread way did not run), and over its last run on one
-    core, its CPU over the single process's, and against the anchor's last run."""
-    one_core = runs["single1"]["runs"][-1] if "single1" in runs else None
-    anchor = runs["anchor"]["runs"][-1] if "anchor" in runs else None
-    base = runs["single"]["runs"][-1] if "single" in runs else one_core
+    """Each way's runs: wall and CPU seconds, the speed-up over the single process's later
+    runs (:func:`reference`; on one core when the two-thread way did not run), and over its
+    later runs on one core, its CPU over the single process's, and against the anchor's later
+    runs; with three runs or more, also each way's median of its later runs."""
+    one_core = reference(runs["single1"]["runs"]) if "single1" in runs else None
+    anchor = reference(runs["anchor"]["runs"]) if "anchor" in runs else None
+    base = reference(runs["single"]["runs"]) if "single" in runs else one_core
     say(title)
     say(f"{'way':<42} {'wall s':>7} {'CPU s':>7} {'speed-up':>9} {'vs 1 core':>10} {'CPU ratio':>10} {'vs anchor':>10} "
         f"{'python MiB':>11} {'JVM MiB':>8} {'all MiB':>8} {'CPU s: python/JVM/workers':>26}")
     for way, r in runs.items():
-        for i, one in enumerate(r["runs"]):
-            name = WAYS[way] + ("" if len(r["runs"]) == 1 else ", first" if i == 0 else ", again")
+        n = len(r["runs"])
+        lines = [(WAYS[way] + ("" if n == 1 else ", first" if i == 0 else ", again" if i == 1 else f", run {i + 1}"), one)
+                 for i, one in enumerate(r["runs"])]
+        if n >= 3:
+            lines.append((WAYS[way] + f", runs 2-{n} median", reference(r["runs"])))
+        for name, one in lines:
             versus = f"{anchor['seconds'] / one['seconds']:>9.2f}x" if anchor else f"{'-':>10}"
             single = f"{one_core['seconds'] / one['seconds']:>9.2f}x" if one_core else f"{'-':>10}"
             say(f"{name:<42} {one['seconds']:>7.2f} {one['cpu_seconds']:>7.1f} {base['seconds'] / one['seconds']:>8.2f}x "
