@@ -409,3 +409,29 @@ def test_duckdb_reads_our_deletion_vectors(tmp_path):
     # indexeddf reads the table as DuckDB does, every DV kind included, and indexes it.
     t = IndexedTable.convert(str(path), ["k"], num_buckets=2)
     assert sorted(zip(*t.to_arrow().select(["k", "s"]).to_pydict().values())) == sorted(got)
+
+
+@pytest.mark.parametrize("min_rows", [1, 7, 50, 10**6])
+def test_row_groups_read_together_give_the_rows_of_one_at_a_time(tmp_path, min_rows):
+    """``iter_live_row_groups(min_rows=)`` (an index build task's read) yields the same live
+    rows and file ordinals as a row group at a time, in fewer pieces, across row groups and a
+    deletion vector."""
+    from indexeddf.format.datafiles import iter_live_row_groups
+    from indexeddf.spec.column_mapping import table_schema
+
+    data = pa.table({"k": pa.array(range(300), pa.int64()), "s": pa.array([f"s{i}" for i in range(300)])})
+    t = IndexedTable.create(str(tmp_path / "t"), data, ["k"], num_buckets=1,
+                            properties={"delta.enableDeletionVectors": "true", "indexeddf.targetRowGroupBytes": "256"})
+    t.delete("k % 3 = 0 OR k BETWEEN 40 AND 90")
+    snap = IndexedTable.for_path(t.path).snapshot
+    (add,) = snap.live_files()
+    assert add.deletionVector is not None
+    schema = table_schema(snap.metadata)
+    one = list(iter_live_row_groups(snap.storage, add, schema, ["s"]))
+    assert len(one) > 4, "the file must hold several row groups"
+    together = list(iter_live_row_groups(snap.storage, add, schema, ["s"], min_rows=min_rows))
+    assert len(together) <= len(one)
+    assert np.concatenate([o for o, _ in together]).tolist() == np.concatenate([o for o, _ in one]).tolist()
+    assert pa.concat_tables([r for _, r in together]) == pa.concat_tables([r for _, r in one])
+    live = sorted(int(k) for k in range(300) if k % 3 and not 40 <= k <= 90)
+    assert np.concatenate([o for o, _ in together]).tolist() == live  # k was written in row order

@@ -134,14 +134,17 @@ def read_live_rows(storage: TableStorage, add: AddFile, schema: pa.Schema, colum
 
 def iter_live_row_groups(storage: TableStorage, add: AddFile, schema: pa.Schema, columns: Sequence[str] | None = None,
                          version: int | None = None, deleted: np.ndarray | None = None, use_threads: bool = True,
-                         ) -> Iterator[tuple[np.ndarray, pa.Table]]:
+                         min_rows: int = 0) -> Iterator[tuple[np.ndarray, pa.Table]]:
     """One data file's rows in the table, a Parquet row group at a time (memory bounded by
     a row group, not by the file): each group's live rows with ``columns`` (all when None),
     typed as ``schema``, and their ordinals in the file (int64, what a deletion vector and
     an index entry name). ``deleted``: the rows of the file's deletion vector, when the
     caller has read it already (else it is read here). ``use_threads``: pyarrow decodes a
     group's columns on its own threads; a caller that reads files on threads of its own
-    passes False (two pools on two cores contend)."""
+    passes False (two pools on two cores contend). ``min_rows``: consecutive row groups are
+    read together until they hold at least this many rows (memory bounded by that many rows
+    and a group): a caller that reads a few narrow columns pays each read's fixed cost less
+    often."""
     wanted = list(schema.names if columns is None else columns)
     pf = open_parquet(storage, add.path, version)
     partition = add.partitionValues
@@ -149,10 +152,10 @@ def iter_live_row_groups(storage: TableStorage, add: AddFile, schema: pa.Schema,
     rows_in_file = pf.metadata.num_rows  # the masks: a bit a row, not a file's rows
     mask = live_mask(storage, add, rows_in_file) if deleted is None else keep_mask(rows_in_file, deleted)
     start = 0
-    for i in range(pf.metadata.num_row_groups):
-        n = pf.metadata.row_group(i).num_rows
+    for groups in _group_runs(pf.metadata, min_rows):
+        n = sum(pf.metadata.row_group(i).num_rows for i in groups)
         if stored or not wanted:
-            rows = pf.read_row_group(i, columns=stored, use_threads=use_threads)
+            rows = pf.read_row_groups(groups, columns=stored, use_threads=use_threads)
         else:  # only partition columns: the row count is in the footer
             rows = pa.table({"_": pa.nulls(n, pa.null())})
         ordinals = np.arange(start, start + n, dtype=np.int64)
@@ -162,6 +165,20 @@ def iter_live_row_groups(storage: TableStorage, add: AddFile, schema: pa.Schema,
             rows, ordinals = rows.filter(pa.array(keep)), ordinals[keep]
         start += n
         yield ordinals, rows
+
+
+def _group_runs(meta, min_rows: int) -> Iterator[list[int]]:
+    """The file's row groups in order, in runs of consecutive groups of at least ``min_rows``
+    rows (the last run may hold fewer); a group alone when ``min_rows`` is 0."""
+    run, rows = [], 0
+    for i in range(meta.num_row_groups):
+        run.append(i)
+        rows += meta.row_group(i).num_rows
+        if rows >= min_rows:
+            yield run
+            run, rows = [], 0
+    if run:
+        yield run
 
 
 def read_rows_at(storage: TableStorage, add: AddFile, schema: pa.Schema, ordinals: np.ndarray,

@@ -26,6 +26,10 @@ from .job_fence import JobFence
 
 ENTRY_ARROW = pa.schema([("bucket", pa.int32()), ("hash", pa.int64()), ("file_id", pa.int64()), ("row", pa.int32())])
 """An index entry in a task, between its read and its sort (the uint32 key hash in an int64)."""
+READ_ROWS = 1 << 17
+"""Rows of a data file a build task reads, hashes and hands on at a time (consecutive row
+groups read together): a file's row groups hold about 12K rows of the check table, and each
+read, hash and batch has a fixed cost; 128K keys of 64 characters are 8 MB."""
 TASKS_PER_CORE = 1
 """Python tasks a core of the session (``defaultParallelism``): each writes a file per index
 bucket and chunk, so fewer, bigger tasks write fewer index files."""
@@ -39,7 +43,7 @@ def task_add(add: AddFile) -> str:
 
 def files_entries(storage, adds: list[str], schema: pa.Schema, columns: list[str], num_buckets: int,
                   version: int, fence: JobFence) -> Iterator[pa.RecordBatch]:
-    """The entries of the files ``adds`` (:func:`task_add`'s JSON), a row group at a time
+    """The entries of the files ``adds`` (:func:`task_add`'s JSON), a few row groups at a time
     (:func:`file_entries`); stops between files when ``fence`` (the job's) says the job failed."""
     for add in adds:
         fence.check(storage)
@@ -49,7 +53,7 @@ def files_entries(storage, adds: list[str], schema: pa.Schema, columns: list[str
 def balanced_groups(sizes: list[int], tasks: int) -> list[list[int]]:
     """The files (by position) of each read task: ``tasks`` groups of about equal bytes,
     biggest file first to the lightest group. Each Python task costs a worker round trip,
-    so a few tasks a core beat one a file; a task reads a row group at a time, so its
+    so a few tasks a core beat one a file; a task reads a few row groups at a time, so its
     memory does not grow with its files."""
     groups: list[list[int]] = [[] for _ in range(max(1, min(tasks, len(sizes))))]
     load = [0] * len(groups)
@@ -62,9 +66,10 @@ def balanced_groups(sizes: list[int], tasks: int) -> list[list[int]]:
 
 def file_entries(storage, add: AddFile, schema: pa.Schema, columns: list[str], num_buckets: int,
                  version: int) -> Iterator[pa.RecordBatch]:
-    """The entries of one data file's live rows, a row group at a time (a task's memory is
-    a row group's keys)."""
-    for ordinals, rows in iter_live_row_groups(storage, add, schema, columns, version, use_threads=False):
+    """The entries of one data file's live rows, :data:`READ_ROWS` rows at a time (a task's
+    memory is that many keys and a row group's)."""
+    for ordinals, rows in iter_live_row_groups(storage, add, schema, columns, version, use_threads=False,
+                                               min_rows=READ_ROWS):
         if not rows.num_rows:
             continue
         buckets, hashes = bucket_ids_and_key_hash([rows.column(c) for c in columns], num_buckets)

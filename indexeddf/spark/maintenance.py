@@ -5,7 +5,7 @@ path (``writer/lifecycle.py``); only the work between the two commits (reading k
 hashing, sorting, writing index files) runs on the executors, in one Spark job:
 
 one Python task a core (``index_tasks.TASKS_PER_CORE``), each given a group of data files of
-about equal bytes, read their index columns through the project's reader a row group at a
+about equal bytes, read their index columns through the project's reader a few row groups at a
 time (``index_tasks.file_entries``: deletion vectors, column mapping, partition values as in
 this process), hash them with ``spec/bucketing.py``, sort the entries a chunk of
 ``writer.bucket_merge.ENTRY_CHUNK`` at a time (``writer/index_files.py`` ``entry_order``) and
@@ -112,7 +112,7 @@ def _built_in_tasks(spark, snapshot, entry: IndexEntry, data_files: list[AddFile
                     fence: JobFence):
     """The whole build in ``tasks`` Python tasks (no stage boundary, no entry crossing the
     JVM): each task takes a group of files of about equal bytes, reads their index columns
-    through the project's reader a row group at a time (``index_tasks.file_entries``: every
+    through the project's reader a few row groups at a time (``index_tasks.file_entries``: every
     file, deletion vectors and all), hashes them with ``spec/bucketing.py``, sorts the
     entries a chunk at a time and writes the index files, as the single-process build does;
     a DataFrame of the files (``FILE_SCHEMA``)."""
