@@ -4,7 +4,7 @@ groups of about equal bytes (a task each), and a task's entries sorted a chunk a
 written as index files.
 
 Used by ``create_index(spark=)`` / ``refresh(spark=)`` / ``convert(spark=)`` (``maintenance.py``:
-``mapInArrow`` tasks that read, hash, sort and write) and by SQL ``CREATE INDEX`` / ``REFRESH
+Python tasks of an RDD that read, hash, sort and write) and by SQL ``CREATE INDEX`` / ``REFRESH
 INDEX`` / ``CONVERT TO INDEXEDDF`` (``index_statements.py``: the tasks of a write of the Python
 data source, which do the same). This module imports nothing of ``indexeddf.spark`` but its
 options, so the data source can use it.

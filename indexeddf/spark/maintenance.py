@@ -28,8 +28,6 @@ from __future__ import annotations
 import uuid
 from typing import Iterator
 
-import pyarrow as pa
-
 from ..spec.actions import AddFile, IndexEntry, IndexFile
 from ..spec.column_mapping import table_schema
 from ..writer.index_files import INDEX_DIR
@@ -38,10 +36,8 @@ from .index_tasks import TASKS_PER_CORE, balanced_groups, files_entries, task_ad
 from .job_fence import JobFence
 from .options import shared_storage
 
-FILE_SCHEMA = "path string, size long, bucket int, numEntries long, fileIds array<long>"
-"""What a write task returns per index file it wrote."""
-FILE_ARROW = pa.schema([("path", pa.string()), ("size", pa.int64()), ("bucket", pa.int32()),
-                        ("numEntries", pa.int64()), ("fileIds", pa.list_(pa.int64()))])
+FILE_FIELDS = ("path", "size", "bucket", "numEntries", "fileIds")
+"""What a build task returns per index file it wrote: these fields of its ``IndexFile``."""
 
 
 def spark_build(spark):
@@ -81,8 +77,7 @@ def build_files(spark, snapshot, entry: IndexEntry, data_files: list[AddFile], w
     finally:
         for k, v in saved.items():
             sc.setLocalProperty(k, v)
-    files = [IndexFile(path=r.path, size=r.size, bucket=r.bucket, numEntries=r.numEntries, fileIds=tuple(r.fileIds))
-             for r in rows]
+    files = [IndexFile(**dict(zip(FILE_FIELDS, r))) for r in rows]
     written.extend(f.path for f in files)  # a failed commit deletes them
     files.sort(key=lambda f: (f.bucket, f.path))
     say(progress, f"index {entry.name}: {len(data_files)}/{len(data_files)} data files indexed, {len(files)} index files")
@@ -112,29 +107,27 @@ def _built_in_tasks(spark, snapshot, entry: IndexEntry, data_files: list[AddFile
                     fence: JobFence):
     """The whole build in ``tasks`` Python tasks (no stage boundary, no entry crossing the
     JVM): each task takes a group of files of about equal bytes, reads their index columns
-    through the project's reader a few row groups at a time (``index_tasks.file_entries``: every
-    file, deletion vectors and all), hashes them with ``spec/bucketing.py``, sorts the
+    through the project's reader a few row groups at a time (``index_tasks.file_entries``:
+    every file, deletion vectors and all), hashes them with ``spec/bucketing.py``, sorts the
     entries a chunk at a time and writes the index files, as the single-process build does;
-    a DataFrame of the files (``FILE_SCHEMA``)."""
+    an RDD of the files' fields (:data:`FILE_FIELDS`).
+
+    An RDD, not a DataFrame's ``mapInArrow``: the tasks take a group number and give a few
+    descriptors, so there is nothing for Catalyst to plan, compile or turn into Arrow. Measured
+    over nine ``refresh("primary", mode="full", spark=)`` of the 20M-row check table in one
+    session, the JVM's CPU a job fell from 0.25-0.6 s to about 0.12 s, the wall time from about
+    1.7 s to 1.45 s, and the session's first job from 5.6 s to 3.4 s."""
     storage = snapshot.storage
     url, options = storage.url, storage.storage_options
     schema = table_schema(snapshot.metadata)
     columns, num_buckets, version = list(entry.columns), entry.numBuckets, snapshot.version
     groups = [[task_add(data_files[i]) for i in g] for g in balanced_groups([a.size for a in data_files], tasks)]
 
-    def build(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    def build(numbers: Iterator[int]) -> Iterator[tuple]:
         task_storage = shared_storage(url, options)
-        for batch in batches:
-            for group in batch.column(0).to_pylist():
-                entries = files_entries(task_storage, groups[group], schema, columns, num_buckets, version, fence)
-                yield _files_batch(write_entry_batches(task_storage, rel_dir, entries, fence))
+        for group in numbers:
+            entries = files_entries(task_storage, groups[group], schema, columns, num_buckets, version, fence)
+            for f in write_entry_batches(task_storage, rel_dir, entries, fence):
+                yield f.path, f.size, f.bucket, f.numEntries, f.fileIds
 
-    return spark.range(0, len(groups), 1, numPartitions=len(groups)).mapInArrow(build, FILE_SCHEMA)
-
-
-def _files_batch(done: list[IndexFile]) -> pa.RecordBatch:
-    """A write task's index files as a batch of ``FILE_SCHEMA``."""
-    return pa.RecordBatch.from_pylist(
-        [{"path": f.path, "size": f.size, "bucket": f.bucket, "numEntries": f.numEntries,
-          "fileIds": list(f.fileIds)} for f in done],
-        schema=FILE_ARROW)
+    return spark.sparkContext.parallelize(range(len(groups)), len(groups)).mapPartitions(build)
