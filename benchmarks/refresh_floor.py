@@ -95,6 +95,7 @@ def refresh_child(base: str, work: str, rounds: int, way: str) -> None:
     for i in range(rounds + 1):
         copy = Path(work) / f"{way}-{i}"
         shutil.copytree(base, copy)
+        os.sync()  # the copy's dirty pages written back now, not during the timed refresh
         started = time.perf_counter()
         IndexedTable.for_path(str(copy)).refresh("primary", mode="full", spark=spark)
         times.append(time.perf_counter() - started)

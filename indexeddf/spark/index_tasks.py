@@ -24,8 +24,10 @@ from ..writer.bucket_merge import ENTRY_CHUNK
 from ..writer.index_files import write_sorted_entries
 from .job_fence import JobFence
 
-ENTRY_ARROW = pa.schema([("bucket", pa.int32()), ("hash", pa.int64()), ("file_id", pa.int64()), ("row", pa.int32())])
-"""An index entry in a task, between its read and its sort (the uint32 key hash in an int64)."""
+Entries = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]
+"""Index entries in a task, between its read and its sort: key hashes (uint32), file ids
+(int64), row ordinals (int32) and index buckets (int32), as ``write_sorted_entries`` takes
+them (no entry leaves the task's Python process, so they stay numpy arrays)."""
 READ_ROWS = 1 << 17
 """Rows of a data file a build task reads, hashes and hands on at a time (consecutive row
 groups read together): a file's row groups hold about 12K rows of the check table, and each
@@ -42,7 +44,7 @@ def task_add(add: AddFile) -> str:
 
 
 def files_entries(storage, adds: list[str], schema: pa.Schema, columns: list[str], num_buckets: int,
-                  version: int, fence: JobFence) -> Iterator[pa.RecordBatch]:
+                  version: int, fence: JobFence) -> Iterator[Entries]:
     """The entries of the files ``adds`` (:func:`task_add`'s JSON), a few row groups at a time
     (:func:`file_entries`); stops between files when ``fence`` (the job's) says the job failed."""
     for add in adds:
@@ -65,7 +67,7 @@ def balanced_groups(sizes: list[int], tasks: int) -> list[list[int]]:
 
 
 def file_entries(storage, add: AddFile, schema: pa.Schema, columns: list[str], num_buckets: int,
-                 version: int) -> Iterator[pa.RecordBatch]:
+                 version: int) -> Iterator[Entries]:
     """The entries of one data file's live rows, :data:`READ_ROWS` rows at a time (a task's
     memory is that many keys and a row group's)."""
     for ordinals, rows in iter_live_row_groups(storage, add, schema, columns, version, use_threads=False,
@@ -73,16 +75,12 @@ def file_entries(storage, add: AddFile, schema: pa.Schema, columns: list[str], n
         if not rows.num_rows:
             continue
         buckets, hashes = bucket_ids_and_key_hash([rows.column(c) for c in columns], num_buckets)
-        yield pa.record_batch([
-            pa.array(buckets, pa.int32()),
-            pa.array(hashes.astype(np.int64), pa.int64()),
-            pa.array(np.full(rows.num_rows, add.fileId, dtype=np.int64), pa.int64()),
-            pa.array(ordinals.astype(np.int32), pa.int32()),
-        ], schema=ENTRY_ARROW)
+        yield (hashes, np.full(rows.num_rows, add.fileId, dtype=np.int64), ordinals.astype(np.int32),
+               buckets.astype(np.int32, copy=False))
 
 
-def write_entry_batches(storage, rel_dir: str, batches: Iterator[pa.RecordBatch], fence: JobFence) -> list[IndexFile]:
-    """A write task's index files: its entry batches (``ENTRY_ARROW``) sorted a chunk of
+def write_entry_batches(storage, rel_dir: str, batches: Iterator[Entries], fence: JobFence) -> list[IndexFile]:
+    """A write task's index files: its entry batches (:data:`Entries`) sorted a chunk of
     :data:`ENTRY_CHUNK` at a time, one file per index bucket and chunk, under
     ``rel_dir``. On a failure, or the job's (its ``fence``), the files it wrote are deleted
     (nothing of the task is committed)."""
@@ -95,12 +93,12 @@ def write_entry_batches(storage, rel_dir: str, batches: Iterator[pa.RecordBatch]
     return done
 
 
-def _chunks(batches: Iterator[pa.RecordBatch]) -> Iterator[list[pa.RecordBatch]]:
+def _chunks(batches: Iterator[Entries]) -> Iterator[list[Entries]]:
     """Entry batches regrouped into runs of about :data:`ENTRY_CHUNK` entries."""
     parts, count = [], 0
     for batch in batches:
         parts.append(batch)
-        count += batch.num_rows
+        count += len(batch[0])
         if count >= ENTRY_CHUNK:
             yield parts
             parts, count = [], 0
@@ -108,11 +106,10 @@ def _chunks(batches: Iterator[pa.RecordBatch]) -> Iterator[list[pa.RecordBatch]]
         yield parts
 
 
-def _write_chunk(storage, rel_dir: str, parts: list[pa.RecordBatch], written: list[str]) -> list[IndexFile]:
+def _write_chunk(storage, rel_dir: str, parts: list[Entries], written: list[str]) -> list[IndexFile]:
     """The index files of one chunk of entries: sorted by bucket, hash, file id and row as
     ``build_index_files`` sorts them, one file per bucket."""
-    t = pa.Table.from_batches(parts)
-    if not t.num_rows:
+    entries = [np.concatenate([p[i] for p in parts]) for i in range(4)]
+    if not len(entries[0]):
         return []
-    return write_sorted_entries(storage, rel_dir, *(t.column(c).to_numpy() for c in ("hash", "file_id", "row", "bucket")),
-                                written)
+    return write_sorted_entries(storage, rel_dir, *entries, written)
