@@ -40,8 +40,9 @@ class IndexedTable(TableWrites, TableAdmin):
     # maintenance (optimize, vacuum, restore, the index lifecycle) from TableAdmin
     # (table_admin.py).
 
-    def __init__(self, snapshot: Snapshot):
+    def __init__(self, snapshot: Snapshot, spark: Any = None):
         self._snapshot = snapshot
+        self._spark = spark  # the session maintenance runs on when a call names none
 
     # -- opening -------------------------------------------------------------------
     @classmethod
@@ -140,7 +141,7 @@ class IndexedTable(TableWrites, TableAdmin):
         storage = TableStorage(path, storage_options)
         snapshot = load_snapshot(storage, unindexed_ok=True)
         result = convert_table(snapshot, list(index_columns), num_buckets, properties, progress, build=build)
-        return cls(result.snapshot)
+        return cls(result.snapshot, spark)
 
     @staticmethod
     def upgrade(path: str, storage_options: dict[str, Any] | None = None, progress: Any = None):
@@ -163,13 +164,19 @@ class IndexedTable(TableWrites, TableAdmin):
         version: int | None = None,
         timestamp: Any = None,
         storage_options: dict[str, Any] | None = None,
+        spark: Any = None,
     ) -> "IndexedTable":
         """Open the table at ``path``: the newest version, or ``version``, or the version
         current at ``timestamp`` (datetime, ISO 8601 string, or ms since the epoch; UTC
         when no zone is given). Raises ``TableNotFoundError`` when there is no table.
+
+        ``spark``: a SparkSession that the table's heavy maintenance runs on when a call
+        names none (``create_index``, ``refresh``, ``optimize``, ``optimize_index``: their
+        work as Spark jobs, the commits in this process; ``docs/admin.md``); a call's own
+        ``spark=`` wins. None: they run in this process unless a call passes one.
         """
         storage = TableStorage(path, storage_options)
-        return cls(_load(storage, version, timestamp))
+        return cls(_load(storage, version, timestamp), spark)
 
     # -- what it is ------------------------------------------------------------------
     @property

@@ -65,6 +65,11 @@ class TableAdmin:
     """History, indexes, properties and maintenance of a table; a base of ``IndexedTable``."""
 
     _snapshot: Snapshot
+    _spark: Any = None  # IndexedTable.for_path(spark=): the session of maintenance calls that name none
+
+    def _session(self, spark):
+        """The SparkSession a maintenance call runs on: its own ``spark``, else the table's."""
+        return self._spark if spark is None else spark
 
     # -- history -------------------------------------------------------------------
     def history(self, limit: int | None = None) -> list[HistoryEntry]:
@@ -132,9 +137,10 @@ class TableAdmin:
         Appends then maintain it (``indexeddf.index.autoRefresh``). ``progress``: called
         with a line of text at each step of the build. ``spark``: a SparkSession whose
         executors read, hash, sort and write the index files in one job (the driver
-        commits); None builds it in this process (``docs/admin.md``)."""
+        commits); None: the table's session (``for_path(spark=)``) if it has one, else
+        built in this process (``docs/admin.md``)."""
         result = index_ops.create_index(update_snapshot(self._snapshot), name, list(columns), num_buckets,
-                                        progress=progress, build=_build(spark))
+                                        progress=progress, build=_build(self._session(spark)))
         self._snapshot = result.snapshot
         return result.version
 
@@ -146,14 +152,14 @@ class TableAdmin:
         removed files), ``"full"`` (rebuild) or ``"quick"`` (record the version only;
         queries keep scanning unindexed files). ``progress``: called with a line of
         text at each step. ``spark``: a SparkSession that indexes the files as a Spark
-        job (as for :meth:`create_index`; ``quick`` reads no data). Returns the versions
-        committed.
+        job (as for :meth:`create_index`, whose default it shares; ``quick`` reads no data).
+        Returns the versions committed.
         """
         snap = update_snapshot(self._snapshot)
         names = [index] if index is not None else sorted(n for n, e in snap.indexes.items() if e.state == "ACTIVE")
         versions = []
         for name in names:
-            result = index_ops.refresh_index(snap, name, mode, progress=progress, build=_build(spark))
+            result = index_ops.refresh_index(snap, name, mode, progress=progress, build=_build(self._session(spark)))
             snap = result.snapshot
             versions.append(result.version)
         self._snapshot = snap
@@ -245,7 +251,8 @@ class TableAdmin:
         version, or the current one when nothing needed compacting. ``progress``: an
         optional callable receiving one line of text per step. ``spark``: a SparkSession
         whose executors read and rewrite the files in one job (the driver plans and commits
-        the same commit); None rewrites them in this process (``docs/admin.md``).
+        the same commit); None: the table's session (``for_path(spark=)``) if it has one,
+        else rewritten in this process (``docs/admin.md``).
 
         ``num_buckets`` (with ``mode="full"``): a new bucket count. One commit changes the
         table's ``numBuckets``, rewrites every file into the new buckets and rebuilds every
@@ -255,7 +262,7 @@ class TableAdmin:
         ``docs/indexes.md``, "Choosing the bucket count")."""
         from .writer import maintenance
 
-        rewrite = None
+        rewrite, spark = None, self._session(spark)
         if spark is not None:
             from .spark.optimize import spark_rewrite
 
@@ -315,11 +322,12 @@ class TableAdmin:
         ``"quick"`` (each bucket's files under 8 MiB) or ``"full"`` (one file per bucket,
         dropping entries of removed data files). ``spark``: a SparkSession whose executors
         merge the files, a task per group of index buckets, in one job (the driver
-        commits); None merges them in this process (``docs/admin.md``). Returns the
-        version of the last commit (the current one when nothing needed merging)."""
+        commits); None: the table's session (``for_path(spark=)``) if it has one, else
+        merged in this process (``docs/admin.md``). Returns the version of the last commit
+        (the current one when nothing needed merging)."""
         from .writer import lifecycle
 
-        compact = None
+        compact, spark = None, self._session(spark)
         if spark is not None:
             from .spark.optimize import spark_compact
 

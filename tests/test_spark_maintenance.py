@@ -81,6 +81,15 @@ def entries(t: IndexedTable, name: str) -> list[tuple]:
     return sorted(out)
 
 
+def by_content(t: IndexedTable, name: str) -> list[tuple]:
+    """:func:`entries` with each file id replaced by what its file holds (bucket, rows, key
+    range): two copies of a table that each took the same append name its files apart."""
+    snap = IndexedTable.for_path(t.path).snapshot
+    content = {a.fileId: (a.bucket, a.stats.numRecords, repr(a.stats.minValues), repr(a.stats.maxValues))
+               for a in snap.live_files()}
+    return sorted((b, h, content[f], r) for b, h, f, r in entries(t, name))
+
+
 def sorted_rows(table: pa.Table, cols) -> list:
     return sorted(repr(r) for r in zip(*(table.column(c).to_pylist() for c in cols)))
 
@@ -113,6 +122,32 @@ def test_create_index_as_a_spark_job_writes_the_entries_of_the_single_process_bu
         check_lookups(spark, parallel, "by", "s", S_KEYS)
     elif columns == ["v"]:
         check_lookups(spark, parallel, "by", "v", V_KEYS)
+
+
+def test_a_table_opened_with_a_session_runs_its_maintenance_there(spark, tmp_path):
+    """``for_path(spark=)``: create_index, refresh, optimize and optimize_index run as Spark
+    jobs of that session when a call names none, and write what the single process writes."""
+    make(tmp_path / "t")
+    single, _ = twin(tmp_path / "t", tmp_path)
+    parallel = IndexedTable.for_path(str(tmp_path / "spark_side"), spark=spark)
+    lines = []
+    single.create_index("by", ["s"])
+    parallel.create_index("by", ["s"], progress=lines.append)
+    assert any("Spark job" in line for line in lines), lines
+    assert entries(parallel, "by") == entries(single, "by")
+    for t in (single, parallel):
+        t.set_properties({"indexeddf.index.autoRefresh": "false"})
+        t.append(rows(range(200, 230)))
+    lines.clear()
+    single.refresh("by", mode="full")
+    parallel.refresh("by", mode="full", progress=lines.append)
+    assert any("Spark job" in line for line in lines), lines
+    assert by_content(parallel, "by") == by_content(single, "by")
+    lines.clear()
+    parallel.optimize(mode="full", progress=lines.append)
+    parallel.optimize_index("by", mode="full", progress=lines.append)
+    assert any("optimize: Spark job" in line for line in lines), lines
+    check_lookups(spark, parallel, "by", "s", S_KEYS)
 
 
 def test_create_index_on_a_partitioned_table_with_a_partition_column(spark, tmp_path):
