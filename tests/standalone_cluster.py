@@ -11,6 +11,7 @@ import contextlib
 import json
 import os
 import queue
+import signal
 import subprocess
 import sys
 import threading
@@ -45,6 +46,74 @@ def executors(worker_dir: str | None = None) -> list[int]:
         except OSError:  # gone meanwhile, or not ours to inspect
             continue
     return mine
+
+
+def children() -> dict[int, list[int]]:
+    """Every process's children, by parent id (from ``/proc``)."""
+    out: dict[int, list[int]] = {}
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                ppid = int(Path(f"/proc/{d}/stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            out.setdefault(ppid, []).append(int(d))
+    return out
+
+
+def descendants(pid: int, kids: dict[int, list[int]]) -> list[int]:
+    """Every process under ``pid`` (an executor's Python daemon and workers)."""
+    out, todo = [], list(kids.get(pid, []))
+    while todo:
+        p = todo.pop()
+        out.append(p)
+        todo += kids.get(p, [])
+    return out
+
+
+def file_open_under(path: str, executor: int, kids: dict[int, list[int]]) -> str | None:
+    """A file below ``path`` (a table) that a process under ``executor`` (its Python
+    workers) has open, relative to ``path``: the executor is running one of the table's tasks."""
+    root = os.path.realpath(path) + os.sep
+    for pid in descendants(executor, kids):
+        try:
+            for fd in os.listdir(f"/proc/{pid}/fd"):
+                target = os.readlink(f"/proc/{pid}/fd/{fd}")
+                if target.startswith(root):
+                    return target[len(root):]
+        except OSError:
+            continue
+    return None
+
+
+def kill_an_executor_mid_task(path: str, worker_dir: str, patience: float, started, whole_tree: bool = False,
+                              timeout: float = 240) -> str | None:
+    """SIGKILL the executor of the cluster at ``worker_dir`` whose task has a file of the
+    table at ``path`` open (its attempt is lost part way) and return that file; ``patience``
+    seconds after ``started()`` (a callable: has the job begun writing?) first holds with no
+    such moment seen, SIGKILL one executor anyway (None). ``whole_tree``: its Python workers
+    too, as when its machine is lost (else they end when they next talk to the dead JVM)."""
+    first = None
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        kids = children()
+        running = executors(worker_dir)
+        for pid in running:
+            file = file_open_under(path, pid, kids)
+            if file is not None:
+                for victim in [pid] + (descendants(pid, kids) if whole_tree else []):
+                    with contextlib.suppress(ProcessLookupError):
+                        os.kill(victim, signal.SIGKILL)
+                return file
+        if first is None and started():
+            first = time.monotonic()
+        if first is not None and time.monotonic() - first >= patience and running:
+            for victim in [running[0]] + (descendants(running[0], kids) if whole_tree else []):
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(victim, signal.SIGKILL)
+            return None
+        time.sleep(0.01)
+    raise AssertionError("no task of the job opened a file of the table in time")
 
 
 @contextlib.contextmanager

@@ -26,7 +26,7 @@ import pytest
 sys.path.insert(0, os.path.dirname(__file__))
 
 from oracles import duckdb_delta  # noqa: E402
-from standalone_cluster import Lines, executors  # noqa: E402
+from standalone_cluster import Lines, kill_an_executor_mid_task  # noqa: E402
 
 from indexeddf import IndexedTable  # noqa: E402
 
@@ -159,57 +159,12 @@ def _when_files_appear(path: str, known: set[str], timeout: float) -> set[str]:
     raise AssertionError("the change wrote no file in time")
 
 
-def _children() -> dict[int, list[int]]:
-    out: dict[int, list[int]] = {}
-    for d in os.listdir("/proc"):
-        if d.isdigit():
-            try:
-                ppid = int(Path(f"/proc/{d}/stat").read_text().rsplit(")", 1)[1].split()[1])
-            except (OSError, IndexError, ValueError):
-                continue
-            out.setdefault(ppid, []).append(int(d))
-    return out
-
-
-def _writing(path: str, executor: int, children: dict[int, list[int]]) -> str | None:
-    """A file of the table that a process under ``executor`` (its Python workers) has open."""
-    todo, root = list(children.get(executor, [])), os.path.realpath(path) + os.sep
-    while todo:
-        pid = todo.pop()
-        todo += children.get(pid, [])
-        try:
-            for fd in os.listdir(f"/proc/{pid}/fd"):
-                target = os.readlink(f"/proc/{pid}/fd/{fd}")
-                if target.startswith(root):
-                    return target[len(root):]
-        except OSError:
-            continue
-    return None
-
-
 def _kill_an_executor_mid_write(path: str, known: set[str], worker_dir: str, patience: float) -> str | None:
     """SIGKILL the executor whose task has one of the change's files open (it has not
     finished writing it, so its attempt is lost after writing files) and return that file;
     ``patience`` seconds after the first file is on disk with no such moment seen, SIGKILL
     one executor anyway (None)."""
-    first = None
-    deadline = time.monotonic() + 240
-    while time.monotonic() < deadline:
-        children = _children()
-        for pid in executors(worker_dir):
-            file = _writing(path, pid, children)
-            if file is not None:
-                os.kill(pid, signal.SIGKILL)
-                return file
-        if first is None and _on_disk(path) - known:
-            first = time.monotonic()
-        if first is not None and time.monotonic() - first >= patience:
-            victims = executors(worker_dir)
-            if victims:  # else the master is starting one again: keep polling
-                os.kill(victims[0], signal.SIGKILL)
-                return None
-        time.sleep(0.01)
-    raise AssertionError("the change wrote no file in time")
+    return kill_an_executor_mid_task(path, worker_dir, patience, lambda: bool(_on_disk(path) - known))
 
 
 @pytest.mark.spark

@@ -19,6 +19,10 @@ Reads one JSON command a line from stdin and answers on stdout. Each command may
 - ``{"cmd": "sql", "statement": S, "src": [start, end, step]}``: the temporary view ``src``
   holds ``k`` in range(start, end, step) and ``v = k * 10 + 1``; prints ``running``, runs
   the statement and prints ``done <result row as JSON>`` or ``failed <error>``.
+- ``{"cmd": "maintain", "path": P, "op": "create_index" | "optimize"}``: prints ``running``,
+  then runs ``create_index("by_s", ["s"], spark=)`` or ``optimize(mode="full", spark=)`` on
+  the table as Spark jobs of this application and prints ``done <version>`` or
+  ``failed <error>``.
 - ``{"cmd": "quit"}``.
 """
 
@@ -69,6 +73,17 @@ def sql(spark, cmd: dict) -> str:
     return f"done {json.dumps(row)}"
 
 
+def maintain(spark, cmd: dict) -> str:
+    from indexeddf import IndexedTable
+
+    t = IndexedTable.for_path(cmd["path"], spark=spark)
+    if cmd["op"] == "create_index":
+        t.create_index("by_s", ["s"], spark=spark)
+    else:
+        t.optimize(mode="full", spark=spark)
+    return f"done {IndexedTable.for_path(cmd['path']).version}"
+
+
 def main() -> None:
     from pyspark.sql import SparkSession
 
@@ -91,7 +106,7 @@ def main() -> None:
         if cmd["cmd"] != "lookup":
             print("running", flush=True)
         try:
-            out = {"lookup": lookup, "write": write, "sql": sql}[cmd["cmd"]](spark, cmd)
+            out = {"lookup": lookup, "write": write, "sql": sql, "maintain": maintain}[cmd["cmd"]](spark, cmd)
         except Exception as e:  # the command failed as a whole: the test checks what was committed
             out = f"failed {type(e).__name__}: {str(e)[:500]!r}"
         for key in cmd.get("conf", {}):
