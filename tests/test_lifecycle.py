@@ -1,6 +1,7 @@
 """Index lifecycle: every state transition is a commit, transient states come first,
 operations that cannot run together fail typed, readers stay right at every version,
-and a refresh killed with SIGKILL is cancelled back to ACTIVE without leftovers."""
+and a refresh killed with SIGKILL is cancelled back to ACTIVE without leftovers, as is an
+index build whose Spark driver is killed while its job runs."""
 
 from __future__ import annotations
 
@@ -238,3 +239,61 @@ def test_sigkill_during_refresh_then_cancel(table, table_path):
     assert_lookups_right(t)
     t.refresh(index="by_s")  # and it works again
     assert_lookups_right(t)
+
+
+KILLED_SPARK_BUILD = textwrap.dedent("""
+    import sys
+    import indexeddf
+    from indexeddf import IndexedTable
+    spark = indexeddf.local_session("indexeddf-killed-build", cores=2)
+    IndexedTable.for_path(sys.argv[1], spark=spark).create_index("by_v", ["v"])
+""")
+
+
+def _running_tokens(table_path: str) -> list[str]:
+    """The tokens of Spark tasks of a maintenance job that are running (``spark/job_fence.py``)."""
+    return [n for n in files_under(table_path, "_indexes/_jobs") if n.endswith(".running")]
+
+
+@pytest.mark.spark_elsewhere  # the killed driver is a program of its own
+@pytest.mark.slow
+def test_a_spark_build_whose_driver_dies_is_cancelled_and_built_again(table_path):
+    """``create_index(spark=)`` from a driver program (local[2]: its Python, JVM and workers)
+    SIGKILLed once a task of its job runs: the table stays readable with the index CREATING,
+    ``cancel_index`` drops it (DELETED) with the files its tasks wrote, and it is built again."""
+    n = 600_000
+    data = pa.table({"k": pa.array(range(n), pa.int64()), "s": [f"s{i % 5}" for i in range(n)],
+                     "v": pa.array([f"{i * 7919 % n:032d}" for i in range(n)])})
+    t = IndexedTable.create(table_path, data, index_columns=["k"], num_buckets=8)
+    for i in range(3):
+        t.append(rows(n + 10 * i, 10).append_column("v", pa.array([f"x{j}" for j in range(10)])))
+    before = t.version
+    driver = subprocess.Popen([sys.executable, "-c", KILLED_SPARK_BUILD, table_path], start_new_session=True,
+                              env=dict(os.environ, PYSPARK_PYTHON=sys.executable),
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 180
+        while not _running_tokens(table_path):
+            assert driver.poll() is None, "the build ended before any task was seen running"
+            assert time.monotonic() < deadline, "no task of the build started"
+            time.sleep(0.02)
+        os.killpg(driver.pid, signal.SIGKILL)
+        driver.wait(30)
+    finally:
+        if driver.poll() is None:
+            os.killpg(driver.pid, signal.SIGKILL)
+    t.update_incremental()
+    entry = t.snapshot.indexes["by_v"]
+    assert t.version == before + 1 and entry.state == "CREATING"
+    pending = entry.properties["pendingDir"]
+    assert_lookups_right(t, index="by_s")  # readers are right while it is stuck (lookups by k; no by_s here)
+    t.cancel_index("by_v")
+    assert t.snapshot.indexes["by_v"].state == "DELETED"
+    assert not files_under(table_path, pending)
+    t.vacuum_index("by_v")
+    t.create_index("by_v2", ["v"])  # and an index on the column is built again
+    keys = [f"{3 * 7919 % n:032d}", "x4"]
+    full = t.to_arrow()
+    want = full.filter(pc.is_in(full.column("v"), pa.array(keys)))
+    assert len(want) == 4 and key_rows(t.lookup(keys, index="by_v2").select(["k", "s"])) == key_rows(
+        want.select(["k", "s"]))
