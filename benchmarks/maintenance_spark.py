@@ -16,7 +16,8 @@ Spark alone on the same data (``local[2]``): read the table's data files as plai
 ``repartition(buckets, "k")``, ``sortWithinPartitions("k")``, write Parquet (the rewrite
 without statistics in a log, bloom filters or index entries). Each way runs in a child process of its own,
 which runs the operation twice (``--runs``), each time on a fresh copy of the table (copies are not
-timed, and are synced to disk first: a copy's gigabytes written back during a run took CPU from it): "first" is the session's first job (the Spark child starts its session before the
+timed, and are synced to disk first: a copy's gigabytes written back during a run took CPU
+from it): "first" is the session's first job (the Spark child starts its session before the
 clock, but Spark's Python workers start within it), "again" the same operation in the same
 process. ``--ways`` picks the ways (``other`` is the anchor for optimize, the SQL statement
 for the index operations); at 200M rows one run of the three ways the goals name
