@@ -12,8 +12,8 @@ the connector's command (``io.indexeddf.spark.plan.TableOperationCommand``) runs
    columns and bucket count, and the data files to index in groups of about equal bytes
    (``index_tasks.balanced_groups``), one a core of the session (the command's ``cores``);
 2. ``indexBuild``: a write of one row a group (the group's number), a task each: the task
-   (:meth:`BuildWriter.write`) reads its files' index columns through the project's reader a
-   row group at a time (``index_tasks.file_entries``: deletion vectors, column mapping,
+   (:meth:`BuildWriter.write`) reads its files' index columns through the project's reader a few
+   row groups at a time (``index_tasks.file_entries``: deletion vectors, column mapping,
    partition values), hashes them with ``spec/bucketing.py``, sorts the entries a chunk at a
    time and writes index files under ``pendingDir`` (``index_tasks.write_entry_batches``), as
    ``create_index(spark=)``'s tasks do, and returns their descriptors; no entry crosses into
