@@ -36,9 +36,6 @@ from .index_tasks import TASKS_PER_CORE, balanced_groups, files_entries, task_ad
 from .job_fence import JobFence
 from .options import shared_storage
 
-FILE_FIELDS = ("path", "size", "bucket", "numEntries", "fileIds")
-"""What a build task returns per index file it wrote: these fields of its ``IndexFile``."""
-
 
 def spark_build(spark):
     """A ``build`` for ``writer.lifecycle`` operations (the signature of
@@ -73,11 +70,10 @@ def build_files(spark, snapshot, entry: IndexEntry, data_files: list[AddFile], w
         sc.setJobDescription(f"indexeddf: index {entry.name}: read, hash, sort and write the entries of "
                              f"{len(data_files)} data files into {entry.numBuckets} index buckets")
         say(progress, f"index {entry.name}: Spark job over {len(data_files)} data files")
-        rows = collect_job(out, storage, fence)
+        files: list[IndexFile] = collect_job(out, storage, fence)
     finally:
         for k, v in saved.items():
             sc.setLocalProperty(k, v)
-    files = [IndexFile(**dict(zip(FILE_FIELDS, r))) for r in rows]
     written.extend(f.path for f in files)  # a failed commit deletes them
     files.sort(key=lambda f: (f.bucket, f.path))
     say(progress, f"index {entry.name}: {len(data_files)}/{len(data_files)} data files indexed, {len(files)} index files")
@@ -110,7 +106,7 @@ def _built_in_tasks(spark, snapshot, entry: IndexEntry, data_files: list[AddFile
     through the project's reader a few row groups at a time (``index_tasks.file_entries``:
     every file, deletion vectors and all), hashes them with ``spec/bucketing.py``, sorts the
     entries a chunk at a time and writes the index files, as the single-process build does;
-    an RDD of the files' fields (:data:`FILE_FIELDS`).
+    an RDD of the ``IndexFile`` of each file written (pickled back to the driver).
 
     An RDD, not a DataFrame's ``mapInArrow``: the tasks take a group number and give a few
     descriptors, so there is nothing for Catalyst to plan, compile or turn into Arrow. Measured
@@ -123,11 +119,10 @@ def _built_in_tasks(spark, snapshot, entry: IndexEntry, data_files: list[AddFile
     columns, num_buckets, version = list(entry.columns), entry.numBuckets, snapshot.version
     groups = [[task_add(data_files[i]) for i in g] for g in balanced_groups([a.size for a in data_files], tasks)]
 
-    def build(numbers: Iterator[int]) -> Iterator[tuple]:
+    def build(numbers: Iterator[int]) -> Iterator[IndexFile]:
         task_storage = shared_storage(url, options)
         for group in numbers:
             entries = files_entries(task_storage, groups[group], schema, columns, num_buckets, version, fence)
-            for f in write_entry_batches(task_storage, rel_dir, entries, fence):
-                yield f.path, f.size, f.bucket, f.numEntries, f.fileIds
+            yield from write_entry_batches(task_storage, rel_dir, entries, fence)
 
     return spark.sparkContext.parallelize(range(len(groups)), len(groups)).mapPartitions(build)
