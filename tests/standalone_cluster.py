@@ -101,19 +101,22 @@ def kill_an_executor_mid_task(path: str, worker_dir: str, patience: float, start
         for pid in running:
             file = file_open_under(path, pid, kids)
             if file is not None:
-                for victim in [pid] + (descendants(pid, kids) if whole_tree else []):
-                    with contextlib.suppress(ProcessLookupError):
-                        os.kill(victim, signal.SIGKILL)
+                _kill(pid, kids, whole_tree)
                 return file
         if first is None and started():
             first = time.monotonic()
         if first is not None and time.monotonic() - first >= patience and running:
-            for victim in [running[0]] + (descendants(running[0], kids) if whole_tree else []):
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(victim, signal.SIGKILL)
+            _kill(running[0], kids, whole_tree)
             return None
         time.sleep(0.01)
     raise AssertionError("no task of the job opened a file of the table in time")
+
+
+def _kill(executor: int, kids: dict[int, list[int]], whole_tree: bool) -> None:
+    """SIGKILL ``executor`` (with ``whole_tree``, its Python workers too); one already gone is skipped."""
+    for victim in [executor] + (descendants(executor, kids) if whole_tree else []):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(victim, signal.SIGKILL)
 
 
 @contextlib.contextmanager

@@ -18,6 +18,7 @@ import pyarrow.compute as pc
 import pytest
 from oracles import duckdb_delta
 from standalone_cluster import executors, kill_an_executor_mid_task
+from test_spark_maintenance import entries
 
 from indexeddf import IndexedTable
 
@@ -84,17 +85,6 @@ def _index_files_on_disk(path: str) -> set[str]:
     return {str(p.relative_to(path)) for p in root.rglob("*.parquet") if not str(p.relative_to(root)).startswith("_")}
 
 
-def _entries(t: IndexedTable, name: str) -> list[tuple]:
-    from indexeddf.writer.index_files import read_entries
-
-    snap = IndexedTable.for_path(t.path).snapshot
-    out = []
-    for f in snap.indexes[name].files:
-        e = read_entries(snap.storage, f)
-        out += [(f.bucket, *r) for r in zip(*(e.column(c).to_pylist() for c in ("hash", "file_id", "row")))]
-    return sorted(out)
-
-
 def _lookups_match_duckdb(t: IndexedTable, rows: int) -> None:
     keys = [0, 4_321, rows - 1]
     strings = [f"{k * 7919 % rows:064d}" for k in keys]
@@ -135,11 +125,11 @@ def test_maintenance_survives_a_lost_executor(cluster_app, tmp_path, op):
     assert sorted(now.to_arrow(columns=["k", "v", "s"]).to_pylist(), key=lambda r: r["k"]) == before
     if op == "create_index":
         assert now.snapshot.indexes["by_s"].state == "ACTIVE"
-        assert _entries(now, "by_s") == _entries(single, "by_s")
+        assert entries(now, "by_s") == entries(single, "by_s")
     else:
         assert sorted(a.bucket for a in now.snapshot.live_files()) == list(range(8))
         for name in ("primary", "by_s"):
-            assert len(_entries(now, name)) == rows
+            assert len(entries(now, name)) == rows
     _lookups_match_duckdb(now, rows)
     now.vacuum(retention_hours=0, enforce_retention=False)
     named = {f.path for e in now.snapshot.indexes.values() for f in e.files}
