@@ -57,7 +57,7 @@ HERE = Path(__file__).parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent / "tests"))
 
-from harness import add_machine_argument, record_run  # noqa: E402
+from harness import add_record_arguments, record_run  # noqa: E402
 from proctree import TICKS, children, tree  # noqa: E402
 
 LIMIT_MIB = 4096
@@ -342,9 +342,7 @@ def main() -> None:
     p.add_argument("--workers", default="1,2", help="worker counts, one cluster each")
     p.add_argument("--memory", default="3g", help="each worker's memory, and each executor's")
     p.add_argument("--work", default=None, help="folder for the clusters and tables (default: the system's temp)")
-    p.add_argument("--record", default=None, help="write benchmarks/results/<date>-RECORD.json")
-    p.add_argument("--note", default=None, help="a note kept in the recorded JSON")
-    add_machine_argument(p)
+    add_record_arguments(p)
     args = p.parse_args()
     if args.append_rows is None:
         args.append_rows = args.rows // 10

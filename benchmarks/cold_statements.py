@@ -35,7 +35,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from harness import add_machine_argument, record_run
+from harness import add_record_arguments, record_run
 from pipeline_merges import noop_source
 from proctree import cpu_between, tree_cpu
 
@@ -81,9 +81,7 @@ def main() -> None:
     p.add_argument("--idle", type=float, default=70.0, help="seconds before a cold statement (Spark's timeout: 60)")
     p.add_argument("--rounds", type=int, default=2)
     p.add_argument("--work", default=None, help="folder for the table (default: the system's temp folder)")
-    p.add_argument("--record", default=None, help="write benchmarks/results/<date>-RECORD.json")
-    p.add_argument("--note", default=None, help="a note kept in the recorded JSON")
-    add_machine_argument(p)
+    add_record_arguments(p)
     args = p.parse_args()
     if args.rows < (2 * args.rounds + 1) * 2 * args.batch:
         p.error("--rows must hold every run's deleted and updated rows: at least (2 x rounds + 1) x 2 x batch")

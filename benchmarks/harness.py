@@ -213,6 +213,14 @@ def add_machine_argument(parser) -> None:
                              "cores and Python; say whether it was quiet)")
 
 
+def add_record_arguments(parser) -> None:
+    """What :func:`record_run` reads of a script's arguments: ``--record NAME`` (write the run
+    into ``benchmarks/results/<date>-NAME.json``), ``--note`` (kept in it) and ``--machine``."""
+    parser.add_argument("--record", default=None, help="write benchmarks/results/<date>-RECORD.json")
+    parser.add_argument("--note", default=None, help="a note kept in the recorded JSON")
+    add_machine_argument(parser)
+
+
 RESULTS = Path(__file__).resolve().parent / "results"
 
 

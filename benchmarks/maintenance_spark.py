@@ -50,7 +50,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from harness import add_machine_argument, record_run  # noqa: E402
+from harness import add_record_arguments, record_run  # noqa: E402
 from proctree import tree, tree_cpu  # noqa: E402
 
 CHILD = "--child"
@@ -272,9 +272,7 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=2, help="runs of each way, each on a fresh copy in the same process")
     ap.add_argument("--appends", type=int, default=8, help="writes of optimize's table (files a bucket)")
     ap.add_argument("--work", default=None, help="folder for the tables (default: the system's temp)")
-    ap.add_argument("--record", default=None, help="write benchmarks/results/<date>-RECORD.json")
-    ap.add_argument("--note", default=None, help="a note kept in the recorded JSON")
-    add_machine_argument(ap)
+    add_record_arguments(ap)
     args = ap.parse_args()
     printed = run(args)
     if args.record:

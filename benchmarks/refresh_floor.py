@@ -35,7 +35,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from harness import add_machine_argument, record_run  # noqa: E402
+from harness import add_record_arguments, record_run  # noqa: E402
 
 HALF, REFRESH = "--half", "--refresh"
 
@@ -177,9 +177,7 @@ def main() -> None:
     ap.add_argument("--rows", type=int, default=20_000_000)
     ap.add_argument("--buckets", type=int, default=32)
     ap.add_argument("--rounds", type=int, default=5)
-    ap.add_argument("--record", default=None, help="write benchmarks/results/<date>-RECORD.json")
-    ap.add_argument("--note", default=None, help="a note kept in the recorded JSON")
-    add_machine_argument(ap)
+    add_record_arguments(ap)
     args = ap.parse_args()
     printed = run(args)
     if args.record:
