@@ -27,7 +27,6 @@ from ..spec.arrays import distinct
 from ..spec.bucketing import bucket_ids_and_key_hash
 
 INDEX_DIR = "_indexes"
-_MASK32 = 0xFFFFFFFF
 JOBS_DIR = f"{INDEX_DIR}/_jobs"
 """Where the fences of Spark jobs that write index and data files live (``spark/job_fence.py``)."""
 PRIMARY = PRIMARY_INDEX
@@ -89,7 +88,8 @@ def write_sorted_entries(storage: TableStorage, name: str, hashes: np.ndarray, f
     order, key = _entry_sort(buckets, hashes, file_ids, rows)
     # The sorted key holds each entry's bucket and hash: read in order from it, not gathered
     # through ``order`` (a random read of a chunk's 4M entries each); file id and row are.
-    return write_entries(storage, name, (key & np.uint64(_MASK32)).astype(np.uint32), file_ids[order],
+    # Its low 32 bits are the hash (a cast to uint32 keeps them), the high ones the bucket.
+    return write_entries(storage, name, key.astype(np.uint32), file_ids[order],
                          rows[order].astype(np.int32, copy=False), (key >> np.uint64(32)).astype(np.int32), written)
 
 
